@@ -1,0 +1,485 @@
+"""Settings: one declarative table, one frozen :class:`Config`, one reader of the environment.
+
+Invariants:
+
+* :data:`SETTINGS` lists every setting exactly once, with its attribute name,
+  the reference specification's camelCase key, its ``LCM_*`` environment
+  variable, type, default, allowed range and help text.  The docs table in
+  ``docs/configuration.md`` is generated from it and a test keeps them equal.
+* Precedence, highest first: explicit argument > ``LCM_*`` environment variable
+  > config file (TOML) > default.  :attr:`Config.sources` says where each
+  value came from.
+* Invalid values fail fast, in :func:`load_config`, with a :class:`ConfigError`
+  naming the setting, where it came from, the value, and what is allowed.
+* This module is the only place that reads ``os.environ`` or the config file.
+  Everything else receives a :class:`Config`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import platformdirs
+
+from lossless.errors import ConfigError
+
+__all__ = ["SETTINGS", "Config", "Setting", "default_config_file", "load_config", "settings_markdown"]
+
+Kind = Literal["int", "float", "bool", "str", "list", "choice", "path", "timezone"]
+
+APP_NAME = "lossless"
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One row of the settings table."""
+
+    name: str
+    key: str
+    kind: Kind
+    default: Any
+    help: str
+    group: str
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] = ()
+    optional: bool = False
+    pattern: str | None = None
+    #: Overrides the generated description of the allowed values.
+    allowed: str | None = None
+
+    @property
+    def env(self) -> str:
+        return "LCM_" + self.name.upper()
+
+    def describe_allowed(self) -> str:
+        if self.allowed:
+            return self.allowed
+        if self.kind == "bool":
+            return "true or false"
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
+        if self.kind in ("int", "float"):
+            noun = "an integer" if self.kind == "int" else "a number"
+            lo = "-inf" if self.minimum is None else _fmt_number(self.minimum)
+            hi = "inf" if self.maximum is None else _fmt_number(self.maximum)
+            return f"{noun} between {lo} and {hi}" + (" (or empty for none)" if self.optional else "")
+        if self.kind == "list":
+            return "a list of strings (JSON array or comma-separated)"
+        if self.kind == "timezone":
+            return "an IANA time zone name such as 'Europe/Paris' or 'UTC'"
+        if self.kind == "path":
+            return "a file system path"
+        if self.pattern:
+            return f"text matching {self.pattern}"
+        return "text"
+
+
+def _fmt_number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+_MS_DAY = 86_400_000
+_AGENT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
+
+# fmt: off
+SETTINGS: tuple[Setting, ...] = (
+    # -- storage and identity
+    Setting("database_url", "databaseUrl", "str", None, "Database to use: sqlite:///path/to/lcm.db (default: lcm.db in the data directory) or postgresql://…", "storage", optional=True),
+    Setting("database_path", "databasePath", "path", None, "Path of the SQLite file (the reference's key); ignored when database_url is set.", "storage", optional=True),
+    Setting("data_dir", "dataDir", "path", None, "Directory for the default database and stored large files (default: the per-user data directory).", "storage", optional=True),
+    Setting("agent_id", "agentId", "str", "main", "Identity of the agent that owns new conversations; retrieval is scoped to it.", "storage", pattern=_AGENT_PATTERN, allowed="1–128 letters, digits and . _ : @ - (starting with a letter or digit)"),
+    Setting("enabled", "enabled", "bool", True, "Master switch: when false, ingest stores nothing and assembly passes messages through.", "storage"),
+    Setting("tokenizer", "tokenizer", "choice", "estimate", "Token counter: the calibrated estimator, or an exact tiktoken encoding (needs the tokenizer extra).", "storage", choices=("estimate", "o200k_base", "cl100k_base")),
+    Setting("sqlite_synchronous", "sqliteSynchronous", "choice", "normal", "SQLite durability: normal survives process crashes (kill -9); full also survives power loss, at a lower write rate.", "storage", choices=("normal", "full")),
+    Setting("sqlite_busy_timeout_ms", "sqliteBusyTimeoutMs", "int", 10_000, "How long a writer waits for another process's write lock before giving up with a retryable ConflictError.", "storage", minimum=0, maximum=600_000),
+    Setting("max_message_bytes", "maxMessageBytes", "int", 32 * 1024 * 1024, "Largest message accepted (UTF-8 bytes of its content and parts, after large files are stored aside).", "storage", minimum=1024, maximum=1 << 30),
+    # -- sessions
+    Setting("ignore_session_patterns", "ignoreSessionPatterns", "list", (), "Session keys matching these globs are never stored (* stops at ':', ** does not).", "sessions"),
+    Setting("stateless_session_patterns", "statelessSessionPatterns", "list", (), "Session keys matching these globs may read but never write.", "sessions"),
+    Setting("skip_stateless_sessions", "skipStatelessSessions", "bool", True, "Skip writes from stateless sessions (when false they are stored like any other).", "sessions"),
+    Setting("prune_heartbeat_ok", "pruneHeartbeatOk", "bool", False, "Also drop assistant replies that are exactly HEARTBEAT_OK (heartbeat polls are always skipped).", "sessions"),
+    Setting("new_session_retain_depth", "newSessionRetainDepth", "int", 2, "Summary depth carried into a new session started with /new.", "sessions", minimum=0, maximum=64),
+    Setting("bootstrap_max_tokens", "bootstrapMaxTokens", "int", None, "Token cap for history imported into a forked session (default: max(6000, 0.3 × leaf_chunk_tokens)).", "sessions", minimum=1, maximum=100_000_000, optional=True),
+    Setting("timezone", "timezone", "timezone", None, "Time zone used when showing timestamps to models and people (default: TZ, else the system zone). Storage is always UTC.", "sessions", optional=True),
+    # -- compaction
+    Setting("context_threshold", "contextThreshold", "float", 0.75, "Run a full compaction when the context exceeds this share of the token budget.", "compaction", minimum=0.05, maximum=1.0),
+    Setting("fresh_tail_count", "freshTailCount", "int", 64, "Number of most recent raw messages that are never compacted and always assembled.", "compaction", minimum=0, maximum=1_000_000),
+    Setting("leaf_min_fanout", "leafMinFanout", "int", 8, "Fewest raw messages a leaf summary is made from.", "compaction", minimum=2, maximum=10_000),
+    Setting("condensed_min_fanout", "condensedMinFanout", "int", 4, "Fewest same-depth summaries condensed into one node in normal sweeps.", "compaction", minimum=2, maximum=10_000),
+    Setting("condensed_min_fanout_hard", "condensedMinFanoutHard", "int", 2, "Fewest summaries condensed when compacting under budget pressure.", "compaction", minimum=2, maximum=10_000),
+    Setting("incremental_max_depth", "incrementalMaxDepth", "int", 1, "Deepest condensation run after a turn (0: leaf passes only).", "compaction", minimum=0, maximum=64),
+    Setting("leaf_chunk_tokens", "leafChunkTokens", "int", 20_000, "Most source tokens summarised into one leaf; a leaf pass runs when raw tokens outside the fresh tail reach it.", "compaction", minimum=256, maximum=10_000_000),
+    Setting("leaf_target_tokens", "leafTargetTokens", "int", 2400, "Target length of a leaf summary.", "compaction", minimum=16, maximum=1_000_000),
+    Setting("condensed_target_tokens", "condensedTargetTokens", "int", 2000, "Target length of a condensed summary.", "compaction", minimum=16, maximum=1_000_000),
+    Setting("summary_max_overage_factor", "summaryMaxOverageFactor", "float", 3.0, "A summary longer than this many times its target is rejected and escalated.", "compaction", minimum=1.0, maximum=100.0),
+    Setting("custom_instructions", "customInstructions", "str", "", "Extra instructions appended to every summarisation prompt.", "compaction"),
+    Setting("autocompact_disabled", "autocompactDisabled", "bool", False, "Never compact automatically after a turn; only on explicit request.", "compaction"),
+    Setting("max_assembly_token_budget", "maxAssemblyTokenBudget", "int", None, "Ceiling on the token budget used for assembly, whatever the host asks for.", "compaction", minimum=1, maximum=100_000_000, optional=True),
+    Setting("max_expand_tokens", "maxExpandTokens", "int", 4000, "Default token cap of one expansion.", "compaction", minimum=1, maximum=10_000_000),
+    Setting("large_file_token_threshold", "largeFileTokenThreshold", "int", 25_000, "Files and tool outputs above this many tokens are stored aside behind a file_… reference.", "compaction", minimum=100, maximum=100_000_000),
+    # -- providers
+    Setting("summary_provider", "summaryProvider", "str", "", "Summarizer provider: empty or 'offline' for the built-in one, or openai / anthropic.", "providers"),
+    Setting("summary_model", "summaryModel", "str", "", "Model name for the summarizer provider.", "providers"),
+    Setting("large_file_summary_provider", "largeFileSummaryProvider", "str", "", "Provider for prose exploration summaries of large files (empty: same as the summarizer).", "providers"),
+    Setting("large_file_summary_model", "largeFileSummaryModel", "str", "", "Model for large-file exploration summaries.", "providers"),
+    Setting("expansion_provider", "expansionProvider", "str", "", "Provider that runs expansion sub-agents (empty: the built-in offline answerer).", "providers"),
+    Setting("expansion_model", "expansionModel", "str", "", "Model for expansion sub-agents.", "providers"),
+    Setting("delegation_timeout_ms", "delegationTimeoutMs", "int", 120_000, "Deadline for one expansion sub-agent.", "providers", minimum=1000, maximum=_MS_DAY),
+    Setting("summary_timeout_ms", "summaryTimeoutMs", "int", 60_000, "Deadline for one summarizer call.", "providers", minimum=100, maximum=_MS_DAY),
+    Setting("circuit_breaker_threshold", "circuitBreakerThreshold", "int", 5, "Consecutive authentication failures that stop summarizer calls for a while.", "providers", minimum=1, maximum=1000),
+    Setting("circuit_breaker_cooldown_ms", "circuitBreakerCooldownMs", "int", 1_800_000, "How long the summarizer stays off after the circuit breaker trips.", "providers", minimum=0, maximum=7 * _MS_DAY),
+)
+# fmt: on
+
+_BY_NAME = {s.name: s for s in SETTINGS}
+_BY_KEY = {s.key: s for s in SETTINGS}
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """Validated settings.  Build it with :func:`load_config`; change it with :meth:`replace`."""
+
+    database_url: str | None = None
+    database_path: Path | None = None
+    data_dir: Path | None = None
+    agent_id: str = "main"
+    enabled: bool = True
+    tokenizer: str = "estimate"
+    sqlite_synchronous: str = "normal"
+    sqlite_busy_timeout_ms: int = 10_000
+    max_message_bytes: int = 32 * 1024 * 1024
+    ignore_session_patterns: tuple[str, ...] = ()
+    stateless_session_patterns: tuple[str, ...] = ()
+    skip_stateless_sessions: bool = True
+    prune_heartbeat_ok: bool = False
+    new_session_retain_depth: int = 2
+    bootstrap_max_tokens: int | None = None
+    timezone: str | None = None
+    context_threshold: float = 0.75
+    fresh_tail_count: int = 64
+    leaf_min_fanout: int = 8
+    condensed_min_fanout: int = 4
+    condensed_min_fanout_hard: int = 2
+    incremental_max_depth: int = 1
+    leaf_chunk_tokens: int = 20_000
+    leaf_target_tokens: int = 2400
+    condensed_target_tokens: int = 2000
+    summary_max_overage_factor: float = 3.0
+    custom_instructions: str = ""
+    autocompact_disabled: bool = False
+    max_assembly_token_budget: int | None = None
+    max_expand_tokens: int = 4000
+    large_file_token_threshold: int = 25_000
+    summary_provider: str = ""
+    summary_model: str = ""
+    large_file_summary_provider: str = ""
+    large_file_summary_model: str = ""
+    expansion_provider: str = ""
+    expansion_model: str = ""
+    delegation_timeout_ms: int = 120_000
+    summary_timeout_ms: int = 60_000
+    circuit_breaker_threshold: int = 5
+    circuit_breaker_cooldown_ms: int = 1_800_000
+    #: Where each value came from: "default", "file:<path>", "env:<NAME>" or "argument".
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    # -- derived values
+
+    @property
+    def resolved_data_dir(self) -> Path:
+        if self.data_dir is not None:
+            return self.data_dir
+        return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+
+    @property
+    def resolved_database_url(self) -> str:
+        """``database_url``, else ``database_path`` as a SQLite URL, else ``lcm.db`` in the data dir."""
+        if self.database_url:
+            return self.database_url
+        path = self.database_path or self.resolved_data_dir / "lcm.db"
+        return f"sqlite:///{path}"
+
+    @property
+    def resolved_bootstrap_max_tokens(self) -> int:
+        if self.bootstrap_max_tokens is not None:
+            return self.bootstrap_max_tokens
+        return max(6000, math.floor(self.leaf_chunk_tokens * 0.3))
+
+    def replace(self, **changes: Any) -> Config:
+        """A copy with ``changes`` applied (as explicit arguments) and validated again."""
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "sources"}
+        sources = dict(self.sources)
+        for name, raw in changes.items():
+            setting = _lookup(name, "argument")
+            values[setting.name] = _coerce(setting, raw, "argument")
+            sources[setting.name] = "argument"
+        config = replace(self, **values, sources=sources)
+        _check_relations(config)
+        return config
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every setting's value, JSON-friendly (paths as strings, tuples as lists)."""
+        out: dict[str, Any] = {}
+        for setting in SETTINGS:
+            value = getattr(self, setting.name)
+            if isinstance(value, Path):
+                value = str(value)
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[setting.name] = value
+        return out
+
+
+# ----------------------------------------------------------------- parsing
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _fail(setting: Setting, source: str, value: object, reason: str = "") -> ConfigError:
+    detail = f" ({reason})" if reason else ""
+    return ConfigError(
+        f"{setting.name} ({source}) = {value!r} is invalid{detail}: expected {setting.describe_allowed()}",
+        setting=setting.name,
+    )
+
+
+def _coerce(setting: Setting, raw: object, source: str) -> Any:
+    """Turn ``raw`` (a string from the environment, or a native value) into the setting's type."""
+    if raw is None or (setting.optional and isinstance(raw, str) and raw.strip().lower() in ("", "none")):
+        if setting.optional or setting.default is None:
+            return None
+        raise _fail(setting, source, raw, "a value is required")
+    kind = setting.kind
+    if kind == "bool":
+        if isinstance(raw, bool):
+            return raw
+        if isinstance(raw, str) and raw.strip().lower() in _TRUE | _FALSE:
+            return raw.strip().lower() in _TRUE
+        raise _fail(setting, source, raw)
+    if kind in ("int", "float"):
+        return _coerce_number(setting, raw, source)
+    if kind == "list":
+        return _coerce_list(setting, raw, source)
+    if kind == "path":
+        if not isinstance(raw, str | os.PathLike):
+            raise _fail(setting, source, raw)
+        return Path(os.fspath(raw)).expanduser()
+    if not isinstance(raw, str):
+        raise _fail(setting, source, raw)
+    if kind == "choice" and raw not in setting.choices:
+        hint = difflib.get_close_matches(raw, setting.choices, n=1)
+        raise _fail(setting, source, raw, f"did you mean {hint[0]!r}?" if hint else "")
+    if kind == "timezone":
+        try:
+            ZoneInfo(raw)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise _fail(setting, source, raw, "unknown time zone") from exc
+    if setting.pattern and not re.match(setting.pattern, raw):
+        raise _fail(setting, source, raw)
+    return raw
+
+
+def _coerce_number(setting: Setting, raw: object, source: str) -> int | float:
+    value: int | float
+    if isinstance(raw, bool):
+        raise _fail(setting, source, raw)
+    if isinstance(raw, str):
+        text = raw.strip()
+        try:
+            value = int(text) if setting.kind == "int" else float(text)
+        except ValueError as exc:
+            raise _fail(setting, source, raw) from exc
+    elif isinstance(raw, int) or (isinstance(raw, float) and setting.kind == "float"):
+        value = raw
+    elif isinstance(raw, float) and raw.is_integer():
+        value = int(raw)
+    else:
+        raise _fail(setting, source, raw)
+    if setting.kind == "float":
+        value = float(value)
+        if not math.isfinite(value):
+            raise _fail(setting, source, raw)
+    if (setting.minimum is not None and value < setting.minimum) or (
+        setting.maximum is not None and value > setting.maximum
+    ):
+        raise _fail(setting, source, raw, "out of range")
+    return value
+
+
+def _coerce_list(setting: Setting, raw: object, source: str) -> tuple[str, ...]:
+    items: object = raw
+    if isinstance(raw, str):
+        text = raw.strip()
+        if text.startswith("["):
+            import json
+
+            try:
+                items = json.loads(text)
+            except ValueError as exc:
+                raise _fail(setting, source, raw, "not a JSON array") from exc
+        else:
+            items = [piece.strip() for piece in text.split(",") if piece.strip()]
+    if not isinstance(items, list | tuple) or not all(isinstance(i, str) and i for i in items):
+        raise _fail(setting, source, raw)
+    return tuple(items)
+
+
+def _lookup(name: str, source: str) -> Setting:
+    setting = _BY_NAME.get(name) or _BY_KEY.get(name)
+    if setting is None:
+        candidates = list(_BY_NAME) + list(_BY_KEY)
+        hint = difflib.get_close_matches(name, candidates, n=1)
+        suggestion = f"; did you mean {hint[0]!r}?" if hint else ""
+        raise ConfigError(f"unknown setting {name!r} ({source}){suggestion}", setting=name)
+    return setting
+
+
+def _check_relations(config: Config) -> None:
+    if config.condensed_min_fanout_hard > config.condensed_min_fanout:
+        raise ConfigError(
+            f"condensed_min_fanout_hard ({config.condensed_min_fanout_hard}) must not exceed "
+            f"condensed_min_fanout ({config.condensed_min_fanout})",
+            setting="condensed_min_fanout_hard",
+        )
+    if config.leaf_target_tokens >= config.leaf_chunk_tokens:
+        raise ConfigError(
+            f"leaf_target_tokens ({config.leaf_target_tokens}) must be smaller than "
+            f"leaf_chunk_tokens ({config.leaf_chunk_tokens}): a summary must be shorter than its sources",
+            setting="leaf_target_tokens",
+        )
+    url = config.database_url
+    if url is not None and not url.startswith(("sqlite://", "postgresql://", "postgres://")):
+        raise ConfigError(
+            f"database_url = {url!r} is not supported: use sqlite:///path/to/file.db or postgresql://…",
+            setting="database_url",
+        )
+
+
+# ----------------------------------------------------------------- loading
+
+
+def default_config_file() -> Path:
+    """``config.toml`` in the per-user config directory (it need not exist)."""
+    return Path(platformdirs.user_config_dir(APP_NAME, appauthor=False)) / "config.toml"
+
+
+def _read_file(path: Path, *, required: bool) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            data = tomllib.load(handle)
+    except FileNotFoundError as exc:
+        if required:
+            raise ConfigError(f"config file {str(path)!r} does not exist") from exc
+        return {}
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {str(path)!r}: {exc}") from exc
+    # Accept either top-level keys or a [lossless] table.
+    table = data.get(APP_NAME)
+    if isinstance(table, dict) and len(data) == 1:
+        return dict(table)
+    return data
+
+
+def load_config(
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    config_file: str | os.PathLike[str] | None = None,
+) -> Config:
+    """Build a :class:`Config` from arguments, ``LCM_*`` variables, a TOML file, and defaults.
+
+    ``overrides`` are explicit arguments (snake_case names or the reference's
+    camelCase keys); ``None`` values in it are ignored.  ``env`` defaults to
+    ``os.environ``.  ``config_file`` defaults to ``LCM_CONFIG_FILE``, else
+    :func:`default_config_file` when it exists.
+    """
+    environ = os.environ if env is None else env
+    explicit_file = config_file if config_file is not None else environ.get("LCM_CONFIG_FILE") or None
+    path = Path(explicit_file).expanduser() if explicit_file else default_config_file()
+    file_values = _read_file(path, required=explicit_file is not None)
+
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+
+    def take(name: str, raw: object, source: str) -> None:
+        setting = _lookup(name, source)
+        values[setting.name] = _coerce(setting, raw, source)
+        sources[setting.name] = source
+
+    for name, raw in file_values.items():
+        take(name, raw, f"file:{path}")
+    if "LCM_TIMEZONE" not in environ and environ.get("TZ") and "timezone" not in values:
+        tz = environ["TZ"].lstrip(":")
+        if _is_zone(tz):
+            values["timezone"], sources["timezone"] = tz, "env:TZ"
+    for setting in SETTINGS:
+        if setting.env in environ:
+            take(setting.name, environ[setting.env], f"env:{setting.env}")
+    for name, raw in (overrides or {}).items():
+        if raw is not None:
+            take(name, raw, "argument")
+    for setting in SETTINGS:
+        sources.setdefault(setting.name, "default")
+
+    config = Config(**values, sources=sources)
+    _check_relations(config)
+    return config
+
+
+def _is_zone(name: str) -> bool:
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return False
+    return True
+
+
+def _default_text(setting: Setting) -> str:
+    derived: dict[str, str] = {
+        "database_url": "sqlite:///<data_dir>/lcm.db",
+        "data_dir": "per-user data dir",
+        "bootstrap_max_tokens": "max(6000, 0.3 × leaf_chunk_tokens)",
+        "timezone": "TZ, else system",
+    }
+    if setting.name in derived:
+        return derived[setting.name]
+    default = setting.default
+    if default is None:
+        return "unset"
+    if isinstance(default, bool):
+        return "true" if default else "false"
+    if isinstance(default, tuple):
+        return "[]" if not default else ", ".join(default)
+    if default == "":
+        return '""'
+    if isinstance(default, int) and default >= 10_000:
+        return f"{default:_}"
+    return str(default)
+
+
+def settings_markdown(formatter: Callable[[Setting], str] = _default_text) -> str:
+    """The settings reference table (Markdown), generated from :data:`SETTINGS`."""
+    lines: list[str] = []
+    group = None
+    for setting in SETTINGS:
+        if setting.group != group:
+            group = setting.group
+            lines += ["", f"### {group.capitalize()}", ""]
+            lines += ["| setting | env | default | allowed | what it does |", "|---|---|---|---|---|"]
+        lines.append(
+            f"| `{setting.name}` (`{setting.key}`) | `{setting.env}` | `{formatter(setting)}` "
+            f"| {setting.describe_allowed()} | {setting.help} |"
+        )
+    return "\n".join(lines).strip() + "\n"

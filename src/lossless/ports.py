@@ -1,0 +1,190 @@
+"""Ports: the small protocols the core talks to.  Backends implement them; the core never imports one.
+
+Invariants every :class:`Store` implementation keeps (the contract suite in
+``tests/contract/`` checks them against each backend):
+
+* **Messages are immutable and never lost.**  Once ``append_messages`` returns,
+  its messages are durable (survive a process crash) and are never changed or
+  deleted by any other method of this protocol.
+* **Idempotent by event key.**  ``(conversation_id, event_key)`` is unique: a
+  message whose key is already stored (or repeated earlier in the same call) is
+  skipped and counted as a duplicate, never stored twice.
+* **Order.**  ``seq`` increases by one per stored message within a conversation,
+  in the order given; each stored message is appended to the conversation's
+  context items in the same transaction.
+* **Atomic.**  A call either stores everything it reports or nothing.  Inside
+  ``async with store.atomic():`` all calls made by the same task join one
+  transaction, committed at the end or rolled back on an exception.
+* **Search stays in sync.**  Full-text indexes are updated in the same
+  transaction as the rows they index.
+* **Concurrency.**  Calls may be made concurrently from many tasks (and, for the
+  SQLite backend, many processes on one file).  Writes are serialised; a write
+  that cannot get the lock in time raises :class:`~lossless.errors.ConflictError`
+  having written nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from lossless.records import (
+    BootstrapState,
+    ContextItem,
+    Conversation,
+    JSONValue,
+    Message,
+    MessageRecord,
+)
+
+__all__ = ["AppendResult", "PreparedMessage", "Store", "StoreStats"]
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedMessage:
+    """A message ready to store: validated, with its token count and final timestamp."""
+
+    message: Message
+    token_count: int
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """What ``append_messages`` stored, and how many it skipped as duplicates."""
+
+    stored: tuple[MessageRecord, ...] = ()
+    duplicates: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStats:
+    """Row counts and sizes, for ``lcm stats``."""
+
+    url: str
+    backend: str
+    schema_version: int
+    conversations: int
+    messages: int
+    message_parts: int
+    summaries: int
+    context_items: int
+    large_files: int
+    total_bytes: int | None = None
+    table_bytes: Mapping[str, int] = field(default_factory=dict)
+    message_tokens: int = 0
+
+
+class Store(Protocol):
+    """Persistence for conversations, messages, the summary DAG and bootstrap state.
+
+    See the module docstring for the invariants.  All methods are coroutines
+    except :meth:`atomic`, which returns an async context manager.
+    """
+
+    url: str
+    backend: str
+
+    def atomic(self) -> AbstractAsyncContextManager[None]:
+        """Group the calling task's store calls into one transaction (nestable)."""
+        ...
+
+    async def close(self) -> None: ...
+
+    # -- conversations
+
+    async def get_or_create_conversation(
+        self,
+        *,
+        agent_id: str,
+        session_id: str,
+        session_key: str | None = None,
+        title: str | None = None,
+        source: str | None = None,
+        parent_id: int | None = None,
+        metadata: Mapping[str, JSONValue] | None = None,
+    ) -> Conversation:
+        """The conversation ``(agent_id, session_id)``, created if it does not exist yet.
+
+        For an existing conversation, a ``title``, ``session_key``, ``source`` or
+        ``parent_id`` it lacks is filled in; values it already has are kept.
+        """
+        ...
+
+    async def get_conversation(self, conversation_id: int) -> Conversation | None: ...
+
+    async def find_conversation(
+        self, *, agent_id: str, session_id: str | None = None, session_key: str | None = None
+    ) -> Conversation | None:
+        """Look a conversation up by session id, or by the active conversation's session key."""
+        ...
+
+    async def list_conversations(
+        self, *, agent_id: str | None = None, limit: int = 100, offset: int = 0
+    ) -> list[Conversation]:
+        """Conversations, most recently updated first."""
+        ...
+
+    async def conversation_sizes(self, conversation_ids: Sequence[int]) -> dict[int, tuple[int, int]]:
+        """``{conversation id: (message count, token total)}`` for the given conversations."""
+        ...
+
+    # -- messages
+
+    async def append_messages(self, conversation_id: int, messages: Sequence[PreparedMessage]) -> AppendResult:
+        """Store ``messages`` in order, skipping event-key duplicates (see the invariants)."""
+        ...
+
+    async def get_messages(
+        self,
+        conversation_id: int,
+        *,
+        after_seq: int | None = None,
+        limit: int | None = None,
+        newest_first: bool = False,
+    ) -> list[MessageRecord]:
+        """Messages with their parts, by ``seq`` (ascending unless ``newest_first``)."""
+        ...
+
+    async def get_messages_by_id(self, message_ids: Sequence[int]) -> list[MessageRecord]:
+        """The messages with these ids (missing ids are left out), in the order asked."""
+        ...
+
+    async def count_messages(self, conversation_id: int) -> int: ...
+
+    async def last_event_key(self, conversation_id: int) -> str | None:
+        """The event key of the newest message that has one."""
+        ...
+
+    # -- the active context
+
+    async def get_context_items(self, conversation_id: int) -> list[ContextItem]:
+        """The conversation's context items, by ordinal."""
+        ...
+
+    # -- transcript bootstrap
+
+    async def find_bootstrap_state(self, agent_id: str, path: str) -> BootstrapState | None:
+        """The import state of transcript ``path`` for one of ``agent_id``'s conversations."""
+        ...
+
+    async def put_bootstrap_state(self, state: BootstrapState) -> None: ...
+
+    # -- search
+
+    async def wait_indexed(self) -> None:
+        """Wait until full-text search covers every row committed so far (bound it with ``anyio.fail_after``).
+
+        Backends that index inside the write transaction return at once; the
+        SQLite backend indexes in the background (within milliseconds) and its
+        searches also scan the rows not yet indexed, so this is only needed to
+        measure or inspect the index itself.
+        """
+        ...
+
+    # -- housekeeping
+
+    async def stats(self) -> StoreStats: ...

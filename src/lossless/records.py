@@ -1,0 +1,754 @@
+"""Values: the frozen dataclasses everything else passes around.
+
+Invariants:
+
+* Values do no I/O and hold no connections.  A :class:`Message` is what a caller
+  hands in (no id); a :class:`MessageRecord` is what the store hands back (id,
+  sequence number, token count).  Identity belongs to the store.
+* Every timestamp is timezone-aware and normalised to UTC.  Naive datetimes are
+  refused: guessing their zone is how UTC-as-local-time bugs start.  On disk
+  timestamps are fixed-width ISO-8601 strings ending in ``Z``
+  (:func:`format_timestamp`), so they sort correctly as text.
+* A message always has at least one part unless its content is empty, and its
+  ``content`` is the flattened, searchable text of its parts
+  (:func:`render_parts`) unless the caller supplied its own.
+* Parts mirror the twelve part types of the reference schema.  Structured
+  fields (tool input, metadata) are JSON values; they round-trip through the
+  store exactly (equal after ``to_dict``/``from_dict``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, ClassVar, Literal, TypeAlias, get_args
+
+from lossless.errors import InputError
+
+__all__ = [
+    "PART_TYPES",
+    "ROLES",
+    "AgentPart",
+    "BootstrapState",
+    "CompactionPart",
+    "ContextItem",
+    "Conversation",
+    "FilePart",
+    "IngestResult",
+    "JSONValue",
+    "LargeFile",
+    "Message",
+    "MessageRecord",
+    "Part",
+    "PartType",
+    "PatchPart",
+    "ReasoningPart",
+    "RetryPart",
+    "Role",
+    "SnapshotPart",
+    "StepFinishPart",
+    "StepStartPart",
+    "SubtaskPart",
+    "Summary",
+    "SummaryKind",
+    "SummaryLevel",
+    "TextPart",
+    "ToolPart",
+    "ToolStatus",
+    "canonical_json",
+    "content_hash",
+    "format_timestamp",
+    "parse_timestamp",
+    "part_from_dict",
+    "render_parts",
+    "utcnow",
+]
+
+JSONValue: TypeAlias = "bool | int | float | str | list[JSONValue] | dict[str, JSONValue] | None"
+JSONObject: TypeAlias = "dict[str, JSONValue]"
+
+Role = Literal["system", "user", "assistant", "tool"]
+ROLES: tuple[Role, ...] = get_args(Role)
+
+PartType = Literal[
+    "text",
+    "reasoning",
+    "tool",
+    "patch",
+    "file",
+    "subtask",
+    "compaction",
+    "step_start",
+    "step_finish",
+    "snapshot",
+    "agent",
+    "retry",
+]
+PART_TYPES: tuple[PartType, ...] = get_args(PartType)
+
+ToolStatus = Literal["pending", "running", "completed", "error"]
+TOOL_STATUSES: tuple[ToolStatus, ...] = get_args(ToolStatus)
+
+SummaryKind = Literal["leaf", "condensed"]
+SummaryLevel = Literal["normal", "aggressive", "fallback"]
+
+#: Longest accepted event key.  Keys are identifiers (entry ids, hashes), not content.
+MAX_EVENT_KEY_LENGTH = 512
+
+
+# ----------------------------------------------------------------- time
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware, in UTC."""
+    return datetime.now(UTC)
+
+
+def _aware(value: datetime, what: str) -> datetime:
+    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
+        raise InputError(
+            f"{what} must be timezone-aware, got the naive datetime {value.isoformat()!r}: "
+            "pass e.g. datetime.now(timezone.utc) or attach a tzinfo"
+        )
+    return value.astimezone(UTC)
+
+
+def format_timestamp(value: datetime) -> str:
+    """Fixed-width UTC ISO-8601 text (``2026-02-07T00:13:58.938000Z``) that sorts correctly."""
+    if value.tzinfo is not UTC:
+        value = _aware(value, "timestamp")
+    return value.isoformat(timespec="microseconds")[:-6] + "Z"  # drop "+00:00"
+
+
+def parse_timestamp(value: str | int | float) -> datetime:
+    """Parse ISO-8601 text (``Z`` or an offset; naive text is read as UTC) or epoch seconds/millis.
+
+    Raises :class:`InputError` for anything else.
+    """
+    if isinstance(value, bool):
+        raise InputError(f"not a timestamp: {value!r}")
+    if isinstance(value, int | float):
+        seconds = value / 1000.0 if abs(value) >= 1e11 else float(value)
+        try:
+            return datetime.fromtimestamp(seconds, UTC)
+        except (OverflowError, OSError, ValueError) as exc:
+            raise InputError(f"timestamp out of range: {value!r}") from exc
+    try:
+        parsed = datetime.fromisoformat(value.strip())
+    except ValueError as exc:
+        raise InputError(f"not an ISO-8601 timestamp: {value!r}") from exc
+    if parsed.tzinfo is None:
+        return parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)
+
+
+# ----------------------------------------------------------------- JSON helpers
+
+
+def canonical_json(value: object) -> str:
+    """Deterministic JSON (sorted keys, no spaces, UTF-8 kept) for hashing and comparison."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def content_hash(*pieces: str) -> str:
+    """Hex SHA-256 over the pieces, separated unambiguously."""
+    digest = hashlib.sha256()
+    for piece in pieces:
+        data = piece.encode("utf-8", "surrogatepass")
+        digest.update(len(data).to_bytes(8, "big"))
+        digest.update(data)
+    return digest.hexdigest()
+
+
+def _check_json(value: object, what: str) -> None:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{what} must be JSON-serialisable: {exc}") from exc
+
+
+def _freeze_meta(value: Mapping[str, Any] | None, what: str) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise InputError(f"{what} must be a mapping, got {type(value).__name__}")
+    out = dict(value)
+    _check_json(out, what)
+    return out or None
+
+
+# ----------------------------------------------------------------- parts
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _PartBase:
+    """Fields every part has.  ``metadata`` carries anything the typed fields do not."""
+
+    metadata: dict[str, JSONValue] | None = None
+
+    type: ClassVar[PartType]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "metadata", _freeze_meta(self.metadata, f"{self.type} part metadata"))
+
+    def to_dict(self) -> dict[str, JSONValue]:
+        """A JSON-ready dict: ``{"type": …}`` plus every field that differs from its default."""
+        out: dict[str, JSONValue] = {"type": self.type}
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            default = self.__dataclass_fields__[name].default
+            if value == default:
+                continue
+            out[name] = list(value) if isinstance(value, tuple) else value
+        return out
+
+
+def _opt_str(value: object, what: str) -> None:
+    if value is not None and not isinstance(value, str):
+        raise InputError(f"{what} must be a string or None, got {type(value).__name__}")
+
+
+@dataclass(frozen=True, slots=True)
+class TextPart(_PartBase):
+    """Visible text.  ``synthetic`` marks text the host injected (not typed by a person)."""
+
+    text: str
+    synthetic: bool = False
+    ignored: bool = False
+    type: ClassVar[PartType] = "text"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str):
+            raise InputError(f"text part text must be a string, got {type(self.text).__name__}")
+        _PartBase.__post_init__(self)
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningPart(_PartBase):
+    """Model reasoning ("thinking").  ``signature`` is the provider's opaque verification token."""
+
+    text: str
+    signature: str | None = None
+    redacted: bool = False
+    type: ClassVar[PartType] = "reasoning"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str):
+            raise InputError("reasoning part text must be a string")
+        _opt_str(self.signature, "reasoning signature")
+        _PartBase.__post_init__(self)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolPart(_PartBase):
+    """A tool call, its result, or both.
+
+    A call has ``input`` (and usually ``call_id`` and ``name``); a result has
+    ``output`` or ``error``.  Chat transcripts keep the call in the assistant
+    message and the result in the next tool/user message, both with the same
+    ``call_id``; other hosts keep both halves in one part.
+    """
+
+    call_id: str | None = None
+    name: str | None = None
+    input: JSONValue = None
+    output: str | None = None
+    error: str | None = None
+    status: ToolStatus | None = None
+    title: str | None = None
+    type: ClassVar[PartType] = "tool"
+
+    def __post_init__(self) -> None:
+        for what in ("call_id", "name", "output", "error", "title"):
+            _opt_str(getattr(self, what), f"tool part {what}")
+        if self.status is not None and self.status not in TOOL_STATUSES:
+            raise InputError(f"tool status {self.status!r} is not one of {', '.join(TOOL_STATUSES)}")
+        _check_json(self.input, "tool input")
+        _PartBase.__post_init__(self)
+
+    @property
+    def is_call(self) -> bool:
+        return self.input is not None or (self.output is None and self.error is None)
+
+    @property
+    def is_result(self) -> bool:
+        return self.output is not None or self.error is not None
+
+
+@dataclass(frozen=True, slots=True)
+class PatchPart(_PartBase):
+    """A set of file changes, identified by a hash, touching ``files``."""
+
+    hash: str | None = None
+    files: tuple[str, ...] = ()
+    type: ClassVar[PartType] = "patch"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "files", tuple(self.files))
+        if not all(isinstance(f, str) for f in self.files):
+            raise InputError("patch part files must be strings")
+        _PartBase.__post_init__(self)
+
+
+@dataclass(frozen=True, slots=True)
+class FilePart(_PartBase):
+    """A file or image attached to a message: a URL (``data:`` URLs included) plus name and MIME type."""
+
+    mime: str | None = None
+    name: str | None = None
+    url: str | None = None
+    type: ClassVar[PartType] = "file"
+
+    def __post_init__(self) -> None:
+        for what in ("mime", "name", "url"):
+            _opt_str(getattr(self, what), f"file part {what}")
+        _PartBase.__post_init__(self)
+
+
+@dataclass(frozen=True, slots=True)
+class SubtaskPart(_PartBase):
+    """A sub-agent task that was spawned: its prompt, a description, and the agent that ran it."""
+
+    prompt: str | None = None
+    description: str | None = None
+    agent: str | None = None
+    type: ClassVar[PartType] = "subtask"
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionPart(_PartBase):
+    """A compaction event: the host's (or our) summary of earlier history, if it produced one."""
+
+    summary: str | None = None
+    auto: bool | None = None
+    tokens_before: int | None = None
+    type: ClassVar[PartType] = "compaction"
+
+
+@dataclass(frozen=True, slots=True)
+class StepStartPart(_PartBase):
+    """The start of one model step (optionally with a workspace snapshot hash)."""
+
+    snapshot: str | None = None
+    type: ClassVar[PartType] = "step_start"
+
+
+@dataclass(frozen=True, slots=True)
+class StepFinishPart(_PartBase):
+    """The end of one model step: why it stopped, what it cost, tokens in and out."""
+
+    reason: str | None = None
+    cost: float | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    snapshot: str | None = None
+    type: ClassVar[PartType] = "step_finish"
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotPart(_PartBase):
+    """A workspace snapshot, identified by its hash."""
+
+    hash: str | None = None
+    type: ClassVar[PartType] = "snapshot"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentPart(_PartBase):
+    """A switch to (or mention of) a named agent."""
+
+    name: str | None = None
+    type: ClassVar[PartType] = "agent"
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPart(_PartBase):
+    """A retried model call: the attempt number and the error that caused it."""
+
+    attempt: int | None = None
+    error: str | None = None
+    type: ClassVar[PartType] = "retry"
+
+
+Part: TypeAlias = (
+    TextPart
+    | ReasoningPart
+    | ToolPart
+    | PatchPart
+    | FilePart
+    | SubtaskPart
+    | CompactionPart
+    | StepStartPart
+    | StepFinishPart
+    | SnapshotPart
+    | AgentPart
+    | RetryPart
+)
+
+_PART_CLASSES: dict[str, type[Any]] = {
+    cls.type: cls
+    for cls in (
+        TextPart,
+        ReasoningPart,
+        ToolPart,
+        PatchPart,
+        FilePart,
+        SubtaskPart,
+        CompactionPart,
+        StepStartPart,
+        StepFinishPart,
+        SnapshotPart,
+        AgentPart,
+        RetryPart,
+    )
+}
+
+
+def part_from_dict(data: Mapping[str, Any]) -> Part:
+    """Inverse of ``part.to_dict()``.  Unknown types or fields raise :class:`InputError`."""
+    kind = data.get("type")
+    cls = _PART_CLASSES.get(str(kind))
+    if cls is None:
+        raise InputError(f"unknown part type {kind!r}: expected one of {', '.join(PART_TYPES)}")
+    fields = {k: v for k, v in data.items() if k != "type"}
+    unknown = set(fields) - set(cls.__dataclass_fields__)
+    if unknown:
+        raise InputError(f"{kind} part has unknown field(s): {', '.join(sorted(unknown))}")
+    if "files" in fields and isinstance(fields["files"], list):
+        fields["files"] = tuple(fields["files"])
+    try:
+        part: Part = cls(**fields)
+    except TypeError as exc:
+        raise InputError(f"invalid {kind} part: {exc}") from exc
+    return part
+
+
+def _render_json(value: JSONValue) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+
+
+def _render_part(part: Part) -> str:
+    match part:
+        case TextPart(text=text):
+            return text
+        case ReasoningPart(text=text):
+            return f"[reasoning] {text}" if text else ""
+        case ToolPart():
+            pieces: list[str] = []
+            if part.input is not None:
+                label = part.name or "tool"
+                pieces.append(f"[tool call: {label}] {_render_json(part.input)}")
+            if part.output is not None:
+                pieces.append(part.output if part.input is None else f"[tool result] {part.output}")
+            if part.error is not None:
+                pieces.append(f"[tool error] {part.error}")
+            return "\n".join(pieces)
+        case PatchPart(files=files):
+            return f"[patch] {', '.join(files)}" if files else ""
+        case FilePart(name=name, mime=mime):
+            label = " ".join(x for x in (name, f"({mime})" if mime else None) if x)
+            return f"[file] {label}" if label else "[file]"
+        case SubtaskPart(prompt=prompt, description=desc):
+            return f"[subtask] {desc or prompt or ''}".rstrip()
+        case CompactionPart(summary=summary):
+            return summary or ""
+        case RetryPart(error=error):
+            return f"[retry] {error}" if error else ""
+        case _:
+            return ""
+
+
+def render_parts(parts: Iterable[Part]) -> str:
+    """The flattened, searchable text of a message's parts, in order, blank pieces dropped.
+
+    A message with one text part renders to exactly that text.
+    """
+    return "\n\n".join(piece for piece in map(_render_part, parts) if piece)
+
+
+# ----------------------------------------------------------------- messages
+
+
+def _check_role(role: object) -> Role:
+    if role not in ROLES:
+        raise InputError(f"unknown role {role!r}: expected one of {', '.join(ROLES)}")
+    return role
+
+
+def _check_event_key(key: object) -> None:
+    if key is None:
+        return
+    if not isinstance(key, str) or not key or len(key) > MAX_EVENT_KEY_LENGTH:
+        raise InputError(
+            f"event_key must be a non-empty string of at most {MAX_EVENT_KEY_LENGTH} characters, got {key!r:.80}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A message as a caller hands it in: no id, no sequence number.
+
+    ``Message("user", "hello")`` is a one-text-part message; use
+    :meth:`from_parts` to build one from structured parts (the content is then
+    rendered from them).  ``event_key`` makes ingest idempotent: a message whose
+    key is already stored in the conversation is skipped, never duplicated.
+    """
+
+    role: Role
+    content: str
+    parts: tuple[Part, ...] = ()
+    created_at: datetime | None = None
+    event_key: str | None = None
+    metadata: dict[str, JSONValue] | None = None
+
+    def __post_init__(self) -> None:
+        _check_role(self.role)
+        if not isinstance(self.content, str):
+            raise InputError(f"message content must be a string, got {type(self.content).__name__}")
+        parts = tuple(self.parts)
+        for part in parts:
+            if type(part) not in _PART_CLASSES.values():
+                raise InputError(f"message parts must be Part values, got {type(part).__name__}")
+        if not parts and self.content:
+            parts = (TextPart(self.content),)
+        object.__setattr__(self, "parts", parts)
+        if self.created_at is not None:
+            object.__setattr__(self, "created_at", _aware(self.created_at, "created_at"))
+        _check_event_key(self.event_key)
+        object.__setattr__(self, "metadata", _freeze_meta(self.metadata, "message metadata"))
+
+    @classmethod
+    def from_parts(cls, role: Role, parts: Sequence[Part], **kwargs: Any) -> Message:
+        """A message whose content is rendered from ``parts`` (see :func:`render_parts`)."""
+        parts = tuple(parts)
+        return cls(role, render_parts(parts), parts, **kwargs)
+
+    @classmethod
+    def user(cls, text: str, **kwargs: Any) -> Message:
+        return cls("user", text, **kwargs)
+
+    @classmethod
+    def assistant(cls, text: str, **kwargs: Any) -> Message:
+        return cls("assistant", text, **kwargs)
+
+    @classmethod
+    def system(cls, text: str, **kwargs: Any) -> Message:
+        return cls("system", text, **kwargs)
+
+    @classmethod
+    def tool_result(
+        cls, call_id: str, output: str, *, name: str | None = None, is_error: bool = False, **kwargs: Any
+    ) -> Message:
+        """The result of tool call ``call_id`` (role ``tool``)."""
+        part = ToolPart(
+            call_id=call_id,
+            name=name,
+            output=None if is_error else output,
+            error=output if is_error else None,
+            status="error" if is_error else "completed",
+        )
+        return cls.from_parts("tool", [part], **kwargs)
+
+    def to_dict(self) -> dict[str, JSONValue]:
+        out: dict[str, JSONValue] = {
+            "role": self.role,
+            "content": self.content,
+            "parts": [p.to_dict() for p in self.parts],
+        }
+        if self.created_at is not None:
+            out["created_at"] = format_timestamp(self.created_at)
+        if self.event_key is not None:
+            out["event_key"] = self.event_key
+        if self.metadata:
+            out["metadata"] = self.metadata
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Message:
+        """Inverse of :meth:`to_dict`.  ``parts`` may be omitted for plain text messages."""
+        if not isinstance(data, Mapping):
+            raise InputError(f"a message must be an object, got {type(data).__name__}")
+        unknown = set(data) - {"role", "content", "parts", "created_at", "event_key", "metadata"}
+        if unknown:
+            raise InputError(f"message has unknown field(s): {', '.join(sorted(unknown))}")
+        parts = tuple(part_from_dict(p) for p in data.get("parts") or ())
+        created = data.get("created_at")
+        content = data.get("content")
+        if content is None:
+            content = render_parts(parts)
+        return cls(
+            _check_role(data.get("role")),
+            content,
+            parts,
+            created_at=parse_timestamp(created) if created is not None else None,
+            event_key=data.get("event_key"),
+            metadata=data.get("metadata"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRecord:
+    """A stored message: a :class:`Message` plus the identity the store gave it."""
+
+    id: int
+    conversation_id: int
+    seq: int
+    role: Role
+    content: str
+    parts: tuple[Part, ...]
+    token_count: int
+    created_at: datetime
+    event_key: str | None = None
+    metadata: dict[str, JSONValue] | None = None
+
+    def to_message(self) -> Message:
+        return Message(
+            self.role,
+            self.content,
+            self.parts,
+            created_at=self.created_at,
+            event_key=self.event_key,
+            metadata=self.metadata,
+        )
+
+    def to_dict(self) -> dict[str, JSONValue]:
+        out = self.to_message().to_dict()
+        out.update(id=self.id, conversation_id=self.conversation_id, seq=self.seq, token_count=self.token_count)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class IngestResult:
+    """What an ingest call did.
+
+    ``stored`` are the newly written messages (in order); ``duplicates`` counts
+    messages skipped because their ``event_key`` was already stored (or
+    repeated within the batch); ``skipped`` counts messages dropped by policy
+    (heartbeats, ignored or stateless sessions) and ``skip_reason`` says why.
+    """
+
+    conversation_id: int | None
+    stored: tuple[MessageRecord, ...] = ()
+    duplicates: int = 0
+    skipped: int = 0
+    skip_reason: str | None = None
+
+    @property
+    def stored_count(self) -> int:
+        return len(self.stored)
+
+
+# ----------------------------------------------------------------- conversations and the DAG
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    """One agent session's history.  ``(agent_id, session_id)`` is unique."""
+
+    id: int
+    agent_id: str
+    session_id: str
+    created_at: datetime
+    updated_at: datetime
+    session_key: str | None = None
+    title: str | None = None
+    source: str | None = None
+    parent_id: int | None = None
+    active: bool = True
+    archived_at: datetime | None = None
+    metadata: dict[str, JSONValue] | None = None
+
+    def to_dict(self) -> dict[str, JSONValue]:
+        return {
+            "id": self.id,
+            "agent_id": self.agent_id,
+            "session_id": self.session_id,
+            "session_key": self.session_key,
+            "title": self.title,
+            "source": self.source,
+            "parent_id": self.parent_id,
+            "active": self.active,
+            "archived_at": format_timestamp(self.archived_at) if self.archived_at else None,
+            "created_at": format_timestamp(self.created_at),
+            "updated_at": format_timestamp(self.updated_at),
+            "metadata": self.metadata,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """A node of the summary DAG.
+
+    A ``leaf`` (depth 0) summarises a run of messages; a ``condensed`` summary
+    (depth ≥ 1) summarises a run of summaries one level down (its *parents* in
+    the reference schema's naming: the nodes it was made from).  ``level``
+    records how it was made: ``normal``, ``aggressive``, or the deterministic
+    ``fallback``.
+    """
+
+    id: str
+    conversation_id: int
+    kind: SummaryKind
+    depth: int
+    content: str
+    token_count: int
+    created_at: datetime
+    earliest_at: datetime | None = None
+    latest_at: datetime | None = None
+    descendant_count: int = 0
+    descendant_token_count: int = 0
+    source_token_count: int = 0
+    file_ids: tuple[str, ...] = ()
+    provider: str | None = None
+    model: str | None = None
+    level: SummaryLevel = "normal"
+
+
+@dataclass(frozen=True, slots=True)
+class ContextItem:
+    """One entry of a conversation's active context: a message or a summary, at an ordinal."""
+
+    conversation_id: int
+    ordinal: int
+    kind: Literal["message", "summary"]
+    message_id: int | None = None
+    summary_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LargeFile:
+    """A large payload stored outside the message, behind a ``file_…`` reference."""
+
+    id: str
+    conversation_id: int
+    storage_uri: str
+    created_at: datetime
+    name: str | None = None
+    mime: str | None = None
+    byte_size: int | None = None
+    content_hash: str | None = None
+    exploration_summary: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BootstrapState:
+    """How far a transcript file has been imported into a conversation.
+
+    ``offset`` is the byte offset just past the last complete entry read;
+    ``tail_hash`` is the SHA-256 of the (up to) 4 KiB before ``offset``, so an
+    append-only file can be recognised and read from ``offset`` on.
+    """
+
+    conversation_id: int
+    path: str
+    size: int
+    mtime_ns: int
+    offset: int
+    tail_hash: str | None = None
+    last_entry_key: str | None = None
+    updated_at: datetime = field(default_factory=utcnow)

