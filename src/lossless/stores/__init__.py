@@ -1,0 +1,66 @@
+"""Storage backends, reached only through :func:`open_store`.
+
+``open_store(url)`` picks the backend from the URL scheme and imports it
+lazily, so a missing optional dependency only matters to those who use it:
+
+* ``sqlite:///relative/or/absolute/path.db`` (``sqlite:////abs/path.db`` also works)
+* ``postgresql://user@host/db`` — the ``postgres`` extra (not available yet)
+"""
+
+from __future__ import annotations
+
+from urllib.parse import unquote, urlsplit
+
+from lossless.config import Config
+from lossless.errors import ConfigError
+from lossless.ports import Store
+
+__all__ = ["open_store", "sqlite_path_from_url"]
+
+SCHEMES = ("sqlite", "postgresql", "postgres")
+
+
+def sqlite_path_from_url(url: str) -> str:
+    """The file path in a SQLite URL, SQLAlchemy-style: what follows ``sqlite:///`` verbatim.
+
+    ``sqlite:///lcm.db`` is relative to the working directory, ``sqlite:////var/lcm.db``
+    (four slashes) is absolute, and ``sqlite:///~/lcm.db`` is in the home directory.
+    """
+    prefix = "sqlite:///"
+    if not url.startswith(prefix):
+        raise ConfigError(
+            f"{url!r} is not a SQLite URL: write sqlite:///relative.db or sqlite:////absolute/path.db",
+            setting="database_url",
+        )
+    path = unquote(url[len(prefix) :])
+    if not path or path.endswith("/"):
+        raise ConfigError(f"{url!r} names no database file", setting="database_url")
+    if path == ":memory:":
+        raise ConfigError(
+            "an in-memory SQLite database cannot be shared by the store's connections: use a file path",
+            setting="database_url",
+        )
+    return path
+
+
+async def open_store(url: str, config: Config | None = None) -> Store:
+    """Open the store at ``url`` (migrating its schema if needed)."""
+    config = config or Config()
+    scheme = urlsplit(url).scheme
+    if scheme == "sqlite":
+        from lossless.stores.sqlite import SQLiteStore
+
+        return await SQLiteStore.open(
+            sqlite_path_from_url(url),
+            synchronous=config.sqlite_synchronous,
+            busy_timeout_ms=config.sqlite_busy_timeout_ms,
+        )
+    if scheme in ("postgresql", "postgres"):
+        raise ConfigError(
+            "the PostgreSQL backend is not available in this version yet; use a sqlite:/// URL",
+            setting="database_url",
+        )
+    raise ConfigError(
+        f"unsupported database URL {url!r}: use one of {', '.join(s + '://' for s in SCHEMES)}",
+        setting="database_url",
+    )

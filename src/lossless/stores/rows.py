@@ -1,0 +1,239 @@
+"""Mapping between part values and ``message_parts`` rows, shared by every SQL backend.
+
+Invariants:
+
+* ``part_from_row(part_to_row(p, content)) == p`` for every part ``p`` of a
+  message whose content is ``content`` (property-tested).
+* **No double storage of a message's main text.**  When a part's main text
+  (a text part's text, a tool part's output, a reasoning or compaction part's
+  text) is exactly the message's ``content``, the row stores NULL in its place
+  and ``from_content = 1``; reading fills it back in from the message.  A plain
+  chat message or a tool result is therefore stored once, not twice.
+* Fields without a column of their own (a reasoning signature, a retry attempt,
+  a part's free-form ``metadata``) go in the ``metadata`` JSON column.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from lossless.records import (
+    AgentPart,
+    CompactionPart,
+    FilePart,
+    Part,
+    PatchPart,
+    ReasoningPart,
+    RetryPart,
+    SnapshotPart,
+    StepFinishPart,
+    StepStartPart,
+    SubtaskPart,
+    TextPart,
+    ToolPart,
+)
+
+__all__ = ["PART_COLUMNS", "dump_json", "load_json", "part_from_row", "part_to_row"]
+
+#: The ``message_parts`` columns written for a part, after ``message_id`` and ``ordinal``.
+PART_COLUMNS: tuple[str, ...] = (
+    "part_type",
+    "from_content",
+    "text_content",
+    "is_ignored",
+    "is_synthetic",
+    "tool_call_id",
+    "tool_name",
+    "tool_status",
+    "tool_input",
+    "tool_output",
+    "tool_error",
+    "tool_title",
+    "patch_hash",
+    "patch_files",
+    "file_mime",
+    "file_name",
+    "file_url",
+    "subtask_prompt",
+    "subtask_desc",
+    "subtask_agent",
+    "step_reason",
+    "step_cost",
+    "step_tokens_in",
+    "step_tokens_out",
+    "snapshot_hash",
+    "compaction_auto",
+    "metadata",
+)
+_INDEX = {name: i for i, name in enumerate(PART_COLUMNS)}
+
+
+def dump_json(value: Any) -> str | None:
+    """Compact JSON text, or None for None."""
+    if value is None:
+        return None
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def load_json(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def _main_text_column(part: Part) -> str | None:
+    if isinstance(part, TextPart | ReasoningPart | CompactionPart):
+        return "text_content"
+    if isinstance(part, ToolPart):
+        return "tool_output"
+    return None
+
+
+def part_to_row(part: Part, content: str, *, only_part: bool) -> tuple[Any, ...]:  # noqa: C901
+    """The column values (in :data:`PART_COLUMNS` order) for ``part`` of a message with ``content``."""
+    row: list[Any] = [None] * len(PART_COLUMNS)
+    extra: dict[str, Any] = {}
+
+    def put(column: str, value: Any) -> None:
+        row[_INDEX[column]] = value
+
+    put("part_type", part.type)
+    match part:
+        case TextPart():
+            put("text_content", part.text)
+            put("is_synthetic", 1 if part.synthetic else None)
+            put("is_ignored", 1 if part.ignored else None)
+        case ReasoningPart():
+            put("text_content", part.text)
+            if part.signature is not None:
+                extra["signature"] = part.signature
+            if part.redacted:
+                extra["redacted"] = True
+        case ToolPart():
+            put("tool_call_id", part.call_id)
+            put("tool_name", part.name)
+            put("tool_status", part.status)
+            put("tool_input", dump_json(part.input))
+            put("tool_output", part.output)
+            put("tool_error", part.error)
+            put("tool_title", part.title)
+        case PatchPart():
+            put("patch_hash", part.hash)
+            put("patch_files", dump_json(list(part.files)) if part.files else None)
+        case FilePart():
+            put("file_mime", part.mime)
+            put("file_name", part.name)
+            put("file_url", part.url)
+        case SubtaskPart():
+            put("subtask_prompt", part.prompt)
+            put("subtask_desc", part.description)
+            put("subtask_agent", part.agent)
+        case CompactionPart():
+            put("text_content", part.summary)
+            put("compaction_auto", None if part.auto is None else int(part.auto))
+            if part.tokens_before is not None:
+                extra["tokens_before"] = part.tokens_before
+        case StepStartPart():
+            put("snapshot_hash", part.snapshot)
+        case StepFinishPart():
+            put("step_reason", part.reason)
+            put("step_cost", part.cost)
+            put("step_tokens_in", part.tokens_in)
+            put("step_tokens_out", part.tokens_out)
+            put("snapshot_hash", part.snapshot)
+        case SnapshotPart():
+            put("snapshot_hash", part.hash)
+        case AgentPart():
+            put("subtask_agent", part.name)
+        case RetryPart():
+            put("tool_error", part.error)
+            if part.attempt is not None:
+                extra["attempt"] = part.attempt
+    main = _main_text_column(part)
+    if only_part and main is not None and row[_INDEX[main]] == content:
+        row[_INDEX[main]] = None
+        put("from_content", 1)
+    else:
+        put("from_content", 0)
+    if part.metadata:
+        extra["metadata"] = part.metadata
+    put("metadata", dump_json(extra) if extra else None)
+    return tuple(row)
+
+
+def part_from_row(row: Any, content: str) -> Part:
+    """Rebuild a part from a row holding :data:`PART_COLUMNS` (by name or position)."""
+
+    def get(column: str) -> Any:
+        return row[_INDEX[column]]
+
+    kind = get("part_type")
+    extra: dict[str, Any] = load_json(get("metadata")) or {}
+    meta = extra.get("metadata")
+    main = content if get("from_content") else None
+
+    def text(column: str) -> Any:
+        value = get(column)
+        return main if main is not None and value is None else value
+
+    if kind == "text":
+        return TextPart(
+            text("text_content"),
+            synthetic=bool(get("is_synthetic")),
+            ignored=bool(get("is_ignored")),
+            metadata=meta,
+        )
+    if kind == "reasoning":
+        return ReasoningPart(
+            text("text_content"),
+            signature=extra.get("signature"),
+            redacted=bool(extra.get("redacted", False)),
+            metadata=meta,
+        )
+    if kind == "tool":
+        return ToolPart(
+            call_id=get("tool_call_id"),
+            name=get("tool_name"),
+            input=load_json(get("tool_input")),
+            output=text("tool_output"),
+            error=get("tool_error"),
+            status=get("tool_status"),
+            title=get("tool_title"),
+            metadata=meta,
+        )
+    if kind == "patch":
+        return PatchPart(hash=get("patch_hash"), files=tuple(load_json(get("patch_files")) or ()), metadata=meta)
+    if kind == "file":
+        return FilePart(mime=get("file_mime"), name=get("file_name"), url=get("file_url"), metadata=meta)
+    if kind == "subtask":
+        return SubtaskPart(
+            prompt=get("subtask_prompt"),
+            description=get("subtask_desc"),
+            agent=get("subtask_agent"),
+            metadata=meta,
+        )
+    if kind == "compaction":
+        auto = get("compaction_auto")
+        return CompactionPart(
+            summary=text("text_content"),
+            auto=None if auto is None else bool(auto),
+            tokens_before=extra.get("tokens_before"),
+            metadata=meta,
+        )
+    if kind == "step_start":
+        return StepStartPart(snapshot=get("snapshot_hash"), metadata=meta)
+    if kind == "step_finish":
+        return StepFinishPart(
+            reason=get("step_reason"),
+            cost=get("step_cost"),
+            tokens_in=get("step_tokens_in"),
+            tokens_out=get("step_tokens_out"),
+            snapshot=get("snapshot_hash"),
+            metadata=meta,
+        )
+    if kind == "snapshot":
+        return SnapshotPart(hash=get("snapshot_hash"), metadata=meta)
+    if kind == "agent":
+        return AgentPart(name=get("subtask_agent"), metadata=meta)
+    if kind == "retry":
+        return RetryPart(attempt=extra.get("attempt"), error=get("tool_error"), metadata=meta)
+    raise ValueError(f"unknown part type in the database: {kind!r}")

@@ -1,0 +1,380 @@
+"""One SQLite store: a writer connection, a pool of readers, transactions, and the search index thread.
+
+Invariants:
+
+* **The event loop never waits on SQLite.**  A small write (one short
+  transaction, the common case of ingesting a message) runs inline: it takes
+  well under a millisecond, less than a hand-off to a worker thread would
+  cost.  Anything that could take long runs in a worker thread: big batches
+  (``heavy=True``), every statement of an ``atomic()`` block, every read, and
+  any write that finds another *process* holding the write lock (the inline
+  attempt never waits: it uses a zero busy timeout and falls back to a thread
+  that does).  The writer never checkpoints the WAL on commit; the index
+  thread does, in the background.
+* **Writes are serialised** in this process by an ``anyio.Lock`` and across
+  processes by ``BEGIN IMMEDIATE``; a write that cannot get the lock within
+  ``busy_timeout_ms`` raises :class:`ConflictError` having written nothing.
+* **Each write call is atomic**: its own transaction, or, inside
+  :meth:`Database.atomic`, a savepoint of the enclosing transaction.  A
+  transaction that is cancelled is rolled back (shielded from the
+  cancellation); a statement that is running is never abandoned half-way.
+* **Reads** run on reader connections inside a read transaction (one
+  consistent snapshot per call) and never wait for writers (WAL).  Inside
+  ``atomic()`` the owning task reads through the writer and sees its own
+  uncommitted rows.  Reader connections have the search index attached as
+  ``idx``.
+* **Durability**: WAL with ``synchronous=NORMAL`` by default, so a committed
+  transaction survives a crash of the process (kill -9); ``synchronous=FULL``
+  also survives power loss.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import itertools
+import sqlite3
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import anyio
+import anyio.to_thread
+
+from lossless.errors import ConflictError, InputError, SchemaError, StoreError
+from lossless.records import format_timestamp, utcnow
+from lossless.stores.sqlite.index import SearchIndex
+from lossless.stores.sqlite.schema import MIGRATIONS
+
+__all__ = ["Database"]
+
+T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class _Transaction:
+    database: Database
+    owner: int
+
+
+_CURRENT: contextvars.ContextVar[_Transaction | None] = contextvars.ContextVar("lossless_sqlite_tx", default=None)
+
+
+class _Busy(Exception):
+    """The inline write found another process holding the write lock."""
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+class Database:
+    """Connections to one SQLite store, with the threading and transaction rules above."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        synchronous: str = "normal",
+        busy_timeout_ms: int = 10_000,
+        readers: int = 4,
+    ) -> None:
+        self.path = path
+        self._synchronous = synchronous.upper()
+        self._busy_timeout_ms = busy_timeout_ms
+        self._writer: sqlite3.Connection | None = None
+        self._write_lock = anyio.Lock(fast_acquire=True)
+        self._reader_slots = anyio.Semaphore(readers)
+        self._free_readers: list[sqlite3.Connection] = []
+        self._all_readers: list[sqlite3.Connection] = []
+        self._savepoints = itertools.count(1)
+        self._closed = False
+        self.index: SearchIndex | None = None
+
+    # -- lifecycle
+
+    def _connect(self, *, busy_timeout_ms: int) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_ms / 1000
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the SQLite database {str(self.path)!r}: {exc}") from exc
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+        conn.execute("PRAGMA temp_store = MEMORY")
+        conn.execute("PRAGMA cache_size = -16000")
+        return conn
+
+    def _connect_reader(self) -> sqlite3.Connection:
+        conn = self._connect(busy_timeout_ms=self._busy_timeout_ms)
+        if self.index is not None:
+            conn.execute("ATTACH DATABASE ? AS idx", (str(self.index.path),))
+        return conn
+
+    async def open(self) -> None:
+        """Create the file if needed, switch it to WAL, bring its schema up to date, start indexing."""
+
+        def setup() -> sqlite3.Connection:
+            self.path = self.path.expanduser()
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"cannot create the database folder {str(self.path.parent)!r}: {exc}") from exc
+            conn = self._connect(busy_timeout_ms=self._busy_timeout_ms)
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+                _migrate(conn, self._busy_timeout_ms)
+                conn.execute("PRAGMA wal_autocheckpoint = 0")  # the index thread checkpoints instead
+                conn.execute("PRAGMA busy_timeout = 0")  # inline writes never wait; see write()
+                index = SearchIndex(
+                    self.path, synchronous=self._synchronous, connect_timeout=self._busy_timeout_ms / 1000
+                )
+                index.prepare()
+                self.index = index
+            except BaseException:
+                conn.close()
+                raise
+            return conn
+
+        try:
+            self._writer = await anyio.to_thread.run_sync(setup)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{str(self.path)!r} is not a usable SQLite database: {exc}") from exc
+        assert self.index is not None
+        self.index.start()
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        async with self._write_lock:
+            writer, self._writer = self._writer, None
+            readers, self._all_readers, self._free_readers = self._all_readers, [], []
+            index = self.index
+
+            def shut() -> None:
+                if index is not None:
+                    index.stop()
+                for conn in readers:
+                    conn.close()
+                if writer is not None:
+                    with contextlib.suppress(sqlite3.Error):
+                        writer.execute("PRAGMA optimize")
+                    writer.close()
+
+            await anyio.to_thread.run_sync(shut)
+
+    # -- running statements
+
+    def _writer_conn(self) -> sqlite3.Connection:
+        if self._writer is None:
+            raise StoreError("the store is closed")
+        return self._writer
+
+    def _own_transaction(self) -> _Transaction | None:
+        tx = _CURRENT.get()
+        if tx is not None and tx.database is self and tx.owner == anyio.get_current_task().id:
+            return tx
+        return None
+
+    def _written(self) -> None:
+        if self.index is not None:
+            self.index.kick()
+
+    async def write(self, fn: Callable[[sqlite3.Connection], T], *, heavy: bool = False) -> T:
+        """Run ``fn(connection)`` as one atomic write (see the module invariants for where it runs)."""
+        try:
+            if self._own_transaction() is not None:
+                return await anyio.to_thread.run_sync(self._in_savepoint, fn)
+            async with self._write_lock:
+                conn = self._writer_conn()
+                if not heavy:
+                    try:
+                        result = _in_transaction(conn, fn, wait_ms=0)
+                    except _Busy:
+                        pass  # another process is writing: wait for it in a worker thread
+                    else:
+                        self._written()
+                        return result
+                result = await anyio.to_thread.run_sync(_in_transaction, conn, fn, self._busy_timeout_ms)
+                self._written()
+                return result
+        except sqlite3.Error as exc:
+            raise _translate(exc) from exc
+        except UnicodeEncodeError as exc:
+            raise InputError(
+                f"text with invalid Unicode (a lone surrogate at position {exc.start}) cannot be stored; "
+                "nothing was written"
+            ) from exc
+
+    def _in_savepoint(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        conn = self._writer_conn()
+        name = f"lcm_sp{next(self._savepoints)}"
+        conn.execute(f"SAVEPOINT {name}")
+        try:
+            result = fn(conn)
+        except BaseException:
+            _rollback_to(conn, name)
+            raise
+        conn.execute(f"RELEASE {name}")
+        return result
+
+    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn(connection)`` against one consistent snapshot, in a worker thread."""
+        try:
+            if self._own_transaction() is not None:
+                return await anyio.to_thread.run_sync(fn, self._writer_conn())
+            return await self._read_pooled(fn)
+        except sqlite3.Error as exc:
+            raise _translate(exc) from exc
+
+    async def _read_pooled(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        async with self._reader_slots:
+            conn = self._free_readers.pop() if self._free_readers else None
+            if conn is None:
+                if self._closed:
+                    raise StoreError("the store is closed")
+                conn = await anyio.to_thread.run_sync(self._connect_reader)
+                self._all_readers.append(conn)
+            try:
+                return await anyio.to_thread.run_sync(_in_read_transaction, conn, fn)
+            finally:
+                if self._closed:
+                    conn.close()
+                else:
+                    self._free_readers.append(conn)
+
+    @asynccontextmanager
+    async def atomic(self) -> AsyncIterator[None]:
+        """One transaction for every store call the current task makes inside the block."""
+        if self._own_transaction() is not None:
+            name = f"lcm_sp{next(self._savepoints)}"
+            conn = self._writer_conn()
+            await anyio.to_thread.run_sync(conn.execute, f"SAVEPOINT {name}")
+            try:
+                yield
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(_rollback_to, conn, name)
+                raise
+            await anyio.to_thread.run_sync(conn.execute, f"RELEASE {name}")
+            return
+        async with self._write_lock:
+            conn = self._writer_conn()
+            await anyio.to_thread.run_sync(_begin_immediate, conn, self._busy_timeout_ms)
+            token = _CURRENT.set(_Transaction(self, anyio.get_current_task().id))
+            try:
+                yield
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(conn.execute, "ROLLBACK")
+                raise
+            else:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(_commit, conn)
+                self._written()
+            finally:
+                _CURRENT.reset(token)
+
+    async def wait_indexed(self) -> None:
+        """Wait until the search index covers everything committed so far (tests, benchmarks, tools)."""
+        index = self.index
+        if index is None:
+            return
+        while not await anyio.to_thread.run_sync(index.wait_idle, 0.5):
+            if index.failure is not None:
+                break
+        if index.failure is not None:
+            raise StoreError(f"the search index thread failed: {index.failure}") from index.failure
+
+
+def _translate(exc: sqlite3.Error) -> StoreError:
+    if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
+        return ConflictError("the database is locked by another writer; nothing was written, try again")
+    return StoreError(f"SQLite error: {exc}")
+
+
+def _begin_immediate(conn: sqlite3.Connection, wait_ms: int) -> None:
+    """``BEGIN IMMEDIATE``, waiting up to ``wait_ms`` for another process's write lock."""
+    if wait_ms:
+        conn.execute(f"PRAGMA busy_timeout = {int(wait_ms)}")
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        if _is_busy(exc):
+            if not wait_ms:
+                raise _Busy from exc
+            raise ConflictError(
+                "another process holds the database write lock; nothing was written, try again"
+            ) from exc
+        raise StoreError(f"cannot start a write transaction: {exc}") from exc
+    finally:
+        if wait_ms:
+            conn.execute("PRAGMA busy_timeout = 0")
+
+
+def _commit(conn: sqlite3.Connection) -> None:
+    try:
+        conn.execute("COMMIT")
+    except sqlite3.Error as exc:
+        conn.execute("ROLLBACK")
+        raise StoreError(f"commit failed, nothing was written: {exc}") from exc
+
+
+def _rollback_to(conn: sqlite3.Connection, name: str) -> None:
+    conn.execute(f"ROLLBACK TO {name}")
+    conn.execute(f"RELEASE {name}")
+
+
+def _in_transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T], wait_ms: int) -> T:
+    _begin_immediate(conn, wait_ms)
+    try:
+        result = fn(conn)
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    _commit(conn)
+    return result
+
+
+def _in_read_transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+    conn.execute("BEGIN")
+    try:
+        return fn(conn)
+    finally:
+        conn.execute("COMMIT")
+
+
+def _migrate(conn: sqlite3.Connection, wait_ms: int) -> None:
+    """Apply pending migrations, one transaction each; refuse a schema newer than this code."""
+    latest = MIGRATIONS[-1].version
+    for migration in MIGRATIONS:
+        _begin_immediate(conn, wait_ms)
+        try:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS lcm_migrations ("
+                "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+            )
+            current = conn.execute("SELECT coalesce(max(version), 0) FROM lcm_migrations").fetchone()[0]
+            if current > latest:
+                raise SchemaError(
+                    f"the database schema is version {current} but this lossless knows only up to {latest}: "
+                    "upgrade lossless-context to open it"
+                )
+            if migration.version > current:
+                for statement in migration.statements:
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO lcm_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                    (migration.version, migration.name, format_timestamp(utcnow())),
+                )
+        except BaseException as exc:
+            conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise SchemaError(f"migration {migration.version} ({migration.name}) failed: {exc}") from exc
+            raise
+        conn.execute("COMMIT")

@@ -1,0 +1,293 @@
+"""The search index: derived full-text indexes in a companion file, kept up to date by a background thread.
+
+Why a companion file, filled in the background: full-text indexing is the
+costly part of storing a message (about 0.35 ms of tokenising per 1 KB for
+the word and trigram indexes together, and far more per row when each row is
+its own transaction).  Done inside the ingest transaction it would cap durable
+single-message ingest at a few hundred messages per second and hold the write
+lock while tokenising.  Here the ingest transaction writes only the canonical
+rows; this thread indexes them moments later, in batches, under the index
+file's own lock, on another core.
+
+Invariants:
+
+* **Exact, never drifting.**  For each source (``messages``, ``summaries``)
+  the index holds exactly the rows with id ``<= watermark``; the watermark is
+  advanced in the same transaction as the index rows it covers.  Ids only grow
+  and are committed in id order, so nothing below the watermark can appear
+  later.  A query is complete when it searches the index *and* scans the few
+  rows above the watermark (:meth:`SearchIndex.lag` says how many).
+* **No copy of the text.**  The index tables are contentless FTS5 tables: the
+  text stays in the main file only; callers re-check candidates against it.
+  ``*_fts`` use ``porter unicode61`` (word search); ``*_trigram`` use the
+  trigram tokenizer with ``detail=none`` (substring search for CJK text and
+  regex pre-filtering), about a fifth of the size of a full-detail index.
+* **Disposable.**  The file can be deleted at any time; it is rebuilt from the
+  main file.  It is also rebuilt (in a transaction, safe with other processes)
+  when it belongs to another store, has another layout version, or claims rows
+  the main file does not have (e.g. after restoring an older backup).
+* Several processes may index the same store: each batch re-reads the
+  watermark inside the index's write transaction, so no row is indexed twice.
+* **Writers first.**  Indexing starts once this process's writes pause for
+  25 ms, or at once when 10,000 rows are waiting, so a burst of ingest is not
+  slowed by indexing while the number of rows a search must scan stays bounded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["INDEX_VERSION", "SOURCES", "SearchIndex", "index_path_for"]
+
+INDEX_VERSION = 1
+_BATCH = 256
+_CHECKPOINT_BYTES = 8 * 1024 * 1024
+#: The indexer waits for this long a pause in this process's writes before it starts …
+_QUIET_SECONDS = 0.025
+#: … unless this many rows are waiting: then it indexes at once, whatever the writers do.
+_MAX_LAG = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """A main-file table the index covers."""
+
+    name: str
+    table: str
+    key: str
+
+
+SOURCES = (Source("messages", "messages", "message_id"), Source("summaries", "summaries", "summary_rowid"))
+
+
+def index_path_for(main: Path) -> Path:
+    return main.with_name(main.name + "-index")
+
+
+def _schema() -> list[str]:
+    statements = [
+        "CREATE TABLE IF NOT EXISTS index_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS index_state (source TEXT PRIMARY KEY, watermark INTEGER NOT NULL)",
+    ]
+    for source in SOURCES:
+        statements += [
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {source.name}_fts USING fts5("
+            "content, content='', tokenize='porter unicode61 remove_diacritics 2')",
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {source.name}_trigram USING fts5("
+            "content, content='', tokenize='trigram', detail=none)",
+        ]
+    return statements
+
+
+class SearchIndex:
+    """Owns the index file and the thread that keeps it caught up with the main file."""
+
+    def __init__(self, main_path: Path, *, synchronous: str = "NORMAL", connect_timeout: float = 10.0) -> None:
+        self.main_path = main_path
+        self.path = index_path_for(main_path)
+        self._synchronous = synchronous
+        self._timeout = connect_timeout
+        self._wake = threading.Event()
+        self._urgent = threading.Event()
+        self._last_write = 0.0
+        self._stop = threading.Event()
+        self._idle = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failure: BaseException | None = None
+        self.on_error: Callable[[BaseException], None] | None = None
+
+    # -- connections (each thread makes its own)
+
+    def _connect_index(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, timeout=self._timeout)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+        return conn
+
+    def _connect_main(self) -> sqlite3.Connection:
+        return sqlite3.connect(self.main_path, isolation_level=None, timeout=self._timeout)
+
+    def _connect_indexer(self) -> sqlite3.Connection:
+        """The index file, with the main file attached read-only as ``src``.
+
+        Read-only matters: ``BEGIN IMMEDIATE`` then takes the write lock of the index file
+        alone, and only a read snapshot of the main file, so writers there never wait for it.
+        """
+        conn = sqlite3.connect(
+            self.path.as_uri(), isolation_level=None, timeout=self._timeout, uri=True, check_same_thread=False
+        )
+        conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+        conn.execute("ATTACH DATABASE ? AS src", (f"{self.main_path.resolve().as_uri()}?mode=ro",))
+        return conn
+
+    # -- set-up
+
+    def prepare(self) -> None:
+        """Create the index file, or rebuild it if it does not match the main file.  Blocking."""
+        main = self._connect_main()
+        index = self._connect_index()
+        try:
+            store_id = main.execute("SELECT value FROM lcm_meta WHERE key = 'store_id'").fetchone()[0]
+            tops = {
+                s.name: main.execute(f"SELECT coalesce(max({s.key}), 0) FROM {s.table}").fetchone()[0] for s in SOURCES
+            }
+            index.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in _schema():
+                    index.execute(statement)
+                meta = dict(index.execute("SELECT key, value FROM index_meta").fetchall())
+                marks = dict(index.execute("SELECT source, watermark FROM index_state").fetchall())
+                stale = (
+                    meta.get("store_id") != store_id
+                    or meta.get("version") != str(INDEX_VERSION)
+                    or any(marks.get(s.name, 0) > tops[s.name] for s in SOURCES)
+                    or set(marks) != {s.name for s in SOURCES}
+                )
+                if stale:
+                    _reset(index, store_id)
+                index.execute("COMMIT")
+            except BaseException:
+                index.execute("ROLLBACK")
+                raise
+        finally:
+            main.close()
+            index.close()
+
+    # -- the background thread
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"lossless-index:{self.main_path.name}", daemon=True)
+        self._thread.start()
+
+    def kick(self) -> None:
+        """New rows were committed: index them soon."""
+        self._last_write = time.monotonic()
+        self._idle.clear()
+        self._wake.set()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Block until the thread has caught up with everything committed before the call."""
+        self._urgent.set()
+        self._idle.clear()
+        self._wake.set()
+        return self._idle.wait(timeout)
+
+    @property
+    def failure(self) -> BaseException | None:
+        return self._failure
+
+    def _run(self) -> None:
+        conn = self._connect_indexer()
+        main = self._connect_main()  # writable, for checkpoints only
+        try:
+            while not self._stop.is_set():
+                self._wake.wait(1.0)  # also polls for rows written by other processes
+                self._wake.clear()
+                try:
+                    self._catch_up(conn)
+                    self._checkpoint(main)
+                except sqlite3.OperationalError as exc:
+                    if "locked" not in str(exc) and "busy" not in str(exc):
+                        raise
+                    self._wake.set()  # another process holds the index lock; try again
+                    self._stop.wait(0.05)
+                    continue
+                if not self._wake.is_set():
+                    self._urgent.clear()
+                    self._idle.set()
+        except BaseException as exc:
+            self._failure = exc
+            self._idle.set()
+            if self.on_error is not None:
+                self.on_error(exc)
+        finally:
+            conn.close()
+            main.close()
+
+    def _catch_up(self, conn: sqlite3.Connection) -> None:
+        while not self._stop.is_set():
+            quiet = time.monotonic() - self._last_write
+            if quiet < _QUIET_SECONDS and not self._urgent.is_set() and self.lag(conn) < _MAX_LAG:
+                self._stop.wait(_QUIET_SECONDS - quiet)
+                continue
+            if not self.index_batch(conn):
+                return
+
+    def lag(self, conn: sqlite3.Connection) -> int:
+        """Rows committed to the main file that the index does not cover yet."""
+        total = 0
+        for source in SOURCES:
+            row = conn.execute(
+                f"SELECT coalesce((SELECT max({source.key}) FROM src.{source.table}), 0) - "
+                "(SELECT watermark FROM index_state WHERE source = ?)",
+                (source.name,),
+            ).fetchone()
+            total += max(0, row[0])
+        return total
+
+    def index_batch(self, conn: sqlite3.Connection, size: int = _BATCH) -> int:
+        """Index up to ``size`` new rows of each source, each source in one transaction; returns the count.
+
+        The rows go from the main file into the index in one ``INSERT … SELECT`` per table, so
+        SQLite does the whole batch without coming back to Python (or the GIL) per row.
+        """
+        done = 0
+        for source in SOURCES:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                mark = conn.execute("SELECT watermark FROM index_state WHERE source = ?", (source.name,)).fetchone()[0]
+                top = conn.execute(
+                    f"SELECT max({source.key}), count(*) FROM (SELECT {source.key} FROM src.{source.table} "
+                    f"WHERE {source.key} > ? ORDER BY {source.key} LIMIT ?)",
+                    (mark, size),
+                ).fetchone()
+                if top[0] is not None:
+                    for suffix in ("fts", "trigram"):
+                        conn.execute(
+                            f"INSERT INTO {source.name}_{suffix}(rowid, content) SELECT {source.key}, content "
+                            f"FROM src.{source.table} WHERE {source.key} > ? AND {source.key} <= ?",
+                            (mark, top[0]),
+                        )
+                    conn.execute("UPDATE index_state SET watermark = ? WHERE source = ?", (top[0], source.name))
+                    done += top[1]
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return done
+
+    def _checkpoint(self, conn: sqlite3.Connection) -> None:
+        """Keep the main file's WAL short (the writer itself never checkpoints, so commits stay fast)."""
+        try:
+            size = self.main_path.with_name(self.main_path.name + "-wal").stat().st_size
+        except OSError:
+            return
+        if size > _CHECKPOINT_BYTES:
+            with contextlib.suppress(sqlite3.OperationalError):
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+
+def _reset(index: sqlite3.Connection, store_id: str) -> None:
+    """Empty every index table and start over (inside the caller's transaction)."""
+    for source in SOURCES:
+        for suffix in ("fts", "trigram"):
+            table = f"{source.name}_{suffix}"
+            index.execute(f"INSERT INTO {table}({table}) VALUES ('delete-all')")
+    index.execute("DELETE FROM index_state")
+    index.execute("DELETE FROM index_meta")
+    index.executemany(
+        "INSERT INTO index_meta (key, value) VALUES (?, ?)", [("store_id", store_id), ("version", str(INDEX_VERSION))]
+    )
+    index.executemany("INSERT INTO index_state (source, watermark) VALUES (?, 0)", [(s.name,) for s in SOURCES])

@@ -1,0 +1,210 @@
+"""The SQLite schema as numbered migrations.
+
+Invariants:
+
+* Migrations are append-only: a released migration is never edited; changes
+  come as a new, higher-numbered one.  Each runs in its own ``BEGIN IMMEDIATE``
+  transaction together with the row that records it in ``lcm_migrations``, so a
+  crash leaves the schema at a whole version.
+* This file holds the canonical rows only.  The full-text indexes are derived
+  data and live in a companion file (see :mod:`lossless.stores.sqlite.index`).
+* Rows an index points at have an ``INTEGER PRIMARY KEY`` that only grows
+  (``AUTOINCREMENT`` for messages), so ``VACUUM`` cannot renumber them and an
+  id is never reused, even after a prune.
+* A part's id is ``message_id * 65536 + ordinal``: the parts of a message are
+  stored together, in order, and found by a range scan of the primary key —
+  no secondary index to maintain on every insert.  (So ``message_parts`` has no
+  foreign key: deleting a message must delete its part range explicitly.)
+* ``lcm_meta.store_id`` is a random id made when the file is created; the
+  index file records it, so an index can never be matched with the wrong store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["MIGRATIONS", "Migration"]
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    version: int
+    name: str
+    statements: tuple[str, ...]
+
+
+_ROLES = "'system','user','assistant','tool'"
+_PART_TYPES = (
+    "'text','reasoning','tool','patch','file','subtask','compaction',"
+    "'step_start','step_finish','snapshot','agent','retry'"
+)
+
+
+_V1 = (
+    """
+    CREATE TABLE conversations (
+        conversation_id        INTEGER PRIMARY KEY AUTOINCREMENT,
+        agent_id               TEXT NOT NULL,
+        session_id             TEXT NOT NULL,
+        session_key            TEXT,
+        parent_conversation_id INTEGER REFERENCES conversations(conversation_id) ON DELETE SET NULL,
+        title                  TEXT,
+        source                 TEXT,
+        active                 INTEGER NOT NULL DEFAULT 1,
+        archived_at            TEXT,
+        bootstrapped_at        TEXT,
+        created_at             TEXT NOT NULL,
+        updated_at             TEXT NOT NULL,
+        metadata               TEXT,
+        UNIQUE (agent_id, session_id)
+    )
+    """,
+    """
+    CREATE UNIQUE INDEX conversations_active_session_key_idx
+        ON conversations (agent_id, session_key) WHERE session_key IS NOT NULL AND active = 1
+    """,
+    "CREATE INDEX conversations_updated_idx ON conversations (updated_at)",
+    f"""
+    CREATE TABLE messages (
+        message_id      INTEGER PRIMARY KEY AUTOINCREMENT,
+        conversation_id INTEGER NOT NULL REFERENCES conversations(conversation_id) ON DELETE CASCADE,
+        seq             INTEGER NOT NULL,
+        role            TEXT NOT NULL CHECK (role IN ({_ROLES})),
+        content         TEXT NOT NULL,
+        token_count     INTEGER NOT NULL CHECK (token_count >= 0),
+        created_at      TEXT NOT NULL,
+        event_key       TEXT,
+        metadata        TEXT,
+        UNIQUE (conversation_id, seq)
+    )
+    """,
+    """
+    CREATE UNIQUE INDEX messages_event_key_idx
+        ON messages (conversation_id, event_key) WHERE event_key IS NOT NULL
+    """,
+    f"""
+    CREATE TABLE message_parts (
+        part_id          INTEGER PRIMARY KEY CHECK (part_id = message_id * 65536 + ordinal),
+        message_id       INTEGER NOT NULL,
+        ordinal          INTEGER NOT NULL CHECK (ordinal BETWEEN 0 AND 65535),
+        part_type        TEXT NOT NULL CHECK (part_type IN ({_PART_TYPES})),
+        from_content     INTEGER NOT NULL DEFAULT 0,
+        text_content     TEXT,
+        is_ignored       INTEGER,
+        is_synthetic     INTEGER,
+        tool_call_id     TEXT,
+        tool_name        TEXT,
+        tool_status      TEXT,
+        tool_input       TEXT,
+        tool_output      TEXT,
+        tool_error       TEXT,
+        tool_title       TEXT,
+        patch_hash       TEXT,
+        patch_files      TEXT,
+        file_mime        TEXT,
+        file_name        TEXT,
+        file_url         TEXT,
+        subtask_prompt   TEXT,
+        subtask_desc     TEXT,
+        subtask_agent    TEXT,
+        step_reason      TEXT,
+        step_cost        REAL,
+        step_tokens_in   INTEGER,
+        step_tokens_out  INTEGER,
+        snapshot_hash    TEXT,
+        compaction_auto  INTEGER,
+        metadata         TEXT
+    )
+    """,
+    """
+    CREATE TABLE summaries (
+        summary_rowid              INTEGER PRIMARY KEY,
+        summary_id                 TEXT NOT NULL UNIQUE,
+        conversation_id            INTEGER NOT NULL REFERENCES conversations(conversation_id) ON DELETE CASCADE,
+        kind                       TEXT NOT NULL CHECK (kind IN ('leaf','condensed')),
+        depth                      INTEGER NOT NULL DEFAULT 0 CHECK (depth >= 0),
+        content                    TEXT NOT NULL,
+        token_count                INTEGER NOT NULL CHECK (token_count >= 0),
+        earliest_at                TEXT,
+        latest_at                  TEXT,
+        descendant_count           INTEGER NOT NULL DEFAULT 0,
+        descendant_token_count     INTEGER NOT NULL DEFAULT 0,
+        source_message_token_count INTEGER NOT NULL DEFAULT 0,
+        file_ids                   TEXT NOT NULL DEFAULT '[]',
+        provider                   TEXT,
+        model                      TEXT,
+        level                      TEXT NOT NULL DEFAULT 'normal' CHECK (level IN ('normal','aggressive','fallback')),
+        created_at                 TEXT NOT NULL
+    )
+    """,
+    "CREATE INDEX summaries_conv_created_idx ON summaries (conversation_id, created_at)",
+    """
+    CREATE TABLE summary_messages (
+        summary_id TEXT NOT NULL REFERENCES summaries(summary_id) ON DELETE CASCADE,
+        message_id INTEGER NOT NULL REFERENCES messages(message_id) ON DELETE RESTRICT,
+        ordinal    INTEGER NOT NULL,
+        PRIMARY KEY (summary_id, message_id)
+    ) WITHOUT ROWID
+    """,
+    "CREATE INDEX summary_messages_message_idx ON summary_messages (message_id)",
+    """
+    CREATE TABLE summary_parents (
+        summary_id        TEXT NOT NULL REFERENCES summaries(summary_id) ON DELETE CASCADE,
+        parent_summary_id TEXT NOT NULL REFERENCES summaries(summary_id) ON DELETE RESTRICT,
+        ordinal           INTEGER NOT NULL,
+        PRIMARY KEY (summary_id, parent_summary_id)
+    ) WITHOUT ROWID
+    """,
+    "CREATE INDEX summary_parents_parent_idx ON summary_parents (parent_summary_id)",
+    """
+    CREATE TABLE context_items (
+        conversation_id INTEGER NOT NULL REFERENCES conversations(conversation_id) ON DELETE CASCADE,
+        ordinal         INTEGER NOT NULL,
+        item_type       TEXT NOT NULL CHECK (item_type IN ('message','summary')),
+        message_id      INTEGER REFERENCES messages(message_id) ON DELETE RESTRICT,
+        summary_id      TEXT REFERENCES summaries(summary_id) ON DELETE RESTRICT,
+        created_at      TEXT NOT NULL,
+        PRIMARY KEY (conversation_id, ordinal),
+        CHECK ((item_type = 'message' AND message_id IS NOT NULL AND summary_id IS NULL)
+            OR (item_type = 'summary' AND summary_id IS NOT NULL AND message_id IS NULL))
+    ) WITHOUT ROWID
+    """,
+    """
+    CREATE TABLE large_files (
+        file_id             TEXT PRIMARY KEY,
+        conversation_id     INTEGER NOT NULL REFERENCES conversations(conversation_id) ON DELETE CASCADE,
+        file_name           TEXT,
+        mime_type           TEXT,
+        byte_size           INTEGER,
+        content_hash        TEXT,
+        storage_uri         TEXT NOT NULL,
+        exploration_summary TEXT,
+        created_at          TEXT NOT NULL
+    )
+    """,
+    "CREATE INDEX large_files_conv_idx ON large_files (conversation_id, created_at)",
+    "CREATE INDEX large_files_hash_idx ON large_files (content_hash)",
+    """
+    CREATE TABLE conversation_bootstrap_state (
+        conversation_id           INTEGER NOT NULL REFERENCES conversations(conversation_id) ON DELETE CASCADE,
+        session_file_path         TEXT NOT NULL,
+        last_seen_size            INTEGER NOT NULL,
+        last_seen_mtime_ns        INTEGER NOT NULL,
+        last_processed_offset     INTEGER NOT NULL,
+        last_processed_entry_hash TEXT,
+        last_entry_key            TEXT,
+        updated_at                TEXT NOT NULL,
+        PRIMARY KEY (conversation_id, session_file_path)
+    )
+    """,
+    "CREATE INDEX conversation_bootstrap_state_path_idx ON conversation_bootstrap_state (session_file_path)",
+    """
+    CREATE TABLE lcm_meta (
+        key   TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    )
+    """,
+    "INSERT INTO lcm_meta (key, value) VALUES ('store_id', lower(hex(randomblob(16))))",
+)
+
+MIGRATIONS: tuple[Migration, ...] = (Migration(1, "initial schema", _V1),)
