@@ -1,0 +1,406 @@
+"""Bootstrap: reconcile a transcript file with the store, importing only what is missing.
+
+Invariants:
+
+* **Idempotent.**  Every message carries its transcript key as ``event_key``,
+  so importing a file again — whole, grown, or after a crash half-way —
+  stores each message exactly once.
+* **O(new bytes) for unchanged and append-only files.**  The state row
+  remembers the file's size, mtime, the offset after the last complete entry
+  and a hash of the 4 KiB before it.  Same size and mtime: nothing is read.
+  Grown, with the same bytes before the offset: reading resumes at the offset.
+  Anything else (rewritten, truncated, a branch in a tree format): the file is
+  read whole and the event keys sort out what is new.
+* **All or nothing per file.**  One file is imported in one transaction: a
+  corrupt line rolls back everything read from that file and raises a
+  :class:`TranscriptError` naming the file and line; nothing stored before is
+  touched.  A last line that is still being written is left for the next read.
+* Parsing runs in a worker thread, in chunks, so a large import neither
+  blocks the event loop nor holds the whole file in memory (tree formats,
+  which need the whole tree, are the exception).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Literal
+
+import anyio
+import anyio.to_thread
+
+from lossless.config import Config
+from lossless.errors import InputError, TranscriptError
+from lossless.ingest import prepare_messages
+from lossless.ports import PreparedMessage, Store
+from lossless.records import BootstrapState, Conversation, JSONValue, utcnow
+from lossless.sessions import SessionPolicy
+from lossless.tokens import TokenCounter
+from lossless.transcripts import (
+    FORMATS,
+    SUFFIXES,
+    Entry,
+    Event,
+    NeedsFullRead,
+    ReadContext,
+    SessionInfo,
+    Skipped,
+    TranscriptReader,
+    detect_format,
+    reader_for,
+    why_unrecognised,
+)
+
+__all__ = ["FileImport", "discover_transcripts", "import_transcript"]
+
+_CHUNK = 500
+_TAIL = 4096
+
+Status = Literal["imported", "appended", "unchanged", "skipped"]
+
+
+@dataclass(frozen=True, slots=True)
+class FileImport:
+    """What importing one transcript file did."""
+
+    path: str
+    format: str
+    status: Status
+    conversation_id: int | None = None
+    session_id: str | None = None
+    stored: int = 0
+    duplicates: int = 0
+    dropped: int = 0
+    parts: int = 0
+    skipped_records: dict[str, int] = field(default_factory=dict)
+    reason: str | None = None
+
+    def to_dict(self) -> dict[str, JSONValue]:
+        return {
+            "path": self.path,
+            "format": self.format,
+            "status": self.status,
+            "conversation_id": self.conversation_id,
+            "session_id": self.session_id,
+            "stored": self.stored,
+            "duplicates": self.duplicates,
+            "dropped": self.dropped,
+            "parts": self.parts,
+            "skipped_records": dict(self.skipped_records),
+            "reason": self.reason,
+        }
+
+
+def discover_transcripts(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """Expand folders into the transcript files under them (sorted); files are kept as given.
+
+    Raises :class:`InputError` for a missing path or a folder holding no transcript.
+    """
+    found: list[Path] = []
+    for raw in paths:
+        path = Path(raw).expanduser()
+        if path.is_file():
+            found.append(path)
+        elif path.is_dir():
+            inside = sorted(
+                p for p in path.rglob("*") if p.is_file() and p.suffix in SUFFIXES and detect_format(p) is not None
+            )
+            if not inside:
+                raise InputError(
+                    f"{str(path)!r} holds no transcript lossless can read "
+                    f"(looked for {', '.join('*' + s for s in SUFFIXES)} files in the formats {', '.join(FORMATS)})"
+                )
+            found.extend(inside)
+        elif path.exists():
+            raise InputError(f"{str(path)!r} is neither a file nor a folder")
+        else:
+            raise InputError(f"{str(path)!r} does not exist")
+    return list(dict.fromkeys(found))
+
+
+def _tail_hash(stream: IO[bytes], offset: int) -> str:
+    start = max(0, offset - _TAIL)
+    stream.seek(start)
+    return hashlib.sha256(stream.read(offset - start)).hexdigest()
+
+
+@dataclass(slots=True)
+class _Run:
+    """Mutable bookkeeping for one import."""
+
+    info: SessionInfo = field(default_factory=SessionInfo)
+    conversation: Conversation | None = None
+    stored: int = 0
+    duplicates: int = 0
+    dropped: int = 0
+    parts: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+    offset: int = 0
+    last_key: str | None = None
+    first_key: str | None = None
+
+    def merge(self, info: SessionInfo) -> None:
+        current = self.info
+        self.info = SessionInfo(
+            session_id=current.session_id or info.session_id,
+            title=info.title or current.title,
+            parent_session_id=current.parent_session_id or info.parent_session_id,
+            started_at=current.started_at or info.started_at,
+            metadata={**info.metadata, **current.metadata},
+        )
+
+
+class _Importer:
+    """Imports one file; see the module docstring for the rules."""
+
+    def __init__(
+        self,
+        store: Store,
+        path: Path,
+        *,
+        config: Config,
+        counter: TokenCounter,
+        agent_id: str,
+        policy: SessionPolicy,
+        session_id: str | None,
+        session_key: str | None,
+        format_name: str,
+    ) -> None:
+        self.format = format_name
+        self.store = store
+        self.path = path
+        self.config = config
+        self.counter = counter
+        self.agent_id = agent_id
+        self.policy = policy
+        self.session_id = session_id
+        self.session_key = session_key
+
+    async def run(self, *, full: bool) -> FileImport:
+        format_name = self.format
+        reader = reader_for(format_name)
+        path_text = str(self.path)
+        try:
+            stat = await anyio.to_thread.run_sync(os.stat, self.path)
+        except OSError as exc:
+            raise InputError(f"cannot read {path_text!r}: {exc.strerror or exc}") from exc
+        state = None if full else await self._find_state()
+        if state is not None and state.size == stat.st_size and state.mtime_ns == stat.st_mtime_ns:
+            return FileImport(path_text, format_name, "unchanged", state.conversation_id)
+        start = 0
+        if state is not None and reader.incremental and await self._continues(state, stat.st_size):
+            start = state.offset
+        async with self.store.atomic():
+            run = await self._read_and_store(reader, start, state, stat.st_mtime_ns)
+            if isinstance(run, FileImport):
+                return run
+            conversation = run.conversation
+            if conversation is not None:
+                if run.info.title and not conversation.title:
+                    conversation = await self._conversation(run)
+                tail = await anyio.to_thread.run_sync(self._hash_tail, run.offset)
+                await self.store.put_bootstrap_state(
+                    BootstrapState(
+                        conversation_id=conversation.id,
+                        path=path_text,
+                        size=stat.st_size,
+                        mtime_ns=stat.st_mtime_ns,
+                        offset=run.offset,
+                        tail_hash=tail,
+                        last_entry_key=run.last_key,
+                        updated_at=utcnow(),
+                    )
+                )
+        return FileImport(
+            path_text,
+            format_name,
+            "appended" if start else "imported",
+            conversation.id if conversation else None,
+            conversation.session_id if conversation else None,
+            stored=run.stored,
+            duplicates=run.duplicates,
+            dropped=run.dropped,
+            parts=run.parts,
+            skipped_records=dict(run.skipped),
+        )
+
+    async def _find_state(self) -> BootstrapState | None:
+        return await self.store.find_bootstrap_state(self.agent_id, str(self.path))
+
+    async def _continues(self, state: BootstrapState, size: int) -> bool:
+        if size < state.offset or state.tail_hash is None:
+            return False
+        return await anyio.to_thread.run_sync(self._hash_tail, state.offset) == state.tail_hash
+
+    def _hash_tail(self, offset: int) -> str:
+        with self.path.open("rb") as stream:
+            return _tail_hash(stream, offset)
+
+    async def _read_and_store(
+        self, reader: TranscriptReader, start: int, state: BootstrapState | None, mtime_ns: int
+    ) -> _Run | FileImport:
+        fallback = datetime.fromtimestamp(mtime_ns / 1e9, UTC)
+        max_line = self.config.max_message_bytes * 2 + 1024 * 1024
+        context = ReadContext(
+            str(self.path),
+            start_offset=start,
+            last_entry_key=state.last_entry_key if state and start else None,
+            max_line_bytes=max_line,
+            fallback_time=fallback,
+        )
+        run = _Run(offset=start, last_key=context.last_entry_key)
+        if start and state is not None:
+            run.conversation = await self.store.get_conversation(state.conversation_id)
+        try:
+            outcome = await self._consume(reader, context, run)
+        except NeedsFullRead:
+            context = ReadContext(str(self.path), max_line_bytes=max_line, fallback_time=fallback)
+            run = _Run()
+            outcome = await self._consume(reader, context, run)
+        return outcome
+
+    async def _consume(self, reader: TranscriptReader, context: ReadContext, run: _Run) -> _Run | FileImport:
+        pending: list[Entry] = []
+        with self.path.open("rb") as stream:
+            events: Iterator[Event] = reader.read(stream, context)
+            while True:
+                chunk = await anyio.to_thread.run_sync(_take, events, _CHUNK)
+                if not chunk:
+                    break
+                for event in chunk:
+                    if isinstance(event, SessionInfo):
+                        run.merge(event)
+                    elif isinstance(event, Skipped):
+                        run.skipped[event.kind] += 1
+                        run.offset = max(run.offset, event.end_offset)
+                        run.last_key = event.key or run.last_key
+                    else:
+                        pending.append(event)
+                if pending:
+                    blocked = await self._flush(pending, run)
+                    if blocked is not None:
+                        return blocked
+                    pending = []
+        if run.conversation is None and run.info.session_id is not None:
+            blocked = await self._flush([], run)
+            if blocked is not None:
+                return blocked
+        return run
+
+    async def _flush(self, entries: list[Entry], run: _Run) -> FileImport | None:
+        if run.first_key is None and entries:
+            run.first_key = entries[0].key
+        if run.conversation is None:
+            key = self.session_key or self._session_id(run)
+            reason = self.policy.write_block_reason(key)
+            if reason is not None:
+                return FileImport(str(self.path), self.format, "skipped", reason=reason)
+            run.conversation = await self._conversation(run)
+        prepared: list[PreparedMessage] = []
+        now = utcnow()
+        for entry in entries:
+            try:
+                ready, dropped = prepare_messages(
+                    [entry.message],
+                    counter=self.counter,
+                    now=now,
+                    max_message_bytes=self.config.max_message_bytes,
+                    prune_heartbeat_ok=self.config.prune_heartbeat_ok,
+                )
+            except InputError as exc:
+                problem = str(exc).removeprefix("message 0 ")
+                raise TranscriptError(str(self.path), entry.line, f"message {problem}") from exc
+            prepared += ready
+            run.dropped += dropped
+        try:
+            result = await self.store.append_messages(run.conversation.id, prepared)
+        except InputError as exc:
+            raise TranscriptError(str(self.path), entries[0].line if entries else None, str(exc)) from exc
+        run.stored += len(result.stored)
+        run.duplicates += result.duplicates
+        run.parts += sum(len(r.parts) for r in result.stored)
+        for entry in entries:
+            run.offset = max(run.offset, entry.end_offset)
+            run.last_key = entry.key
+        return None
+
+    def _session_id(self, run: _Run) -> str:
+        if self.session_id:
+            return self.session_id
+        if run.info.session_id:
+            return run.info.session_id
+        # No id in the file: derive one from its name and its first entry, stable across moves.
+        basis = run.first_key or str(self.path.resolve())
+        return f"{self.path.stem}:{hashlib.sha256(basis.encode()).hexdigest()[:12]}"
+
+    async def _conversation(self, run: _Run) -> Conversation:
+        parent_id = None
+        if run.info.parent_session_id:
+            parent = await self.store.get_or_create_conversation(
+                agent_id=self.agent_id, session_id=run.info.parent_session_id
+            )
+            parent_id = parent.id
+        return await self.store.get_or_create_conversation(
+            agent_id=self.agent_id,
+            session_id=self._session_id(run),
+            session_key=self.session_key,
+            title=run.info.title,
+            source=self.format,
+            parent_id=parent_id,
+            metadata=run.info.metadata or None,
+        )
+
+
+def _resolve(path: str | os.PathLike[str]) -> tuple[Path, bool]:
+    resolved = Path(path).expanduser().resolve()
+    return resolved, resolved.is_file()
+
+
+def _take(events: Iterator[Event], count: int) -> list[Event]:
+    return list(itertools.islice(events, count))
+
+
+async def import_transcript(
+    store: Store,
+    path: str | os.PathLike[str],
+    *,
+    config: Config,
+    counter: TokenCounter,
+    agent_id: str | None = None,
+    format_name: str | None = None,
+    full: bool = False,
+    session_id: str | None = None,
+    session_key: str | None = None,
+) -> FileImport:
+    """Import (or catch up on) one transcript file.  See the module docstring for the guarantees."""
+    file_path, is_file = await anyio.to_thread.run_sync(_resolve, path)
+    if not is_file:
+        raise InputError(f"{str(file_path)!r} does not exist or is not a file")
+    detected = format_name or await anyio.to_thread.run_sync(detect_format, file_path)
+    if detected is None:
+        reason = await anyio.to_thread.run_sync(why_unrecognised, file_path)
+        raise InputError(
+            f"{str(file_path)!r} is not a transcript lossless recognises: {reason} "
+            f"(formats: {', '.join(FORMATS)}; pass the format explicitly if you know it)"
+        )
+    policy = SessionPolicy(
+        config.ignore_session_patterns, config.stateless_session_patterns, config.skip_stateless_sessions
+    )
+    importer = _Importer(
+        store,
+        file_path,
+        config=config,
+        counter=counter,
+        agent_id=agent_id or config.agent_id,
+        policy=policy,
+        session_id=session_id,
+        session_key=session_key,
+        format_name=detected,
+    )
+    return await importer.run(full=full)

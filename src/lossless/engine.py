@@ -1,0 +1,300 @@
+"""The ContextEngine: the one object hosts, the CLI and the servers talk to.
+
+It follows the context-engine lifecycle of the reference (``info``,
+``bootstrap``, ``ingest``, ``ingest_batch``, …, ``dispose``); this version
+implements storage and import — ingest, bootstrap from transcripts, and
+reading conversations back.  Assembly and compaction build on it.
+
+Invariants:
+
+* Every conversation the engine creates belongs to ``config.agent_id``.
+* Mutations of one conversation are serialised (one lock per conversation);
+  different conversations proceed concurrently.
+* Ingest is idempotent for messages with an ``event_key``; heartbeat polls and
+  sessions excluded by the session patterns are skipped, and the result says so.
+* Nothing here reads the environment: the :class:`Config` is built once, at
+  the edge (:meth:`ContextEngine.open` or the CLI).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from types import TracebackType
+from typing import Any
+
+import anyio
+
+from lossless.bootstrap import FileImport, discover_transcripts, import_transcript
+from lossless.config import Config, load_config
+from lossless.errors import InputError, NotFoundError
+from lossless.ingest import prepare_messages
+from lossless.ports import Store, StoreStats
+from lossless.records import Conversation, IngestResult, Message, MessageRecord, utcnow
+from lossless.sessions import SessionPolicy
+from lossless.tokens import TokenCounter, token_counter_for
+
+__all__ = ["ContextEngine", "EngineInfo", "ImportProgress"]
+
+VERSION = "0.1.0"
+
+#: Called after each file of an import: (files done, files in all, that file's result or error).
+ImportProgress = Callable[[int, int, FileImport | Exception], Awaitable[None] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class EngineInfo:
+    id: str
+    name: str
+    version: str
+    owns_compaction: bool
+
+
+def _require_text(value: object, what: str) -> None:
+    if not isinstance(value, str) or not value:
+        raise InputError(f"{what} must be a non-empty string, got {value!r}")
+
+
+class ContextEngine:
+    """Lossless context management for one agent identity over one store.
+
+    Open one with ``await ContextEngine.open()`` (the embedded SQLite default)
+    or ``ContextEngine.open("sqlite:///path.db")``, preferably as
+    ``async with await ContextEngine.open() as engine: …``.
+    """
+
+    info = EngineInfo(id="lossless", name="Lossless Context Engine", version=VERSION, owns_compaction=True)
+
+    def __init__(
+        self,
+        store: Store,
+        config: Config | None = None,
+        *,
+        token_counter: TokenCounter | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.store = store
+        self.config = config or Config()
+        self.tokens = token_counter or token_counter_for(self.config.tokenizer)
+        self._clock = clock
+        self._policy = SessionPolicy(
+            self.config.ignore_session_patterns,
+            self.config.stateless_session_patterns,
+            self.config.skip_stateless_sessions,
+        )
+        self._locks: dict[int, anyio.Lock] = {}
+        self._conversations: OrderedDict[tuple[str, str], Conversation] = OrderedDict()
+
+    # -------------------------------------------------------------- lifecycle
+
+    @classmethod
+    async def open(
+        cls, database_url: str | None = None, *, config: Config | None = None, **settings: Any
+    ) -> ContextEngine:
+        """Open an engine on ``database_url`` (default: the configured one, else SQLite in the data dir).
+
+        ``settings`` override configuration values by name (e.g. ``fresh_tail_count=32``);
+        without ``config`` the configuration is loaded from the environment and config file.
+        """
+        from lossless.stores import open_store
+
+        if config is None:
+            config = load_config({"database_url": database_url, **settings})
+        elif settings or database_url:
+            config = config.replace(**({"database_url": database_url} if database_url else {}), **settings)
+        store = await open_store(config.resolved_database_url, config)
+        return cls(store, config)
+
+    async def __aenter__(self) -> ContextEngine:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.dispose()
+
+    async def dispose(self) -> None:
+        """Release the store's connections.  The engine cannot be used afterwards."""
+        await self.store.close()
+
+    # -------------------------------------------------------------- conversations
+
+    def _lock(self, conversation_id: int) -> anyio.Lock:
+        lock = self._locks.get(conversation_id)
+        if lock is None:
+            lock = self._locks[conversation_id] = anyio.Lock(fast_acquire=True)
+        return lock
+
+    async def _conversation_for(self, session_id: str, session_key: str | None) -> Conversation:
+        _require_text(session_id, "session_id")
+        if session_key is not None:
+            _require_text(session_key, "session_key")
+        cache_key = (session_id, session_key or "")
+        cached = self._conversations.get(cache_key)
+        if cached is not None:
+            self._conversations.move_to_end(cache_key)
+            return cached
+        found = await self.store.find_conversation(agent_id=self.config.agent_id, session_id=session_id)
+        if found is None or (session_key is not None and found.session_key != session_key) or not found.active:
+            found = await self.store.get_or_create_conversation(
+                agent_id=self.config.agent_id, session_id=session_id, session_key=session_key, source="api"
+            )
+        self._conversations[cache_key] = found
+        if len(self._conversations) > 4096:
+            self._conversations.popitem(last=False)
+        return found
+
+    async def conversation(self, ref: int | str) -> Conversation:
+        """A conversation of this agent by id (an int or digits) or by session id."""
+        conversation: Conversation | None = None
+        if not isinstance(ref, int):
+            _require_text(ref, "conversation")
+        if isinstance(ref, int) or ref.isdigit():
+            conversation = await self.store.get_conversation(int(ref))
+            if conversation is not None and conversation.agent_id != self.config.agent_id:
+                conversation = None
+        if conversation is None and isinstance(ref, str):
+            conversation = await self.store.find_conversation(agent_id=self.config.agent_id, session_id=ref)
+        if conversation is None:
+            raise NotFoundError(
+                "conversation",
+                ref,
+                f"list this agent's ({self.config.agent_id}) conversations with `lcm conversations`",
+            )
+        return conversation
+
+    async def conversations(self, *, limit: int = 100, offset: int = 0) -> list[Conversation]:
+        """This agent's conversations, most recently updated first."""
+        return await self.store.list_conversations(agent_id=self.config.agent_id, limit=limit, offset=offset)
+
+    async def messages(
+        self,
+        conversation: int | str,
+        *,
+        tail: int | None = None,
+        after_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[MessageRecord]:
+        """Stored messages of a conversation in order; ``tail=N`` gives the last N."""
+        conv = await self.conversation(conversation)
+        if tail is not None:
+            if tail < 0:
+                raise InputError(f"tail must be zero or more, got {tail}")
+            newest = await self.store.get_messages(conv.id, limit=tail, newest_first=True)
+            return newest[::-1]
+        return await self.store.get_messages(conv.id, after_seq=after_seq, limit=limit)
+
+    async def stats(self) -> StoreStats:
+        return await self.store.stats()
+
+    # -------------------------------------------------------------- ingest
+
+    async def ingest(
+        self,
+        session_id: str,
+        message: Message,
+        *,
+        session_key: str | None = None,
+        is_heartbeat: bool = False,
+    ) -> IngestResult:
+        """Store one message (see :meth:`ingest_batch`); heartbeat polls are skipped."""
+        if is_heartbeat:
+            return IngestResult(None, skipped=1, skip_reason="heartbeat")
+        return await self.ingest_batch(session_id, [message], session_key=session_key)
+
+    async def ingest_batch(
+        self, session_id: str, messages: Sequence[Message], *, session_key: str | None = None
+    ) -> IngestResult:
+        """Store ``messages`` in order, in one transaction, and append them to the active context.
+
+        Messages whose ``event_key`` is already stored are skipped and counted as
+        duplicates.  Nothing is stored for ignored or stateless sessions, or when
+        the engine is disabled; ``skip_reason`` says which.
+        """
+        if isinstance(messages, Message):
+            raise InputError("ingest_batch takes a list of messages; use ingest() for one")
+        messages = list(messages)
+        if not self.config.enabled:
+            return IngestResult(None, skipped=len(messages), skip_reason="disabled (enabled = false)")
+        reason = self._policy.write_block_reason(session_key or session_id)
+        if reason is not None:
+            return IngestResult(None, skipped=len(messages), skip_reason=reason)
+        prepared, dropped = prepare_messages(
+            messages,
+            counter=self.tokens,
+            now=self._clock(),
+            max_message_bytes=self.config.max_message_bytes,
+            prune_heartbeat_ok=self.config.prune_heartbeat_ok,
+        )
+        conversation = await self._conversation_for(session_id, session_key)
+        async with self._lock(conversation.id):
+            result = await self.store.append_messages(conversation.id, prepared)
+        return IngestResult(
+            conversation.id,
+            result.stored,
+            result.duplicates,
+            dropped,
+            "heartbeat" if dropped else None,
+        )
+
+    # -------------------------------------------------------------- transcripts
+
+    async def bootstrap(
+        self,
+        session_file: str | os.PathLike[str],
+        *,
+        session_id: str | None = None,
+        session_key: str | None = None,
+        format_name: str | None = None,
+        full: bool = False,
+    ) -> FileImport:
+        """Reconcile a transcript file with the store: import whatever it has that the store lacks.
+
+        Cheap to call at every session start: an unchanged file is not read and
+        a grown one is read from where the last call stopped.
+        """
+        result = await import_transcript(
+            self.store,
+            session_file,
+            config=self.config,
+            counter=self.tokens,
+            format_name=format_name,
+            full=full,
+            session_id=session_id,
+            session_key=session_key,
+        )
+        self._conversations.clear()
+        return result
+
+    async def import_paths(
+        self,
+        paths: Sequence[str | os.PathLike[str]],
+        *,
+        full: bool = False,
+        progress: ImportProgress | None = None,
+        stop_on_error: bool = False,
+    ) -> list[FileImport | Exception]:
+        """Import every transcript in ``paths`` (files, or folders searched recursively).
+
+        Each file is imported on its own (all or nothing); a file that fails is
+        reported as its exception in the result list and the others go on,
+        unless ``stop_on_error``.
+        """
+        files = await anyio.to_thread.run_sync(discover_transcripts, list(paths))
+        results: list[FileImport | Exception] = []
+        for done, path in enumerate(files, 1):
+            try:
+                outcome: FileImport | Exception = await self.bootstrap(path, full=full)
+            except (InputError, OSError) as exc:
+                if stop_on_error:
+                    raise
+                outcome = exc
+            results.append(outcome)
+            if progress is not None:
+                maybe = progress(done, len(files), outcome)
+                if maybe is not None:
+                    await maybe
+        return results
