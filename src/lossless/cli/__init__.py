@@ -1,0 +1,52 @@
+"""The ``lcm`` command.
+
+Commands: ``import``, ``conversations``, ``messages``, ``stats``, ``config
+show``.  Every command honours ``--database`` (else ``LCM_DATABASE_URL``, the
+config file, or SQLite in the data directory) and prints JSON with ``--json``.
+Exit codes are documented in ``docs/cli.md`` and defined by
+:data:`lossless.errors.EXIT_CODES`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from lossless.cli._common import CliState
+from lossless.cli.config_cmd import config_group
+from lossless.cli.imports import import_command
+from lossless.cli.inspect import conversations_command, messages_command, stats_command
+from lossless.engine import VERSION
+
+__all__ = ["cli", "main"]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(VERSION, prog_name="lcm")
+@click.option(
+    "--database", "-d", metavar="URL", help="Database URL (default: LCM_DATABASE_URL, else SQLite in the data dir)."
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="TOML config file (default: LCM_CONFIG_FILE, else config.toml in the user config dir).",
+)
+@click.option("--agent", metavar="ID", help="Agent identity that owns and may read conversations (default: main).")
+@click.pass_context
+def cli(ctx: click.Context, database: str | None, config_file: Path | None, agent: str | None) -> None:
+    """lossless: every message kept, old history compacted into summaries you can always expand back."""
+    ctx.obj = CliState(database, config_file, agent)
+
+
+cli.add_command(import_command)
+cli.add_command(conversations_command)
+cli.add_command(messages_command)
+cli.add_command(stats_command)
+cli.add_command(config_group)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="lcm")

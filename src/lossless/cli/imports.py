@@ -1,0 +1,140 @@
+"""``lcm import``: import transcript files and folders, idempotently, with a progress bar and a summary."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from pathlib import Path
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from lossless.bootstrap import FileImport
+from lossless.cli._common import CliState, emit_json, json_option, open_engine, run_command, stderr, stdout
+from lossless.errors import LcmError, TranscriptError
+from lossless.transcripts import FORMATS
+
+__all__ = ["import_command"]
+
+
+def _short(path: str, width: int = 60) -> str:
+    with contextlib.suppress(ValueError):  # another drive on Windows
+        path = os.path.relpath(path)
+    return path if len(path) <= width else "…" + path[-(width - 1) :]
+
+
+def _summary_table(results: list[FileImport | Exception]) -> Table:
+    table = Table(title="Import summary", title_justify="left", show_footer=True)
+    imported = [r for r in results if isinstance(r, FileImport)]
+    table.add_column("file", footer=f"{len(results)} file(s)")
+    table.add_column("format")
+    table.add_column("status")
+    table.add_column("conversation", justify="right")
+    table.add_column("new messages", justify="right", footer=str(sum(r.stored for r in imported)))
+    table.add_column("parts", justify="right", footer=str(sum(r.parts for r in imported)))
+    table.add_column("duplicates skipped", justify="right", footer=str(sum(r.duplicates for r in imported)))
+    table.add_column(
+        "other records", justify="right", footer=str(sum(sum(r.skipped_records.values()) for r in imported))
+    )
+    for result in results:
+        if isinstance(result, FileImport):
+            status = {"unchanged": "[dim]unchanged[/]", "skipped": "[yellow]skipped[/]"}.get(
+                result.status, result.status
+            )
+            table.add_row(
+                _short(result.path),
+                result.format,
+                status,
+                str(result.conversation_id or "-"),
+                str(result.stored),
+                str(result.parts),
+                str(result.duplicates),
+                str(sum(result.skipped_records.values())),
+            )
+        else:
+            path = result.path if isinstance(result, TranscriptError) else "?"
+            table.add_row(_short(path), "-", "[red]failed[/]", "-", "0", "0", "0", "0")
+    return table
+
+
+@click.command("import")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--full", is_flag=True, help="Re-read every file whole, ignoring the saved read positions.")
+@click.option(
+    "--format",
+    "format_name",
+    type=click.Choice(FORMATS),
+    help="Read every file as this format instead of detecting it (files only, not folders).",
+)
+@click.option("--session-id", help="Store a single file under this session id instead of the one it names.")
+@json_option
+@click.pass_obj
+@run_command
+async def import_command(
+    state: CliState, paths: tuple[Path, ...], full: bool, format_name: str | None, session_id: str | None, as_json: bool
+) -> None:
+    """Import agent transcripts (files or folders) into the store.
+
+    Formats are detected: Claude Code, pi, OpenClaw, SWE-agent and OpenAI-style
+    chat lists.  Importing is idempotent: a file imported again stores only what
+    is new (an unchanged file is not even read).  Each file is imported whole or
+    not at all; a corrupt file is reported with its line and the others go on.
+    """
+    if session_id is not None and (len(paths) != 1 or not paths[0].is_file()):
+        raise click.UsageError("--session-id needs exactly one file")
+    engine = await open_engine(state)
+    async with engine:
+        show_progress = not as_json and stderr().is_terminal
+        with Progress(
+            TextColumn("[bold]importing"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[current]}"),
+            TimeElapsedColumn(),
+            console=stderr(),
+            transient=True,
+            disable=not show_progress,
+        ) as progress:
+            task = progress.add_task("import", total=None, current="")
+
+            def advance(done: int, total: int, outcome: FileImport | Exception) -> None:
+                label = outcome.path if isinstance(outcome, FileImport) else type(outcome).__name__
+                progress.update(task, completed=done, total=total, current=_short(label, 40))
+
+            if format_name is not None or session_id is not None:
+                results: list[FileImport | Exception] = []
+                for done, path in enumerate(paths, 1):
+                    try:
+                        one: FileImport | Exception = await engine.bootstrap(
+                            path, format_name=format_name, session_id=session_id, full=full
+                        )
+                    except (LcmError, OSError) as exc:
+                        one = exc
+                    results.append(one)
+                    advance(done, len(paths), one)
+            else:
+                results = await engine.import_paths(list(paths), full=full, progress=advance)
+        failures = [r for r in results if isinstance(r, Exception)]
+        if as_json:
+            emit_json(
+                {
+                    "ok": not failures,
+                    "files": [
+                        r.to_dict() if isinstance(r, FileImport) else {"error": str(r), "type": type(r).__name__}
+                        for r in results
+                    ],
+                    "stored": sum(r.stored for r in results if isinstance(r, FileImport)),
+                    "duplicates": sum(r.duplicates for r in results if isinstance(r, FileImport)),
+                }
+            )
+        else:
+            stdout().print(_summary_table(results))
+            for result in results:
+                if isinstance(result, FileImport) and result.status == "skipped":
+                    stderr().print(f"[yellow]skipped[/] {_short(result.path)}: {result.reason}")
+            for error in failures:
+                stderr().print(f"[bold red]error:[/] {error}", highlight=False)
+        if failures:
+            sys.exit(3)
