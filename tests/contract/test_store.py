@@ -1,0 +1,282 @@
+"""The Store contract, written once and run against every backend (see ``store`` in conftest)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import anyio
+import pytest
+
+from lossless.errors import InputError, NotFoundError
+from lossless.ports import PreparedMessage, Store
+from lossless.records import (
+    BootstrapState,
+    CompactionPart,
+    FilePart,
+    Message,
+    ReasoningPart,
+    TextPart,
+    ToolPart,
+    utcnow,
+)
+
+pytestmark = pytest.mark.anyio
+
+T0 = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+
+
+def prep(message: Message, tokens: int = 3, when: datetime = T0) -> PreparedMessage:
+    return PreparedMessage(message, tokens, message.created_at or when)
+
+
+async def new_conversation(store: Store, session: str = "s1", agent: str = "main") -> int:
+    conversation = await store.get_or_create_conversation(agent_id=agent, session_id=session)
+    return conversation.id
+
+
+async def test_conversation_is_created_once_and_completed(store: Store) -> None:
+    first = await store.get_or_create_conversation(agent_id="main", session_id="abc", source="api")
+    again = await store.get_or_create_conversation(agent_id="main", session_id="abc", title="Title", source="pi")
+    assert again.id == first.id
+    assert again.title == "Title"  # a missing title is filled in
+    assert again.source == "api"  # an existing value is kept
+    assert (await store.get_conversation(first.id)) == again
+    other_agent = await store.get_or_create_conversation(agent_id="other", session_id="abc")
+    assert other_agent.id != first.id
+
+
+async def test_find_conversation_by_session_id_and_active_key(store: Store) -> None:
+    old = await store.get_or_create_conversation(agent_id="main", session_id="s-old", session_key="agent:main:chat")
+    new = await store.get_or_create_conversation(agent_id="main", session_id="s-new", session_key="agent:main:chat")
+    by_key = await store.find_conversation(agent_id="main", session_key="agent:main:chat")
+    assert by_key is not None and by_key.id == new.id
+    archived = await store.get_conversation(old.id)
+    assert archived is not None and not archived.active and archived.archived_at is not None
+    assert (await store.find_conversation(agent_id="main", session_id="s-old")) == archived
+    assert await store.find_conversation(agent_id="main", session_id="missing") is None
+    with pytest.raises(InputError):
+        await store.find_conversation(agent_id="main")
+
+
+async def test_list_conversations_newest_first_and_scoped_by_agent(store: Store) -> None:
+    """Order is by last activity: the newest message's time, else the conversation's own update."""
+    a = await new_conversation(store, "a")
+    b = await new_conversation(store, "b")
+    await new_conversation(store, "c", agent="other")
+    await store.append_messages(a, [prep(Message.user("bump"), when=utcnow())])
+    listed = await store.list_conversations(agent_id="main")
+    assert [c.id for c in listed] == [a, b]
+    assert len(await store.list_conversations()) == 3
+    assert [c.id for c in await store.list_conversations(agent_id="main", limit=1, offset=1)] == [b]
+
+
+async def test_append_assigns_ids_seq_and_context_items_in_order(store: Store) -> None:
+    conv = await new_conversation(store)
+    result = await store.append_messages(
+        conv, [prep(Message.user("one")), prep(Message.assistant("two")), prep(Message.user("three"))]
+    )
+    assert [m.seq for m in result.stored] == [1, 2, 3]
+    assert [m.content for m in result.stored] == ["one", "two", "three"]
+    more = await store.append_messages(conv, [prep(Message.user("four"))])
+    assert more.stored[0].seq == 4
+    assert more.stored[0].id > result.stored[-1].id
+    items = await store.get_context_items(conv)
+    assert [i.message_id for i in items] == [m.id for m in (*result.stored, *more.stored)]
+    assert all(i.kind == "message" and i.summary_id is None for i in items)
+    assert [i.ordinal for i in items] == sorted(i.ordinal for i in items)
+
+
+async def test_event_keys_make_append_idempotent(store: Store) -> None:
+    conv = await new_conversation(store)
+    first = await store.append_messages(
+        conv,
+        [prep(Message.user("a", event_key="k1")), prep(Message.user("b", event_key="k2")), prep(Message.user("c"))],
+    )
+    assert len(first.stored) == 3 and first.duplicates == 0
+    again = await store.append_messages(
+        conv,
+        [
+            prep(Message.user("a", event_key="k1")),
+            prep(Message.user("new", event_key="k3")),
+            prep(Message.user("dup in batch", event_key="k3")),
+            prep(Message.user("c")),  # no key: always stored
+        ],
+    )
+    assert [m.content for m in again.stored] == ["new", "c"]
+    assert again.duplicates == 2
+    assert await store.count_messages(conv) == 5
+    # Keys are per conversation.
+    other = await new_conversation(store, "s2")
+    assert len((await store.append_messages(other, [prep(Message.user("a", event_key="k1"))])).stored) == 1
+    assert await store.last_event_key(conv) == "k3"
+
+
+async def test_round_trip_of_every_part_type_is_exact(store: Store) -> None:
+    conv = await new_conversation(store)
+    parts = (
+        TextPart("visible text", synthetic=True, metadata={"a": [1, 2]}),
+        ReasoningPart("thinking…", signature="sig=="),
+        ToolPart(call_id="c1", name="read", input={"path": "/x", "n": 3}, status="pending"),
+        ToolPart(call_id="c1", output="file body", status="completed", title="Read /x"),
+        FilePart(mime="image/png", name="p.png", url="data:image/png;base64,AAAA"),
+        CompactionPart(summary="earlier…", auto=True, tokens_before=12345),
+    )
+    message = Message.from_parts("assistant", parts, event_key="e", metadata={"model": "m", "usage": {"in": 1}})
+    stored = (await store.append_messages(conv, [prep(message)])).stored[0]
+    [loaded] = await store.get_messages(conv)
+    assert loaded == stored
+    assert loaded.parts == parts
+    assert loaded.to_message() == Message.from_parts(
+        "assistant", parts, event_key="e", metadata={"model": "m", "usage": {"in": 1}}, created_at=T0
+    )
+
+
+async def test_single_part_text_is_not_stored_twice_but_reads_back(store: Store) -> None:
+    conv = await new_conversation(store)
+    text = "x" * 10_000
+    tool = Message.tool_result("call-1", "result " * 1000)
+    await store.append_messages(conv, [prep(Message.user(text)), prep(tool)])
+    loaded = await store.get_messages(conv)
+    assert loaded[0].parts == (TextPart(text),)
+    assert loaded[1].parts == tool.parts
+    assert loaded[1].content == tool.content
+
+
+async def test_unicode_nul_and_surrogate_free_text_round_trip(store: Store) -> None:
+    conv = await new_conversation(store)
+    texts = ["静默模式 测试 🚀", "nul\x00inside", "tab\tnewline\n\r\n", "</summary><content>", ""]
+    await store.append_messages(conv, [prep(Message.user(t)) for t in texts])
+    assert [m.content for m in await store.get_messages(conv)] == texts
+
+
+async def test_get_messages_windows(store: Store) -> None:
+    conv = await new_conversation(store)
+    await store.append_messages(conv, [prep(Message.user(str(i))) for i in range(10)])
+    assert [m.content for m in await store.get_messages(conv, after_seq=7)] == ["7", "8", "9"]  # seq starts at 1
+    assert [m.content for m in await store.get_messages(conv, limit=2)] == ["0", "1"]
+    assert [m.content for m in await store.get_messages(conv, limit=3, newest_first=True)] == ["9", "8", "7"]
+    ids = [m.id for m in await store.get_messages(conv)]
+    picked = await store.get_messages_by_id([ids[5], ids[1], 999_999, ids[5]])
+    assert [m.content for m in picked] == ["5", "1"]
+
+
+async def test_timestamps_are_utc_aware_and_preserved(store: Store) -> None:
+    conv = await new_conversation(store)
+    when = datetime(2025, 12, 31, 23, 59, 59, 123456, tzinfo=UTC) + timedelta(hours=0)
+    await store.append_messages(conv, [prep(Message.user("x", created_at=when), when=when)])
+    [loaded] = await store.get_messages(conv)
+    assert loaded.created_at == when and loaded.created_at.tzinfo is not None
+
+
+async def test_append_to_missing_conversation_fails_cleanly(store: Store) -> None:
+    with pytest.raises(NotFoundError):
+        await store.append_messages(424242, [prep(Message.user("x"))])
+    assert (await store.stats()).messages == 0
+
+
+async def test_atomic_rolls_back_everything_on_error(store: Store) -> None:
+    conv = await new_conversation(store)
+    await store.append_messages(conv, [prep(Message.user("kept"))])
+    with pytest.raises(RuntimeError):
+        async with store.atomic():
+            await store.append_messages(conv, [prep(Message.user("lost 1"))])
+            other = await store.get_or_create_conversation(agent_id="main", session_id="rolled-back")
+            await store.append_messages(other.id, [prep(Message.user("lost 2"))])
+            # Inside the block, the task sees its own writes.
+            assert await store.count_messages(conv) == 2
+            raise RuntimeError("boom")
+    assert [m.content for m in await store.get_messages(conv)] == ["kept"]
+    assert await store.find_conversation(agent_id="main", session_id="rolled-back") is None
+
+
+async def test_atomic_commits_and_nests(store: Store) -> None:
+    conv = await new_conversation(store)
+    async with store.atomic():
+        await store.append_messages(conv, [prep(Message.user("outer"))])
+        with pytest.raises(ValueError, match="inner"):
+            async with store.atomic():
+                await store.append_messages(conv, [prep(Message.user("inner"))])
+                raise ValueError("inner")
+        await store.append_messages(conv, [prep(Message.user("after"))])
+    assert [m.content for m in await store.get_messages(conv)] == ["outer", "after"]
+
+
+async def test_failed_call_inside_atomic_leaves_no_partial_rows(store: Store) -> None:
+    conv = await new_conversation(store)
+    async with store.atomic():
+        with pytest.raises(NotFoundError):
+            await store.append_messages(999, [prep(Message.user("x"))])
+        await store.append_messages(conv, [prep(Message.user("fine"))])
+    assert (await store.stats()).messages == 1
+
+
+async def test_concurrent_appends_keep_order_and_lose_nothing(store: Store) -> None:
+    conv = await new_conversation(store)
+
+    async def writer(n: int) -> None:
+        for i in range(20):
+            await store.append_messages(conv, [prep(Message.user(f"{n}-{i}", event_key=f"{n}-{i}"))])
+
+    async with anyio.create_task_group() as tg:
+        for n in range(8):
+            tg.start_soon(writer, n)
+    messages = await store.get_messages(conv)
+    assert len(messages) == 160
+    assert [m.seq for m in messages] == list(range(1, 161))
+    for n in range(8):
+        mine = [m.content for m in messages if m.content.startswith(f"{n}-")]
+        assert mine == [f"{n}-{i}" for i in range(20)]
+
+
+async def test_reads_do_not_wait_for_an_open_transaction(store: Store) -> None:
+    conv = await new_conversation(store)
+    await store.append_messages(conv, [prep(Message.user("committed"))])
+    inside = anyio.Event()
+    release = anyio.Event()
+
+    async def hold() -> None:
+        async with store.atomic():
+            await store.append_messages(conv, [prep(Message.user("uncommitted"))])
+            inside.set()
+            await release.wait()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(hold)
+        await inside.wait()
+        with anyio.fail_after(5):
+            seen = [m.content for m in await store.get_messages(conv)]
+        release.set()
+    assert seen == ["committed"]
+    assert await store.count_messages(conv) == 2
+
+
+async def test_bootstrap_state_round_trip_and_agent_scope(store: Store) -> None:
+    conv = await new_conversation(store)
+    state = BootstrapState(conv, "/t/a.jsonl", 100, 123456789, 90, "abc", "key-9", utcnow())
+    await store.put_bootstrap_state(state)
+    assert await store.find_bootstrap_state("main", "/t/a.jsonl") == state
+    assert await store.find_bootstrap_state("other", "/t/a.jsonl") is None
+    moved = BootstrapState(conv, "/t/a.jsonl", 200, 5, 190, "def", None, utcnow())
+    await store.put_bootstrap_state(moved)
+    assert await store.find_bootstrap_state("main", "/t/a.jsonl") == moved
+    refreshed = await store.get_conversation(conv)
+    assert refreshed is not None
+
+
+async def test_stats_and_sizes(store: Store) -> None:
+    conv = await new_conversation(store)
+    await store.append_messages(
+        conv, [prep(Message.user("a"), tokens=5), prep(Message.tool_result("c", "b"), tokens=7)]
+    )
+    stats = await store.stats()
+    assert (stats.conversations, stats.messages, stats.context_items) == (1, 2, 2)
+    assert stats.message_parts <= 2  # stored part rows (a plain text message may need none)
+    assert stats.message_tokens == 12
+    assert stats.schema_version >= 1
+    assert await store.conversation_sizes([conv, 999]) == {conv: (2, 12)}
+
+
+async def test_closed_store_refuses_work(store: Store) -> None:
+    await store.close()
+    with pytest.raises(Exception, match="closed"):
+        await store.get_messages(1)

@@ -1,0 +1,152 @@
+"""The ``lcm`` command: every command, JSON output, exit codes, and the installed entry point."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from lossless.cli import cli
+
+from .conftest import FIXTURES, ROOT
+
+SAMPLE = ROOT / "examples" / "sample-session.jsonl"
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'cli.db'}"
+
+
+def run(*args: str, db: str | None = None, env: dict[str, str] | None = None) -> Result:
+    prefix = ["--database", db] if db else []
+    return CliRunner().invoke(cli, [*prefix, *args], env=env, catch_exceptions=False)
+
+
+def test_import_then_inspect(db: str, tmp_path: Path) -> None:
+    result = run("import", str(SAMPLE), db=db)
+    assert result.exit_code == 0, result.output
+    assert "Import summary" in result.output and "claude-code" in result.output
+
+    listed = run("conversations", "--json", db=db)
+    conversations = json.loads(listed.stdout)
+    assert len(conversations) == 1
+    conversation = conversations[0]
+    assert conversation["source"] == "claude-code" and conversation["messages"] > 100
+
+    tail = json.loads(run("messages", str(conversation["id"]), "--tail", "3", "--json", db=db).stdout)
+    assert len(tail) == 3 and tail[-1]["seq"] == conversation["messages"]
+    by_session = run("messages", conversation["session_id"], "--limit", "2", db=db)
+    assert by_session.exit_code == 0 and "seq" in by_session.output
+    full = run("messages", str(conversation["id"]), "--tail", "1", "--full", db=db)
+    assert full.exit_code == 0 and f"#{conversation['messages']}" in full.output
+
+    stats = json.loads(run("stats", "--json", db=db).stdout)
+    assert stats["messages"] == conversation["messages"] and stats["backend"] == "sqlite"
+    human = run("stats", db=db)
+    assert "messages" in human.output and "Size on disk" in human.output
+
+
+def test_reimport_is_idempotent_and_reported(db: str) -> None:
+    first = json.loads(run("import", str(SAMPLE), "--json", db=db).stdout)
+    second = json.loads(run("import", str(SAMPLE), "--json", db=db).stdout)
+    full = json.loads(run("import", str(SAMPLE), "--full", "--json", db=db).stdout)
+    assert first["ok"] and first["stored"] > 100
+    assert second["files"][0]["status"] == "unchanged" and second["stored"] == 0
+    assert full["stored"] == 0 and full["duplicates"] == first["stored"]
+
+
+def test_import_folder_with_a_bad_file_reports_it_and_exits_3(db: str, tmp_path: Path) -> None:
+    folder = tmp_path / "mixed"
+    shutil.copytree(FIXTURES / "pi", folder / "pi")
+    shutil.copy(FIXTURES / "bad" / "not-json.jsonl", folder / "broken.jsonl")
+    result = run("import", str(folder), "--json", db=db)
+    assert result.exit_code == 3
+    payload = json.loads(result.stdout)
+    assert payload["ok"] is False
+    errors = [f for f in payload["files"] if "error" in f]
+    assert len(errors) == 1 and "broken.jsonl:4" in errors[0]["error"]
+    assert any(f.get("status") == "imported" for f in payload["files"])
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["import", "/nonexistent/file.jsonl"], 3, "does not exist"),
+        (["messages", "999"], 5, "no conversation '999'"),
+        (["messages", "1", "--tail", "2", "--after", "1"], 3, "cannot be combined"),
+    ],
+)
+def test_errors_have_documented_exit_codes(db: str, args: list[str], code: int, message: str) -> None:
+    result = run(*args, db=db)
+    assert result.exit_code == code
+    assert message in result.stderr
+
+
+def test_json_errors_are_machine_readable(db: str) -> None:
+    result = run("messages", "nope", "--json", db=db)
+    assert result.exit_code == 5
+    assert json.loads(result.stdout) == {
+        "ok": False,
+        "error": {"type": "NotFoundError", "message": json.loads(result.stdout)["error"]["message"]},
+    }
+
+
+def test_config_errors_exit_4(db: str) -> None:
+    result = run("stats", db=db, env={"LCM_FRESH_TAIL_COUNT": "lots"})
+    assert result.exit_code == 4
+    assert "fresh_tail_count (env:LCM_FRESH_TAIL_COUNT) = 'lots'" in result.stderr
+    bad_url = run("stats", db="mysql://nope")
+    assert bad_url.exit_code == 4
+
+
+def test_config_show(db: str) -> None:
+    table = run("config", "show", db=db, env={"LCM_FRESH_TAIL_COUNT": "12"})
+    assert table.exit_code == 0 and "fresh_tail_count" in table.output
+    data = json.loads(run("config", "show", "--json", db=db, env={"LCM_FRESH_TAIL_COUNT": "12"}).stdout)
+    assert data["fresh_tail_count"] == {
+        "value": 12,
+        "effective": 12,
+        "source": "env:LCM_FRESH_TAIL_COUNT",
+        "env": "LCM_FRESH_TAIL_COUNT",
+    }
+    assert data["database_url"]["source"] == "argument"
+
+
+def test_agent_option_scopes_what_is_visible(db: str) -> None:
+    run("--agent", "alice", "import", str(FIXTURES / "pi" / "session.jsonl"), db=db)
+    assert json.loads(run("--agent", "bob", "conversations", "--json", db=db).stdout) == []
+    assert len(json.loads(run("--agent", "alice", "conversations", "--json", db=db).stdout)) == 1
+
+
+def test_import_single_file_options(db: str) -> None:
+    result = run("import", str(FIXTURES / "openai-chat" / "chat.json"), "--session-id", "my-chat", "--json", db=db)
+    assert json.loads(result.stdout)["files"][0]["session_id"] == "my-chat"
+    forced = run("import", str(FIXTURES / "pi" / "session.jsonl"), "--format", "pi", "--json", db=db)
+    assert json.loads(forced.stdout)["files"][0]["format"] == "pi"
+    usage = run("import", str(FIXTURES), "--session-id", "x", db=db)
+    assert usage.exit_code == 2
+
+
+def test_version_and_help() -> None:
+    assert "lcm, version" in run("--version").output
+    help_text = run("--help").output
+    for command in ("import", "conversations", "messages", "stats", "config"):
+        assert command in help_text
+
+
+def test_installed_entry_point_runs(tmp_path: Path) -> None:
+    lcm = Path(sys.executable).with_name("lcm")
+    assert lcm.exists(), "the lcm console script is not installed in this environment"
+    url = f"sqlite:///{tmp_path / 'ep.db'}"
+    done = subprocess.run(
+        [str(lcm), "--database", url, "import", str(SAMPLE)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    stats = subprocess.run([str(lcm), "--database", url, "stats", "--json"], capture_output=True, text=True, timeout=60)
+    assert json.loads(stats.stdout)["messages"] > 100

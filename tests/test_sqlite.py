@@ -1,0 +1,243 @@
+"""SQLite backend specifics: file set-up, migrations, several processes on one file, crash safety."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import anyio
+import pytest
+
+from lossless.errors import ConfigError, ConflictError, InputError, SchemaError, StoreError
+from lossless.ports import PreparedMessage
+from lossless.records import Message, utcnow
+from lossless.stores import open_store, sqlite_path_from_url
+from lossless.stores.sqlite import SQLiteStore
+from lossless.stores.sqlite.schema import MIGRATIONS
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_new_file_is_wal_and_migrated(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "er" / "lcm.db"
+    store = await SQLiteStore.open(path)
+    await store.close()
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    versions = [r[0] for r in conn.execute("SELECT version FROM lcm_migrations ORDER BY version")]
+    assert versions == [m.version for m in MIGRATIONS]
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
+    assert {
+        "conversations",
+        "messages",
+        "message_parts",
+        "summaries",
+        "summary_messages",
+        "summary_parents",
+        "context_items",
+        "large_files",
+        "conversation_bootstrap_state",
+        "lcm_meta",
+    } <= tables
+    # Re-opening applies nothing twice.
+    await (await SQLiteStore.open(path)).close()
+    assert conn.execute("SELECT count(*) FROM lcm_migrations").fetchone()[0] == len(MIGRATIONS)
+    conn.close()
+
+
+async def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "lcm.db"
+    await (await SQLiteStore.open(path)).close()
+    conn = sqlite3.connect(path)
+    conn.execute("INSERT INTO lcm_migrations VALUES (999, 'from the future', '2030-01-01')")
+    conn.commit()
+    conn.close()
+    with pytest.raises(SchemaError, match=r"version 999 .* upgrade lossless-context"):
+        await SQLiteStore.open(path)
+
+
+async def test_not_a_database_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("hello, this is not SQLite " * 100)
+    with pytest.raises(StoreError, match="not a usable SQLite database"):
+        await SQLiteStore.open(path)
+
+
+async def test_search_index_catches_up_in_its_own_file(tmp_path: Path) -> None:
+    store = await SQLiteStore.open(tmp_path / "lcm.db")
+    conv = await store.get_or_create_conversation(agent_id="main", session_id="s")
+    texts = ("the running tests", "静默模式 测试", "other words")
+    stored = await store.append_messages(conv.id, [PreparedMessage(Message.user(t), 1, utcnow()) for t in texts])
+    with anyio.fail_after(30):
+        await store.wait_indexed()
+    await store.close()
+    index = sqlite3.connect(tmp_path / "lcm.db-index")
+    ids = [m.id for m in stored.stored]
+    assert index.execute("SELECT rowid FROM messages_fts WHERE messages_fts MATCH 'run'").fetchall() == [(ids[0],)]
+    trigram = index.execute("SELECT rowid FROM messages_trigram WHERE messages_trigram MATCH '\"静默模\"'").fetchall()
+    assert trigram == [(ids[1],)]
+    assert index.execute("SELECT watermark FROM index_state WHERE source = 'messages'").fetchone()[0] == ids[-1]
+    index.close()
+
+
+async def test_index_is_rebuilt_when_it_does_not_match(tmp_path: Path) -> None:
+    path = tmp_path / "lcm.db"
+    store = await SQLiteStore.open(path)
+    conv = await store.get_or_create_conversation(agent_id="main", session_id="s")
+    await store.append_messages(conv.id, [PreparedMessage(Message.user("alpha beta"), 1, utcnow())])
+    with anyio.fail_after(30):
+        await store.wait_indexed()
+    await store.close()
+    # Pretend the index saw rows the store does not have (an older backup was restored).
+    index = sqlite3.connect(tmp_path / "lcm.db-index")
+    index.execute("UPDATE index_state SET watermark = 999 WHERE source = 'messages'")
+    index.commit()
+    index.close()
+    store = await SQLiteStore.open(path)
+    with anyio.fail_after(30):
+        await store.wait_indexed()
+    await store.close()
+    index = sqlite3.connect(tmp_path / "lcm.db-index")
+    assert index.execute("SELECT watermark FROM index_state WHERE source = 'messages'").fetchone()[0] == 1
+    assert index.execute("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'alpha'").fetchone()[0] == 1
+    index.close()
+    # Deleting the index file is always safe: it is made again.
+    for suffix in ("", "-wal", "-shm"):
+        (tmp_path / f"lcm.db-index{suffix}").unlink(missing_ok=True)
+    store = await SQLiteStore.open(path)
+    with anyio.fail_after(30):
+        await store.wait_indexed()
+    await store.close()
+
+
+async def test_lone_surrogates_are_refused_not_crashing(tmp_path: Path) -> None:
+    store = await SQLiteStore.open(tmp_path / "lcm.db")
+    conv = await store.get_or_create_conversation(agent_id="main", session_id="s")
+    with pytest.raises(InputError, match="lone surrogate"):
+        await store.append_messages(conv.id, [PreparedMessage(Message.user("bad \ud800"), 1, utcnow())])
+    assert await store.count_messages(conv.id) == 0
+    await store.close()
+
+
+def test_sqlite_urls() -> None:
+    assert sqlite_path_from_url("sqlite:///rel/lcm.db") == "rel/lcm.db"
+    assert sqlite_path_from_url("sqlite:////abs/lcm.db") == "/abs/lcm.db"
+    assert sqlite_path_from_url("sqlite:///~/lcm.db") == "~/lcm.db"
+    for bad in ("sqlite://host/x.db", "sqlite:///", "sqlite:///:memory:", "file:///x.db"):
+        with pytest.raises(ConfigError):
+            sqlite_path_from_url(bad)
+
+
+async def test_open_store_rejects_unknown_schemes() -> None:
+    with pytest.raises(ConfigError, match="unsupported database URL"):
+        await open_store("mysql://x/y")
+    with pytest.raises(ConfigError, match="PostgreSQL"):
+        await open_store("postgresql://x/y")
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys, anyio
+    from lossless.stores.sqlite import SQLiteStore
+    from lossless.ports import PreparedMessage
+    from lossless.records import Message, utcnow
+
+    async def main(path, name, count):
+        store = await SQLiteStore.open(path)
+        conv = await store.get_or_create_conversation(agent_id="main", session_id="shared")
+        for i in range(count):
+            m = Message.user(f"{name}-{i}", event_key=f"{name}-{i}")
+            await store.append_messages(conv.id, [PreparedMessage(m, 1, utcnow())])
+            print(f"{name}-{i}", flush=True)
+        await store.close()
+
+    anyio.run(main, sys.argv[1], sys.argv[2], int(sys.argv[3]))
+    """
+)
+
+
+def stored_contents(path: Path) -> list[str]:
+    async def read() -> list[str]:
+        store = await SQLiteStore.open(path)
+        try:
+            conv = await store.find_conversation(agent_id="main", session_id="shared")
+            assert conv is not None
+            messages = await store.get_messages(conv.id)
+            assert [m.seq for m in messages] == list(range(1, len(messages) + 1))
+            return [m.content for m in messages]
+        finally:
+            await store.close()
+
+    return anyio.run(read)
+
+
+def create(path: Path) -> None:
+    async def make() -> None:
+        await (await SQLiteStore.open(path)).close()
+
+    anyio.run(make)
+
+
+def test_several_processes_write_one_file(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    create(path)
+    procs = [
+        subprocess.Popen([sys.executable, "-c", WRITER, str(path), f"p{n}", "150"], stdout=subprocess.DEVNULL)
+        for n in range(4)
+    ]
+    for proc in procs:
+        assert proc.wait(timeout=120) == 0
+    contents = stored_contents(path)
+    assert len(contents) == 600
+    assert len(set(contents)) == 600
+
+
+def test_killed_writer_loses_no_acknowledged_message(tmp_path: Path) -> None:
+    path = tmp_path / "crash.db"
+    create(path)
+    with subprocess.Popen([sys.executable, "-c", WRITER, str(path), "k", "100000"], stdout=subprocess.PIPE) as proc:
+        assert proc.stdout is not None
+        acknowledged = [proc.stdout.readline().decode().strip() for _ in range(300)]
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    stored = stored_contents(path)
+    assert stored[: len(acknowledged)] == acknowledged
+    assert len(stored) == len(set(stored))
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.close()
+
+
+async def test_a_held_write_lock_gives_a_retryable_conflict(tmp_path: Path) -> None:
+    path = tmp_path / "locked.db"
+    store = await SQLiteStore.open(path, busy_timeout_ms=100)
+    conv = await store.get_or_create_conversation(agent_id="main", session_id="s")
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(ConflictError) as caught:
+            await store.append_messages(conv.id, [PreparedMessage(Message.user("x"), 1, utcnow())])
+        assert caught.value.retryable
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert len((await store.append_messages(conv.id, [PreparedMessage(Message.user("x"), 1, utcnow())])).stored) == 1
+    await store.close()
+
+
+async def test_cancelled_transaction_rolls_back(tmp_path: Path) -> None:
+    store = await SQLiteStore.open(tmp_path / "c.db")
+    conv = await store.get_or_create_conversation(agent_id="main", session_id="s")
+    with anyio.move_on_after(0.2):
+        async with store.atomic():
+            await store.append_messages(conv.id, [PreparedMessage(Message.user("never"), 1, utcnow())])
+            await anyio.sleep(5)
+    assert await store.count_messages(conv.id) == 0
+    # The store is still usable.
+    assert len((await store.append_messages(conv.id, [PreparedMessage(Message.user("ok"), 1, utcnow())])).stored) == 1
+    await store.close()

@@ -1,0 +1,90 @@
+"""Token counting: the estimator's calibration is re-measured against tiktoken on real text."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import pytest
+
+from lossless.errors import ConfigError
+from lossless.tokens import EstimatingCounter, TiktokenCounter, TokenCounter, token_counter_for
+from lossless.transcripts import Entry, ReadContext, detect_format, reader_for
+
+from .conftest import CORPUS, ROOT
+
+CJK = [
+    "我们今天讨论了数据库迁移的问题，决定使用PostgreSQL作为主要存储。",
+    "静默模式下，系统不会发送任何通知。请检查配置文件中的设置。",
+    "このプロジェクトでは、会話の履歴をすべて保存し、古い部分を要約します。",
+    "데이터베이스 연결이 실패했습니다. 설정을 확인하세요.",
+]
+
+
+def sample_texts() -> list[str]:
+    """Message contents from the corpus (or, where it is absent, the bundled sample session)."""
+    files = sorted(CORPUS.rglob("*.jsonl"))[:6] if CORPUS.is_dir() else [ROOT / "examples" / "sample-session.jsonl"]
+    texts: list[str] = []
+    for path in files:
+        fmt = detect_format(path)
+        assert fmt is not None
+        with path.open("rb") as stream:
+            texts += [
+                e.message.content
+                for e in reader_for(fmt).read(stream, ReadContext(str(path)))
+                if isinstance(e, Entry) and len(e.message.content) >= 200
+            ]
+    return texts + CJK * 5
+
+
+def test_protocol_and_basics() -> None:
+    counter = EstimatingCounter()
+    assert isinstance(counter, TokenCounter)
+    assert counter.count("") == 0
+    assert counter.count("a") == 1
+    assert counter.count("hello world") == counter.count("hello world")
+    assert counter.count("x" * 4000) > counter.count("x" * 400)
+
+
+def test_cjk_counts_far_more_than_chars_over_four() -> None:
+    counter = EstimatingCounter()
+    text = CJK[0]
+    assert counter.count(text) > math.ceil(len(text) / 4) * 1.5
+
+
+def test_estimator_tracks_tiktoken_on_real_text() -> None:
+    exact = TiktokenCounter("o200k_base")
+    estimate = EstimatingCounter()
+    texts = sample_texts()
+    assert len(texts) >= 50
+    truth = [exact.count(t) for t in texts]
+    ours = [estimate.count(t) for t in texts]
+    naive = [math.ceil(len(t) / 4) for t in texts]
+    total_error = (sum(ours) - sum(truth)) / sum(truth)
+    ours_abs = [abs(o - t) / t for o, t in zip(ours, truth, strict=True)]
+    naive_abs = [abs(n - t) / t for n, t in zip(naive, truth, strict=True)]
+    assert abs(total_error) < 0.06, f"total error {total_error:+.1%}"
+    assert statistics.median(ours_abs) < 0.10
+    assert statistics.mean(ours_abs) < statistics.mean(naive_abs), "must beat chars/4"
+
+
+def test_tiktoken_counter_is_exact_and_offline() -> None:
+    counter = TiktokenCounter("cl100k_base")
+    assert counter.count("hello world") == 2
+    assert TiktokenCounter("o200k_base").count("") == 0
+
+
+def test_counter_selection() -> None:
+    assert isinstance(token_counter_for("estimate"), EstimatingCounter)
+    assert isinstance(token_counter_for("o200k_base"), TiktokenCounter)
+    with pytest.raises(ConfigError, match="tokenizer 'gpt2'"):
+        token_counter_for("gpt2")
+    with pytest.raises(ConfigError, match="not available offline"):
+        TiktokenCounter("p50k_base")
+
+
+def test_estimator_handles_large_and_odd_input() -> None:
+    counter = EstimatingCounter()
+    assert counter.count("word " * 200_000) > 100_000
+    assert counter.count("\udcff lone surrogate") > 0  # surrogates must not crash the UTF-8 path
+    assert counter.count("🚀" * 10) >= 10
