@@ -119,3 +119,13 @@ def test_replace_validates_again() -> None:
     with pytest.raises(ConfigError):
         config.replace(freshTailCount=True)
     assert config.replace(freshTailCount=5).fresh_tail_count == 5
+
+
+#: Every key of the reference specification's configuration table (spec/001).
+SPEC_KEYS = ["enabled", "databasePath", "ignoreSessionPatterns", "statelessSessionPatterns", "skipStatelessSessions", "contextThreshold", "freshTailCount", "newSessionRetainDepth", "leafMinFanout", "condensedMinFanout", "condensedMinFanoutHard", "incrementalMaxDepth", "leafChunkTokens", "bootstrapMaxTokens", "leafTargetTokens", "condensedTargetTokens", "maxExpandTokens", "largeFileTokenThreshold", "summaryProvider", "summaryModel", "largeFileSummaryProvider", "largeFileSummaryModel", "expansionProvider", "expansionModel", "delegationTimeoutMs", "summaryTimeoutMs", "timezone", "pruneHeartbeatOk", "maxAssemblyTokenBudget", "summaryMaxOverageFactor", "customInstructions", "circuitBreakerThreshold", "circuitBreakerCooldownMs"]
+
+
+def test_every_reference_key_is_a_setting() -> None:
+    keys = {s.key for s in SETTINGS}
+    assert [k for k in SPEC_KEYS if k not in keys] == []
+    assert {"databaseUrl", "dataDir", "agentId"} <= keys

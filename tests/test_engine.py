@@ -128,3 +128,10 @@ async def test_open_with_settings_and_conversation_lookup_by_id(tmp_path: Path) 
         assert result.conversation_id is not None
         assert (await engine.conversation(result.conversation_id)).session_id == "abc"
         assert (await engine.conversation(str(result.conversation_id))).session_id == "abc"
+
+
+async def test_default_store_lives_in_the_user_data_directory(tmp_path: Path) -> None:
+    async with await ContextEngine.open() as engine:
+        await engine.ingest("s", Message.user("x"))
+        assert engine.store.url == f"sqlite:///{tmp_path / 'home' / '.local' / 'share' / 'lossless' / 'lcm.db'}"
+    assert (tmp_path / "home" / ".local" / "share" / "lossless" / "lcm.db").is_file()

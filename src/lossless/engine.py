@@ -8,8 +8,9 @@ reading conversations back.  Assembly and compaction build on it.
 Invariants:
 
 * Every conversation the engine creates belongs to ``config.agent_id``.
-* Mutations of one conversation are serialised (one lock per conversation);
-  different conversations proceed concurrently.
+* Each ingest is one store transaction (appends are serialised by the store);
+  multi-step rewrites of a conversation (compaction) take that conversation's
+  lock, so different conversations proceed concurrently.
 * Ingest is idempotent for messages with an ``event_key``; heartbeat polls and
   sessions excluded by the session patterns are skipped, and the result says so.
 * Nothing here reads the environment: the :class:`Config` is built once, at
@@ -230,8 +231,9 @@ class ContextEngine:
             prune_heartbeat_ok=self.config.prune_heartbeat_ok,
         )
         conversation = await self._conversation_for(session_id, session_key)
-        async with self._lock(conversation.id):
-            result = await self.store.append_messages(conversation.id, prepared)
+        # No conversation lock here: an append is one store transaction, and whatever rewrites
+        # the context (compaction) re-checks its range when it commits.
+        result = await self.store.append_messages(conversation.id, prepared)
         return IngestResult(
             conversation.id,
             result.stored,

@@ -13,9 +13,8 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 
 from lossless.errors import InputError
@@ -33,6 +32,19 @@ def is_heartbeat_ok(message: Message) -> bool:
     return message.role == "assistant" and message.content.strip() == HEARTBEAT_OK
 
 
+def _json_strings(value: object) -> Iterator[str]:
+    """Every string in a JSON value (keys included)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from _json_strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _json_strings(item)
+
+
 def _stored_strings(message: Message) -> list[str]:
     """The text the store keeps for a message: its content plus what its parts add to it."""
     content = message.content
@@ -40,30 +52,33 @@ def _stored_strings(message: Message) -> list[str]:
     for part in message.parts:
         match part:
             case TextPart(text=text):
-                if text != content:
+                if text is not content and text != content:
                     pieces.append(text)
             case ToolPart():
                 pieces += [part.error or "", part.title or "", part.name or "", part.call_id or ""]
-                if part.output is not None and part.output != content:
+                if part.output is not None and part.output is not content and part.output != content:
                     pieces.append(part.output)
-                if part.input is not None:
-                    pieces.append(json.dumps(part.input, ensure_ascii=False))
+                pieces.extend(_json_strings(part.input))
             case FilePart():
                 pieces += [part.url or "", part.name or "", part.mime or ""]
             case _:
-                pieces.append(json.dumps(part.to_dict(), ensure_ascii=False))
+                pieces.extend(_json_strings(part.to_dict()))
+    # Metadata is small and not counted; a lone surrogate in it is still refused, by the store.
     return pieces
 
 
 def message_size(message: Message, *, exact: bool = False) -> int:
-    """UTF-8 bytes the message takes in storage; without ``exact``, a cheap upper bound."""
+    """UTF-8 bytes the message's text takes in storage; without ``exact``, a cheap upper bound.
+
+    (JSON punctuation around structured values is not counted: the limit is about text.)
+    """
     pieces = _stored_strings(message)
     if exact:
-        return sum(len(p.encode("utf-8", "surrogatepass")) for p in pieces)
+        return sum(len(p.encode("utf-8")) for p in pieces)
     return sum(len(p) if p.isascii() else 4 * len(p) for p in pieces)
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE = re.compile("[\\ud800-\\udfff]")
 
 
 def _check(message: Message, limit: int, index: int) -> None:

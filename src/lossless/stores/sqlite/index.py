@@ -36,6 +36,7 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import logging
 import sqlite3
 import threading
 import time
@@ -44,6 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["INDEX_VERSION", "SOURCES", "SearchIndex", "index_path_for"]
+
+log = logging.getLogger("lossless.index")
 
 INDEX_VERSION = 1
 _BATCH = 256

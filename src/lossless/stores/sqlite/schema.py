@@ -8,9 +8,12 @@ Invariants:
   crash leaves the schema at a whole version.
 * This file holds the canonical rows only.  The full-text indexes are derived
   data and live in a companion file (see :mod:`lossless.stores.sqlite.index`).
-* Rows an index points at have an ``INTEGER PRIMARY KEY`` that only grows
-  (``AUTOINCREMENT`` for messages), so ``VACUUM`` cannot renumber them and an
-  id is never reused, even after a prune.
+* Rows an index points at have an ``INTEGER PRIMARY KEY``, so ``VACUUM``
+  cannot renumber them.  Message ids are assigned by the store as
+  ``max(max(message_id), lcm_meta.message_id_floor) + 1``; whatever deletes
+  messages must first raise ``message_id_floor`` to the highest id it deletes,
+  so an id is never reused (``AUTOINCREMENT`` would promise the same at the
+  cost of one more page written per commit).
 * A part's id is ``message_id * 65536 + ordinal``: the parts of a message are
   stored together, in order, and found by a range scan of the primary key —
   no secondary index to maintain on every insert.  (So ``message_parts`` has no
@@ -66,7 +69,7 @@ _V1 = (
     "CREATE INDEX conversations_updated_idx ON conversations (updated_at)",
     f"""
     CREATE TABLE messages (
-        message_id      INTEGER PRIMARY KEY AUTOINCREMENT,
+        message_id      INTEGER PRIMARY KEY,
         conversation_id INTEGER NOT NULL REFERENCES conversations(conversation_id) ON DELETE CASCADE,
         seq             INTEGER NOT NULL,
         role            TEXT NOT NULL CHECK (role IN ({_ROLES})),

@@ -12,6 +12,7 @@ one query per message).
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -395,6 +396,12 @@ class SQLiteStore:
             tokens = conn.execute("SELECT coalesce(sum(token_count), 0) FROM messages").fetchone()[0]
             page_size = conn.execute("PRAGMA page_size").fetchone()[0]
             page_count = conn.execute("PRAGMA page_count").fetchone()[0]
+            table_bytes = _table_bytes(conn)
+            total = page_size * page_count
+            index = self._db.index
+            if index is not None:
+                with contextlib.suppress(OSError):
+                    table_bytes["search index (separate file)"] = index.path.stat().st_size
             return StoreStats(
                 url=self.url,
                 backend=self.backend,
@@ -405,8 +412,8 @@ class SQLiteStore:
                 summaries=count("summaries"),
                 context_items=count("context_items"),
                 large_files=count("large_files"),
-                total_bytes=page_size * page_count,
-                table_bytes=_table_bytes(conn),
+                total_bytes=total,
+                table_bytes=table_bytes,
                 message_tokens=tokens,
             )
 
@@ -422,7 +429,8 @@ def _append(conn: sqlite3.Connection, conversation_id: int, messages: Sequence[P
     single_key = keys[0] if len(keys) == 1 else None
     exists, last_id, last_seq, last_ordinal, known = conn.execute(
         "SELECT (SELECT 1 FROM conversations WHERE conversation_id = ?1), "
-        "(SELECT seq FROM sqlite_sequence WHERE name = 'messages'), "
+        "max(coalesce((SELECT max(message_id) FROM messages), 0), "
+        "coalesce((SELECT CAST(value AS INTEGER) FROM lcm_meta WHERE key = 'message_id_floor'), 0)), "
         "(SELECT max(seq) FROM messages WHERE conversation_id = ?1), "
         "(SELECT max(ordinal) FROM context_items WHERE conversation_id = ?1), "
         "(SELECT 1 FROM messages WHERE conversation_id = ?1 AND event_key = ?2)",
