@@ -122,7 +122,41 @@ def test_replace_validates_again() -> None:
 
 
 #: Every key of the reference specification's configuration table (spec/001).
-SPEC_KEYS = ["enabled", "databasePath", "ignoreSessionPatterns", "statelessSessionPatterns", "skipStatelessSessions", "contextThreshold", "freshTailCount", "newSessionRetainDepth", "leafMinFanout", "condensedMinFanout", "condensedMinFanoutHard", "incrementalMaxDepth", "leafChunkTokens", "bootstrapMaxTokens", "leafTargetTokens", "condensedTargetTokens", "maxExpandTokens", "largeFileTokenThreshold", "summaryProvider", "summaryModel", "largeFileSummaryProvider", "largeFileSummaryModel", "expansionProvider", "expansionModel", "delegationTimeoutMs", "summaryTimeoutMs", "timezone", "pruneHeartbeatOk", "maxAssemblyTokenBudget", "summaryMaxOverageFactor", "customInstructions", "circuitBreakerThreshold", "circuitBreakerCooldownMs"]
+SPEC_KEYS = [
+    "enabled",
+    "databasePath",
+    "ignoreSessionPatterns",
+    "statelessSessionPatterns",
+    "skipStatelessSessions",
+    "contextThreshold",
+    "freshTailCount",
+    "newSessionRetainDepth",
+    "leafMinFanout",
+    "condensedMinFanout",
+    "condensedMinFanoutHard",
+    "incrementalMaxDepth",
+    "leafChunkTokens",
+    "bootstrapMaxTokens",
+    "leafTargetTokens",
+    "condensedTargetTokens",
+    "maxExpandTokens",
+    "largeFileTokenThreshold",
+    "summaryProvider",
+    "summaryModel",
+    "largeFileSummaryProvider",
+    "largeFileSummaryModel",
+    "expansionProvider",
+    "expansionModel",
+    "delegationTimeoutMs",
+    "summaryTimeoutMs",
+    "timezone",
+    "pruneHeartbeatOk",
+    "maxAssemblyTokenBudget",
+    "summaryMaxOverageFactor",
+    "customInstructions",
+    "circuitBreakerThreshold",
+    "circuitBreakerCooldownMs",
+]
 
 
 def test_every_reference_key_is_a_setting() -> None:
