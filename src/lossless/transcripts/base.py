@@ -40,6 +40,7 @@ __all__ = [
     "TranscriptReader",
     "iter_jsonl",
     "line_number_at",
+    "load_document",
     "located",
     "mapping",
     "timestamp_or",
@@ -182,6 +183,18 @@ def _parse_line(data: bytes, path: str, line: int, complete: bool) -> dict[str, 
     if not isinstance(value, dict):
         raise TranscriptError(path, line, f"is a JSON {type(value).__name__}, expected an object")
     return value
+
+
+def load_document(stream: IO[bytes], path: str) -> tuple[Any, int]:
+    """A whole-file JSON document and its size in bytes; corrupt files raise :class:`TranscriptError`."""
+    stream.seek(0)
+    raw = stream.read()
+    try:
+        return json.loads(raw.decode("utf-8-sig")), len(raw)
+    except UnicodeDecodeError as exc:
+        raise TranscriptError(path, None, f"is not valid UTF-8 (byte {exc.start + 1})") from exc
+    except json.JSONDecodeError as exc:
+        raise TranscriptError(path, exc.lineno, f"is not valid JSON: {exc.msg} (column {exc.colno})") from exc
 
 
 def timestamp_or(value: object, fallback: datetime | None, *, path: str, line: int | None) -> datetime | None:

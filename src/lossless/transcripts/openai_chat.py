@@ -16,7 +16,6 @@ the line (JSONL).
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -30,6 +29,7 @@ from lossless.transcripts.base import (
     ReadContext,
     SessionInfo,
     iter_jsonl,
+    load_document,
     located,
     mapping,
     timestamp_or,
@@ -123,16 +123,7 @@ class OpenAIChatReader:
             yield Entry(message.event_key or "", message, item.line, item.end_offset)
 
     def _read_document(self, stream: IO[bytes], context: ReadContext) -> Iterator[Event]:
-        stream.seek(0)
-        raw = stream.read()
-        try:
-            document = json.loads(raw.decode("utf-8-sig"))
-        except UnicodeDecodeError as exc:
-            raise TranscriptError(context.path, None, f"is not valid UTF-8 (byte {exc.start + 1})") from exc
-        except json.JSONDecodeError as exc:
-            raise TranscriptError(
-                context.path, exc.lineno, f"is not valid JSON: {exc.msg} (column {exc.colno})"
-            ) from exc
+        document, size = load_document(stream, context.path)
         messages: Any = document
         if isinstance(document, Mapping):
             messages = document.get("messages")
@@ -150,4 +141,4 @@ class OpenAIChatReader:
             message = chat_message(
                 data, index=index, when=last, where=f"messages[{index}]", path=context.path, line=None
             )
-            yield Entry(message.event_key or "", message, None, len(raw))
+            yield Entry(message.event_key or "", message, None, size)

@@ -16,14 +16,13 @@ timestamps: they get the file's modification time.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
 from lossless.errors import TranscriptError
 from lossless.records import JSONValue, Message, ToolPart, canonical_json
-from lossless.transcripts.base import Entry, Event, ReadContext, SessionInfo, mapping
+from lossless.transcripts.base import Entry, Event, ReadContext, SessionInfo, load_document, mapping
 from lossless.transcripts.openai_chat import chat_message
 
 __all__ = ["SWEAgentReader"]
@@ -36,16 +35,7 @@ class SWEAgentReader:
     incremental = False
 
     def read(self, stream: IO[bytes], context: ReadContext) -> Iterator[Event]:
-        stream.seek(0)
-        raw = stream.read()
-        try:
-            document = json.loads(raw.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise TranscriptError(context.path, None, f"is not valid UTF-8 (byte {exc.start + 1})") from exc
-        except json.JSONDecodeError as exc:
-            raise TranscriptError(
-                context.path, exc.lineno, f"is not valid JSON: {exc.msg} (column {exc.colno})"
-            ) from exc
+        document, size = load_document(stream, context.path)
         if not isinstance(document, Mapping) or not isinstance(document.get("history"), list):
             raise TranscriptError(context.path, None, "a .traj file must be an object with a 'history' list")
         history: list[Any] = document["history"]
@@ -69,7 +59,7 @@ class SWEAgentReader:
                 line=None,
             )
             message = _with_extras(message, data)
-            yield Entry(message.event_key or "", message, None, len(raw))
+            yield Entry(message.event_key or "", message, None, size)
 
 
 def _as_chat(data: Any) -> Any:
