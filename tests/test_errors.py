@@ -12,6 +12,9 @@ from lossless.errors import (
     LcmError,
     MissingDependencyError,
     NotFoundError,
+    ProviderAuthError,
+    ProviderError,
+    ProviderUnavailable,
     SchemaError,
     StoreError,
     TranscriptError,
@@ -34,6 +37,9 @@ def test_builtin_bases_let_callers_catch_naturally() -> None:
     assert issubclass(MissingDependencyError, ImportError)
     assert issubclass(SchemaError, StoreError) and issubclass(ConflictError, StoreError)
     assert ConflictError.retryable is True
+    assert issubclass(ProviderAuthError, ProviderError) and issubclass(ProviderUnavailable, ProviderError)
+    error = ProviderError("anthropic", "rate limited", retryable=True, status=429)
+    assert (str(error), error.retryable, error.status) == ("anthropic: rate limited", True, 429)
 
 
 def test_messages_locate_and_explain() -> None:
@@ -56,6 +62,7 @@ def test_exit_codes_are_distinct_per_family() -> None:
     assert exit_code_for(ConflictError("x")) == 6
     assert exit_code_for(StoreError("x")) == 7
     assert exit_code_for(MissingDependencyError("f", "e", "m")) == 8
+    assert exit_code_for(ProviderError("openai", "timed out", retryable=True)) == 9
     assert exit_code_for(LcmError("x")) == 1
 
 

@@ -11,6 +11,9 @@ tree is shallow so callers can catch at the level they care about::
     ├── StoreError                  the database failed or is unusable
     │   ├── SchemaError             the schema is newer than this code, or a migration failed
     │   └── ConflictError           another writer holds the lock; safe to retry (``retryable``)
+    ├── ProviderError               a model provider failed (``provider``, ``retryable``, ``status``)
+    │   ├── ProviderAuthError       the credentials were refused; not retryable
+    │   └── ProviderUnavailable     calls are paused (circuit breaker, spend guard) or no provider is set up
     └── MissingDependencyError (ImportError)
                                     an optional extra is not installed (names the pip command)
 
@@ -37,6 +40,9 @@ __all__ = [
     "LcmError",
     "MissingDependencyError",
     "NotFoundError",
+    "ProviderAuthError",
+    "ProviderError",
+    "ProviderUnavailable",
     "SchemaError",
     "StoreError",
     "TranscriptError",
@@ -105,6 +111,29 @@ class ConflictError(StoreError):
     retryable = True
 
 
+class ProviderError(LcmError):
+    """A model provider (summarizer, embedder, reranker, sub-agent) failed.
+
+    ``retryable`` says whether the same call may succeed later (timeouts, rate
+    limits, 5xx); ``status`` is the HTTP status where there was one.  Messages
+    never contain credentials.
+    """
+
+    def __init__(self, provider: str, message: str, *, retryable: bool = False, status: int | None = None) -> None:
+        super().__init__(f"{provider}: {message}")
+        self.provider = provider
+        self.retryable = retryable
+        self.status = status
+
+
+class ProviderAuthError(ProviderError):
+    """The provider refused the credentials (HTTP 401/403): fix the key; retrying will not help."""
+
+
+class ProviderUnavailable(ProviderError):
+    """Calls to the provider are paused (circuit breaker open, spend limit reached) or not configured."""
+
+
 class MissingDependencyError(LcmError, ImportError):
     """An optional dependency is not installed; the message names the extra to install."""
 
@@ -123,6 +152,7 @@ EXIT_CODES: tuple[tuple[type[LcmError], int], ...] = (
     (NotFoundError, 5),
     (ConflictError, 6),
     (StoreError, 7),
+    (ProviderError, 9),
     (MissingDependencyError, 8),
     (LcmError, 1),
 )

@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 from lossless.records import (
     BootstrapState,
@@ -38,9 +38,19 @@ from lossless.records import (
     JSONValue,
     Message,
     MessageRecord,
+    SummaryKind,
 )
 
-__all__ = ["AppendResult", "PreparedMessage", "Store", "StoreStats"]
+__all__ = [
+    "AppendResult",
+    "PreparedMessage",
+    "Store",
+    "StoreStats",
+    "Summarizer",
+    "SummaryPolicy",
+    "SummaryRequest",
+    "SummaryResult",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,3 +198,58 @@ class Store(Protocol):
     # -- housekeeping
 
     async def stats(self) -> StoreStats: ...
+
+
+# ---------------------------------------------------------------------- summarizers
+
+SummaryPolicy = Literal["normal", "aggressive"]
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryRequest:
+    """One summarisation: a rendered segment of history and how to summarise it.
+
+    ``depth`` is the depth of the summary to produce: 0 for a leaf (the segment
+    is raw messages), 1 or more for a condensed node (the segment is summaries
+    one level down).  ``previous_context`` is the most recent earlier summary,
+    so the summary can avoid repeating what is already known.
+    """
+
+    kind: SummaryKind
+    depth: int
+    policy: SummaryPolicy
+    target_tokens: int
+    text: str
+    previous_context: str | None = None
+    custom_instructions: str = ""
+    conversation_id: int | None = None
+    earliest_at: datetime | None = None
+    latest_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryResult:
+    """What a summarizer produced, and which provider and model produced it."""
+
+    text: str
+    provider: str
+    model: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """Turns a segment of history into a shorter text.
+
+    Contract: ``summarize`` may take long, return text that is too long or
+    empty, or raise (a :class:`~lossless.errors.ProviderError` when it knows
+    why); the compaction engine applies timeouts and validates the result, so
+    a misbehaving summarizer can never corrupt the DAG.  Implementations hold no
+    per-call state and are safe to call concurrently.
+    """
+
+    provider: str
+    model: str | None
+
+    async def summarize(self, request: SummaryRequest) -> SummaryResult: ...
