@@ -150,3 +150,20 @@ def test_installed_entry_point_runs(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     stats = subprocess.run([str(lcm), "--database", url, "stats", "--json"], capture_output=True, text=True, timeout=60)
     assert json.loads(stats.stdout)["messages"] > 100
+
+
+def test_compact_and_summaries(db: str) -> None:
+    run("import", str(SAMPLE), db=db)
+    incremental = json.loads(run("compact", "1", "--json", db=db).stdout)
+    assert incremental["mode"] == "incremental"
+    full = json.loads(run("compact", "1", "--full", "--json", db=db).stdout)
+    assert full["stop_reason"] == "nothing_eligible"
+    assert full["tokens_after"] <= full["tokens_before"]
+    tree = json.loads(run("summaries", "1", "--json", db=db).stdout)
+    assert tree["summaries"] and all(s["sources"] for s in tree["summaries"])
+    human = run("summaries", "1", db=db)
+    assert "depth 0" in human.output and "raw messages" in human.output
+    table = run("compact", "1", "--until", "1000", db=db)
+    assert table.exit_code == 0 and "stopped because" in table.output
+    until = json.loads(run("compact", "1", "--until", "100", "--json", db=db).stdout)
+    assert until["stop_reason"] == "irreducible_tail"

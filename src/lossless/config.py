@@ -122,6 +122,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("leaf_target_tokens", "leafTargetTokens", "int", 2400, "Target length of a leaf summary.", "compaction", minimum=16, maximum=1_000_000),
     Setting("condensed_target_tokens", "condensedTargetTokens", "int", 2000, "Target length of a condensed summary.", "compaction", minimum=16, maximum=1_000_000),
     Setting("summary_max_overage_factor", "summaryMaxOverageFactor", "float", 3.0, "A summary longer than this many times its target is rejected and escalated.", "compaction", minimum=1.0, maximum=100.0),
+    Setting("fallback_max_tokens", "fallbackMaxTokens", "int", 512, "Length of the deterministic truncation used when summarising fails twice.", "compaction", minimum=16, maximum=100_000),
+    Setting("sweep_deadline_ms", "sweepDeadlineMs", "int", 120_000, "Time limit of one incremental or full compaction.", "compaction", minimum=100, maximum=_MS_DAY),
+    Setting("compact_until_under_deadline_ms", "compactUntilUnderDeadlineMs", "int", 300_000, "Time limit of one compaction down to a token budget.", "compaction", minimum=100, maximum=_MS_DAY),
     Setting("custom_instructions", "customInstructions", "str", "", "Extra instructions appended to every summarisation prompt.", "compaction"),
     Setting("autocompact_disabled", "autocompactDisabled", "bool", False, "Never compact automatically after a turn; only on explicit request.", "compaction"),
     Setting("max_assembly_token_budget", "maxAssemblyTokenBudget", "int", None, "Ceiling on the token budget used for assembly, whatever the host asks for.", "compaction", minimum=1, maximum=100_000_000, optional=True),
@@ -175,6 +178,9 @@ class Config:
     leaf_target_tokens: int = 2400
     condensed_target_tokens: int = 2000
     summary_max_overage_factor: float = 3.0
+    fallback_max_tokens: int = 512
+    sweep_deadline_ms: int = 120_000
+    compact_until_under_deadline_ms: int = 300_000
     custom_instructions: str = ""
     autocompact_disabled: bool = False
     max_assembly_token_budget: int | None = None

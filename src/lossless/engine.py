@@ -23,18 +23,20 @@ import os
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, tzinfo
 from types import TracebackType
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import anyio
 
 from lossless.bootstrap import FileImport, discover_transcripts, import_transcript
+from lossless.compaction import CompactionResult, Compactor, Mode
 from lossless.config import Config, load_config
 from lossless.errors import InputError, NotFoundError
 from lossless.ingest import prepare_messages
-from lossless.ports import Store, StoreStats
-from lossless.records import Conversation, IngestResult, Message, MessageRecord, utcnow
+from lossless.ports import Store, StoreStats, Summarizer
+from lossless.records import Conversation, IngestResult, Message, MessageRecord, Summary, utcnow
 from lossless.sessions import SessionPolicy
 from lossless.tokens import TokenCounter, token_counter_for
 
@@ -52,6 +54,12 @@ class EngineInfo:
     name: str
     version: str
     owns_compaction: bool
+
+
+def _local_zone() -> tzinfo:
+    zone = datetime.now().astimezone().tzinfo
+    assert zone is not None
+    return zone
 
 
 def _require_text(value: object, what: str) -> None:
@@ -75,11 +83,19 @@ class ContextEngine:
         config: Config | None = None,
         *,
         token_counter: TokenCounter | None = None,
+        summarizer: Summarizer | None = None,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
+        from lossless.providers import summarizer_for
+
         self.store = store
         self.config = config or Config()
         self.tokens = token_counter or token_counter_for(self.config.tokenizer)
+        self.summarizer = summarizer or summarizer_for(self.config, self.tokens)
+        self.zone: tzinfo = ZoneInfo(self.config.timezone) if self.config.timezone else _local_zone()
+        self.compactor = Compactor(
+            self.store, self.summarizer, config=self.config, counter=self.tokens, zone=self.zone, clock=clock
+        )
         self._clock = clock
         self._policy = SessionPolicy(
             self.config.ignore_session_patterns,
@@ -241,6 +257,31 @@ class ContextEngine:
             dropped,
             "heartbeat" if dropped else None,
         )
+
+    # -------------------------------------------------------------- compaction
+
+    async def compact(
+        self,
+        conversation: int | str,
+        *,
+        mode: Mode | None = None,
+        target_tokens: int | None = None,
+        progress: Callable[[CompactionResult], Awaitable[None] | None] | None = None,
+    ) -> CompactionResult:
+        """Compact a conversation into summaries.
+
+        ``mode`` defaults to ``until_under`` when ``target_tokens`` is given, else
+        ``incremental``; ``full`` runs every pass there is room for.  Always
+        returns a result whose ``stop_reason`` says why it stopped.
+        """
+        conv = await self.conversation(conversation)
+        chosen: Mode = mode or ("until_under" if target_tokens is not None else "incremental")
+        return await self.compactor.compact(conv.id, mode=chosen, target_tokens=target_tokens, progress=progress)
+
+    async def summaries(self, conversation: int | str) -> tuple[list[Summary], dict[str, tuple[int | str, ...]]]:
+        """All summaries of a conversation (oldest first) and, for each, its sources in order."""
+        conv = await self.conversation(conversation)
+        return await self.store.list_summaries(conv.id), await self.store.get_lineage(conv.id)
 
     # -------------------------------------------------------------- transcripts
 

@@ -33,11 +33,13 @@ from typing import Literal, Protocol, runtime_checkable
 
 from lossless.records import (
     BootstrapState,
+    ContextEntry,
     ContextItem,
     Conversation,
     JSONValue,
     Message,
     MessageRecord,
+    Summary,
     SummaryKind,
 )
 
@@ -173,6 +175,36 @@ class Store(Protocol):
 
     async def get_context_items(self, conversation_id: int) -> list[ContextItem]:
         """The conversation's context items, by ordinal."""
+        ...
+
+    async def get_context(self, conversation_id: int) -> list[ContextEntry]:
+        """The context items with their sizes, times and tool-call ids, by ordinal; no message text is read."""
+        ...
+
+    # -- the summary DAG
+
+    async def replace_with_summary(self, summary: Summary, sources: Sequence[ContextEntry]) -> None:
+        """Atomically store ``summary`` with its lineage and put it in place of the context items ``sources``.
+
+        ``sources`` are contiguous context items of ``summary.conversation_id``
+        exactly as the store holds them now: all messages for a leaf, or all
+        summaries one level shallower for a condensed summary.  If the context
+        changed in the meantime nothing is written and :class:`ConflictError`
+        is raised (read the context again and retry); if ``sources`` cannot be
+        the sources of ``summary`` it is an :class:`InputError`.
+        """
+        ...
+
+    async def get_summaries(self, summary_ids: Sequence[str]) -> list[Summary]:
+        """The summaries with these ids (missing ids are left out), in the order asked."""
+        ...
+
+    async def list_summaries(self, conversation_id: int) -> list[Summary]:
+        """All summaries of a conversation, oldest first."""
+        ...
+
+    async def get_lineage(self, conversation_id: int) -> dict[str, tuple[int | str, ...]]:
+        """For each summary of the conversation, its sources in order: message ids or summary ids."""
         ...
 
     # -- transcript bootstrap

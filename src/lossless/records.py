@@ -34,6 +34,7 @@ __all__ = [
     "AgentPart",
     "BootstrapState",
     "CompactionPart",
+    "ContextEntry",
     "ContextItem",
     "Conversation",
     "FilePart",
@@ -686,9 +687,15 @@ class Summary:
 
     A ``leaf`` (depth 0) summarises a run of messages; a ``condensed`` summary
     (depth ≥ 1) summarises a run of summaries one level down (its *parents* in
-    the reference schema's naming: the nodes it was made from).  ``level``
-    records how it was made: ``normal``, ``aggressive``, or the deterministic
-    ``fallback``.
+    the reference schema's naming: the nodes it was made from).
+
+    Counts cover the whole subtree below the node: ``descendant_count``
+    summaries holding ``descendant_token_count`` tokens between them, over raw
+    messages of ``source_token_count`` tokens in all.  ``earliest_at`` /
+    ``latest_at`` bound the time of those messages.  Provenance: ``provider``
+    and ``model`` made it at ``level`` ``normal``, ``aggressive``, or the
+    deterministic ``fallback``, and ``reason`` says why a level above
+    ``normal`` was needed.
     """
 
     id: str
@@ -707,6 +714,36 @@ class Summary:
     provider: str | None = None
     model: str | None = None
     level: SummaryLevel = "normal"
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ContextEntry:
+    """A context item with what compaction and assembly need to know about it, without its text.
+
+    For a message: its role, token count, time, and the tool-call ids it makes
+    (``tool_calls``) or answers (``tool_results``), so a call is never separated
+    from its result.  For a summary: its depth, token count and time range.
+    """
+
+    ordinal: int
+    kind: Literal["message", "summary"]
+    token_count: int
+    created_at: datetime
+    message_id: int | None = None
+    summary_id: str | None = None
+    role: Role | None = None
+    depth: int | None = None
+    earliest_at: datetime | None = None
+    tool_calls: tuple[str, ...] = ()
+    tool_results: tuple[str, ...] = ()
+
+    @property
+    def ref(self) -> int | str:
+        """The message id or summary id this entry points at."""
+        ref = self.message_id if self.kind == "message" else self.summary_id
+        assert ref is not None
+        return ref
 
 
 @dataclass(frozen=True, slots=True)

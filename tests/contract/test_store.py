@@ -7,14 +7,16 @@ from datetime import UTC, datetime, timedelta
 import anyio
 import pytest
 
-from lossless.errors import InputError, NotFoundError
+from lossless.errors import ConflictError, InputError, NotFoundError
 from lossless.ports import PreparedMessage, Store
 from lossless.records import (
     BootstrapState,
     CompactionPart,
+    ContextEntry,
     FilePart,
     Message,
     ReasoningPart,
+    Summary,
     TextPart,
     ToolPart,
     utcnow,
@@ -280,3 +282,93 @@ async def test_closed_store_refuses_work(store: Store) -> None:
     await store.close()
     with pytest.raises(Exception, match="closed"):
         await store.get_messages(1)
+
+
+# ---------------------------------------------------------------------- the summary DAG
+
+
+def leaf_for(conv: int, sources: list[ContextEntry], sid: str = "sum_00000000000000aa", depth: int = 0) -> Summary:
+    return Summary(
+        id=sid,
+        conversation_id=conv,
+        kind="leaf" if depth == 0 else "condensed",
+        depth=depth,
+        content=f"summary {sid}",
+        token_count=2,
+        created_at=T0,
+        earliest_at=T0,
+        latest_at=T0 + timedelta(hours=1),
+        source_token_count=sum(e.token_count for e in sources),
+        file_ids=("file_0123456789abcdef",),
+        provider="offline",
+        model="m",
+        level="aggressive",
+        reason="normal: too long",
+    )
+
+
+async def test_context_entries_carry_tool_ids_and_sizes(store: Store) -> None:
+    conv = await new_conversation(store)
+    call = Message.from_parts("assistant", [ToolPart(call_id="c1", name="read", input={"p": 1})])
+    result = Message.tool_result("c1", "body")
+    both = Message.from_parts("assistant", [ToolPart(call_id="c2", name="x", input={}, output="done")])
+    await store.append_messages(conv, [prep(Message.user("hi"), 5), prep(call, 7), prep(result, 9), prep(both, 3)])
+    entries = await store.get_context(conv)
+    assert [(e.kind, e.role, e.token_count) for e in entries] == [
+        ("message", "user", 5),
+        ("message", "assistant", 7),
+        ("message", "tool", 9),
+        ("message", "assistant", 3),
+    ]
+    assert [(e.tool_calls, e.tool_results) for e in entries] == [
+        ((), ()),
+        (("c1",), ()),
+        ((), ("c1",)),
+        (("c2",), ("c2",)),
+    ]
+    assert entries[0].created_at == T0
+
+
+async def test_replace_with_summary_keeps_order_and_lineage(store: Store) -> None:
+    conv = await new_conversation(store)
+    stored = (await store.append_messages(conv, [prep(Message.user(str(i)), 10) for i in range(6)])).stored
+    entries = await store.get_context(conv)
+    leaf = leaf_for(conv, entries[1:4])
+    await store.replace_with_summary(leaf, entries[1:4])
+    after = await store.get_context(conv)
+    assert [e.ref for e in after] == [stored[0].id, leaf.id, stored[4].id, stored[5].id]
+    assert after[1].depth == 0 and after[1].token_count == 2
+    assert [o.ordinal for o in after] == sorted(o.ordinal for o in after)
+    assert await store.get_lineage(conv) == {leaf.id: tuple(m.id for m in stored[1:4])}
+    assert await store.get_summaries([leaf.id, "sum_missing"]) == [leaf]
+    assert await store.list_summaries(conv) == [leaf]
+    # A condensed node over two leaves.
+    second = leaf_for(conv, after[2:4], "sum_00000000000000bb")
+    await store.replace_with_summary(second, after[2:4])
+    leaves = [e for e in await store.get_context(conv) if e.kind == "summary"]
+    node = leaf_for(conv, leaves, "sum_00000000000000cc", depth=1)
+    await store.replace_with_summary(node, leaves)
+    final = await store.get_context(conv)
+    assert [e.ref for e in final] == [stored[0].id, node.id]
+    assert (await store.get_lineage(conv))[node.id] == (leaf.id, second.id)
+    stats = await store.stats()
+    assert stats.summaries == 3 and stats.messages == 6
+
+
+async def test_replace_with_summary_refuses_stale_or_invalid_sources(store: Store) -> None:
+    conv = await new_conversation(store)
+    await store.append_messages(conv, [prep(Message.user(str(i)), 10) for i in range(4)])
+    entries = await store.get_context(conv)
+    await store.replace_with_summary(leaf_for(conv, entries[0:2]), entries[0:2])
+    with pytest.raises(ConflictError):  # the same sources again: they are gone now
+        await store.replace_with_summary(leaf_for(conv, entries[0:2], "sum_00000000000000dd"), entries[0:2])
+    with pytest.raises(ConflictError):  # not contiguous any more (a summary sits between)
+        await store.replace_with_summary(leaf_for(conv, entries[1:3], "sum_00000000000000ee"), entries[1:3])
+    current = await store.get_context(conv)
+    with pytest.raises(InputError):
+        await store.replace_with_summary(leaf_for(conv, [], "sum_00000000000000ff"), [])
+    with pytest.raises(InputError):  # a leaf made of a summary
+        await store.replace_with_summary(leaf_for(conv, current[0:1], "sum_0000000000000011"), current[0:1])
+    with pytest.raises(InputError):  # a depth-1 node made of messages
+        await store.replace_with_summary(leaf_for(conv, current[1:3], "sum_0000000000000012", depth=1), current[1:3])
+    assert len(await store.list_summaries(conv)) == 1

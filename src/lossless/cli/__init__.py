@@ -1,7 +1,7 @@
 """The ``lcm`` command.
 
-Commands: ``import``, ``conversations``, ``messages``, ``stats``, ``config
-show``.  Every command honours ``--database`` (else ``LCM_DATABASE_URL``, the
+Commands: ``import``, ``conversations``, ``messages``, ``compact``,
+``summaries``, ``stats``, ``config show``.  Every command honours ``--database`` (else ``LCM_DATABASE_URL``, the
 config file, or SQLite in the data directory) and prints JSON with ``--json``.
 Exit codes are documented in ``docs/cli.md`` and defined by
 :data:`lossless.errors.EXIT_CODES`.
@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from lossless.cli._common import CliState
+from lossless.cli.compact import compact_command, summaries_command
 from lossless.cli.config_cmd import config_group
 from lossless.cli.imports import import_command
 from lossless.cli.inspect import conversations_command, messages_command, stats_command
@@ -44,6 +45,8 @@ cli.add_command(import_command)
 cli.add_command(conversations_command)
 cli.add_command(messages_command)
 cli.add_command(stats_command)
+cli.add_command(compact_command)
+cli.add_command(summaries_command)
 cli.add_command(config_group)
 
 

@@ -136,7 +136,9 @@ _V1 = (
         file_ids                   TEXT NOT NULL DEFAULT '[]',
         provider                   TEXT,
         model                      TEXT,
-        level                      TEXT NOT NULL DEFAULT 'normal' CHECK (level IN ('normal','aggressive','fallback')),
+        level                      TEXT NOT NULL DEFAULT 'normal'
+                                   CHECK (level IN ('normal','aggressive','fallback')),
+        reason                     TEXT,
         created_at                 TEXT NOT NULL
     )
     """,

@@ -20,16 +20,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from lossless.errors import InputError, NotFoundError
+from lossless.errors import ConflictError, InputError, NotFoundError
 from lossless.ports import AppendResult, PreparedMessage, StoreStats
 from lossless.records import (
     BootstrapState,
+    ContextEntry,
     ContextItem,
     Conversation,
     JSONValue,
     Message,
     MessageRecord,
     Part,
+    Summary,
     TextPart,
     format_timestamp,
     utcnow,
@@ -51,6 +53,11 @@ _CONVERSATION_COLUMNS = (
     f"c.active, c.archived_at, c.created_at, max({_LAST_ACTIVITY}, c.updated_at), c.metadata"
 )
 _MESSAGE_COLUMNS = "message_id, conversation_id, seq, role, content, token_count, created_at, event_key, metadata"
+_SUMMARY_COLUMNS = (
+    "summary_id, conversation_id, kind, depth, content, token_count, earliest_at, latest_at, descendant_count, "
+    "descendant_token_count, source_message_token_count, file_ids, provider, model, level, reason, created_at"
+)
+_SUMMARY_COLUMN_COUNT = 17
 _PART_SELECT = "p.message_id, " + ", ".join(f"p.{c}" for c in PART_COLUMNS)
 _PART_INSERT = (
     f"INSERT INTO message_parts (part_id, message_id, ordinal, {', '.join(PART_COLUMNS)}) "
@@ -325,6 +332,106 @@ class SQLiteStore:
 
         return await self._db.read(run)
 
+    async def get_context(self, conversation_id: int) -> list[ContextEntry]:
+        def run(conn: sqlite3.Connection) -> list[ContextEntry]:
+            calls: dict[int, list[str]] = {}
+            results: dict[int, list[str]] = {}
+            # typeof() reads only the record header: the (possibly large) tool texts are not loaded.
+            for message_id, call_id, has_input, has_output in conn.execute(
+                "SELECT p.message_id, p.tool_call_id, typeof(p.tool_input) != 'null', "
+                "typeof(p.tool_output) != 'null' OR typeof(p.tool_error) != 'null' OR p.from_content "
+                "FROM context_items ci JOIN message_parts p ON p.part_id BETWEEN ci.message_id * 65536 "
+                "AND ci.message_id * 65536 + 65535 "
+                "WHERE ci.conversation_id = ? AND ci.item_type = 'message' AND p.part_type = 'tool' "
+                "AND p.tool_call_id IS NOT NULL ORDER BY p.part_id",
+                (conversation_id,),
+            ):
+                if has_input or not has_output:
+                    calls.setdefault(message_id, []).append(call_id)
+                if has_output:
+                    results.setdefault(message_id, []).append(call_id)
+            rows = conn.execute(
+                "SELECT ci.ordinal, ci.item_type, ci.message_id, ci.summary_id, "
+                "coalesce(m.token_count, s.token_count), coalesce(m.created_at, s.latest_at, s.created_at), "
+                "m.role, s.depth, s.earliest_at "
+                "FROM context_items ci "
+                "LEFT JOIN messages m ON m.message_id = ci.message_id "
+                "LEFT JOIN summaries s ON s.summary_id = ci.summary_id "
+                "WHERE ci.conversation_id = ? ORDER BY ci.ordinal",
+                (conversation_id,),
+            ).fetchall()
+            return [
+                ContextEntry(
+                    ordinal=row[0],
+                    kind=row[1],
+                    token_count=row[4],
+                    created_at=datetime.fromisoformat(row[5]),
+                    message_id=row[2],
+                    summary_id=row[3],
+                    role=row[6],
+                    depth=row[7],
+                    earliest_at=_ts(row[8]),
+                    tool_calls=tuple(calls.get(row[2], ())),
+                    tool_results=tuple(results.get(row[2], ())),
+                )
+                for row in rows
+            ]
+
+        return await self._db.read(run)
+
+    # ------------------------------------------------------------ the summary DAG
+
+    async def replace_with_summary(self, summary: Summary, sources: Sequence[ContextEntry]) -> None:
+        _check_sources(summary, sources)
+        await self._db.write(lambda conn: _replace(conn, summary, sources))
+
+    async def get_summaries(self, summary_ids: Sequence[str]) -> list[Summary]:
+        ids = list(dict.fromkeys(summary_ids))
+
+        def run(conn: sqlite3.Connection) -> list[Summary]:
+            found: dict[str, Summary] = {}
+            for chunk in _chunks(ids):
+                for row in conn.execute(
+                    f"SELECT {_SUMMARY_COLUMNS} FROM summaries WHERE summary_id IN ({','.join('?' * len(chunk))})",
+                    tuple(chunk),
+                ):
+                    summary = _summary(row)
+                    found[summary.id] = summary
+            return [found[i] for i in ids if i in found]
+
+        return await self._db.read(run)
+
+    async def list_summaries(self, conversation_id: int) -> list[Summary]:
+        def run(conn: sqlite3.Connection) -> list[Summary]:
+            rows = conn.execute(
+                f"SELECT {_SUMMARY_COLUMNS} FROM summaries WHERE conversation_id = ? ORDER BY summary_rowid",
+                (conversation_id,),
+            ).fetchall()
+            return [_summary(r) for r in rows]
+
+        return await self._db.read(run)
+
+    async def get_lineage(self, conversation_id: int) -> dict[str, tuple[int | str, ...]]:
+        def run(conn: sqlite3.Connection) -> dict[str, tuple[int | str, ...]]:
+            lineage: dict[str, list[int | str]] = {}
+            for summary_id, source in conn.execute(
+                "SELECT sm.summary_id, sm.message_id FROM summary_messages sm "
+                "JOIN summaries s ON s.summary_id = sm.summary_id WHERE s.conversation_id = ? "
+                "ORDER BY sm.summary_id, sm.ordinal",
+                (conversation_id,),
+            ):
+                lineage.setdefault(summary_id, []).append(source)
+            for summary_id, source in conn.execute(
+                "SELECT sp.summary_id, sp.parent_summary_id FROM summary_parents sp "
+                "JOIN summaries s ON s.summary_id = sp.summary_id WHERE s.conversation_id = ? "
+                "ORDER BY sp.summary_id, sp.ordinal",
+                (conversation_id,),
+            ):
+                lineage.setdefault(summary_id, []).append(source)
+            return {k: tuple(v) for k, v in lineage.items()}
+
+        return await self._db.read(run)
+
     # ------------------------------------------------------------ bootstrap state
 
     async def find_bootstrap_state(self, agent_id: str, path: str) -> BootstrapState | None:
@@ -527,6 +634,108 @@ def _append(conn: sqlite3.Connection, conversation_id: int, messages: Sequence[P
         item_rows,
     )
     return AppendResult(tuple(stored), duplicates)
+
+
+def _check_sources(summary: Summary, sources: Sequence[ContextEntry]) -> None:
+    if not sources:
+        raise InputError("a summary needs at least one source")
+    if summary.kind == "leaf":
+        if summary.depth != 0 or any(e.kind != "message" for e in sources):
+            raise InputError("a leaf summary (depth 0) is made of messages only")
+    elif summary.depth < 1 or any(e.kind != "summary" or e.depth != summary.depth - 1 for e in sources):
+        raise InputError(
+            f"a condensed summary of depth {summary.depth} is made of summaries of depth {summary.depth - 1}"
+        )
+    ordinals = [e.ordinal for e in sources]
+    if ordinals != sorted(set(ordinals)):
+        raise InputError("summary sources must be distinct context items in context order")
+
+
+def _replace(conn: sqlite3.Connection, summary: Summary, sources: Sequence[ContextEntry]) -> None:
+    conversation_id = summary.conversation_id
+    first, last = sources[0].ordinal, sources[-1].ordinal
+    current = conn.execute(
+        "SELECT ordinal, item_type, message_id, summary_id FROM context_items "
+        "WHERE conversation_id = ? AND ordinal BETWEEN ? AND ? ORDER BY ordinal",
+        (conversation_id, first, last),
+    ).fetchall()
+    expected = [(e.ordinal, e.kind, e.message_id, e.summary_id) for e in sources]
+    if [tuple(row) for row in current] != expected:
+        raise ConflictError(
+            f"the context of conversation {conversation_id} changed while it was being compacted; "
+            "nothing was written: read it again and retry"
+        )
+    conn.execute(
+        f"INSERT INTO summaries ({_SUMMARY_COLUMNS}) VALUES ({', '.join('?' * _SUMMARY_COLUMN_COUNT)})",
+        _summary_row(summary),
+    )
+    if summary.kind == "leaf":
+        conn.executemany(
+            "INSERT INTO summary_messages (summary_id, message_id, ordinal) VALUES (?, ?, ?)",
+            [(summary.id, e.message_id, i) for i, e in enumerate(sources)],
+        )
+    else:
+        conn.executemany(
+            "INSERT INTO summary_parents (summary_id, parent_summary_id, ordinal) VALUES (?, ?, ?)",
+            [(summary.id, e.summary_id, i) for i, e in enumerate(sources)],
+        )
+    conn.execute(
+        "DELETE FROM context_items WHERE conversation_id = ? AND ordinal BETWEEN ? AND ?",
+        (conversation_id, first, last),
+    )
+    conn.execute(
+        "INSERT INTO context_items (conversation_id, ordinal, item_type, summary_id, created_at) "
+        "VALUES (?, ?, 'summary', ?, ?)",
+        (conversation_id, first, summary.id, format_timestamp(utcnow())),
+    )
+
+
+def _summary_row(summary: Summary) -> tuple[Any, ...]:
+    return (
+        summary.id,
+        summary.conversation_id,
+        summary.kind,
+        summary.depth,
+        summary.content,
+        summary.token_count,
+        _fmt(summary.earliest_at),
+        _fmt(summary.latest_at),
+        summary.descendant_count,
+        summary.descendant_token_count,
+        summary.source_token_count,
+        dump_json(list(summary.file_ids)),
+        summary.provider,
+        summary.model,
+        summary.level,
+        summary.reason,
+        format_timestamp(summary.created_at),
+    )
+
+
+def _summary(row: Sequence[Any]) -> Summary:
+    return Summary(
+        id=row[0],
+        conversation_id=row[1],
+        kind=row[2],
+        depth=row[3],
+        content=row[4],
+        token_count=row[5],
+        earliest_at=_ts(row[6]),
+        latest_at=_ts(row[7]),
+        descendant_count=row[8],
+        descendant_token_count=row[9],
+        source_token_count=row[10],
+        file_ids=tuple(load_json(row[11]) or ()),
+        provider=row[12],
+        model=row[13],
+        level=row[14],
+        reason=row[15],
+        created_at=datetime.fromisoformat(row[16]),
+    )
+
+
+def _fmt(value: datetime | None) -> str | None:
+    return None if value is None else format_timestamp(value)
 
 
 def _implied(message: Message) -> bool:

@@ -1,0 +1,150 @@
+"""``lcm compact`` and ``lcm summaries``: compact a conversation, and show its summary DAG as a tree."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.tree import Tree
+
+from lossless.cli._common import CliState, emit_json, json_option, open_engine, run_command, stderr, stdout
+from lossless.compaction import CompactionResult, Mode
+from lossless.records import Summary
+from lossless.segments import format_time
+
+__all__ = ["compact_command", "summaries_command"]
+
+
+def _result_dict(result: CompactionResult) -> dict[str, Any]:
+    return {
+        "conversation_id": result.conversation_id,
+        "mode": result.mode,
+        "stop_reason": result.stop_reason,
+        "tokens_before": result.tokens_before,
+        "tokens_after": result.tokens_after,
+        "target_tokens": result.target_tokens,
+        "passes": result.passes,
+        "seconds": round(result.seconds, 3),
+        "summaries_by_depth": {str(k): v for k, v in result.by_depth.items()},
+        "summaries_by_level": result.by_level,
+        "summaries": [s.id for s in result.summaries],
+    }
+
+
+@click.command("compact")
+@click.argument("conversation")
+@click.option(
+    "--until", "until", type=click.IntRange(0), metavar="TOKENS", help="Compact until the context fits TOKENS."
+)
+@click.option("--full", is_flag=True, help="Run every pass there is room for (default: the incremental rules).")
+@json_option
+@click.pass_obj
+@run_command
+async def compact_command(state: CliState, conversation: str, until: int | None, full: bool, as_json: bool) -> None:
+    """Compact CONVERSATION (id or session id) into summaries, and say why compaction stopped."""
+    mode: Mode = "until_under" if until is not None else ("full" if full else "incremental")
+    async with await open_engine(state) as engine:
+        with Progress(
+            SpinnerColumn(),
+            TextColumn("[bold]compacting[/] {task.fields[detail]}"),
+            TimeElapsedColumn(),
+            console=stderr(),
+            transient=True,
+            disable=as_json or not stderr().is_terminal,
+        ) as progress:
+            task = progress.add_task("compact", detail="")
+
+            def update(partial: CompactionResult) -> None:
+                tokens = f"{partial.tokens_before:,} → {partial.tokens_after:,} tokens"
+                progress.update(task, detail=f"{len(partial.summaries)} summaries, {tokens}")
+
+            result = await engine.compact(conversation, mode=mode, target_tokens=until, progress=update)
+    if as_json:
+        emit_json(_result_dict(result))
+        return
+    saved = 1 - result.tokens_after / result.tokens_before if result.tokens_before else 0.0
+    table = Table(title=f"Compaction of conversation {result.conversation_id} ({result.mode})", title_justify="left")
+    table.add_column("")
+    table.add_column("", justify="right")
+    table.add_row("context tokens before", f"{result.tokens_before:,}")
+    table.add_row("context tokens after", f"{result.tokens_after:,}")
+    table.add_row("reduction", f"{saved:.1%}")
+    if result.target_tokens is not None:
+        table.add_row("target", f"{result.target_tokens:,}")
+    table.add_row("summaries made", ", ".join(f"{n} at depth {d}" for d, n in result.by_depth.items()) or "none")
+    table.add_row("how they were made", ", ".join(f"{n} {level}" for level, n in result.by_level.items()) or "-")
+    table.add_row("stopped because", result.stop_reason.replace("_", " "))
+    table.add_row("time", f"{result.seconds:.2f} s")
+    stdout().print(table)
+
+
+def _label(summary: Summary, zone: Any) -> str:
+    span = f"{format_time(summary.earliest_at, zone)} → {format_time(summary.latest_at, zone)}"
+    level = "" if summary.level == "normal" else f" · [yellow]{summary.level}[/]"
+    return f"[bold]{summary.id}[/] · depth {summary.depth} · {span} · {summary.token_count:,} tokens{level}"
+
+
+@click.command("summaries")
+@click.argument("conversation")
+@json_option
+@click.pass_obj
+@run_command
+async def summaries_command(state: CliState, conversation: str, as_json: bool) -> None:
+    """Show the summary DAG of CONVERSATION as a tree: what each summary was made from."""
+    async with await open_engine(state) as engine:
+        conv = await engine.conversation(conversation)
+        summaries, lineage = await engine.summaries(conv.id)
+        context = await engine.store.get_context(conv.id)
+        zone = engine.zone
+    by_id = {s.id: s for s in summaries}
+    if as_json:
+        emit_json(
+            {
+                "conversation_id": conv.id,
+                "context": [e.ref for e in context],
+                "summaries": [
+                    {
+                        "id": s.id,
+                        "kind": s.kind,
+                        "depth": s.depth,
+                        "earliest_at": s.earliest_at.isoformat() if s.earliest_at else None,
+                        "latest_at": s.latest_at.isoformat() if s.latest_at else None,
+                        "token_count": s.token_count,
+                        "source_token_count": s.source_token_count,
+                        "level": s.level,
+                        "reason": s.reason,
+                        "provider": s.provider,
+                        "model": s.model,
+                        "file_ids": list(s.file_ids),
+                        "sources": list(lineage.get(s.id, ())),
+                    }
+                    for s in summaries
+                ],
+            }
+        )
+        return
+    tree = Tree(f"conversation {conv.id} · {conv.session_id} · {len(summaries)} summaries")
+
+    def add(node: Tree, summary_id: str) -> None:
+        summary = by_id[summary_id]
+        branch = node.add(_label(summary, zone))
+        sources = lineage.get(summary_id, ())
+        if summary.kind == "leaf":
+            ids = [s for s in sources if isinstance(s, int)]
+            if ids:
+                branch.add(f"{len(ids)} messages: msg#{ids[0]} … msg#{ids[-1]} ({summary.source_token_count:,} tokens)")
+        else:
+            for source in sources:
+                add(branch, str(source))
+
+    raw = 0
+    for entry in context:
+        if entry.kind == "summary" and entry.summary_id in by_id:
+            add(tree, entry.summary_id)
+        else:
+            raw += 1
+    if raw:
+        tree.add(f"{raw} raw messages (not compacted)")
+    stdout().print(tree)

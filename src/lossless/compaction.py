@@ -1,0 +1,557 @@
+"""Compaction: old history becomes a DAG of summaries that always point back to their sources.
+
+A *leaf pass* replaces the oldest run of raw messages outside the fresh tail
+with a leaf summary; a *condensed pass* replaces a run of same-depth summaries
+with one summary a level deeper.  Modes:
+
+* ``incremental`` (after a turn): one leaf pass when raw tokens outside the
+  fresh tail reach ``leaf_chunk_tokens``, then condensation up to
+  ``incremental_max_depth`` with the normal fan-out (``leaf_min_fanout``
+  leaves, ``condensed_min_fanout`` deeper nodes);
+* ``full`` (an explicit request, or the context over its threshold): every
+  leaf pass there is room for (a leftover shorter than ``leaf_min_fanout``
+  messages waits), then condensation of any run of at least
+  ``condensed_min_fanout_hard`` same-depth nodes, shallowest first;
+* ``until_under``: like ``full``, also summarising leftovers of two or more
+  messages, stopping as soon as the context fits ``target_tokens``.
+
+Invariants:
+
+* **Nothing is lost.**  A summary replaces context items only together with
+  the lineage rows that lead back to them, in one store transaction; messages
+  are never changed or deleted.
+* **Never split a tool call from its result.**  The fresh tail grows backwards
+  to take in the calls whose results it holds, and a leaf chunk grows forwards
+  to take in the results of the calls it holds.
+* **Always terminates.**  Every pass replaces items with a summary that has
+  strictly fewer tokens than they had (a summary that is not shorter is
+  rejected, and the deterministic fallback is built to be shorter), so the
+  context's token total strictly decreases; passes are also bounded by count
+  and by a deadline.  Every call returns a :class:`CompactionResult` whose
+  ``stop_reason`` says why it stopped.
+* **Escalation.**  Each summary is tried with the ``normal`` policy, then
+  ``aggressive``, then made by deterministic truncation (``fallback``); the
+  summary records the level and the reason.  A summarizer that raises, hangs,
+  returns nothing or returns too much only costs an attempt.
+* **One compaction per conversation at a time** in this process; across
+  processes the store refuses a replacement whose sources changed
+  (:class:`ConflictError`), and the pass is planned again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
+from typing import Literal
+
+import anyio
+
+from lossless.config import Config
+from lossless.errors import ConflictError, InputError, ProviderUnavailable
+from lossless.ports import Store, Summarizer, SummaryPolicy, SummaryRequest
+from lossless.records import ContextEntry, Summary, SummaryKind, SummaryLevel, utcnow
+from lossless.segments import render_messages, render_summaries
+from lossless.tokens import TokenCounter
+
+__all__ = [
+    "TRUNCATION_MARKER",
+    "CompactionResult",
+    "Compactor",
+    "Mode",
+    "StopReason",
+    "compression_target",
+    "find_file_ids",
+    "truncate_to_tokens",
+]
+
+Mode = Literal["incremental", "full", "until_under"]
+StopReason = Literal[
+    "budget_met", "nothing_eligible", "no_progress", "irreducible_tail", "deadline", "provider_unavailable"
+]
+
+TRUNCATION_MARKER = "[Truncated for context management]"
+_FILE_ID = re.compile(r"\bfile_[0-9a-f]{16}\b")
+_MIN_TARGET = 192
+_CONFLICT_RETRIES = 5
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionResult:
+    """What one compaction call did and why it stopped."""
+
+    conversation_id: int
+    mode: Mode
+    stop_reason: StopReason
+    tokens_before: int
+    tokens_after: int
+    summaries: tuple[Summary, ...] = ()
+    passes: int = 0
+    seconds: float = 0.0
+    target_tokens: int | None = None
+
+    @property
+    def compacted(self) -> bool:
+        return bool(self.summaries)
+
+    @property
+    def by_depth(self) -> dict[int, int]:
+        return dict(sorted(Counter(s.depth for s in self.summaries).items()))
+
+    @property
+    def by_level(self) -> dict[str, int]:
+        return dict(Counter(s.level for s in self.summaries))
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    kind: SummaryKind
+    depth: int
+    sources: tuple[ContextEntry, ...]
+    previous: ContextEntry | None
+
+    @property
+    def tokens(self) -> int:
+        return sum(e.token_count for e in self.sources)
+
+
+@dataclass(slots=True)
+class _Run:
+    """Mutable state of one compaction call."""
+
+    mode: Mode
+    target: int | None
+    deadline: float
+    pressure: bool
+    created: list[Summary] = field(default_factory=list)
+    passes: int = 0
+
+
+def compression_target(base: int, source_tokens: int) -> int:
+    """The length to ask for: the configured target, but never more than 35% of the sources (and ≥ 192)."""
+    return max(_MIN_TARGET, min(base, math.floor(source_tokens * 0.35)))
+
+
+def find_file_ids(text: str) -> list[str]:
+    """Large-file ids mentioned in ``text``, in order of first appearance."""
+    return list(dict.fromkeys(_FILE_ID.findall(text)))
+
+
+def truncate_to_tokens(text: str, limit: int, counter: TokenCounter) -> str:
+    """The longest prefix of ``text`` (cut at a line or word boundary when possible) of at most ``limit`` tokens."""
+    if counter.count(text) <= limit:
+        return text
+    low, high = 0, len(text)
+    while low < high:  # binary search on characters; the counter is monotone enough for this
+        middle = (low + high + 1) // 2
+        if counter.count(text[:middle]) <= limit:
+            low = middle
+        else:
+            high = middle - 1
+    cut = text[:low]
+    for boundary in ("\n", " "):
+        position = cut.rfind(boundary)
+        if position > len(cut) * 0.8:
+            return cut[:position]
+    return cut
+
+
+def _pairs(entries: Sequence[ContextEntry]) -> dict[int, int]:
+    """Tool-result entry index -> index of the call it answers (the nearest earlier call with that id).
+
+    Call ids are not always unique in real transcripts (replayed sessions reuse them), so a result
+    belongs to the closest call before it, not to any call with its id.
+    """
+    last_call: dict[str, int] = {}
+    pairs: dict[int, int] = {}
+    for index, entry in enumerate(entries):
+        for call_id in entry.tool_results:
+            caller = last_call.get(call_id)
+            if caller is not None and caller != index:
+                pairs[index] = min(pairs.get(index, caller), caller)
+        for call_id in entry.tool_calls:
+            last_call[call_id] = index
+    return pairs
+
+
+def _tail_start(entries: Sequence[ContextEntry], fresh_tail_count: int) -> int:
+    """Index of the first protected entry: the last ``fresh_tail_count`` messages, and the calls they answer."""
+    start = len(entries)
+    if fresh_tail_count > 0:
+        seen = 0
+        for index in range(len(entries) - 1, -1, -1):
+            if entries[index].kind == "message":
+                seen += 1
+                start = index
+                if seen == fresh_tail_count:
+                    break
+    pairs = _pairs(entries)
+    check_from = start
+    while True:
+        earliest = min((pairs[i] for i in range(check_from, len(entries)) if i in pairs), default=start)
+        if earliest >= start:
+            return start
+        check_from, start = earliest, earliest
+
+
+class Compactor:
+    """Runs compaction passes for conversations of one store (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: Store,
+        summarizer: Summarizer,
+        *,
+        config: Config,
+        counter: TokenCounter,
+        zone: tzinfo,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.store = store
+        self.summarizer = summarizer
+        self.config = config
+        self.counter = counter
+        self.zone = zone
+        self._clock = clock
+        self._locks: dict[int, anyio.Lock] = {}
+
+    # ------------------------------------------------------------------ public
+
+    def needs_leaf_pass(self, entries: Sequence[ContextEntry]) -> bool:
+        """The incremental trigger: raw tokens outside the fresh tail reach ``leaf_chunk_tokens``."""
+        start = _tail_start(entries, self.config.fresh_tail_count)
+        raw = sum(e.token_count for e in entries[:start] if e.kind == "message")
+        return raw >= self.config.leaf_chunk_tokens
+
+    async def compact(
+        self,
+        conversation_id: int,
+        *,
+        mode: Mode = "full",
+        target_tokens: int | None = None,
+        progress: Callable[[CompactionResult], Awaitable[None] | None] | None = None,
+    ) -> CompactionResult:
+        """Compact one conversation; see the module docstring for the modes and guarantees."""
+        if mode == "until_under" and (target_tokens is None or target_tokens < 0):
+            raise InputError("mode 'until_under' needs a target_tokens of zero or more")
+        lock = self._locks.setdefault(conversation_id, anyio.Lock())
+        async with lock:
+            return await self._compact(conversation_id, mode, target_tokens, progress)
+
+    # ------------------------------------------------------------------ the loop
+
+    async def _compact(
+        self,
+        conversation_id: int,
+        mode: Mode,
+        target: int | None,
+        progress: Callable[[CompactionResult], Awaitable[None] | None] | None,
+    ) -> CompactionResult:
+        started = time.monotonic()
+        limit_ms = (
+            self.config.compact_until_under_deadline_ms if mode == "until_under" else self.config.sweep_deadline_ms
+        )
+        run = _Run(mode, target, started + limit_ms / 1000, pressure=mode == "until_under")
+        entries = await self.store.get_context(conversation_id)
+        before = sum(e.token_count for e in entries)
+        conflicts = 0
+        # Each pass either makes the item count smaller, or turns one oversized message into a summary
+        # (which later passes never take alone again), so this bound is never reached; it backs up the proof.
+        max_passes = 2 * len(entries) + 8
+        stop: StopReason
+
+        def result(reason: StopReason, context: Sequence[ContextEntry]) -> CompactionResult:
+            return CompactionResult(
+                conversation_id,
+                mode,
+                reason,
+                before,
+                sum(e.token_count for e in context),
+                tuple(run.created),
+                run.passes,
+                time.monotonic() - started,
+                target,
+            )
+
+        while True:
+            if target is not None and sum(e.token_count for e in entries) <= target:
+                stop = "budget_met"
+                break
+            if time.monotonic() >= run.deadline:
+                stop = "deadline"
+                break
+            if run.passes >= max_passes:
+                stop = "no_progress"
+                break
+            plan = self._plan(entries, run)
+            if plan is None:
+                stop = self._why_nothing(entries, run)
+                break
+            outcome = await self._summarize(conversation_id, plan, run)
+            if outcome is None:
+                stop = "provider_unavailable"
+                break
+            if outcome == "no_progress":
+                stop = "no_progress"
+                break
+            try:
+                await self.store.replace_with_summary(outcome, plan.sources)
+            except ConflictError:
+                conflicts += 1
+                if conflicts > _CONFLICT_RETRIES:
+                    stop = "no_progress"
+                    break
+                await anyio.sleep(0.01 * conflicts)
+                entries = await self.store.get_context(conversation_id)
+                continue
+            conflicts = 0
+            run.created.append(outcome)
+            run.passes += 1
+            entries = _apply(entries, plan, outcome)
+            if progress is not None:
+                maybe = progress(result("budget_met", entries))
+                if maybe is not None:
+                    await maybe
+
+        return result(stop, entries)
+
+    def _why_nothing(self, entries: Sequence[ContextEntry], run: _Run) -> StopReason:
+        if run.target is not None:
+            start = _tail_start(entries, self.config.fresh_tail_count)
+            if sum(e.token_count for e in entries[start:]) > run.target:
+                return "irreducible_tail"
+        return "nothing_eligible"
+
+    # ------------------------------------------------------------------ planning
+
+    def _plan(self, entries: Sequence[ContextEntry], run: _Run) -> _Plan | None:
+        if run.mode == "incremental":
+            if not run.created and self.needs_leaf_pass(entries):
+                return self._plan_leaf(entries, run)
+            return self._plan_condensed(entries, run, max_depth=self.config.incremental_max_depth)
+        return self._plan_leaf(entries, run) or self._plan_condensed(entries, run, max_depth=None)
+
+    def _plan_leaf(self, entries: Sequence[ContextEntry], run: _Run) -> _Plan | None:
+        start = _tail_start(entries, self.config.fresh_tail_count)
+        first = next((i for i in range(start) if entries[i].kind == "message"), None)
+        if first is None:
+            return None
+        end = first
+        while end < start and entries[end].kind == "message":
+            end += 1
+        chunk_end = first
+        tokens = 0
+        while chunk_end < end and (
+            chunk_end == first or tokens + entries[chunk_end].token_count <= self.config.leaf_chunk_tokens
+        ):
+            tokens += entries[chunk_end].token_count
+            chunk_end += 1
+        # Take in the results of the calls the chunk makes (they are outside the tail: see _tail_start).
+        # A call that is never answered (an aborted turn) holds nothing back.
+        pairs = _pairs(entries)
+        extended = True
+        while extended:
+            extended = False
+            for result_index in range(chunk_end, end):
+                if pairs.get(result_index, end) < chunk_end:
+                    chunk_end = result_index + 1
+                    extended = True
+        sources = tuple(entries[first:chunk_end])
+        # A chunk is worth a summary when it is full (it stopped at the size cap) or has enough messages;
+        # a small leftover just before the fresh tail waits for more history, unless under budget pressure.
+        full = chunk_end < end or sum(e.token_count for e in sources) >= self.config.leaf_chunk_tokens
+        minimum = 2 if run.pressure else self.config.leaf_min_fanout
+        if not full and len(sources) < minimum:
+            return None
+        previous = next((entries[i] for i in range(first - 1, -1, -1) if entries[i].kind == "summary"), None)
+        return _Plan("leaf", 0, sources, previous)
+
+    def _plan_condensed(self, entries: Sequence[ContextEntry], run: _Run, *, max_depth: int | None) -> _Plan | None:
+        depths = sorted({e.depth for e in entries if e.kind == "summary" and e.depth is not None})
+        for depth in depths:
+            if max_depth is not None and depth + 1 > max_depth:
+                break
+            if run.mode != "incremental":  # a full sweep condenses whatever it can (at least two nodes)
+                fanout = self.config.condensed_min_fanout_hard
+            else:
+                fanout = self.config.leaf_min_fanout if depth == 0 else self.config.condensed_min_fanout
+            index = 0
+            while index < len(entries):
+                if entries[index].kind != "summary" or entries[index].depth != depth:
+                    index += 1
+                    continue
+                end = index
+                while end < len(entries) and entries[end].kind == "summary" and entries[end].depth == depth:
+                    end += 1
+                if end - index >= fanout:
+                    chunk_end = index
+                    tokens = 0
+                    while chunk_end < end and (
+                        chunk_end - index < fanout
+                        or tokens + entries[chunk_end].token_count <= self.config.leaf_chunk_tokens
+                    ):
+                        tokens += entries[chunk_end].token_count
+                        chunk_end += 1
+                    previous = next(
+                        (entries[i] for i in range(index - 1, -1, -1) if entries[i].kind == "summary"), None
+                    )
+                    return _Plan("condensed", depth + 1, tuple(entries[index:chunk_end]), previous)
+                index = end
+        return None
+
+    # ------------------------------------------------------------------ summarising
+
+    async def _summarize(self, conversation_id: int, plan: _Plan, run: _Run) -> Summary | Literal["no_progress"] | None:
+        """The summary for ``plan`` (escalating as needed); None when the provider is unavailable."""
+        text, children, earliest, latest = await self._segment(plan)
+        previous = None
+        if plan.previous is not None:
+            found = await self.store.get_summaries([plan.previous.ref])  # type: ignore[list-item]
+            previous = found[0].content if found else None
+        base = self.config.leaf_target_tokens if plan.kind == "leaf" else self.config.condensed_target_tokens
+        target = compression_target(base, plan.tokens)
+        reasons: list[str] = []
+        attempts: tuple[tuple[SummaryPolicy, int], ...] = (("normal", target), ("aggressive", max(64, target * 3 // 5)))
+        for policy, policy_target in attempts:
+            request = SummaryRequest(
+                kind=plan.kind,
+                depth=plan.depth,
+                policy=policy,
+                target_tokens=policy_target,
+                text=text,
+                previous_context=previous,
+                custom_instructions=self.config.custom_instructions,
+                conversation_id=conversation_id,
+                earliest_at=earliest,
+                latest_at=latest,
+            )
+            try:
+                with anyio.fail_after(self.config.summary_timeout_ms / 1000):
+                    answer = await self.summarizer.summarize(request)
+            except ProviderUnavailable as exc:
+                if not run.pressure:
+                    return None
+                reasons.append(f"{policy}: {exc}")
+                break
+            except TimeoutError:
+                reasons.append(f"{policy}: no answer within {self.config.summary_timeout_ms} ms")
+                continue
+            except Exception as exc:
+                reasons.append(f"{policy}: {type(exc).__name__}: {exc}"[:300])
+                continue
+            content = answer.text.strip()
+            tokens = self.counter.count(content)
+            if not content:
+                reasons.append(f"{policy}: empty answer")
+            elif tokens >= plan.tokens:
+                reasons.append(f"{policy}: {tokens} tokens, not shorter than its {plan.tokens}-token sources")
+            elif tokens > self.config.summary_max_overage_factor * policy_target:
+                reasons.append(
+                    f"{policy}: {tokens} tokens, over {self.config.summary_max_overage_factor:g}× the target"
+                )
+            else:
+                level: SummaryLevel = policy
+                return self._summary(
+                    conversation_id, plan, content, tokens, children, earliest, latest,
+                    provider=answer.provider, model=answer.model, level=level,
+                    reason="; ".join(reasons) or None,
+                )  # fmt: skip
+        fallback = self._fallback(text, plan.tokens)
+        if fallback is None:
+            return "no_progress"
+        return self._summary(
+            conversation_id, plan, fallback, self.counter.count(fallback), children, earliest, latest,
+            provider="truncation", model=None, level="fallback", reason="; ".join(reasons) or None,
+        )  # fmt: skip
+
+    async def _segment(self, plan: _Plan) -> tuple[str, list[Summary], datetime | None, datetime | None]:
+        if plan.kind == "leaf":
+            ids = [e.message_id for e in plan.sources if e.message_id is not None]
+            messages = await self.store.get_messages_by_id(ids)
+            text = render_messages(messages, self.zone, max_chars=self.config.leaf_chunk_tokens * 4)
+            times = [m.created_at for m in messages]
+            return text, [], min(times, default=None), max(times, default=None)
+        summaries = await self.store.get_summaries([e.summary_id for e in plan.sources if e.summary_id is not None])
+        text = render_summaries(summaries, self.zone)
+        earliest = min((s.earliest_at for s in summaries if s.earliest_at), default=None)
+        latest = max((s.latest_at for s in summaries if s.latest_at), default=None)
+        return text, summaries, earliest, latest
+
+    def _fallback(self, text: str, source_tokens: int) -> str | None:
+        """Deterministic truncation, built to be shorter than the sources; None when that is impossible."""
+        marker_tokens = self.counter.count(TRUNCATION_MARKER) + 1
+        budget = min(self.config.fallback_max_tokens, source_tokens // 2) - marker_tokens
+        if budget < 1:
+            return None
+        candidate = f"{truncate_to_tokens(text, budget, self.counter).rstrip()}\n{TRUNCATION_MARKER}"
+        return candidate if self.counter.count(candidate) < source_tokens else None
+
+    def _summary(
+        self,
+        conversation_id: int,
+        plan: _Plan,
+        content: str,
+        tokens: int,
+        children: Sequence[Summary],
+        earliest: datetime | None,
+        latest: datetime | None,
+        *,
+        provider: str | None,
+        model: str | None,
+        level: SummaryLevel,
+        reason: str | None,
+    ) -> Summary:
+        created = self._clock()
+        first = plan.sources[0].ref
+        digest = hashlib.sha256(f"{conversation_id}|{first}|{created.isoformat()}|{content}".encode()).hexdigest()
+        if plan.kind == "leaf":
+            descendants, descendant_tokens = 0, 0
+            source_tokens = plan.tokens
+            file_ids = find_file_ids(content)
+        else:
+            descendants = sum(c.descendant_count + 1 for c in children)
+            descendant_tokens = sum(c.descendant_token_count + c.token_count for c in children)
+            source_tokens = sum(c.source_token_count for c in children)
+            file_ids = list(dict.fromkeys([f for c in children for f in c.file_ids] + find_file_ids(content)))
+        return Summary(
+            id=f"sum_{digest[:16]}",
+            conversation_id=conversation_id,
+            kind=plan.kind,
+            depth=plan.depth,
+            content=content,
+            token_count=tokens,
+            created_at=created,
+            earliest_at=earliest,
+            latest_at=latest,
+            descendant_count=descendants,
+            descendant_token_count=descendant_tokens,
+            source_token_count=source_tokens,
+            file_ids=tuple(file_ids),
+            provider=provider,
+            model=model,
+            level=level,
+            reason=reason,
+        )
+
+
+def _apply(entries: Sequence[ContextEntry], plan: _Plan, summary: Summary) -> list[ContextEntry]:
+    """The context after ``plan`` was replaced by ``summary`` (what the store did, without re-reading it)."""
+    first = plan.sources[0].ordinal
+    last = plan.sources[-1].ordinal
+    replacement = ContextEntry(
+        ordinal=first,
+        kind="summary",
+        token_count=summary.token_count,
+        created_at=summary.latest_at or summary.created_at,
+        summary_id=summary.id,
+        depth=summary.depth,
+        earliest_at=summary.earliest_at,
+    )
+    before = [e for e in entries if e.ordinal < first]
+    after = [e for e in entries if e.ordinal > last]
+    return [*before, replacement, *after]

@@ -1,0 +1,193 @@
+"""The offline extractive summarizer: what it keeps, the target, the footer, condensed timelines."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from lossless.ports import SummaryRequest
+from lossless.providers.offline import OfflineSummarizer
+from lossless.records import Message, MessageRecord, Summary, ToolPart
+from lossless.segments import render_messages, render_summaries
+from lossless.tokens import EstimatingCounter
+
+pytestmark = pytest.mark.anyio
+
+T0 = datetime(2026, 3, 5, 9, 0, tzinfo=UTC)
+COUNTER = EstimatingCounter()
+
+
+def record(i: int, message: Message) -> MessageRecord:
+    return MessageRecord(
+        id=i + 1,
+        conversation_id=1,
+        seq=i + 1,
+        role=message.role,
+        content=message.content,
+        parts=message.parts,
+        token_count=COUNTER.count(message.content),
+        created_at=T0 + timedelta(minutes=i),
+    )
+
+
+def call(call_id: str, name: str, **args: object) -> Message:
+    return Message.from_parts("assistant", [ToolPart(call_id=call_id, name=name, input=dict(args))])
+
+
+def session() -> list[MessageRecord]:
+    messages = [
+        Message.user(
+            "We get 429s after midnight for ticket RL-482, see https://tracker.example.com/browse/RL-482. "
+            "Please find out why."
+        ),
+        call("c1", "Read", file_path="src/ratelimit/window.py"),
+        Message.tool_result(
+            "c1", "def reset():\n    raise ValueError('this is source code, not an error')", name="Read"
+        ),
+        call("c2", "Bash", command="pytest -q tests/test_window.py"),
+        Message.tool_result(
+            "c2",
+            "FAILED tests/test_window.py::test_rollover - AssertionError: counted twice\n1 failed, 8 passed in 0.2s",
+            name="Bash",
+            is_error=True,
+        ),
+        Message.assistant(
+            "We chose a sliding window counter over the fixed window because it never looks at calendar dates."
+        ),
+        call("c3", "Edit", file_path="src/ratelimit/window.py", old_string="a", new_string="b"),
+        Message.tool_result("c3", "The file src/ratelimit/window.py has been updated.", name="Edit"),
+        call("c4", "Write", file_path="tests/test_rollover.py", content="def test(): pass"),
+        Message.tool_result("c4", "File created successfully", name="Write"),
+        call("c5", "Bash", command="git mv src/old.py src/new.py && rm build/stale.txt"),
+        Message.tool_result("c5", "", name="Bash"),
+        Message.assistant("All tests pass now: 9 passed in 0.19s. TODO: update docs/limits.md with the new algorithm."),
+        Message.user("先别删旧的 window.py，发布说明里还要引用它。"),
+    ]
+    return [record(i, m) for i, m in enumerate(messages)]
+
+
+def leaf_request(records: list[MessageRecord], target: int = 400, policy: str = "normal") -> SummaryRequest:
+    return SummaryRequest(
+        kind="leaf",
+        depth=0,
+        policy=policy,  # type: ignore[arg-type]
+        target_tokens=target,
+        text=render_messages(records, UTC),
+        earliest_at=records[0].created_at,
+        latest_at=records[-1].created_at,
+    )
+
+
+async def test_leaf_keeps_what_matters() -> None:
+    result = await OfflineSummarizer().summarize(leaf_request(session()))
+    text = result.text
+    assert (result.provider, result.model) == ("offline", "extractive-1")
+    lines = text.splitlines()
+    assert lines[0].startswith("Time: 2026-03-05 09:00 UTC – 2026-03-05 09:13 UTC")
+    assert lines[-1].startswith("Expand for details about: ")
+    assert any(line.startswith("Asked: We get 429s after midnight") for line in lines)
+    assert any(line.startswith("Decision: We chose a sliding window counter") for line in lines)
+    assert any("AssertionError: counted twice" in line and line.startswith("Error:") for line in lines)
+    assert any("9 passed" in line and line.startswith("Done:") for line in lines)
+    assert any("TODO: update docs/limits.md" in line and line.startswith("Open:") for line in lines)
+    assert any(line.startswith("Ran: pytest -q tests/test_window.py") for line in lines)
+    assert "this is source code" not in text  # file contents are data, not errors
+    files = next(line for line in lines if line.startswith("Files: "))
+    assert "src/ratelimit/window.py (modified)" in files
+    assert "tests/test_rollover.py (created)" in files
+    assert "src/old.py (renamed to src/new.py)" in files
+    assert "build/stale.txt (deleted)" in files
+    refs = next(line for line in lines if line.startswith("Refs: "))
+    assert "RL-482" in refs and "https://tracker.example.com/browse/RL-482" in refs
+    assert "先别删旧的 window.py" in text  # CJK text survives intact
+
+
+async def test_deterministic_and_within_target() -> None:
+    records = session()
+    summarizer = OfflineSummarizer()
+    for target in (60, 120, 250, 2000):
+        first = summarizer.summarize_text(leaf_request(records, target))
+        assert first == summarizer.summarize_text(leaf_request(records, target))
+        assert COUNTER.count(first) <= target
+        assert first.splitlines()[-1].startswith("Expand for details about:")
+        assert any(line.startswith("Files: ") for line in first.splitlines())
+    short = summarizer.summarize_text(leaf_request(records, 200))
+    assert "more " in short.splitlines()[-1]  # what was dropped is named
+
+
+async def test_no_file_operations_says_files_none() -> None:
+    records = [record(0, Message.user("hello there")), record(1, Message.assistant("hi, how can I help?"))]
+    text = OfflineSummarizer().summarize_text(leaf_request(records))
+    assert "Files: none" in text.splitlines()
+
+
+async def test_aggressive_is_not_longer_than_normal() -> None:
+    records = session() * 3
+    normal = OfflineSummarizer().summarize_text(leaf_request(records, 800))
+    aggressive = OfflineSummarizer().summarize_text(leaf_request(records, 800, "aggressive"))
+    assert COUNTER.count(aggressive) <= COUNTER.count(normal)
+
+
+def child(index: int, depth: int, start: datetime, content: str) -> Summary:
+    return Summary(
+        id=f"sum_{index:016x}",
+        conversation_id=1,
+        kind="leaf" if depth == 0 else "condensed",
+        depth=depth,
+        content=content,
+        token_count=COUNTER.count(content),
+        created_at=start,
+        earliest_at=start,
+        latest_at=start + timedelta(minutes=40),
+    )
+
+
+@pytest.mark.parametrize(
+    ("depth", "stamp"),
+    [(1, r"2026-03-05 09:00–09:40"), (2, r"2026-03-05 morning"), (3, r"2026-03-05(?! \d)")],
+)
+async def test_condensed_timeline_grain_coarsens_with_depth(depth: int, stamp: str) -> None:
+    leaf = OfflineSummarizer().summarize_text(leaf_request(session()))
+    children = [
+        child(1, depth - 1, T0, leaf),
+        child(
+            2,
+            depth - 1,
+            T0 + timedelta(hours=6),
+            "Asked: ship the fix.\nFiles: none\nExpand for details about: CI logs",
+        ),
+    ]
+    request = SummaryRequest(
+        kind="condensed",
+        depth=depth,
+        policy="normal",
+        target_tokens=600,
+        text=render_summaries(children, UTC),
+        earliest_at=T0,
+        latest_at=T0 + timedelta(hours=7),
+    )
+    text = OfflineSummarizer().summarize_text(request)
+    timeline = [line for line in text.splitlines() if line.startswith("Timeline: ")]
+    assert len(timeline) == 2
+    assert re.search(stamp, timeline[0])
+    files = next(line for line in text.splitlines() if line.startswith("Files: "))
+    assert "tests/test_rollover.py (created)" in files  # merged up from the child
+    assert "CI logs" in text.splitlines()[-1]  # children's footers are carried up
+
+
+async def test_free_text_children_are_summarised_too() -> None:
+    children = [child(1, 0, T0, "The team decided to use Redis because it was already deployed. Next step: load test.")]
+    request = SummaryRequest(
+        kind="condensed", depth=1, policy="normal", target_tokens=300, text=render_summaries(children, UTC)
+    )
+    text = OfflineSummarizer().summarize_text(request)
+    assert "Decision: The team decided to use Redis" in text
+
+
+async def test_big_segments_are_summarised_off_the_event_loop() -> None:
+    records = [record(i, Message.assistant(f"filler sentence number {i} about the cache.")) for i in range(3000)]
+    result = await OfflineSummarizer().summarize(leaf_request(records, 300))
+    assert result.output_tokens is not None and result.output_tokens <= 300
+    assert result.input_tokens is not None and result.input_tokens > 10_000
