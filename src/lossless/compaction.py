@@ -53,6 +53,7 @@ from typing import Literal
 import anyio
 
 from lossless.config import Config
+from lossless.context import pairs, tail_start
 from lossless.errors import ConflictError, InputError, ProviderUnavailable
 from lossless.ports import Store, Summarizer, SummaryPolicy, SummaryRequest
 from lossless.records import ContextEntry, Summary, SummaryKind, SummaryLevel, utcnow
@@ -161,44 +162,6 @@ def truncate_to_tokens(text: str, limit: int, counter: TokenCounter) -> str:
     return cut
 
 
-def _pairs(entries: Sequence[ContextEntry]) -> dict[int, int]:
-    """Tool-result entry index -> index of the call it answers (the nearest earlier call with that id).
-
-    Call ids are not always unique in real transcripts (replayed sessions reuse them), so a result
-    belongs to the closest call before it, not to any call with its id.
-    """
-    last_call: dict[str, int] = {}
-    pairs: dict[int, int] = {}
-    for index, entry in enumerate(entries):
-        for call_id in entry.tool_results:
-            caller = last_call.get(call_id)
-            if caller is not None and caller != index:
-                pairs[index] = min(pairs.get(index, caller), caller)
-        for call_id in entry.tool_calls:
-            last_call[call_id] = index
-    return pairs
-
-
-def _tail_start(entries: Sequence[ContextEntry], fresh_tail_count: int) -> int:
-    """Index of the first protected entry: the last ``fresh_tail_count`` messages, and the calls they answer."""
-    start = len(entries)
-    if fresh_tail_count > 0:
-        seen = 0
-        for index in range(len(entries) - 1, -1, -1):
-            if entries[index].kind == "message":
-                seen += 1
-                start = index
-                if seen == fresh_tail_count:
-                    break
-    pairs = _pairs(entries)
-    check_from = start
-    while True:
-        earliest = min((pairs[i] for i in range(check_from, len(entries)) if i in pairs), default=start)
-        if earliest >= start:
-            return start
-        check_from, start = earliest, earliest
-
-
 class Compactor:
     """Runs compaction passes for conversations of one store (see the module docstring)."""
 
@@ -224,7 +187,7 @@ class Compactor:
 
     def needs_leaf_pass(self, entries: Sequence[ContextEntry]) -> bool:
         """The incremental trigger: raw tokens outside the fresh tail reach ``leaf_chunk_tokens``."""
-        start = _tail_start(entries, self.config.fresh_tail_count)
+        start = tail_start(entries, self.config.fresh_tail_count, self.config.fresh_tail_max_tokens)
         raw = sum(e.token_count for e in entries[:start] if e.kind == "message")
         return raw >= self.config.leaf_chunk_tokens
 
@@ -322,7 +285,7 @@ class Compactor:
 
     def _why_nothing(self, entries: Sequence[ContextEntry], run: _Run) -> StopReason:
         if run.target is not None:
-            start = _tail_start(entries, self.config.fresh_tail_count)
+            start = tail_start(entries, self.config.fresh_tail_count, self.config.fresh_tail_max_tokens)
             if sum(e.token_count for e in entries[start:]) > run.target:
                 return "irreducible_tail"
         return "nothing_eligible"
@@ -337,7 +300,7 @@ class Compactor:
         return self._plan_leaf(entries, run) or self._plan_condensed(entries, run, max_depth=None)
 
     def _plan_leaf(self, entries: Sequence[ContextEntry], run: _Run) -> _Plan | None:
-        start = _tail_start(entries, self.config.fresh_tail_count)
+        start = tail_start(entries, self.config.fresh_tail_count, self.config.fresh_tail_max_tokens)
         first = next((i for i in range(start) if entries[i].kind == "message"), None)
         if first is None:
             return None
@@ -351,14 +314,14 @@ class Compactor:
         ):
             tokens += entries[chunk_end].token_count
             chunk_end += 1
-        # Take in the results of the calls the chunk makes (they are outside the tail: see _tail_start).
+        # Take in the results of the calls the chunk makes (they are outside the tail: see tail_start).
         # A call that is never answered (an aborted turn) holds nothing back.
-        pairs = _pairs(entries)
+        answered = pairs(entries)
         extended = True
         while extended:
             extended = False
             for result_index in range(chunk_end, end):
-                if pairs.get(result_index, end) < chunk_end:
+                if answered.get(result_index, end) < chunk_end:
                     chunk_end = result_index + 1
                     extended = True
         sources = tuple(entries[first:chunk_end])

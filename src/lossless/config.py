@@ -114,6 +114,7 @@ SETTINGS: tuple[Setting, ...] = (
     # -- compaction
     Setting("context_threshold", "contextThreshold", "float", 0.75, "Run a full compaction when the context exceeds this share of the token budget.", "compaction", minimum=0.05, maximum=1.0),
     Setting("fresh_tail_count", "freshTailCount", "int", 64, "Number of most recent raw messages that are never compacted and always assembled.", "compaction", minimum=0, maximum=1_000_000),
+    Setting("fresh_tail_max_tokens", "freshTailMaxTokens", "int", None, "Also cap the fresh tail at this many tokens (it always keeps at least the newest message).", "compaction", minimum=1, maximum=100_000_000, optional=True),
     Setting("leaf_min_fanout", "leafMinFanout", "int", 8, "Fewest raw messages a leaf summary is made from.", "compaction", minimum=2, maximum=10_000),
     Setting("condensed_min_fanout", "condensedMinFanout", "int", 4, "Fewest same-depth summaries condensed into one node in normal sweeps.", "compaction", minimum=2, maximum=10_000),
     Setting("condensed_min_fanout_hard", "condensedMinFanoutHard", "int", 2, "Fewest summaries condensed when compacting under budget pressure.", "compaction", minimum=2, maximum=10_000),
@@ -170,6 +171,7 @@ class Config:
     timezone: str | None = None
     context_threshold: float = 0.75
     fresh_tail_count: int = 64
+    fresh_tail_max_tokens: int | None = None
     leaf_min_fanout: int = 8
     condensed_min_fanout: int = 4
     condensed_min_fanout_hard: int = 2

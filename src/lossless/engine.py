@@ -19,33 +19,62 @@ Invariants:
 
 from __future__ import annotations
 
+import logging
 import os
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
 import anyio
 
+from lossless.assembly import AssembledContext, assemble
 from lossless.bootstrap import FileImport, discover_transcripts, import_transcript
 from lossless.compaction import CompactionResult, Compactor, Mode
 from lossless.config import Config, load_config
 from lossless.errors import InputError, NotFoundError
+from lossless.formats import OutputFormat, render_anthropic, render_openai
 from lossless.ingest import prepare_messages
 from lossless.ports import Store, StoreStats, Summarizer
 from lossless.records import Conversation, IngestResult, Message, MessageRecord, Summary, utcnow
 from lossless.sessions import SessionPolicy
 from lossless.tokens import TokenCounter, token_counter_for
 
-__all__ = ["ContextEngine", "EngineInfo", "ImportProgress"]
+__all__ = ["AfterTurnResult", "ContextEngine", "EngineInfo", "ImportProgress", "SpawnHandle"]
+
+log = logging.getLogger("lossless.engine")
 
 VERSION = "0.1.0"
 
 #: Called after each file of an import: (files done, files in all, that file's result or error).
 ImportProgress = Callable[[int, int, FileImport | Exception], Awaitable[None] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class AfterTurnResult:
+    """What ``after_turn`` did.  It never raises: a failure is reported in ``error``."""
+
+    ingest: IngestResult
+    compaction: CompactionResult | None = None
+    context_tokens: int = 0
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class SpawnHandle:
+    """A prepared sub-agent conversation; :meth:`rollback` removes it if the spawn fails."""
+
+    conversation: Conversation
+    mode: Literal["isolated", "fork"]
+    _engine: ContextEngine
+
+    async def rollback(self) -> None:
+        """Undo :meth:`ContextEngine.prepare_subagent_spawn` (only while the child has stored nothing)."""
+        await self._engine.store.discard_conversation(self.conversation.id)
+        self._engine._conversations.clear()
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +94,11 @@ def _local_zone() -> tzinfo:
 def _require_text(value: object, what: str) -> None:
     if not isinstance(value, str) or not value:
         raise InputError(f"{what} must be a non-empty string, got {value!r}")
+
+
+def _require_budget(value: object) -> None:
+    if type(value) is not int or value < 1:
+        raise InputError(f"token_budget must be a positive integer, got {value!r}")
 
 
 class ContextEngine:
@@ -257,6 +291,170 @@ class ContextEngine:
             dropped,
             "heartbeat" if dropped else None,
         )
+
+    # -------------------------------------------------------------- assembly and the turn
+
+    async def _find(self, session_id: str) -> Conversation | None:
+        cached = next((c for (sid, _), c in self._conversations.items() if sid == session_id), None)
+        return cached or await self.store.find_conversation(agent_id=self.config.agent_id, session_id=session_id)
+
+    async def assemble(
+        self,
+        session_id: str,
+        *,
+        token_budget: int,
+        prompt: str | None = None,
+        output: OutputFormat = "openai",
+        messages: Sequence[Message] = (),
+    ) -> AssembledContext:
+        """The messages to send the model now: summaries, then the fresh tail, within ``token_budget``.
+
+        ``prompt`` (the user's new message) switches the budget fill from newest-first to
+        most-relevant-first.  ``messages`` are the host's own messages, passed through unchanged when
+        the engine is disabled (``enabled = false``) or does not know the session yet.
+        """
+        _require_text(session_id, "session_id")
+        _require_budget(token_budget)
+        if output not in ("openai", "anthropic"):
+            raise InputError(f"output must be 'openai' or 'anthropic', got {output!r}")
+        budget = min(token_budget, self.config.max_assembly_token_budget or token_budget)
+        conversation = await self._find(session_id) if self.config.enabled else None
+        if conversation is None:
+            return self._pass_through(messages, output)
+        entries = await self.store.get_context(conversation.id)
+        message_ids = [e.message_id for e in entries if e.message_id is not None]
+        summary_ids = [e.summary_id for e in entries if e.summary_id is not None]
+        records = {m.id: m for m in await self.store.get_messages_by_id(message_ids)}
+        summaries = {s.id: s for s in await self.store.get_summaries(summary_ids)}
+        condensed = [s.id for s in summaries.values() if s.kind == "condensed"]
+        parents = await self.store.get_summary_parents(condensed) if condensed else {}
+        return assemble(
+            entries,
+            records,
+            summaries,
+            parents,
+            budget=budget,
+            fresh_tail_count=self.config.fresh_tail_count,
+            fresh_tail_max_tokens=self.config.fresh_tail_max_tokens,
+            counter=self.tokens,
+            zone=self.zone,
+            prompt=prompt,
+            output=output,
+        )
+
+    def _pass_through(self, messages: Sequence[Message], output: OutputFormat) -> AssembledContext:
+        now = self._clock()
+        records = [
+            MessageRecord(i, 0, i, m.role, m.content, m.parts, self.tokens.count(m.content), m.created_at or now)
+            for i, m in enumerate(messages, 1)
+        ]
+        render = render_openai if output == "openai" else render_anthropic
+        rendered = tuple(chat for record in records for chat in render(record))
+        return AssembledContext(
+            messages=rendered,
+            estimated_tokens=sum(r.token_count for r in records),
+            system_prompt_addition=None,
+            included=(),
+            dropped=(),
+            tail_tokens=0,
+            over_budget=False,
+        )
+
+    async def after_turn(
+        self,
+        session_id: str,
+        messages: Sequence[Message] = (),
+        *,
+        token_budget: int,
+        session_key: str | None = None,
+    ) -> AfterTurnResult:
+        """Store the turn's new messages, then compact if needed.  Never raises (see ``error``).
+
+        Compaction runs only when a trigger fires — so no summarizer call is made below them: a
+        full compaction when the context is over ``context_threshold`` × ``token_budget``, else an
+        incremental leaf pass when ``leaf_chunk_tokens`` of raw history lie outside the fresh tail.
+        """
+        try:
+            ingested = await self.ingest_batch(session_id, list(messages), session_key=session_key)
+        except Exception as exc:
+            log.error("after_turn could not store the turn of %r: %s", session_id, exc, exc_info=exc)
+            return AfterTurnResult(IngestResult(None), error=f"ingest failed: {exc}")
+        if ingested.conversation_id is None:
+            return AfterTurnResult(ingested)
+        try:
+            return await self._maybe_compact(ingested, token_budget)
+        except Exception as exc:
+            log.error("after_turn compaction of %r failed: %s", session_id, exc, exc_info=exc)
+            return AfterTurnResult(ingested, error=f"compaction failed: {exc}")
+
+    async def _maybe_compact(self, ingested: IngestResult, token_budget: int) -> AfterTurnResult:
+        assert ingested.conversation_id is not None
+        conversation_id = ingested.conversation_id
+        entries = await self.store.get_context(conversation_id)
+        tokens = sum(e.token_count for e in entries)
+        if self.config.autocompact_disabled:
+            return AfterTurnResult(ingested, context_tokens=tokens)
+        budget = min(token_budget, self.config.max_assembly_token_budget or token_budget)
+        threshold = int(self.config.context_threshold * budget)
+        compaction: CompactionResult | None = None
+        if tokens > threshold:
+            compaction = await self.compactor.compact(conversation_id, mode="full")
+            if compaction.tokens_after > threshold:
+                compaction = await self.compactor.compact(conversation_id, mode="until_under", target_tokens=threshold)
+        elif self.compactor.needs_leaf_pass(entries):
+            compaction = await self.compactor.compact(conversation_id, mode="incremental")
+        after = compaction.tokens_after if compaction else tokens
+        return AfterTurnResult(ingested, compaction, after)
+
+    # -------------------------------------------------------------- sub-agents
+
+    async def prepare_subagent_spawn(
+        self,
+        parent_session_id: str,
+        child_session_id: str,
+        *,
+        mode: Literal["isolated", "fork"] = "isolated",
+        child_session_key: str | None = None,
+    ) -> SpawnHandle:
+        """Set up a sub-agent's conversation before it starts.
+
+        ``isolated``: an empty conversation, linked to its parent.  ``fork``: the child's context
+        starts with the newest of the parent's context items, up to ``bootstrap_max_tokens`` (they
+        are shared, not copied: expanding them leads to the parent's messages).  Call
+        :meth:`SpawnHandle.rollback` if the spawn then fails.
+        """
+        if mode not in ("isolated", "fork"):
+            raise InputError(f"mode must be 'isolated' or 'fork', got {mode!r}")
+        parent = await self._conversation_for(parent_session_id, None)
+        existing = await self.store.find_conversation(agent_id=self.config.agent_id, session_id=child_session_id)
+        if existing is not None:
+            raise InputError(f"session {child_session_id!r} already exists; a sub-agent needs a new session id")
+        child = await self.store.get_or_create_conversation(
+            agent_id=self.config.agent_id,
+            session_id=child_session_id,
+            session_key=child_session_key,
+            parent_id=parent.id,
+            source="subagent",
+            metadata={"spawn": mode},
+        )
+        if mode == "fork":
+            entries = await self.store.get_context(parent.id)
+            budget = self.config.resolved_bootstrap_max_tokens
+            start = len(entries)
+            used = 0
+            while start > 0 and used + entries[start - 1].token_count <= budget:
+                start -= 1
+                used += entries[start].token_count
+            await self.store.copy_context(child.id, entries[start:])
+        return SpawnHandle(child, mode, self)
+
+    async def on_subagent_ended(self, child_session_id: str) -> None:
+        """A sub-agent finished or was swept: archive its conversation (it stays stored and searchable)."""
+        child = await self.store.find_conversation(agent_id=self.config.agent_id, session_id=child_session_id)
+        if child is None:
+            raise NotFoundError("conversation", child_session_id, "the sub-agent was never prepared or stored")
+        await self.store.archive_conversation(child.id)
+        self._conversations.clear()
 
     # -------------------------------------------------------------- compaction
 

@@ -144,6 +144,14 @@ class Store(Protocol):
         """``{conversation id: (message count, token total)}`` for the given conversations."""
         ...
 
+    async def archive_conversation(self, conversation_id: int) -> None:
+        """Mark a conversation inactive (it stays stored and searchable)."""
+        ...
+
+    async def discard_conversation(self, conversation_id: int) -> None:
+        """Remove a conversation that has no messages of its own (an abandoned spawn); else InputError."""
+        ...
+
     # -- messages
 
     async def append_messages(self, conversation_id: int, messages: Sequence[PreparedMessage]) -> AppendResult:
@@ -181,6 +189,10 @@ class Store(Protocol):
         """The context items with their sizes, times and tool-call ids, by ordinal; no message text is read."""
         ...
 
+    async def copy_context(self, conversation_id: int, entries: Sequence[ContextEntry]) -> None:
+        """Append context items pointing at ``entries``' messages/summaries (a forked sub-agent's start)."""
+        ...
+
     # -- the summary DAG
 
     async def replace_with_summary(self, summary: Summary, sources: Sequence[ContextEntry]) -> None:
@@ -201,6 +213,10 @@ class Store(Protocol):
 
     async def list_summaries(self, conversation_id: int) -> list[Summary]:
         """All summaries of a conversation, oldest first."""
+        ...
+
+    async def get_summary_parents(self, summary_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        """For each condensed summary among ``summary_ids``, the summaries it was made from, in order."""
         ...
 
     async def get_lineage(self, conversation_id: int) -> dict[str, tuple[int | str, ...]]:

@@ -258,6 +258,29 @@ class SQLiteStore:
 
         return await self._db.read(run)
 
+    async def archive_conversation(self, conversation_id: int) -> None:
+        def run(conn: sqlite3.Connection) -> None:
+            now = format_timestamp(utcnow())
+            conn.execute(
+                "UPDATE conversations SET active = 0, archived_at = coalesce(archived_at, ?), updated_at = ? "
+                "WHERE conversation_id = ?",
+                (now, now, conversation_id),
+            )
+
+        await self._db.write(run)
+
+    async def discard_conversation(self, conversation_id: int) -> None:
+        def run(conn: sqlite3.Connection) -> None:
+            if conn.execute("SELECT 1 FROM messages WHERE conversation_id = ? LIMIT 1", (conversation_id,)).fetchone():
+                raise InputError(f"conversation {conversation_id} has messages of its own and is not discarded")
+            if conn.execute("SELECT 1 FROM summaries WHERE conversation_id = ? LIMIT 1", (conversation_id,)).fetchone():
+                raise InputError(f"conversation {conversation_id} has summaries of its own and is not discarded")
+            conn.execute("DELETE FROM context_items WHERE conversation_id = ?", (conversation_id,))
+            conn.execute("DELETE FROM conversation_bootstrap_state WHERE conversation_id = ?", (conversation_id,))
+            conn.execute("DELETE FROM conversations WHERE conversation_id = ?", (conversation_id,))
+
+        await self._db.write(run)
+
     # ------------------------------------------------------------ messages
 
     async def append_messages(self, conversation_id: int, messages: Sequence[PreparedMessage]) -> AppendResult:
@@ -379,6 +402,22 @@ class SQLiteStore:
 
         return await self._db.read(run)
 
+    async def copy_context(self, conversation_id: int, entries: Sequence[ContextEntry]) -> None:
+        def run(conn: sqlite3.Connection) -> None:
+            start = conn.execute(
+                "SELECT coalesce(max(ordinal), 0) + 1 FROM context_items WHERE conversation_id = ?",
+                (conversation_id,),
+            ).fetchone()[0]
+            now = format_timestamp(utcnow())
+            conn.executemany(
+                "INSERT INTO context_items (conversation_id, ordinal, item_type, message_id, summary_id, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [(conversation_id, start + i, e.kind, e.message_id, e.summary_id, now) for i, e in enumerate(entries)],
+            )
+
+        if entries:
+            await self._db.write(run)
+
     # ------------------------------------------------------------ the summary DAG
 
     async def replace_with_summary(self, summary: Summary, sources: Sequence[ContextEntry]) -> None:
@@ -408,6 +447,22 @@ class SQLiteStore:
                 (conversation_id,),
             ).fetchall()
             return [_summary(r) for r in rows]
+
+        return await self._db.read(run)
+
+    async def get_summary_parents(self, summary_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        ids = list(dict.fromkeys(summary_ids))
+
+        def run(conn: sqlite3.Connection) -> dict[str, tuple[str, ...]]:
+            parents: dict[str, list[str]] = {}
+            for chunk in _chunks(ids):
+                for summary_id, parent in conn.execute(
+                    "SELECT summary_id, parent_summary_id FROM summary_parents "
+                    f"WHERE summary_id IN ({','.join('?' * len(chunk))}) ORDER BY summary_id, ordinal",
+                    tuple(chunk),
+                ):
+                    parents.setdefault(summary_id, []).append(parent)
+            return {k: tuple(v) for k, v in parents.items()}
 
         return await self._db.read(run)
 
