@@ -67,7 +67,9 @@ def test_readme_python_quickstart_runs(tmp_path: Path) -> None:
     assert "claude-code" in done.stdout and "new messages" in done.stdout
 
 
-@pytest.mark.parametrize("doc", ["storage.md", "transcripts.md", "cli.md", "configuration.md", "benchmarks.md"])
+@pytest.mark.parametrize(
+    "doc", ["storage.md", "transcripts.md", "cli.md", "configuration.md", "benchmarks.md", "summarizers.md"]
+)
 def test_docs_linked_from_the_readme_exist(doc: str) -> None:
     assert f"docs/{doc}" in README
     assert (ROOT / "docs" / doc).is_file()
