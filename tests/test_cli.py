@@ -118,6 +118,16 @@ def test_config_show(db: str) -> None:
     assert data["database_url"]["source"] == "argument"
 
 
+def test_config_show_never_prints_a_secret(db: str) -> None:
+    secret = "sk-cli-secret-0123456789"
+    env = {"LCM_SUMMARY_API_KEY": secret, "OPENAI_API_KEY": secret + "-env"}
+    table = run("config", "show", db=db, env=env)
+    assert table.exit_code == 0 and "summary_api_key" in table.output and "redacted" in table.output
+    shown = run("config", "show", "--json", db=db, env=env).stdout
+    assert secret not in table.output and secret not in shown
+    assert json.loads(shown)["summary_api_key"]["value"] == f"sk-c…(redacted, {len(secret)} chars)"
+
+
 def test_agent_option_scopes_what_is_visible(db: str) -> None:
     run("--agent", "alice", "import", str(FIXTURES / "pi" / "session.jsonl"), db=db)
     assert json.loads(run("--agent", "bob", "conversations", "--json", db=db).stdout) == []

@@ -34,6 +34,7 @@ def settings(**overrides: object) -> dict[str, object]:
         "condensed_min_fanout_hard": 2,
         "incremental_max_depth": 1,
         "summary_timeout_ms": 500,
+        "summary_max_attempts": 1,
     }
     base.update(overrides)
     return base

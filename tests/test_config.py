@@ -6,12 +6,20 @@ from pathlib import Path
 
 import pytest
 
-from lossless.config import SETTINGS, Config, load_config
+from lossless.config import (
+    SETTINGS,
+    Config,
+    Credential,
+    default_key_file,
+    load_config,
+    resolve_api_key,
+    resolve_base_url,
+)
 from lossless.errors import ConfigError
 
 
 def test_settings_table_and_config_fields_match() -> None:
-    fields = [f for f in Config.__dataclass_fields__ if f != "sources"]
+    fields = [f for f in Config.__dataclass_fields__ if f not in ("sources", "provider_environment")]
     assert [s.name for s in SETTINGS] == fields
     for setting in SETTINGS:
         assert getattr(Config(), setting.name) == setting.default, setting.name
@@ -163,3 +171,82 @@ def test_every_reference_key_is_a_setting() -> None:
     keys = {s.key for s in SETTINGS}
     assert [k for k in SPEC_KEYS if k not in keys] == []
     assert {"databaseUrl", "dataDir", "agentId"} <= keys
+
+
+# ---------------------------------------------------------------- secrets and provider credentials
+
+SECRET = "sk-test-0123456789abcdef0123456789"
+
+
+def test_secrets_are_never_shown() -> None:
+    config = load_config({"summary_api_key": SECRET}, env={"ANTHROPIC_API_KEY": SECRET + "-env"})
+    assert [s.name for s in SETTINGS if s.secret] == ["summary_api_key"]
+    assert SECRET not in repr(config) and SECRET not in str(config)
+    assert f"summary_api_key='sk-t…(redacted, {len(SECRET)} chars)'" in repr(config)
+    assert "provider_environment=[ANTHROPIC_API_KEY]" in repr(config)
+    assert SECRET not in str(config.as_dict())
+    assert config.as_dict(reveal_secrets=True)["summary_api_key"] == SECRET
+    credential = resolve_api_key(config, "openai")
+    assert credential is not None and credential.value == SECRET
+    assert SECRET not in repr(credential) and SECRET not in str(credential)
+    assert config.replace(fresh_tail_count=3).provider_environment == {"ANTHROPIC_API_KEY": SECRET + "-env"}
+
+
+def test_only_the_known_provider_variables_are_captured() -> None:
+    config = load_config(env={"OPENAI_API_KEY": " k1 ", "OPENAI_ORG_ID": "org", "ANTHROPIC_BASE_URL": "", "HOME": "/"})
+    assert dict(config.provider_environment) == {"OPENAI_API_KEY": "k1"}
+
+
+def test_api_key_order_setting_then_provider_variable_then_key_file(tmp_path: Path) -> None:
+    key_file = tmp_path / "key.txt"
+    key_file.write_text("\n  from-file  \nsecond line\n")
+    env = {"OPENAI_API_KEY": "from-env", "LCM_SUMMARY_API_KEY_FILE": str(key_file)}
+    full = load_config(env={**env, "LCM_SUMMARY_API_KEY": "from-setting"})
+    assert resolve_api_key(full, "openai") == Credential("from-setting", "env:LCM_SUMMARY_API_KEY")
+    no_setting = load_config(env=env)
+    assert resolve_api_key(no_setting, "openai") == Credential("from-env", "env:OPENAI_API_KEY")
+    # ANTHROPIC_API_KEY is not set, so the anthropic provider falls through to the key file.
+    assert resolve_api_key(no_setting, "anthropic") == Credential("from-file", f"key file {key_file}")
+
+
+def test_default_key_file_is_used_only_when_present() -> None:
+    config = load_config(env={})
+    assert resolve_api_key(config, "anthropic") is None
+    path = default_key_file("anthropic")
+    assert path.name == "anthropic.key" and path.parent.name == "lossless"
+    path.parent.mkdir(parents=True)
+    path.write_text("sk-ant-default\n")
+    credential = resolve_api_key(config, "anthropic")
+    assert credential is not None and credential.value == "sk-ant-default"
+
+
+@pytest.mark.parametrize(("content", "message"), [(None, "does not exist"), ("", "is empty"), ("\n \n", "is empty")])
+def test_a_named_key_file_must_hold_a_key(tmp_path: Path, content: str | None, message: str) -> None:
+    path = tmp_path / "openai.key"
+    if content is not None:
+        path.write_text(content)
+    config = load_config({"summary_api_key_file": str(path)}, env={})
+    with pytest.raises(ConfigError, match=message) as caught:
+        resolve_api_key(config, "openai")
+    assert caught.value.setting == "summary_api_key_file"
+
+
+def test_base_url_order_and_validation() -> None:
+    assert resolve_base_url(load_config(env={}), "openai") is None
+    env = {"OPENAI_BASE_URL": "http://localhost:11434/v1"}
+    assert resolve_base_url(load_config(env=env), "openai") == "http://localhost:11434/v1"
+    assert resolve_base_url(load_config(env=env), "anthropic") is None
+    chosen = load_config({"summary_base_url": "http://127.0.0.1:8000/v1"}, env=env)
+    assert resolve_base_url(chosen, "openai") == "http://127.0.0.1:8000/v1"
+    with pytest.raises(ConfigError, match="summary_base_url"):
+        load_config({"summary_base_url": "localhost:8000"}, env={})
+    with pytest.raises(ConfigError, match="OPENAI_BASE_URL = 'ftp://x' is not an http"):
+        resolve_base_url(load_config(env={"OPENAI_BASE_URL": "ftp://x"}), "openai")
+    with pytest.raises(ConfigError, match="use one of openai, anthropic"):
+        resolve_base_url(Config(), "mistral")
+
+
+def test_spend_guard_defaults() -> None:
+    config = load_config(env={})
+    assert (config.summary_call_window_ms, config.summary_max_calls_per_window) == (600_000, 24)
+    assert config.summary_spend_backoff_ms == 1_800_000 and config.summary_max_attempts == 3

@@ -68,7 +68,8 @@ def test_readme_python_quickstart_runs(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "doc", ["storage.md", "transcripts.md", "cli.md", "configuration.md", "benchmarks.md", "compaction.md"]
+    "doc",
+    ["storage.md", "transcripts.md", "cli.md", "configuration.md", "benchmarks.md", "compaction.md", "summarizers.md"],
 )
 def test_docs_linked_from_the_readme_exist(doc: str) -> None:
     assert f"docs/{doc}" in README

@@ -379,6 +379,7 @@ class Compactor:
         base = self.config.leaf_target_tokens if plan.kind == "leaf" else self.config.condensed_target_tokens
         target = compression_target(base, plan.tokens)
         reasons: list[str] = []
+        deadline_s = self.config.summary_timeout_ms / 1000 * self.config.summary_max_attempts
         attempts: tuple[tuple[SummaryPolicy, int], ...] = (("normal", target), ("aggressive", max(64, target * 3 // 5)))
         for policy, policy_target in attempts:
             request = SummaryRequest(
@@ -394,7 +395,9 @@ class Compactor:
                 latest_at=latest,
             )
             try:
-                with anyio.fail_after(self.config.summary_timeout_ms / 1000):
+                # A guarded summarizer times out and retries each call itself; this outer deadline
+                # only stops one that never answers, whoever built it.
+                with anyio.fail_after(deadline_s):
                     answer = await self.summarizer.summarize(request)
             except ProviderUnavailable as exc:
                 if not run.pressure:
@@ -402,7 +405,7 @@ class Compactor:
                 reasons.append(f"{policy}: {exc}")
                 break
             except TimeoutError:
-                reasons.append(f"{policy}: no answer within {self.config.summary_timeout_ms} ms")
+                reasons.append(f"{policy}: no answer within {deadline_s * 1000:.0f} ms")
                 continue
             except Exception as exc:
                 reasons.append(f"{policy}: {type(exc).__name__}: {exc}"[:300])

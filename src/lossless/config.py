@@ -11,8 +11,14 @@ Invariants:
   value came from.
 * Invalid values fail fast, in :func:`load_config`, with a :class:`ConfigError`
   naming the setting, where it came from, the value, and what is allowed.
-* This module is the only place that reads ``os.environ`` or the config file.
-  Everything else receives a :class:`Config`.
+* This module is the only place that reads ``os.environ``, the config file or
+  a provider key file.  Everything else receives a :class:`Config`.  The few
+  provider variables that are not ``LCM_*`` (:data:`PROVIDER_ENV_VARS`, such as
+  ``OPENAI_API_KEY``) are captured once, by :func:`load_config`, into
+  :attr:`Config.provider_environment`.
+* Secrets (settings marked ``secret``, and the captured provider variables) are
+  never shown: ``repr(config)``, :meth:`Config.as_dict` and ``lcm config show``
+  redact them, and :class:`Credential` redacts its value in ``repr``.
 """
 
 from __future__ import annotations
@@ -30,9 +36,21 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import platformdirs
 
-from lossless.errors import ConfigError
+from lossless.errors import ConfigError, redact
 
-__all__ = ["SETTINGS", "Config", "Setting", "default_config_file", "load_config", "settings_markdown"]
+__all__ = [
+    "PROVIDER_ENV_VARS",
+    "SETTINGS",
+    "Config",
+    "Credential",
+    "Setting",
+    "default_config_file",
+    "default_key_file",
+    "load_config",
+    "resolve_api_key",
+    "resolve_base_url",
+    "settings_markdown",
+]
 
 Kind = Literal["int", "float", "bool", "str", "list", "choice", "path", "timezone"]
 
@@ -56,6 +74,8 @@ class Setting:
     pattern: str | None = None
     #: Overrides the generated description of the allowed values.
     allowed: str | None = None
+    #: A credential: never shown (``repr``, ``as_dict``, ``lcm config show``).
+    secret: bool = False
 
     @property
     def env(self) -> str:
@@ -79,6 +99,8 @@ class Setting:
             return "an IANA time zone name such as 'Europe/Paris' or 'UTC'"
         if self.kind == "path":
             return "a file system path"
+        if self.secret:
+            return "text (a secret: never shown)"
         if self.pattern:
             return f"text matching {self.pattern}"
         return "text"
@@ -142,11 +164,26 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("summary_timeout_ms", "summaryTimeoutMs", "int", 60_000, "Deadline for one summarizer call.", "providers", minimum=100, maximum=_MS_DAY),
     Setting("circuit_breaker_threshold", "circuitBreakerThreshold", "int", 5, "Consecutive authentication failures that stop summarizer calls for a while.", "providers", minimum=1, maximum=1000),
     Setting("circuit_breaker_cooldown_ms", "circuitBreakerCooldownMs", "int", 1_800_000, "How long the summarizer stays off after the circuit breaker trips.", "providers", minimum=0, maximum=7 * _MS_DAY),
+    Setting("summary_api_key", "summaryApiKey", "str", "", "API key of the summarizer provider; wins over OPENAI_API_KEY / ANTHROPIC_API_KEY and the key file (see docs/summarizers.md).", "providers", secret=True),
+    Setting("summary_api_key_file", "summaryApiKeyFile", "path", None, "File holding the summarizer's API key, used when no key is set otherwise (default: openai.key or anthropic.key in the config directory, if present).", "providers", optional=True),
+    Setting("summary_base_url", "summaryBaseUrl", "str", "", "Base URL of the provider's API, for OpenAI-compatible servers (Ollama, vLLM, llama.cpp, LM Studio) or proxies; empty: OPENAI_BASE_URL / ANTHROPIC_BASE_URL, else the provider's own.", "providers", pattern=r"^(https?://\S+)?$", allowed="empty, or an http:// or https:// URL"),
+    Setting("summary_max_attempts", "summaryMaxAttempts", "int", 3, "Attempts per summary when the provider fails in a way worth retrying (timeout, 408/409/429, 5xx, connection error).", "providers", minimum=1, maximum=10),
+    Setting("summary_call_window_ms", "summaryCallWindowMs", "int", 600_000, "Window of the per-conversation spend guard.", "providers", minimum=1000, maximum=_MS_DAY),
+    Setting("summary_max_calls_per_window", "summaryMaxCallsPerWindow", "int", 24, "Most summarizer calls one conversation may make within a window before its calls pause.", "providers", minimum=1, maximum=1_000_000),
+    Setting("summary_spend_backoff_ms", "summarySpendBackoffMs", "int", 1_800_000, "How long a conversation's summarizer calls pause once it reaches the spend limit; they always resume after this.", "providers", minimum=0, maximum=7 * _MS_DAY),
 )
 # fmt: on
 
 _BY_NAME = {s.name: s for s in SETTINGS}
 _BY_KEY = {s.key: s for s in SETTINGS}
+
+#: Provider variables outside the ``LCM_*`` family that :func:`load_config` captures.
+PROVIDER_ENV_VARS: tuple[str, ...] = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
+#: The key and base-URL variables of each provider.
+_PROVIDER_VARS: dict[str, tuple[str, str]] = {
+    "openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+    "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,8 +235,22 @@ class Config:
     summary_timeout_ms: int = 60_000
     circuit_breaker_threshold: int = 5
     circuit_breaker_cooldown_ms: int = 1_800_000
+    summary_api_key: str = ""
+    summary_api_key_file: Path | None = None
+    summary_base_url: str = ""
+    summary_max_attempts: int = 3
+    summary_call_window_ms: int = 600_000
+    summary_max_calls_per_window: int = 24
+    summary_spend_backoff_ms: int = 1_800_000
     #: Where each value came from: "default", "file:<path>", "env:<NAME>" or "argument".
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+    #: The :data:`PROVIDER_ENV_VARS` that were set when the config was loaded (may hold keys).
+    provider_environment: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{s.name}={_shown_value(s, getattr(self, s.name))!r}" for s in SETTINGS)
+        env = ", ".join(sorted(self.provider_environment))
+        return f"Config({shown}, provider_environment=[{env}])"
 
     # -- derived values
 
@@ -235,17 +286,29 @@ class Config:
         _check_relations(config)
         return config
 
-    def as_dict(self) -> dict[str, Any]:
-        """Every setting's value, JSON-friendly (paths as strings, tuples as lists)."""
+    def as_dict(self, *, reveal_secrets: bool = False) -> dict[str, Any]:
+        """Every setting's value, JSON-friendly (paths as strings, tuples as lists).
+
+        Secret settings are redacted unless ``reveal_secrets`` is true.
+        """
         out: dict[str, Any] = {}
         for setting in SETTINGS:
             value = getattr(self, setting.name)
+            if not reveal_secrets:
+                value = _shown_value(setting, value)
             if isinstance(value, Path):
                 value = str(value)
             elif isinstance(value, tuple):
                 value = list(value)
             out[setting.name] = value
         return out
+
+
+def _shown_value(setting: Setting, value: Any) -> Any:
+    """``value`` as it may be displayed: secrets are redacted, empty ones stay empty."""
+    if setting.secret and isinstance(value, str) and value:
+        return redact(value)
+    return value
 
 
 # ----------------------------------------------------------------- parsing
@@ -440,10 +503,97 @@ def load_config(
             take(name, raw, "argument")
     for setting in SETTINGS:
         sources.setdefault(setting.name, "default")
+    captured = {name: environ[name].strip() for name in PROVIDER_ENV_VARS if environ.get(name, "").strip()}
 
-    config = Config(**values, sources=sources)
+    config = Config(**values, sources=sources, provider_environment=captured)
     _check_relations(config)
     return config
+
+
+# ----------------------------------------------------------------- provider credentials
+
+
+@dataclass(frozen=True, slots=True)
+class Credential:
+    """An API key and where it came from; ``repr`` never shows the key."""
+
+    value: str
+    #: "argument", "env:LCM_SUMMARY_API_KEY", "file:<config file>", "env:OPENAI_API_KEY" or "key file <path>".
+    source: str
+
+    def __repr__(self) -> str:
+        return f"Credential({redact(self.value)!r}, source={self.source!r})"
+
+    __str__ = __repr__
+
+
+def default_key_file(provider: str) -> Path:
+    """``<provider>.key`` in the per-user config directory (it need not exist)."""
+    return default_config_file().parent / f"{provider}.key"
+
+
+def _provider_vars(provider: str) -> tuple[str, str]:
+    try:
+        return _PROVIDER_VARS[provider]
+    except KeyError:
+        raise ConfigError(
+            f"no credentials are known for provider {provider!r}: use one of {', '.join(_PROVIDER_VARS)}",
+            setting="summary_provider",
+        ) from None
+
+
+def resolve_api_key(config: Config, provider: str) -> Credential | None:
+    """The API key for ``provider`` (``openai`` or ``anthropic``), or None when there is none.
+
+    The order, first found wins:
+
+    1. the ``summary_api_key`` setting (argument, ``LCM_SUMMARY_API_KEY`` or the config file);
+    2. the provider's own variable, ``OPENAI_API_KEY`` or ``ANTHROPIC_API_KEY``, as captured
+       by :func:`load_config`;
+    3. the key file: ``summary_api_key_file`` when set (it must then be readable), else
+       ``<provider>.key`` in the config directory when it exists.  The first non-empty line
+       is the key.
+    """
+    key_var, _ = _provider_vars(provider)
+    if config.summary_api_key.strip():
+        return Credential(config.summary_api_key.strip(), config.sources.get("summary_api_key", "argument"))
+    if config.provider_environment.get(key_var, "").strip():
+        return Credential(config.provider_environment[key_var].strip(), f"env:{key_var}")
+    path = config.summary_api_key_file
+    required = path is not None
+    path = path if path is not None else default_key_file(provider)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if not required:
+            return None
+        raise ConfigError(
+            f"summary_api_key_file = {str(path)!r} does not exist: create it with the key on its first line, "
+            "or unset summary_api_key_file",
+            setting="summary_api_key_file",
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(
+            f"cannot read the API key file {str(path)!r} ({type(exc).__name__}): check its permissions",
+            setting="summary_api_key_file",
+        ) from None
+    key = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    if not key:
+        raise ConfigError(
+            f"the API key file {str(path)!r} is empty: write the key on its first line", setting="summary_api_key_file"
+        )
+    return Credential(key, f"key file {path}")
+
+
+def resolve_base_url(config: Config, provider: str) -> str | None:
+    """``summary_base_url``, else ``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL``, else None (the provider's own)."""
+    _, url_var = _provider_vars(provider)
+    if config.summary_base_url:
+        return config.summary_base_url
+    url = config.provider_environment.get(url_var, "").strip()
+    if url and not re.match(r"^https?://\S+$", url):
+        raise ConfigError(f"{url_var} = {url!r} is not an http:// or https:// URL: fix or unset it", setting=None)
+    return url or None
 
 
 def _is_zone(name: str) -> bool:
@@ -460,6 +610,8 @@ def _default_text(setting: Setting) -> str:
         "data_dir": "per-user data dir",
         "bootstrap_max_tokens": "max(6000, 0.3 × leaf_chunk_tokens)",
         "timezone": "TZ, else system",
+        "summary_api_key_file": "<config dir>/<provider>.key",
+        "summary_base_url": "the provider's own",
     }
     if setting.name in derived:
         return derived[setting.name]

@@ -86,6 +86,7 @@ def test_compaction_terminates_and_keeps_every_message_once(
             condensed_min_fanout=fanout,
             condensed_min_fanout_hard=2,
             summary_timeout_ms=100,
+            summary_max_attempts=1,
         ) as engine:
             session = f"s{next(_sessions)}"
             await engine.ingest("seed-" + session, Message.user("x"))

@@ -1,30 +1,112 @@
-"""Model providers: summarizers (and later embedders and rerankers), reached through factories.
+"""Model providers, reached only through :func:`summarizer_for`.
 
-:func:`summarizer_for` picks the summarizer named by the ``summary_provider``
-setting and imports it lazily, so an SDK that is not installed only matters to
-whoever selects it.
+``summarizer_for(config)`` picks the summarizer named by ``summary_provider``
+and wraps it in a :class:`~lossless.providers.guards.GuardedSummarizer`:
+
+* ``""`` or ``"offline"`` — the built-in offline summarizer (no network, no key);
+* ``"openai"`` — any OpenAI-compatible chat-completions API (the ``openai`` extra);
+* ``"anthropic"`` — Anthropic's messages API (the ``anthropic`` extra).
+
+Invariants:
+
+* Provider modules and their SDKs are imported lazily, inside the factory, so
+  ``import lossless`` never loads an SDK; a missing SDK raises
+  :class:`~lossless.errors.MissingDependencyError` naming the extra to install.
+* Configuration problems are found here, before any call: an unknown provider,
+  a missing model, or a missing key is a :class:`~lossless.errors.ConfigError`
+  that says what to set.  Credentials come from :mod:`lossless.config`
+  (:func:`~lossless.config.resolve_api_key`), never from the environment directly.
+* Whatever the provider, the result is guarded (timeouts, retries, circuit
+  breaker; the spend guard only for providers that cost money).
 """
 
 from __future__ import annotations
 
-from lossless.config import Config
-from lossless.errors import ConfigError
-from lossless.ports import Summarizer
+import difflib
+from typing import TYPE_CHECKING
+
+from lossless.config import Config, default_key_file, resolve_api_key, resolve_base_url
+from lossless.errors import ConfigError, MissingDependencyError
+from lossless.providers.guards import GuardedSummarizer, GuardPolicy
+from lossless.providers.offline import OfflineSummarizer
 from lossless.tokens import TokenCounter
 
-__all__ = ["SUMMARY_PROVIDERS", "summarizer_for"]
+if TYPE_CHECKING:
+    from lossless.providers.anthropic import AnthropicSummarizer
+    from lossless.providers.openai import OpenAISummarizer
 
-SUMMARY_PROVIDERS = ("offline",)
+__all__ = ["SUMMARY_PROVIDERS", "GuardPolicy", "GuardedSummarizer", "summarizer_for"]
+
+#: The values ``summary_provider`` accepts (the empty string also means offline).
+SUMMARY_PROVIDERS = ("offline", "openai", "anthropic")
+
+_KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 
 
-def summarizer_for(config: Config, counter: TokenCounter) -> Summarizer:
-    """The summarizer the configuration asks for (``""`` means the built-in offline one)."""
-    provider = config.summary_provider.strip().lower()
-    if provider in ("", "offline"):
-        from lossless.providers.offline import OfflineSummarizer
+def summarizer_for(config: Config, counter: TokenCounter | None = None) -> GuardedSummarizer:
+    """The guarded summarizer that ``config`` selects (see the module docstring).
 
-        return OfflineSummarizer(counter)
-    raise ConfigError(
-        f"summary_provider {config.summary_provider!r} is not available: use one of {', '.join(SUMMARY_PROVIDERS)}",
-        setting="summary_provider",
+    ``counter`` is the token counter the offline summarizer measures its output with (the engine
+    passes its own, so summaries fit the targets it judges them by).
+    """
+    name = config.summary_provider.strip().lower() or "offline"
+    if name == "offline":
+        return GuardedSummarizer(OfflineSummarizer(counter), GuardPolicy.from_config(config, spend_guard=False))
+    if name not in SUMMARY_PROVIDERS:
+        hint = difflib.get_close_matches(name, SUMMARY_PROVIDERS, n=1)
+        suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
+        raise ConfigError(
+            f"summary_provider = {config.summary_provider!r} is not a summarizer provider{suggestion}: "
+            f"use one of {', '.join(SUMMARY_PROVIDERS)} (empty means offline)",
+            setting="summary_provider",
+        )
+    model = config.summary_model.strip()
+    if not model:
+        raise ConfigError(
+            f"summary_provider = {name!r} needs a model: set summary_model (LCM_SUMMARY_MODEL) to the model "
+            "name your provider or server uses",
+            setting="summary_model",
+        )
+    base_url = resolve_base_url(config, name)
+    credential = resolve_api_key(config, name)
+    if credential is None and base_url is None:
+        raise ConfigError(
+            f"summary_provider = {name!r} needs an API key: set {_KEY_VARIABLES[name]} or summary_api_key "
+            f"(LCM_SUMMARY_API_KEY), or write the key into {default_key_file(name)} (or the file named by "
+            "summary_api_key_file); a local server that needs no key only needs summary_base_url",
+            setting="summary_api_key",
+        )
+    factory = _openai() if name == "openai" else _anthropic()
+    inner = factory(
+        model,
+        api_key=credential.value if credential else None,
+        base_url=base_url,
+        timeout_s=config.summary_timeout_ms / 1000,
+        overage_factor=config.summary_max_overage_factor,
+        key_source=credential.source if credential else "nowhere (no key is set)",
     )
+    return GuardedSummarizer(inner, GuardPolicy.from_config(config))
+
+
+def _openai() -> type[OpenAISummarizer]:
+    try:
+        from lossless.providers.openai import OpenAISummarizer
+    except ModuleNotFoundError as exc:
+        _raise_missing_extra(exc, "openai")
+        raise
+    return OpenAISummarizer
+
+
+def _anthropic() -> type[AnthropicSummarizer]:
+    try:
+        from lossless.providers.anthropic import AnthropicSummarizer
+    except ModuleNotFoundError as exc:
+        _raise_missing_extra(exc, "anthropic")
+        raise
+    return AnthropicSummarizer
+
+
+def _raise_missing_extra(exc: ModuleNotFoundError, extra: str) -> None:
+    """Turn a missing SDK (not a missing module of ours) into the error that names the extra."""
+    if not (exc.name or "").startswith("lossless"):
+        raise MissingDependencyError(f"the {extra} summarizer", extra, exc.name or extra) from exc

@@ -1,0 +1,125 @@
+"""summarizer_for(): provider selection, credential order, clear configuration errors, lazy SDK imports."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lossless.config import Config, default_key_file, load_config
+from lossless.errors import ConfigError, MissingDependencyError, ProviderAuthError
+from lossless.providers import SUMMARY_PROVIDERS, GuardedSummarizer, summarizer_for
+from lossless.providers.anthropic import AnthropicSummarizer
+from lossless.providers.offline import OfflineSummarizer
+from lossless.providers.openai import OpenAISummarizer
+from lossless.testing import StubProviderServer, StubReply
+
+from .conftest import leaf_request
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.mark.parametrize("name", ["", "offline", " Offline "])
+async def test_offline_by_default_guarded_without_a_spend_limit(name: str) -> None:
+    summarizer = summarizer_for(Config(summary_provider=name))
+    assert isinstance(summarizer, GuardedSummarizer) and isinstance(summarizer.inner, OfflineSummarizer)
+    assert summarizer.provider == "offline" and summarizer.policy.spend_max_calls is None
+    assert (await summarizer.summarize(leaf_request())).text
+
+
+def test_openai_and_anthropic_are_guarded_with_the_configured_limits() -> None:
+    for name, cls in (("openai", OpenAISummarizer), ("Anthropic", AnthropicSummarizer)):
+        config = Config(
+            summary_provider=name,
+            summary_model="some-model",
+            summary_api_key="sk-x",
+            summary_timeout_ms=1500,
+            summary_max_calls_per_window=5,
+        )
+        summarizer = summarizer_for(config)
+        assert isinstance(summarizer.inner, cls) and summarizer.model == "some-model"
+        assert summarizer.provider == name.lower()
+        assert summarizer.policy.timeout_s == 1.5 and summarizer.policy.spend_max_calls == 5
+
+
+def test_an_unknown_provider_lists_the_valid_ones() -> None:
+    with pytest.raises(
+        ConfigError, match=r"'opnai' is not a summarizer provider \(did you mean 'openai'\?\)"
+    ) as caught:
+        summarizer_for(Config(summary_provider="opnai"))
+    assert all(name in str(caught.value) for name in SUMMARY_PROVIDERS)
+    assert caught.value.setting == "summary_provider"
+
+
+def test_a_provider_without_a_model_says_what_to_set() -> None:
+    with pytest.raises(ConfigError, match=r"needs a model: set summary_model \(LCM_SUMMARY_MODEL\)") as caught:
+        summarizer_for(Config(summary_provider="openai", summary_api_key="sk-x"))
+    assert caught.value.setting == "summary_model"
+
+
+@pytest.mark.parametrize(("provider", "variable"), [("openai", "OPENAI_API_KEY"), ("anthropic", "ANTHROPIC_API_KEY")])
+def test_a_missing_key_says_which_variable_setting_or_file_to_use(provider: str, variable: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        summarizer_for(load_config({"summary_provider": provider, "summary_model": "m"}, env={}))
+    message = str(caught.value)
+    assert variable in message and "summary_api_key (LCM_SUMMARY_API_KEY)" in message
+    assert str(default_key_file(provider)) in message and "summary_base_url" in message
+    assert caught.value.setting == "summary_api_key"
+
+
+async def test_a_keyless_local_server_needs_only_a_base_url(stub: StubProviderServer) -> None:
+    config = load_config(
+        {"summary_provider": "openai", "summary_model": "llama3.1"}, env={"OPENAI_BASE_URL": stub.openai_base_url}
+    )
+    await summarizer_for(config).summarize(leaf_request())
+    assert stub.requests[0].model == "llama3.1" and stub.requests[0].path == "/v1/chat/completions"
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+async def test_credential_order_setting_then_variable_then_key_file(
+    provider: str, stub: StubProviderServer, tmp_path: Path
+) -> None:
+    key_file = tmp_path / "key"
+    key_file.write_text("key-from-file\n")
+    base_url = stub.openai_base_url if provider == "openai" else stub.anthropic_base_url
+    variable = f"{provider.upper()}_API_KEY"
+    settings = {"summary_provider": provider, "summary_model": "m", "summary_base_url": base_url}
+
+    cases = [
+        ({variable: "key-from-env"}, {"summary_api_key": "key-from-setting"}, "key-from-setting"),
+        ({variable: "key-from-env"}, {}, "key-from-env"),
+        ({}, {}, "key-from-file"),
+    ]
+    for env, more, expected in cases:
+        config = load_config({**settings, **more}, env={"LCM_SUMMARY_API_KEY_FILE": str(key_file), **env})
+        await summarizer_for(config).summarize(leaf_request())
+        assert stub.requests[-1].api_key == expected
+
+
+async def test_a_refused_key_names_where_it_came_from(stub: StubProviderServer, tmp_path: Path) -> None:
+    stub.script(StubReply.error(401, "invalid key {api_key}"))
+    config = load_config(
+        {"summary_provider": "openai", "summary_model": "m", "summary_base_url": stub.openai_base_url},
+        env={"OPENAI_API_KEY": "sk-live-0123456789abcdef"},
+    )
+    with pytest.raises(ProviderAuthError, match="the key came from env:OPENAI_API_KEY") as caught:
+        await summarizer_for(config).summarize(leaf_request())
+    assert "sk-live-0123456789abcdef" not in str(caught.value)
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_missing_sdk_names_the_extra(provider: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, provider, None)  # makes "import openai" fail as if not installed
+    monkeypatch.delitem(sys.modules, f"lossless.providers.{provider}")
+    config = Config(summary_provider=provider, summary_model="m", summary_api_key="k")
+    with pytest.raises(MissingDependencyError, match=rf"pip install 'lossless-context\[{provider}\]'") as caught:
+        summarizer_for(config)
+    assert caught.value.extra == provider and isinstance(caught.value, ImportError)
+
+
+def test_providers_do_not_load_an_sdk_until_asked() -> None:
+    code = "import sys, lossless.providers; print(sorted(m for m in ('openai', 'anthropic') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
