@@ -378,8 +378,8 @@ def explore_html(text: str, size: int) -> list[str]:
     out = [f"HTML document{f' titled {outline.title!r}' if outline.title else ''}, {human_size(size)}."]
     if outline.headings:
         out.append("Headings: " + "; ".join(outline.headings))
-    counts = [f"{name} {tags[tag]:,}" for tag, name in (("a", "links"), ("img", "images"), ("table", "tables"),
-              ("form", "forms"), ("script", "scripts")) if tags[tag]]  # fmt: skip
+    contents = (("a", "links"), ("img", "images"), ("table", "tables"), ("form", "forms"), ("script", "scripts"))
+    counts = [f"{name} {tags[tag]:,}" for tag, name in contents if tags[tag]]
     if counts:
         out.append("Contains: " + ", ".join(counts))
     out.append("Elements: " + preview([f"{t} ×{n:,}" for t, n in tags.most_common(15)], 15, len(tags)))
