@@ -13,12 +13,21 @@ Invariants:
   lock, so different conversations proceed concurrently.
 * Ingest is idempotent for messages with an ``event_key``; heartbeat polls and
   sessions excluded by the session patterns are skipped, and the result says so.
+* Large payloads (``<file>`` blocks, long tool outputs, ``data:`` URLs over
+  ``large_file_token_threshold``) are stored aside before the size check, so
+  ``max_message_bytes`` applies to what is left.  Their bytes are written
+  before the transaction that stores the rows and messages referring to them:
+  a crash in between leaves an orphan blob, never a dangling reference (see
+  :mod:`lossless.interception`).
+* Files are read back only through this agent's conversations: another
+  agent's file id is :class:`NotFoundError`, as if it did not exist.
 * Nothing here reads the environment: the :class:`Config` is built once, at
   the edge (:meth:`ContextEngine.open` or the CLI).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
@@ -31,14 +40,16 @@ import anyio
 
 from lossless.bootstrap import FileImport, discover_transcripts, import_transcript
 from lossless.config import Config, load_config
-from lossless.errors import InputError, NotFoundError
+from lossless.errors import InputError, NotFoundError, StoreError
 from lossless.ingest import prepare_messages
-from lossless.ports import Store, StoreStats
-from lossless.records import Conversation, IngestResult, Message, MessageRecord, utcnow
+from lossless.interception import Interceptor, PendingFile
+from lossless.large_files import DEFAULT_PAGE_BYTES, Page, file_scope, page_lines, referenced_file_ids, restore
+from lossless.ports import AppendResult, BlobStore, PreparedMessage, Store, StoreStats, Summarizer
+from lossless.records import Conversation, IngestResult, JSONValue, LargeFile, Message, MessageRecord, utcnow
 from lossless.sessions import SessionPolicy
 from lossless.tokens import TokenCounter, token_counter_for
 
-__all__ = ["ContextEngine", "EngineInfo", "ImportProgress"]
+__all__ = ["ContextEngine", "EngineInfo", "FileDescription", "ImportProgress"]
 
 VERSION = "0.1.0"
 
@@ -52,6 +63,17 @@ class EngineInfo:
     name: str
     version: str
     owns_compaction: bool
+
+
+@dataclass(frozen=True, slots=True)
+class FileDescription:
+    """A stored large file: its metadata and exploration summary, and a page of its lines."""
+
+    file: LargeFile
+    page: Page
+
+    def to_dict(self) -> dict[str, JSONValue]:
+        return {**self.file.to_dict(), "content": self.page.to_dict()}
 
 
 def _require_text(value: object, what: str) -> None:
@@ -76,11 +98,25 @@ class ContextEngine:
         *,
         token_counter: TokenCounter | None = None,
         clock: Callable[[], datetime] = utcnow,
+        blobs: BlobStore | None = None,
+        file_summarizer: Summarizer | None = None,
     ) -> None:
+        from lossless.stores import blob_store_for
+
         self.store = store
         self.config = config or Config()
         self.tokens = token_counter or token_counter_for(self.config.tokenizer)
         self._clock = clock
+        self.blobs = blobs or blob_store_for(self.config)
+        self.interceptor = Interceptor(
+            store,
+            self.blobs,
+            counter=self.tokens,
+            threshold=self.config.large_file_token_threshold,
+            summarizer=file_summarizer,
+            summary_timeout_s=self.config.summary_timeout_ms / 1000,
+            clock=clock,
+        )
         self._policy = SessionPolicy(
             self.config.ignore_session_patterns,
             self.config.stateless_session_patterns,
@@ -119,6 +155,7 @@ class ContextEngine:
 
     async def dispose(self) -> None:
         """Release the store's connections.  The engine cannot be used afterwards."""
+        await self.blobs.close()
         await self.store.close()
 
     # -------------------------------------------------------------- conversations
@@ -223,8 +260,10 @@ class ContextEngine:
         reason = self._policy.write_block_reason(session_key or session_id)
         if reason is not None:
             return IngestResult(None, skipped=len(messages), skip_reason=reason)
+        _require_text(session_id, "session_id")
+        planned = await self.interceptor.plan(messages, scope=file_scope(self.config.agent_id, session_id))
         prepared, dropped = prepare_messages(
-            messages,
+            planned.messages,  # type: ignore[arg-type]  # non-messages are refused here
             counter=self.tokens,
             now=self._clock(),
             max_message_bytes=self.config.max_message_bytes,
@@ -233,7 +272,7 @@ class ContextEngine:
         conversation = await self._conversation_for(session_id, session_key)
         # No conversation lock here: an append is one store transaction, and whatever rewrites
         # the context (compaction) re-checks its range when it commits.
-        result = await self.store.append_messages(conversation.id, prepared)
+        result = await self._append(conversation.id, prepared, planned.files)
         return IngestResult(
             conversation.id,
             result.stored,
@@ -241,6 +280,69 @@ class ContextEngine:
             dropped,
             "heartbeat" if dropped else None,
         )
+
+    async def _append(
+        self, conversation_id: int, prepared: list[PreparedMessage], files: Sequence[PendingFile]
+    ) -> AppendResult:
+        if not files:
+            return await self.store.append_messages(conversation_id, prepared)
+        rows = await self.interceptor.store_files(files, conversation_id)  # durable before the rows commit
+        async with self.store.atomic():
+            await self.store.insert_large_files(rows)
+            return await self.store.append_messages(conversation_id, prepared)
+
+    # -------------------------------------------------------------- large files
+
+    async def file(self, file_id: str) -> LargeFile:
+        """A stored large file of one of this agent's conversations."""
+        _require_text(file_id, "file_id")
+        found = await self.store.get_large_file(file_id)
+        if found is not None:
+            conversation = await self.store.get_conversation(found.conversation_id)
+            if conversation is not None and conversation.agent_id == self.config.agent_id:
+                return found
+        raise NotFoundError(
+            "file", file_id, f"list the files of this agent's ({self.config.agent_id}) conversations with `lcm files`"
+        )
+
+    async def files(self, conversation: int | str, *, limit: int | None = None, offset: int = 0) -> list[LargeFile]:
+        """The large files stored for a conversation of this agent, oldest first."""
+        conv = await self.conversation(conversation)
+        return await self.store.list_large_files(conv.id, limit=limit, offset=offset)
+
+    async def read_file(self, file_id: str) -> bytes:
+        """The exact bytes of a stored file (checked against its SHA-256)."""
+        found = await self.file(file_id)
+        data = await self.blobs.get(found.storage_uri)
+        if found.content_hash is not None:
+            digest = await anyio.to_thread.run_sync(lambda: hashlib.sha256(data).hexdigest())
+            if digest != found.content_hash:
+                raise StoreError(
+                    f"the bytes stored for {file_id!r} ({found.storage_uri}) do not match their SHA-256: "
+                    "the blob was changed or damaged on disk; restore it from a backup"
+                )
+        return data
+
+    async def describe_file(
+        self,
+        file_id: str,
+        *,
+        start_line: int | None = None,
+        end_line: int | None = None,
+        max_bytes: int = DEFAULT_PAGE_BYTES,
+    ) -> FileDescription:
+        """Metadata, exploration summary and lines ``start_line``…``end_line`` (at most ``max_bytes``) of a file."""
+        data = await self.read_file(file_id)
+        page = await anyio.to_thread.run_sync(
+            lambda: page_lines(data, start_line=start_line, end_line=end_line, max_bytes=max_bytes)
+        )
+        return FileDescription(await self.file(file_id), page)
+
+    async def restore_message(self, message: Message | MessageRecord) -> Message:
+        """The message exactly as it was ingested (with the time it was stored at), its large files put back."""
+        original = message.to_message() if isinstance(message, MessageRecord) else message
+        contents = {file_id: await self.read_file(file_id) for file_id in referenced_file_ids(original)}
+        return await anyio.to_thread.run_sync(lambda: restore(original, contents.__getitem__))
 
     # -------------------------------------------------------------- transcripts
 
@@ -267,6 +369,7 @@ class ContextEngine:
             full=full,
             session_id=session_id,
             session_key=session_key,
+            interceptor=self.interceptor,
         )
         self._conversations.clear()
         return result
