@@ -208,7 +208,7 @@ class Store(Protocol):
     async def list_large_files(
         self, conversation_id: int, *, limit: int | None = None, offset: int = 0
     ) -> list[LargeFile]:
-        """A conversation's files, oldest first (then by id)."""
+        """A conversation's files, oldest first; files stored at the same time in the order inserted."""
         ...
 
     # -- search

@@ -311,6 +311,13 @@ async def test_large_files_round_trip_and_list_by_conversation(store: Store) -> 
     assert (await store.stats()).large_files == 3
 
 
+async def test_large_files_stored_together_list_in_insertion_order(store: Store) -> None:
+    conv = await new_conversation(store)
+    later, earlier = large_file(conv, "file_00000000000000ff"), large_file(conv, "file_0000000000000001")
+    await store.insert_large_files([later, earlier])
+    assert [f.id for f in await store.list_large_files(conv)] == [later.id, earlier.id]
+
+
 async def test_large_file_insert_is_idempotent_and_keeps_the_first_row(store: Store) -> None:
     conv = await new_conversation(store)
     original = large_file(conv, "file_0000000000000001")

@@ -455,7 +455,7 @@ class SQLiteStore:
         def run(conn: sqlite3.Connection) -> list[LargeFile]:
             rows = conn.execute(
                 f"SELECT {_FILE_COLUMNS} FROM large_files WHERE conversation_id = ? "
-                "ORDER BY created_at, file_id LIMIT ? OFFSET ?",
+                "ORDER BY created_at, rowid LIMIT ? OFFSET ?",
                 (conversation_id, -1 if limit is None else limit, offset),
             ).fetchall()
             return [_large_file(r) for r in rows]
