@@ -47,7 +47,7 @@ from lossless.large_files import DEFAULT_PAGE_BYTES, Page, file_scope, page_line
 from lossless.ports import AppendResult, BlobStore, PreparedMessage, Store, StoreStats, Summarizer
 from lossless.records import Conversation, IngestResult, JSONValue, LargeFile, Message, MessageRecord, utcnow
 from lossless.sessions import SessionPolicy
-from lossless.tokens import TokenCounter, token_counter_for
+from lossless.tokens import RecentCounter, TokenCounter, token_counter_for
 
 __all__ = ["ContextEngine", "EngineInfo", "FileDescription", "ImportProgress"]
 
@@ -106,12 +106,13 @@ class ContextEngine:
         self.store = store
         self.config = config or Config()
         self.tokens = token_counter or token_counter_for(self.config.tokenizer)
+        self._counting = RecentCounter(self.tokens)  # interception and the ingest checks share counts
         self._clock = clock
         self.blobs = blobs or blob_store_for(self.config)
         self.interceptor = Interceptor(
             store,
             self.blobs,
-            counter=self.tokens,
+            counter=self._counting,
             threshold=self.config.large_file_token_threshold,
             summarizer=file_summarizer,
             summary_timeout_s=self.config.summary_timeout_ms / 1000,
@@ -262,9 +263,10 @@ class ContextEngine:
             return IngestResult(None, skipped=len(messages), skip_reason=reason)
         _require_text(session_id, "session_id")
         planned = await self.interceptor.plan(messages, scope=file_scope(self.config.agent_id, session_id))
+        files = planned.files
         prepared, dropped = prepare_messages(
             planned.messages,  # type: ignore[arg-type]  # non-messages are refused here
-            counter=self.tokens,
+            counter=self._counting,
             now=self._clock(),
             max_message_bytes=self.config.max_message_bytes,
             prune_heartbeat_ok=self.config.prune_heartbeat_ok,
@@ -272,7 +274,10 @@ class ContextEngine:
         conversation = await self._conversation_for(session_id, session_key)
         # No conversation lock here: an append is one store transaction, and whatever rewrites
         # the context (compaction) re-checks its range when it commits.
-        result = await self._append(conversation.id, prepared, planned.files)
+        if files:
+            result = await self._append_with_files(conversation.id, prepared, files)
+        else:
+            result = await self.store.append_messages(conversation.id, prepared)
         return IngestResult(
             conversation.id,
             result.stored,
@@ -281,11 +286,9 @@ class ContextEngine:
             "heartbeat" if dropped else None,
         )
 
-    async def _append(
+    async def _append_with_files(
         self, conversation_id: int, prepared: list[PreparedMessage], files: Sequence[PendingFile]
     ) -> AppendResult:
-        if not files:
-            return await self.store.append_messages(conversation_id, prepared)
         rows = await self.interceptor.store_files(files, conversation_id)  # durable before the rows commit
         async with self.store.atomic():
             await self.store.insert_large_files(rows)
@@ -364,7 +367,7 @@ class ContextEngine:
             self.store,
             session_file,
             config=self.config,
-            counter=self.tokens,
+            counter=self._counting,
             format_name=format_name,
             full=full,
             session_id=session_id,

@@ -39,7 +39,7 @@ import anyio
 import anyio.to_thread
 
 from lossless.exploration import explore
-from lossless.large_files import FileRef, Payload, file_id_for, find_payloads, rewrite
+from lossless.large_files import FileRef, Payload, file_id_for, find_payloads, may_hold_payloads, rewrite
 from lossless.ports import BlobStore, Store, Summarizer, SummaryRequest
 from lossless.records import LargeFile, Message, TextPart, ToolPart, utcnow
 from lossless.tokens import TokenCounter
@@ -113,11 +113,14 @@ class Interceptor:
 
     async def plan(self, messages: Sequence[object], *, scope: str) -> Planned:
         """Rewrite ``messages`` (non-messages pass through untouched, for the ingest checks to refuse)."""
+        candidates = [isinstance(m, Message) and may_hold_payloads(m, self.threshold) for m in messages]
+        if not any(candidates):
+            return Planned(tuple(messages))  # the common case: a few substring and length checks
         out: list[object] = []
         refs: dict[str, FileRef] = {}
         pending: dict[str, PendingFile] = {}
-        for message in messages:
-            if not isinstance(message, Message):
+        for message, candidate in zip(messages, candidates, strict=True):
+            if not candidate or not isinstance(message, Message):
                 out.append(message)
                 continue
             big = _chars(message) > _THREAD_CHARS

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import html
 import re
@@ -81,6 +82,7 @@ __all__ = [
     "file_scope",
     "find_payloads",
     "format_reference",
+    "may_hold_payloads",
     "page_lines",
     "referenced_file_ids",
     "restore",
@@ -93,6 +95,8 @@ RECORD_KEY = "lcm.large_files"
 MAX_TAG_CHARS = 4096
 _MAX_DATA_HEADER = 1024
 _MAX_NAME = 200
+#: Tokens a part of a text may count beyond the whole text (a tokenizer's merges across the cut).
+_MARGIN = 64
 
 Encoding = Literal["utf8", "b64"]
 Field = Literal["content", "text", "output", "url"]
@@ -159,6 +163,7 @@ def display_name(name: str | None) -> str | None:
     return cleaned or None
 
 
+@functools.lru_cache(maxsize=4096)
 def file_scope(agent_id: str, session_id: str) -> str:
     """The scope file ids are made in: one conversation, named by its agent and session."""
     return canonical_json([agent_id, session_id])
@@ -279,9 +284,17 @@ def _encodable(*texts: str) -> bool:
     return True
 
 
+def _may_exceed(text: str, threshold: int) -> bool:
+    """Whether ``text`` can have more than ``threshold`` tokens: no counter gives more than one per UTF-8 byte."""
+    if len(text) * 4 <= threshold:
+        return False
+    if text.isascii():
+        return len(text) > threshold
+    return len(text.encode("utf-8", "surrogatepass")) > threshold
+
+
 def _over(text: str, threshold: int, counter: TokenCounter) -> bool:
-    # Every counter gives at most one token per UTF-8 byte, and a character is at most 4 bytes.
-    return len(text) * 4 > threshold and counter.count(text) > threshold
+    return _may_exceed(text, threshold) and counter.count(text) > threshold
 
 
 def _decoded(body: str) -> tuple[bytes, Encoding]:
@@ -396,21 +409,26 @@ def _part_payloads(index: int, part: Part, threshold: int, counter: TokenCounter
     return []
 
 
-def _may_hold_payloads(message: Message, threshold: int) -> bool:
-    """A cheap test that is false for nearly every message (see the linear-time invariant)."""
-
-    def texty(text: str) -> bool:
-        return len(text) * 4 > threshold and ("<file" in text or "base64," in text)
-
-    if texty(message.content):
+def may_hold_payloads(message: Message, threshold: int) -> bool:
+    """A cheap test, false for nearly every message, that :func:`find_payloads` may find something."""
+    shortest = threshold // 4  # no string of fewer characters can exceed the threshold
+    content = message.content
+    if len(content) > shortest and ("<file" in content or "base64," in content) and _may_exceed(content, threshold):
         return True
     for part in message.parts:
-        if isinstance(part, TextPart) and texty(part.text):
-            return True
-        if isinstance(part, ToolPart) and part.output is not None and len(part.output) * 4 > threshold:
-            return True
-        if isinstance(part, FilePart) and part.url and part.url.startswith("data:") and len(part.url) * 4 > threshold:
-            return True
+        kind = type(part)
+        if kind is TextPart:
+            text = part.text  # type: ignore[union-attr]
+            if len(text) > shortest and ("<file" in text or "base64," in text) and _may_exceed(text, threshold):
+                return True
+        elif kind is ToolPart:
+            output = part.output  # type: ignore[union-attr]
+            if output is not None and len(output) > shortest and _may_exceed(output, threshold):
+                return True
+        elif kind is FilePart:
+            url = part.url  # type: ignore[union-attr]
+            if url is not None and len(url) > shortest and url.startswith("data:") and _may_exceed(url, threshold):
+                return True
     return False
 
 
@@ -420,12 +438,20 @@ def _content_rendered(message: Message) -> bool:
 
 def find_payloads(message: Message, *, threshold: int, counter: TokenCounter) -> tuple[Payload, ...]:
     """Every payload of ``message`` over ``threshold`` tokens, by slot (content first) and position."""
-    if not _may_hold_payloads(message, threshold):
+    if not may_hold_payloads(message, threshold):
         return ()
+    rendered = _content_rendered(message)
+    if rendered and counter.count(message.content) < threshold - _MARGIN:
+        # The content holds every text and tool output, and it is under the threshold (counting it
+        # costs nothing extra: ingest counts it anyway); only file parts' data: URLs can be over.
+        parts = enumerate(message.parts)
+        return tuple(
+            p for i, part in parts if isinstance(part, FilePart) for p in _part_payloads(i, part, threshold, counter)
+        )
     from_parts: list[Payload] = []
     for index, part in enumerate(message.parts):
         from_parts += _part_payloads(index, part, threshold, counter)
-    if _content_rendered(message):
+    if rendered:
         return tuple(from_parts)  # the content is re-rendered from the rewritten parts
     content = message.content
     in_content = _text_payloads(Slot(), content, threshold, counter)
