@@ -315,7 +315,10 @@ class ContextEngine:
 
     async def read_file(self, file_id: str) -> bytes:
         """The exact bytes of a stored file (checked against its SHA-256)."""
-        found = await self.file(file_id)
+        return await self._read(await self.file(file_id))
+
+    async def _read(self, found: LargeFile) -> bytes:
+        file_id = found.id
         data = await self.blobs.get(found.storage_uri)
         if found.content_hash is not None:
             digest = await anyio.to_thread.run_sync(lambda: hashlib.sha256(data).hexdigest())
@@ -335,11 +338,12 @@ class ContextEngine:
         max_bytes: int = DEFAULT_PAGE_BYTES,
     ) -> FileDescription:
         """Metadata, exploration summary and lines ``start_line``…``end_line`` (at most ``max_bytes``) of a file."""
-        data = await self.read_file(file_id)
+        found = await self.file(file_id)
+        data = await self._read(found)
         page = await anyio.to_thread.run_sync(
             lambda: page_lines(data, start_line=start_line, end_line=end_line, max_bytes=max_bytes)
         )
-        return FileDescription(await self.file(file_id), page)
+        return FileDescription(found, page)
 
     async def restore_message(self, message: Message | MessageRecord) -> Message:
         """The message exactly as it was ingested (with the time it was stored at), its large files put back."""
