@@ -254,3 +254,27 @@ async def test_own_fixtures_import(engine: ContextEngine, tmp_path: Path) -> Non
     assert formats == {"claude-code", "pi", "openclaw", "swe-agent", "openai-chat"}
     again = await engine.import_paths([copy], full=True)
     assert sum(r.stored for r in again if isinstance(r, FileImport)) == 0
+
+
+async def test_large_files_in_a_transcript_are_stored_aside_and_reimports_reuse_them(
+    engine: ContextEngine, tmp_path: Path
+) -> None:
+    log = "2026-02-14T08:00:01Z INFO worker tick ok\n" * 20_000
+    lines = pi_lines(2)
+    text = f'Please look at this log:\n<file name="run.log">\n{log}\n</file>'
+    message = {"role": "user", "content": [{"type": "text", "text": text}]}
+    lines.append(json.dumps({"type": "message", "timestamp": "2026-01-01T01:00:00Z", "message": message}))
+    path = tmp_path / "session.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    first = await engine.bootstrap(path)
+    assert first.stored == 3
+    [file] = await engine.files(first.session_id or "")
+    assert (file.name, file.kind) == ("run.log", "log")
+    assert await engine.read_file(file.id) == log.encode()
+    records = await engine.messages(first.session_id or "")
+    assert file.id in records[-1].content and len(records[-1].content) < 4000
+    restored = await engine.restore_message(records[-1])
+    assert restored.content == text
+    again = await engine.bootstrap(path, full=True)
+    assert (again.stored, again.duplicates) == (0, 3)
+    assert [f.id for f in await engine.files(first.session_id or "")] == [file.id]

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
 from click.testing import CliRunner, Result
 
@@ -177,3 +179,67 @@ def test_compact_and_summaries(db: str) -> None:
     assert table.exit_code == 0 and "stopped because" in table.output
     until = json.loads(run("compact", "1", "--until", "100", "--json", db=db).stdout)
     assert until["stop_reason"] == "irreducible_tail"
+
+
+LOG = "".join(f"2026-02-14T08:00:{i % 60:02d}Z INFO line {i} of the worker log\n" for i in range(3000))
+IMAGE = b"\x89PNG\r\n\x1a\n" + (13).to_bytes(4, "big") + b"IHDR" + (64).to_bytes(4, "big") * 2 + bytes(300_000)
+
+
+def ingest_files(db: str) -> tuple[str, str]:
+    """Store a conversation with a large log and a large image; return their file ids (log, image)."""
+
+    async def run_it() -> tuple[str, str]:
+        from lossless import ContextEngine, FilePart, Message, TextPart
+
+        async with await ContextEngine.open(db, large_file_token_threshold=1000) as engine:
+            url = "data:image/png;base64," + base64.b64encode(IMAGE).decode()
+            text = f'see <file name="worker.log">\n{LOG}\n</file>'
+            await engine.ingest(
+                "with-files", Message.from_parts("user", [TextPart(text), FilePart(name="i.png", url=url)])
+            )
+            files = {f.name: f.id for f in await engine.files("with-files")}
+            return files["worker.log"], files["i.png"]
+
+    return anyio.run(run_it)
+
+
+def test_files_and_file(db: str) -> None:
+    log_id, image_id = ingest_files(db)
+    listed = run("files", "with-files", db=db)
+    assert listed.exit_code == 0 and log_id in listed.output and "worker.log" in listed.output
+    rows = json.loads(run("files", "with-files", "--json", db=db).stdout)
+    assert [(r["name"], r["kind"], r["origin"]) for r in rows] == [
+        ("worker.log", "log", "file_block"),
+        ("i.png", "image", "data_url"),
+    ]
+    assert run("files", "with-files", "--offset", "5", db=db).output.startswith("No large files")
+
+    shown = run("file", log_id, db=db)
+    assert shown.exit_code == 0
+    assert "exploration summary" in shown.output and "Log, 3,000 lines" in shown.output and "--raw" in shown.output
+    page = run("file", log_id, "--lines", "2:3", db=db)
+    assert "line 1 of the worker log\n" in page.output and "line 2 of the worker log" in page.output
+    assert "line 3 of" not in page.output and "--lines 4:" in page.output
+    data = json.loads(run("file", log_id, "--lines", "10:", "--max-bytes", "100", "--json", db=db).stdout)
+    assert data["id"] == log_id and data["content"]["start_line"] == 10 and data["content"]["truncated"]
+    raw = run("file", log_id, "--raw", db=db)
+    assert raw.stdout_bytes == LOG.encode()
+    assert run("file", image_id, "--raw", db=db).stdout_bytes == IMAGE
+    binary = run("file", image_id, "--lines", "1:5", db=db)
+    assert "Binary content" in binary.output and "PNG image, 64×64 pixels" in binary.output
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["file", "file_0000000000000000"], 5, "no file 'file_0000000000000000'"),
+        (["file", "LOG", "--lines", "9:2"], 3, "is not a line range"),
+        (["file", "LOG", "--raw", "--json"], 3, "--raw writes the whole file"),
+        (["files", "nope"], 5, "no conversation 'nope'"),
+    ],
+)
+def test_file_errors(db: str, args: list[str], code: int, message: str) -> None:
+    log_id, _ = ingest_files(db)
+    result = run(*[log_id if a == "LOG" else a for a in args], db=db)
+    assert result.exit_code == code
+    assert message in result.stderr

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import base64
+import re
 from pathlib import Path
 
 import anyio
 import pytest
 
-from lossless import ContextEngine, InputError, Message, NotFoundError, ToolPart
+from lossless import ContextEngine, FilePart, InputError, Message, NotFoundError, StoreError, TextPart, ToolPart
 from lossless.config import Config
+
+from .conftest import FIXTURES
 
 pytestmark = pytest.mark.anyio
 
@@ -135,3 +139,187 @@ async def test_default_store_lives_in_the_user_data_directory(tmp_path: Path) ->
         await engine.ingest("s", Message.user("x"))
         assert engine.store.url == f"sqlite:///{tmp_path / 'home' / '.local' / 'share' / 'lossless' / 'lcm.db'}"
     assert (tmp_path / "home" / ".local" / "share" / "lossless" / "lcm.db").is_file()
+
+
+# ---------------------------------------------------------------- large files
+
+
+def _log(size: int) -> str:
+    lines = (
+        "2026-02-14T08:00:01.120Z INFO  api request served path=/v1/items status=200 in 12ms\n" * 30
+        + "2026-02-14T08:00:02.500Z ERROR api upstream timeout host=db-2 after 5000ms\n"
+    )
+    return lines * (size // len(lines))
+
+
+def _code(size: int) -> str:
+    unit = (FIXTURES / "files" / "ratelimit.py").read_text()
+    return unit * (size // len(unit))
+
+
+def _json(size: int) -> str:
+    item = '{"id": 1, "name": "widget", "price": 9.99, "tags": ["a", "b"]}'
+    count = size // (len(item) + 2)
+    return '{"version": 2, "items": [' + ", ".join([item] * count) + "]}"
+
+
+def _image(size: int) -> bytes:
+    header = (
+        b"\x89PNG\r\n\x1a\n" + (13).to_bytes(4, "big") + b"IHDR" + (4000).to_bytes(4, "big") * 2 + b"\x08\x06\0\0\0"
+    )
+    return header + bytes(range(256)) * (size // 256)
+
+
+async def test_a_message_of_four_large_files_is_stored_small_and_recovered_exactly(engine: ContextEngine) -> None:
+    code, data, log, image = _code(200_000), _json(5_000_000), _log(50_000_000), _image(10_000_000)
+    text = (
+        "Here is everything:\n"
+        f'<file name="src/app.py" mime="text/x-python">\n{code}\n</file>\n'
+        f"<file name='data.json'>\n{data}\n</file>\n"
+        f'<file mime="text/plain" name="server.log">\n{log}\n</file>\n'
+        "Thoughts?"
+    )
+    url = "data:image/png;base64," + base64.b64encode(image).decode()
+    original = Message.from_parts(
+        "user", [TextPart(text), FilePart(mime="image/png", name="photo.png", url=url)], event_key="turn-1"
+    )
+    assert len(text) + len(url) > engine.config.max_message_bytes  # only interception lets it in
+
+    result = await engine.ingest("s", original)
+    [stored] = result.stored
+    assert len(stored.content) < 8000 and stored.token_count < 2000
+    assert stored.content.startswith("Here is everything:\n[LCM File: file_") and "Thoughts?" in stored.content
+    files = await engine.files("s")
+    assert sorted((f.name or "", f.origin or "", f.kind or "") for f in files) == [
+        ("data.json", "file_block", "json"),
+        ("photo.png", "data_url", "image"),
+        ("server.log", "file_block", "log"),
+        ("src/app.py", "file_block", "python"),
+    ]
+    by_name = {f.name: f for f in files}
+    for name, content in (("src/app.py", code), ("data.json", data), ("server.log", log)):
+        assert await engine.read_file(by_name[name].id) == content.encode()
+        assert by_name[name].id in stored.content
+    assert await engine.read_file(by_name["photo.png"].id) == image
+    assert "4,000×4,000 pixels" in (by_name["photo.png"].exploration_summary or "")
+
+    described = await engine.describe_file(by_name["server.log"].id, start_line=31, end_line=32)
+    assert described.page.text == log.splitlines(keepends=True)[30] + log.splitlines(keepends=True)[31]
+    assert described.page.total_lines == log.count("\n") and described.page.next_start_line == 33
+    assert "Level mentions: INFO" in (described.file.exploration_summary or "")
+    first_page = await engine.describe_file(by_name["data.json"].id)
+    assert first_page.page.truncated and first_page.page.partial  # one 5 MB line, cut at the default cap
+    assert (await engine.describe_file(by_name["photo.png"].id)).page.binary
+
+    [record] = await engine.messages("s")
+    assert await engine.restore_message(record) == Message.from_parts(
+        "user",
+        [TextPart(text), FilePart(mime="image/png", name="photo.png", url=url)],
+        event_key="turn-1",
+        created_at=record.created_at,
+    )
+    again = await engine.ingest("s", original)  # a replay: same ids, nothing new
+    assert (again.stored_count, again.duplicates) == (0, 1)
+    assert len(await engine.files("s")) == 4
+
+
+async def test_the_same_file_pasted_twice_is_stored_once(engine: ContextEngine, config: Config) -> None:
+    code = _code(150_000)
+    first = await engine.ingest("s", Message.user(f'<file name="a.py">\n{code}\n</file>'))
+    second = await engine.ingest("s", Message.user(f'again:\n<file name="a.py">\n{code}\n</file>'))
+    renamed = await engine.ingest("s", Message.user(f'<file name="b.py">\n{code}\n</file>'))
+    files = await engine.files("s")
+    assert len(files) == 2 and {f.name for f in files} == {"a.py", "b.py"}
+    assert files[0].id in first.stored[0].content and files[0].id in second.stored[0].content
+    assert files[1].id in renamed.stored[0].content
+    assert files[0].storage_uri == files[1].storage_uri  # two ids, one blob
+    folder = config.resolved_large_files_dir / str(first.conversation_id)
+    assert [p.name for p in folder.iterdir()] == [f"{files[0].content_hash}.txt"]
+
+
+async def test_user_supplied_names_never_reach_the_file_system(engine: ContextEngine, config: Config) -> None:
+    body = _log(200_000)
+    for name in ("../../etc/passwd", "CON", "nul\x00byte", "/abs/path", "..\\..\\win.ini"):
+        await engine.ingest("s", Message.user(f'<file name="{name}">\n{body}{name}\n</file>'))
+    stored = sorted(p.relative_to(config.resolved_large_files_dir) for p in config.resolved_large_files_dir.rglob("*"))
+    conversation = (await engine.conversation("s")).id
+    assert all(
+        str(p) == str(conversation) or re.fullmatch(rf"{conversation}/[0-9a-f]{{64}}\.txt", str(p)) for p in stored
+    )
+    assert len(stored) == 6
+    names = [f.name for f in await engine.files("s")]
+    assert "nul\ufffdbyte" in names and "../../etc/passwd" in names
+
+
+async def test_bad_blocks_lose_no_text(engine: ContextEngine) -> None:
+    body = _code(120_000)
+    texts = [
+        f'<file name="unclosed.py">\n{body}',
+        f'<file name="outer"><file name="inner.py">\n{body}\n</file> and more',
+        f"<file name='say \"hi\".py'>\n{body}\n</file>",
+        f'<file name="dir/sub\\x.py" mime="text/x-python">\n{body}\n</file></file>',
+    ]
+    for i, text in enumerate(texts):
+        message = Message.user(f"intro {i}\n{text}\noutro", event_key=f"k{i}")
+        [record] = (await engine.ingest("bad", message)).stored
+        assert await engine.restore_message(record) == Message.user(
+            f"intro {i}\n{text}\noutro", event_key=f"k{i}", created_at=record.created_at
+        )
+    records = await engine.messages("bad")
+    assert len(records[0].content) > len(body)  # unclosed: kept inline
+    assert all(len(r.content) < 5000 for r in records[1:])
+
+
+async def test_the_size_limit_applies_to_what_remains(tmp_path: Path) -> None:
+    config = Config(database_url=f"sqlite:///{tmp_path / 'l.db'}", data_dir=tmp_path, max_message_bytes=100_000)
+    async with await ContextEngine.open(config=config) as engine:
+        body = _log(300_000)
+        ok = await engine.ingest("s", Message.user(f'<file name="big.log">\n{body}\n</file>'))
+        assert ok.stored_count == 1
+        with pytest.raises(InputError, match="max_message_bytes"):
+            await engine.ingest("s", Message.user(f'<file name="b.log">\n{body}\n</file>{body}'))
+        with pytest.raises(InputError, match="max_message_bytes"):
+            await engine.ingest("s", Message.user(f'<file name="unclosed.log">\n{body}'))
+        assert len(await engine.files("s")) == 1  # refused batches stored no file …
+        assert len(list((tmp_path / "files").rglob("*.txt"))) == 1  # … and no blob
+
+
+async def test_large_tool_outputs_are_stored_aside(engine: ContextEngine) -> None:
+    output = _log(400_000)
+    result = await engine.ingest("t", Message.tool_result("call-9", output, name="bash"))
+    [record] = result.stored
+    [file] = await engine.files("t")
+    assert (file.name, file.origin, file.kind) == ("bash output", "tool_output", "log")
+    assert record.content == record.parts[0].output  # type: ignore[union-attr]
+    assert (await engine.restore_message(record)).parts[0] == ToolPart(
+        call_id="call-9", name="bash", output=output, status="completed"
+    )
+
+
+async def test_files_are_scoped_to_the_agent(config: Config) -> None:
+    async with await ContextEngine.open(config=config) as alice:
+        await alice.ingest("secret", Message.user(f'<file name="s.log">\n{_log(200_000)}\n</file>'))
+        [file] = await alice.files("secret")
+    async with await ContextEngine.open(config=config.replace(agent_id="bob")) as bob:
+        for call in (bob.file, bob.read_file, bob.describe_file):
+            with pytest.raises(NotFoundError, match="lcm files"):
+                await call(file.id)
+        with pytest.raises(NotFoundError):
+            await bob.files("secret")
+    async with await ContextEngine.open(config=config) as alice:
+        with pytest.raises(NotFoundError, match="no file 'file_0000000000000000'"):
+            await alice.file("file_0000000000000000")
+        with pytest.raises(InputError, match="start_line"):
+            await alice.describe_file(file.id, start_line=0)
+
+
+async def test_a_damaged_blob_is_reported(engine: ContextEngine, config: Config) -> None:
+    await engine.ingest("d", Message.user(f'<file name="x.log">\n{_log(200_000)}\n</file>'))
+    [file] = await engine.files("d")
+    path = config.resolved_large_files_dir / file.storage_uri.removeprefix("fs:")
+    path.write_bytes(b"tampered")
+    with pytest.raises(StoreError, match="SHA-256"):
+        await engine.read_file(file.id)
+    path.unlink()
+    with pytest.raises(StoreError, match="missing"):
+        await engine.read_file(file.id)

@@ -8,7 +8,7 @@ import statistics
 import pytest
 
 from lossless.errors import ConfigError
-from lossless.tokens import EstimatingCounter, TiktokenCounter, TokenCounter, token_counter_for
+from lossless.tokens import EstimatingCounter, RecentCounter, TiktokenCounter, TokenCounter, token_counter_for
 from lossless.transcripts import Entry, ReadContext, detect_format, reader_for
 
 from .conftest import CORPUS, ROOT
@@ -88,3 +88,25 @@ def test_estimator_handles_large_and_odd_input() -> None:
     assert counter.count("word " * 200_000) > 100_000
     assert counter.count("\udcff lone surrogate") > 0  # surrogates must not crash the UTF-8 path
     assert counter.count("🚀" * 10) >= 10
+
+
+def test_recent_counter_reuses_the_count_of_the_same_text_object_only() -> None:
+    calls: list[str] = []
+
+    class Counting:
+        name = "counting"
+
+        def count(self, text: str) -> int:
+            calls.append(text)
+            return len(text)
+
+    counter = RecentCounter(Counting())
+    big = "x" * 10_000
+    assert counter.count(big) == counter.count(big) == 10_000
+    assert len(calls) == 1
+    equal_but_other = "".join(["x" * 5_000, "x" * 5_000])
+    assert counter.count(equal_but_other) == 10_000 and len(calls) == 2  # identity, not equality
+    counter.count("short")
+    counter.count("short")
+    assert len(calls) == 4  # short texts are not remembered
+    assert counter.name == "counting" and "RecentCounter" in repr(counter)

@@ -12,7 +12,7 @@ Everything listed in ``__all__`` is the public API; other names may change.
 
 from lossless.bootstrap import FileImport
 from lossless.config import SETTINGS, Config, load_config
-from lossless.engine import VERSION, ContextEngine, EngineInfo
+from lossless.engine import VERSION, ContextEngine, EngineInfo, FileDescription
 from lossless.errors import (
     ConfigError,
     ConflictError,
@@ -24,7 +24,7 @@ from lossless.errors import (
     StoreError,
     TranscriptError,
 )
-from lossless.ports import Store, StoreStats
+from lossless.ports import BlobStore, Store, StoreStats
 from lossless.records import (
     AgentPart,
     CompactionPart,
@@ -55,6 +55,7 @@ __version__ = VERSION
 __all__ = [
     "SETTINGS",
     "AgentPart",
+    "BlobStore",
     "CompactionPart",
     "Config",
     "ConfigError",
@@ -64,6 +65,7 @@ __all__ = [
     "Conversation",
     "EngineInfo",
     "EstimatingCounter",
+    "FileDescription",
     "FileImport",
     "FilePart",
     "IngestResult",

@@ -18,6 +18,11 @@ Invariants:
 * Parsing runs in a worker thread, in chunks, so a large import neither
   blocks the event loop nor holds the whole file in memory (tree formats,
   which need the whole tree, are the exception).
+* Large files in an entry are stored aside exactly as at ingest (given an
+  :class:`~lossless.interception.Interceptor`), before the entry's size check;
+  their rows join the file's transaction and their bytes are written before
+  it commits.  Their ids are deterministic, so a re-import refers to the same
+  files.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ import anyio.to_thread
 from lossless.config import Config
 from lossless.errors import InputError, TranscriptError
 from lossless.ingest import prepare_messages
+from lossless.interception import Interceptor, PendingFile
+from lossless.large_files import file_scope
 from lossless.ports import PreparedMessage, Store
 from lossless.records import BootstrapState, Conversation, JSONValue, utcnow
 from lossless.sessions import SessionPolicy
@@ -171,7 +178,9 @@ class _Importer:
         session_id: str | None,
         session_key: str | None,
         format_name: str,
+        interceptor: Interceptor | None = None,
     ) -> None:
+        self.interceptor = interceptor
         self.format = format_name
         self.store = store
         self.path = path
@@ -303,11 +312,18 @@ class _Importer:
                 return FileImport(str(self.path), self.format, "skipped", reason=reason)
             run.conversation = await self._conversation(run)
         prepared: list[PreparedMessage] = []
+        files: list[PendingFile] = []
         now = utcnow()
+        scope = file_scope(run.conversation.agent_id, run.conversation.session_id)
         for entry in entries:
+            message = entry.message
+            if self.interceptor is not None:
+                planned = await self.interceptor.plan([message], scope=scope)
+                message = planned.messages[0]  # type: ignore[assignment]  # a Message in, a Message out
+                files += planned.files
             try:
                 ready, dropped = prepare_messages(
-                    [entry.message],
+                    [message],
                     counter=self.counter,
                     now=now,
                     max_message_bytes=self.config.max_message_bytes,
@@ -318,6 +334,9 @@ class _Importer:
                 raise TranscriptError(str(self.path), entry.line, f"message {problem}") from exc
             prepared += ready
             run.dropped += dropped
+        if files and self.interceptor is not None:
+            rows = await self.interceptor.store_files(files, run.conversation.id)
+            await self.store.insert_large_files(rows)
         try:
             result = await self.store.append_messages(run.conversation.id, prepared)
         except InputError as exc:
@@ -377,8 +396,12 @@ async def import_transcript(
     full: bool = False,
     session_id: str | None = None,
     session_key: str | None = None,
+    interceptor: Interceptor | None = None,
 ) -> FileImport:
-    """Import (or catch up on) one transcript file.  See the module docstring for the guarantees."""
+    """Import (or catch up on) one transcript file.  See the module docstring for the guarantees.
+
+    Without an ``interceptor`` large files stay inline (and count against ``max_message_bytes``).
+    """
     file_path, is_file = await anyio.to_thread.run_sync(_resolve, path)
     if not is_file:
         raise InputError(f"{str(file_path)!r} does not exist or is not a file")
@@ -402,5 +425,6 @@ async def import_transcript(
         session_id=session_id,
         session_key=session_key,
         format_name=detected,
+        interceptor=interceptor,
     )
     return await importer.run(full=full)

@@ -119,6 +119,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("database_url", "databaseUrl", "str", None, "Database to use: sqlite:///path/to/lcm.db (default: lcm.db in the data directory) or postgresql://…", "storage", optional=True),
     Setting("database_path", "databasePath", "path", None, "Path of the SQLite file (the reference's key); ignored when database_url is set.", "storage", optional=True),
     Setting("data_dir", "dataDir", "path", None, "Directory for the default database and stored large files (default: the per-user data directory).", "storage", optional=True),
+    Setting("large_files_dir", "largeFilesDir", "path", None, "Directory for the bytes of large files stored aside, one folder per conversation (default: files in the data directory).", "storage", optional=True),
     Setting("agent_id", "agentId", "str", "main", "Identity of the agent that owns new conversations; retrieval is scoped to it.", "storage", pattern=_AGENT_PATTERN, allowed="1–128 letters, digits and . _ : @ - (starting with a letter or digit)"),
     Setting("enabled", "enabled", "bool", True, "Master switch: when false, ingest stores nothing and assembly passes messages through.", "storage"),
     Setting("tokenizer", "tokenizer", "choice", "estimate", "Token counter: the calibrated estimator, or an exact tiktoken encoding (needs the tokenizer extra).", "storage", choices=("estimate", "o200k_base", "cl100k_base")),
@@ -193,6 +194,7 @@ class Config:
     database_url: str | None = None
     database_path: Path | None = None
     data_dir: Path | None = None
+    large_files_dir: Path | None = None
     agent_id: str = "main"
     enabled: bool = True
     tokenizer: str = "estimate"
@@ -259,6 +261,13 @@ class Config:
         if self.data_dir is not None:
             return self.data_dir
         return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+
+    @property
+    def resolved_large_files_dir(self) -> Path:
+        """``large_files_dir``, else ``files`` in the data directory."""
+        if self.large_files_dir is not None:
+            return self.large_files_dir
+        return self.resolved_data_dir / "files"
 
     @property
     def resolved_database_url(self) -> str:
@@ -608,6 +617,7 @@ def _default_text(setting: Setting) -> str:
     derived: dict[str, str] = {
         "database_url": "sqlite:///<data_dir>/lcm.db",
         "data_dir": "per-user data dir",
+        "large_files_dir": "<data_dir>/files",
         "bootstrap_max_tokens": "max(6000, 0.3 × leaf_chunk_tokens)",
         "timezone": "TZ, else system",
         "summary_api_key_file": "<config dir>/<provider>.key",

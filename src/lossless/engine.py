@@ -13,12 +13,21 @@ Invariants:
   lock, so different conversations proceed concurrently.
 * Ingest is idempotent for messages with an ``event_key``; heartbeat polls and
   sessions excluded by the session patterns are skipped, and the result says so.
+* Large payloads (``<file>`` blocks, long tool outputs, ``data:`` URLs over
+  ``large_file_token_threshold``) are stored aside before the size check, so
+  ``max_message_bytes`` applies to what is left.  Their bytes are written
+  before the transaction that stores the rows and messages referring to them:
+  a crash in between leaves an orphan blob, never a dangling reference (see
+  :mod:`lossless.interception`).
+* Files are read back only through this agent's conversations: another
+  agent's file id is :class:`NotFoundError`, as if it did not exist.
 * Nothing here reads the environment: the :class:`Config` is built once, at
   the edge (:meth:`ContextEngine.open` or the CLI).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 from collections import OrderedDict
@@ -35,15 +44,26 @@ from lossless.assembly import AssembledContext, assemble
 from lossless.bootstrap import FileImport, discover_transcripts, import_transcript
 from lossless.compaction import CompactionResult, Compactor, Mode
 from lossless.config import Config, load_config
-from lossless.errors import InputError, NotFoundError
+from lossless.errors import InputError, NotFoundError, StoreError
 from lossless.formats import OutputFormat, render_anthropic, render_openai
 from lossless.ingest import prepare_messages
-from lossless.ports import Store, StoreStats, Summarizer
-from lossless.records import Conversation, IngestResult, Message, MessageRecord, Summary, utcnow
+from lossless.interception import Interceptor, PendingFile
+from lossless.large_files import DEFAULT_PAGE_BYTES, Page, file_scope, page_lines, referenced_file_ids, restore
+from lossless.ports import AppendResult, BlobStore, PreparedMessage, Store, StoreStats, Summarizer
+from lossless.records import (
+    Conversation,
+    IngestResult,
+    JSONValue,
+    LargeFile,
+    Message,
+    MessageRecord,
+    Summary,
+    utcnow,
+)
 from lossless.sessions import SessionPolicy
-from lossless.tokens import TokenCounter, token_counter_for
+from lossless.tokens import RecentCounter, TokenCounter, token_counter_for
 
-__all__ = ["AfterTurnResult", "ContextEngine", "EngineInfo", "ImportProgress", "SpawnHandle"]
+__all__ = ["AfterTurnResult", "ContextEngine", "EngineInfo", "FileDescription", "ImportProgress", "SpawnHandle"]
 
 log = logging.getLogger("lossless.engine")
 
@@ -91,6 +111,17 @@ def _local_zone() -> tzinfo:
     return zone
 
 
+@dataclass(frozen=True, slots=True)
+class FileDescription:
+    """A stored large file: its metadata and exploration summary, and a page of its lines."""
+
+    file: LargeFile
+    page: Page
+
+    def to_dict(self) -> dict[str, JSONValue]:
+        return {**self.file.to_dict(), "content": self.page.to_dict()}
+
+
 def _require_text(value: object, what: str) -> None:
     if not isinstance(value, str) or not value:
         raise InputError(f"{what} must be a non-empty string, got {value!r}")
@@ -119,18 +150,32 @@ class ContextEngine:
         token_counter: TokenCounter | None = None,
         summarizer: Summarizer | None = None,
         clock: Callable[[], datetime] = utcnow,
+        blobs: BlobStore | None = None,
+        file_summarizer: Summarizer | None = None,
     ) -> None:
         from lossless.providers import summarizer_for
+        from lossless.stores import blob_store_for
 
         self.store = store
         self.config = config or Config()
         self.tokens = token_counter or token_counter_for(self.config.tokenizer)
+        self._counting = RecentCounter(self.tokens)  # interception and the ingest checks share counts
         self.summarizer = summarizer or summarizer_for(self.config, self.tokens)
         self.zone: tzinfo = ZoneInfo(self.config.timezone) if self.config.timezone else _local_zone()
         self.compactor = Compactor(
             self.store, self.summarizer, config=self.config, counter=self.tokens, zone=self.zone, clock=clock
         )
         self._clock = clock
+        self.blobs = blobs or blob_store_for(self.config)
+        self.interceptor = Interceptor(
+            store,
+            self.blobs,
+            counter=self._counting,
+            threshold=self.config.large_file_token_threshold,
+            summarizer=file_summarizer,
+            summary_timeout_s=self.config.summary_timeout_ms / 1000,
+            clock=clock,
+        )
         self._policy = SessionPolicy(
             self.config.ignore_session_patterns,
             self.config.stateless_session_patterns,
@@ -169,6 +214,7 @@ class ContextEngine:
 
     async def dispose(self) -> None:
         """Release the store's connections.  The engine cannot be used afterwards."""
+        await self.blobs.close()
         await self.store.close()
 
     # -------------------------------------------------------------- conversations
@@ -273,9 +319,12 @@ class ContextEngine:
         reason = self._policy.write_block_reason(session_key or session_id)
         if reason is not None:
             return IngestResult(None, skipped=len(messages), skip_reason=reason)
+        _require_text(session_id, "session_id")
+        planned = await self.interceptor.plan(messages, scope=file_scope(self.config.agent_id, session_id))
+        files = planned.files
         prepared, dropped = prepare_messages(
-            messages,
-            counter=self.tokens,
+            planned.messages,  # type: ignore[arg-type]  # non-messages are refused here
+            counter=self._counting,
             now=self._clock(),
             max_message_bytes=self.config.max_message_bytes,
             prune_heartbeat_ok=self.config.prune_heartbeat_ok,
@@ -283,7 +332,10 @@ class ContextEngine:
         conversation = await self._conversation_for(session_id, session_key)
         # No conversation lock here: an append is one store transaction, and whatever rewrites
         # the context (compaction) re-checks its range when it commits.
-        result = await self.store.append_messages(conversation.id, prepared)
+        if files:
+            result = await self._append_with_files(conversation.id, prepared, files)
+        else:
+            result = await self.store.append_messages(conversation.id, prepared)
         return IngestResult(
             conversation.id,
             result.stored,
@@ -481,6 +533,71 @@ class ContextEngine:
         conv = await self.conversation(conversation)
         return await self.store.list_summaries(conv.id), await self.store.get_lineage(conv.id)
 
+    async def _append_with_files(
+        self, conversation_id: int, prepared: list[PreparedMessage], files: Sequence[PendingFile]
+    ) -> AppendResult:
+        rows = await self.interceptor.store_files(files, conversation_id)  # durable before the rows commit
+        async with self.store.atomic():
+            await self.store.insert_large_files(rows)
+            return await self.store.append_messages(conversation_id, prepared)
+
+    # -------------------------------------------------------------- large files
+
+    async def file(self, file_id: str) -> LargeFile:
+        """A stored large file of one of this agent's conversations."""
+        _require_text(file_id, "file_id")
+        found = await self.store.get_large_file(file_id)
+        if found is not None:
+            conversation = await self.store.get_conversation(found.conversation_id)
+            if conversation is not None and conversation.agent_id == self.config.agent_id:
+                return found
+        raise NotFoundError(
+            "file", file_id, f"list the files of this agent's ({self.config.agent_id}) conversations with `lcm files`"
+        )
+
+    async def files(self, conversation: int | str, *, limit: int | None = None, offset: int = 0) -> list[LargeFile]:
+        """The large files stored for a conversation of this agent, oldest first."""
+        conv = await self.conversation(conversation)
+        return await self.store.list_large_files(conv.id, limit=limit, offset=offset)
+
+    async def read_file(self, file_id: str) -> bytes:
+        """The exact bytes of a stored file (checked against its SHA-256)."""
+        return await self._read(await self.file(file_id))
+
+    async def _read(self, found: LargeFile) -> bytes:
+        file_id = found.id
+        data = await self.blobs.get(found.storage_uri)
+        if found.content_hash is not None:
+            digest = await anyio.to_thread.run_sync(lambda: hashlib.sha256(data).hexdigest())
+            if digest != found.content_hash:
+                raise StoreError(
+                    f"the bytes stored for {file_id!r} ({found.storage_uri}) do not match their SHA-256: "
+                    "the blob was changed or damaged on disk; restore it from a backup"
+                )
+        return data
+
+    async def describe_file(
+        self,
+        file_id: str,
+        *,
+        start_line: int | None = None,
+        end_line: int | None = None,
+        max_bytes: int = DEFAULT_PAGE_BYTES,
+    ) -> FileDescription:
+        """Metadata, exploration summary and lines ``start_line``…``end_line`` (at most ``max_bytes``) of a file."""
+        found = await self.file(file_id)
+        data = await self._read(found)
+        page = await anyio.to_thread.run_sync(
+            lambda: page_lines(data, start_line=start_line, end_line=end_line, max_bytes=max_bytes)
+        )
+        return FileDescription(found, page)
+
+    async def restore_message(self, message: Message | MessageRecord) -> Message:
+        """The message exactly as it was ingested (with the time it was stored at), its large files put back."""
+        original = message.to_message() if isinstance(message, MessageRecord) else message
+        contents = {file_id: await self.read_file(file_id) for file_id in referenced_file_ids(original)}
+        return await anyio.to_thread.run_sync(lambda: restore(original, contents.__getitem__))
+
     # -------------------------------------------------------------- transcripts
 
     async def bootstrap(
@@ -501,11 +618,12 @@ class ContextEngine:
             self.store,
             session_file,
             config=self.config,
-            counter=self.tokens,
+            counter=self._counting,
             format_name=format_name,
             full=full,
             session_id=session_id,
             session_key=session_key,
+            interceptor=self.interceptor,
         )
         self._conversations.clear()
         return result

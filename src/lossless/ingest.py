@@ -6,7 +6,9 @@ Invariants:
   assistant replies that are exactly ``HEARTBEAT_OK``.
 * A message larger than ``max_message_bytes`` is refused with an
   :class:`InputError` that names its size and the setting; nothing of the
-  batch is stored (the caller checks the whole batch before writing).
+  batch is stored (the caller checks the whole batch before writing).  The
+  engine and the importer store large files aside first
+  (:mod:`lossless.interception`), so the limit applies to what remains.
 * Every prepared message has a token count from the configured counter and a
   timezone-aware timestamp: its own, or the ingest time.
 """

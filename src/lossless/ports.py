@@ -21,6 +21,15 @@ Invariants every :class:`Store` implementation keeps (the contract suite in
   SQLite backend, many processes on one file).  Writes are serialised; a write
   that cannot get the lock in time raises :class:`~lossless.errors.ConflictError`
   having written nothing.
+* **Large files are write-once.**  A ``large_files`` row is never changed;
+  inserting an id that is already stored keeps the stored row (so a replayed
+  ingest is harmless).  Rows belong to a conversation and go with it.
+
+A :class:`BlobStore` keeps the bytes those rows point at (see its docstring):
+content-addressed per conversation, write-once, durable before ``put``
+returns.  Blobs are written *before* the transaction that inserts the rows and
+messages referring to them, so a crash in between leaves an orphan blob, never
+a reference to a missing one.
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from lossless.records import (
     ContextItem,
     Conversation,
     JSONValue,
+    LargeFile,
     Message,
     MessageRecord,
     Summary,
@@ -45,6 +55,7 @@ from lossless.records import (
 
 __all__ = [
     "AppendResult",
+    "BlobStore",
     "PreparedMessage",
     "Store",
     "StoreStats",
@@ -231,6 +242,23 @@ class Store(Protocol):
 
     async def put_bootstrap_state(self, state: BootstrapState) -> None: ...
 
+    # -- large files
+
+    async def insert_large_files(self, files: Sequence[LargeFile]) -> int:
+        """Store ``files``; an id already stored is kept as it is.  Returns how many were new.
+
+        Raises :class:`~lossless.errors.NotFoundError` if a file's conversation does not exist.
+        """
+        ...
+
+    async def get_large_file(self, file_id: str) -> LargeFile | None: ...
+
+    async def list_large_files(
+        self, conversation_id: int, *, limit: int | None = None, offset: int = 0
+    ) -> list[LargeFile]:
+        """A conversation's files, oldest first; files stored at the same time in the order inserted."""
+        ...
+
     # -- search
 
     async def wait_indexed(self) -> None:
@@ -246,6 +274,42 @@ class Store(Protocol):
     # -- housekeeping
 
     async def stats(self) -> StoreStats: ...
+
+
+# ---------------------------------------------------------------------- blobs
+
+
+@runtime_checkable
+class BlobStore(Protocol):
+    """Write-once, content-addressed storage for the bytes of large files.
+
+    Contract:
+
+    * ``put`` stores ``data`` for a conversation under its SHA-256
+      (``content_hash``, lower-case hex, which the implementation verifies) and
+      returns a storage URI.  The same bytes in the same conversation give the
+      same URI and are stored once; different bytes never overwrite each other.
+    * When ``put`` returns, the blob is durable; a reader never sees a partial
+      blob (write to a temporary name, flush, rename).
+    * Nothing about the location comes from user-supplied text: a URI is made
+      of the conversation id, the hash and an extension chosen by the caller
+      from a fixed set (``suffix``: 1–8 lower-case letters or digits, or empty).
+    * ``get`` returns exactly the bytes that were put.  It raises
+      :class:`~lossless.errors.InputError` for a URI this store did not make
+      (so a tampered row cannot point it elsewhere) and
+      :class:`~lossless.errors.StoreError` when the blob is missing.
+
+    The file-system store is the default; a database-backed one (PostgreSQL,
+    so several hosts share blobs) implements the same four members.
+    """
+
+    scheme: str
+
+    async def put(self, conversation_id: int, data: bytes, *, content_hash: str, suffix: str = "") -> str: ...
+
+    async def get(self, storage_uri: str) -> bytes: ...
+
+    async def close(self) -> None: ...
 
 
 # ---------------------------------------------------------------------- summarizers

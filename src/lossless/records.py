@@ -29,6 +29,7 @@ from typing import Any, ClassVar, Literal, TypeAlias, get_args
 from lossless.errors import InputError
 
 __all__ = [
+    "FILE_ORIGINS",
     "PART_TYPES",
     "ROLES",
     "AgentPart",
@@ -37,6 +38,7 @@ __all__ = [
     "ContextEntry",
     "ContextItem",
     "Conversation",
+    "FileOrigin",
     "FilePart",
     "IngestResult",
     "JSONValue",
@@ -757,9 +759,21 @@ class ContextItem:
     summary_id: str | None = None
 
 
+FileOrigin = Literal["file_block", "tool_output", "data_url"]
+FILE_ORIGINS: tuple[FileOrigin, ...] = get_args(FileOrigin)
+
+
 @dataclass(frozen=True, slots=True)
 class LargeFile:
-    """A large payload stored outside the message, behind a ``file_…`` reference."""
+    """A large payload stored outside the message, behind a ``file_…`` reference.
+
+    ``content_hash`` is the hex SHA-256 of the stored bytes; ``storage_uri``
+    names the blob (``fs:<conversation>/<sha256>.<ext>`` for the file-system
+    blob store), so two ids holding the same bytes share one blob.
+    ``origin`` says what was intercepted (a ``<file>`` block, a tool output, a
+    ``data:`` URL) and ``kind`` what the exploration found (``json``, ``python``,
+    ``log``, ``image`` …).
+    """
 
     id: str
     conversation_id: int
@@ -770,6 +784,23 @@ class LargeFile:
     byte_size: int | None = None
     content_hash: str | None = None
     exploration_summary: str | None = None
+    origin: FileOrigin | None = None
+    kind: str | None = None
+
+    def to_dict(self) -> dict[str, JSONValue]:
+        return {
+            "id": self.id,
+            "conversation_id": self.conversation_id,
+            "name": self.name,
+            "mime": self.mime,
+            "byte_size": self.byte_size,
+            "content_hash": self.content_hash,
+            "storage_uri": self.storage_uri,
+            "origin": self.origin,
+            "kind": self.kind,
+            "created_at": format_timestamp(self.created_at),
+            "exploration_summary": self.exploration_summary,
+        }
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,7 @@ from lossless.errors import ConfigError, MissingDependencyError, StoreError
 __all__ = [
     "TOKENIZER_CHOICES",
     "EstimatingCounter",
+    "RecentCounter",
     "TiktokenCounter",
     "TokenCounter",
     "token_counter_for",
@@ -199,6 +200,33 @@ def _with_loader(module: Any, loader: Callable[..., dict[bytes, int]], factory: 
             return factory()
         finally:
             module.load_tiktoken_bpe = original
+
+
+class RecentCounter:
+    """Wraps a counter and remembers its last answer, so the same text object is not counted twice.
+
+    Ingest counts a long tool output while looking for large files and again as
+    the message content (often the very same string).  The memory is one entry,
+    keyed by identity and holding a reference, so it can never answer for
+    another text; it is safe to share between threads.
+    """
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+        self.name = counter.name
+        self._last: tuple[str, int] | None = None
+
+    def count(self, text: str) -> int:
+        last = self._last
+        if last is not None and last[0] is text:
+            return last[1]
+        result = self.counter.count(text)
+        if len(text) > 4096:
+            self._last = (text, result)
+        return result
+
+    def __repr__(self) -> str:
+        return f"RecentCounter({self.counter!r})"
 
 
 TOKENIZER_CHOICES = ("estimate", "o200k_base", "cl100k_base")

@@ -14,6 +14,7 @@ from lossless.records import (
     CompactionPart,
     ContextEntry,
     FilePart,
+    LargeFile,
     Message,
     ReasoningPart,
     Summary,
@@ -263,6 +264,88 @@ async def test_bootstrap_state_round_trip_and_agent_scope(store: Store) -> None:
     assert await store.find_bootstrap_state("main", "/t/a.jsonl") == moved
     refreshed = await store.get_conversation(conv)
     assert refreshed is not None
+
+
+def large_file(conversation_id: int, ident: str, *, when: datetime = T0, **fields: object) -> LargeFile:
+    values: dict[str, object] = {
+        "name": "report.json",
+        "mime": "application/json",
+        "byte_size": 5_000_000,
+        "content_hash": "ab" * 32,
+        "exploration_summary": "JSON object, 3 keys",
+        "origin": "file_block",
+        "kind": "json",
+    }
+    values.update(fields)
+    return LargeFile(
+        id=ident,
+        conversation_id=conversation_id,
+        storage_uri=f"fs:{conversation_id}/{'ab' * 32}.txt",
+        created_at=when,
+        **values,  # type: ignore[arg-type]
+    )
+
+
+async def test_large_files_round_trip_and_list_by_conversation(store: Store) -> None:
+    conv = await new_conversation(store)
+    other = await new_conversation(store, "s2")
+    first = large_file(conv, "file_00000000000000a1")
+    second = large_file(
+        conv,
+        "file_00000000000000a2",
+        when=T0 + timedelta(seconds=1),
+        name="odd\x00name | ../../etc/passwd",
+        mime=None,
+        byte_size=None,
+        content_hash=None,
+        exploration_summary=None,
+        origin=None,
+        kind=None,
+    )
+    elsewhere = large_file(other, "file_00000000000000b1", origin="tool_output")
+    assert await store.insert_large_files([second, first, elsewhere]) == 3
+    assert await store.get_large_file(first.id) == first
+    assert await store.get_large_file(second.id) == second
+    assert await store.get_large_file("file_ffffffffffffffff") is None
+    assert await store.list_large_files(conv) == [first, second]
+    assert await store.list_large_files(conv, limit=1, offset=1) == [second]
+    assert await store.list_large_files(other) == [elsewhere]
+    assert (await store.stats()).large_files == 3
+
+
+async def test_large_files_stored_together_list_in_insertion_order(store: Store) -> None:
+    conv = await new_conversation(store)
+    later, earlier = large_file(conv, "file_00000000000000ff"), large_file(conv, "file_0000000000000001")
+    await store.insert_large_files([later, earlier])
+    assert [f.id for f in await store.list_large_files(conv)] == [later.id, earlier.id]
+
+
+async def test_large_file_insert_is_idempotent_and_keeps_the_first_row(store: Store) -> None:
+    conv = await new_conversation(store)
+    original = large_file(conv, "file_0000000000000001")
+    assert await store.insert_large_files([original]) == 1
+    replay = large_file(conv, "file_0000000000000001", exploration_summary="a different summary")
+    assert await store.insert_large_files([replay, replay]) == 0
+    assert await store.get_large_file(original.id) == original
+    assert await store.insert_large_files([]) == 0
+
+
+async def test_large_file_of_a_missing_conversation_is_refused(store: Store) -> None:
+    with pytest.raises(NotFoundError, match="conversation"):
+        await store.insert_large_files([large_file(424242, "file_0000000000000002")])
+    assert (await store.stats()).large_files == 0
+
+
+async def test_large_file_rows_roll_back_with_the_transaction(store: Store) -> None:
+    conv = await new_conversation(store)
+    with pytest.raises(RuntimeError):
+        async with store.atomic():
+            await store.insert_large_files([large_file(conv, "file_0000000000000003")])
+            await store.append_messages(conv, [prep(Message.user("[LCM File: file_0000000000000003 | …]"))])
+            assert await store.get_large_file("file_0000000000000003") is not None
+            raise RuntimeError("crash before commit")
+    assert await store.get_large_file("file_0000000000000003") is None
+    assert await store.count_messages(conv) == 0
 
 
 async def test_stats_and_sizes(store: Store) -> None:

@@ -1,6 +1,6 @@
 """The ``lcm`` command.
 
-Commands: ``import``, ``conversations``, ``messages``, ``compact``,
+Commands: ``import``, ``conversations``, ``messages``, ``files``, ``file``, ``compact``,
 ``summaries``, ``stats``, ``config show``.  Every command honours ``--database`` (else ``LCM_DATABASE_URL``, the
 config file, or SQLite in the data directory) and prints JSON with ``--json``.
 Exit codes are documented in ``docs/cli.md`` and defined by
@@ -16,6 +16,7 @@ import click
 from lossless.cli._common import CliState
 from lossless.cli.compact import compact_command, summaries_command
 from lossless.cli.config_cmd import config_group
+from lossless.cli.files import file_command, files_command
 from lossless.cli.imports import import_command
 from lossless.cli.inspect import conversations_command, messages_command, stats_command
 from lossless.engine import VERSION
@@ -44,6 +45,8 @@ def cli(ctx: click.Context, database: str | None, config_file: Path | None, agen
 cli.add_command(import_command)
 cli.add_command(conversations_command)
 cli.add_command(messages_command)
+cli.add_command(files_command)
+cli.add_command(file_command)
 cli.add_command(stats_command)
 cli.add_command(compact_command)
 cli.add_command(summaries_command)

@@ -5,6 +5,9 @@ lazily, so a missing optional dependency only matters to those who use it:
 
 * ``sqlite:///relative/or/absolute/path.db`` (``sqlite:////abs/path.db`` also works)
 * ``postgresql://user@host/db`` — the ``postgres`` extra (not available yet)
+
+:func:`blob_store_for` picks where the bytes of large files go: files under
+``large_files_dir`` (a database-backed blob store joins with PostgreSQL).
 """
 
 from __future__ import annotations
@@ -13,9 +16,9 @@ from urllib.parse import unquote, urlsplit
 
 from lossless.config import Config
 from lossless.errors import ConfigError
-from lossless.ports import Store
+from lossless.ports import BlobStore, Store
 
-__all__ = ["open_store", "sqlite_path_from_url"]
+__all__ = ["blob_store_for", "open_store", "sqlite_path_from_url"]
 
 SCHEMES = ("sqlite", "postgresql", "postgres")
 
@@ -64,3 +67,10 @@ async def open_store(url: str, config: Config | None = None) -> Store:
         f"unsupported database URL {url!r}: use one of {', '.join(s + '://' for s in SCHEMES)}",
         setting="database_url",
     )
+
+
+def blob_store_for(config: Config | None = None) -> BlobStore:
+    """The blob store for large files: a folder per conversation under ``config.resolved_large_files_dir``."""
+    from lossless.stores.blobs import FileBlobStore
+
+    return FileBlobStore((config or Config()).resolved_large_files_dir)

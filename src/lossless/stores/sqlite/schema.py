@@ -184,6 +184,8 @@ _V1 = (
         content_hash        TEXT,
         storage_uri         TEXT NOT NULL,
         exploration_summary TEXT,
+        origin              TEXT CHECK (origin IN ('file_block','tool_output','data_url')),
+        content_kind        TEXT,
         created_at          TEXT NOT NULL
     )
     """,

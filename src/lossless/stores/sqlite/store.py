@@ -28,6 +28,7 @@ from lossless.records import (
     ContextItem,
     Conversation,
     JSONValue,
+    LargeFile,
     Message,
     MessageRecord,
     Part,
@@ -76,6 +77,28 @@ def _ts(value: str | None) -> datetime | None:
 def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+_FILE_COLUMNS = (
+    "file_id, conversation_id, file_name, mime_type, byte_size, content_hash, storage_uri, "
+    "exploration_summary, origin, content_kind, created_at"
+)
+
+
+def _large_file(row: Sequence[Any]) -> LargeFile:
+    return LargeFile(
+        id=row[0],
+        conversation_id=row[1],
+        name=row[2],
+        mime=row[3],
+        byte_size=row[4],
+        content_hash=row[5],
+        storage_uri=row[6],
+        exploration_summary=row[7],
+        origin=row[8],
+        kind=row[9],
+        created_at=datetime.fromisoformat(row[10]),
+    )
 
 
 def _conversation(row: Sequence[Any]) -> Conversation:
@@ -540,6 +563,66 @@ class SQLiteStore:
             )
 
         await self._db.write(run)
+
+    # ------------------------------------------------------------ large files
+
+    async def insert_large_files(self, files: Sequence[LargeFile]) -> int:
+        if not files:
+            return 0
+        rows = [
+            (
+                f.id,
+                f.conversation_id,
+                f.name,
+                f.mime,
+                f.byte_size,
+                f.content_hash,
+                f.storage_uri,
+                f.exploration_summary,
+                f.origin,
+                f.kind,
+                format_timestamp(f.created_at),
+            )
+            for f in files
+        ]
+
+        def run(conn: sqlite3.Connection) -> int:
+            conversations = {f.conversation_id for f in files}
+            for conversation_id in conversations:
+                if (
+                    conn.execute("SELECT 1 FROM conversations WHERE conversation_id = ?", (conversation_id,)).fetchone()
+                    is None
+                ):
+                    raise NotFoundError("conversation", conversation_id)
+            before = conn.total_changes
+            conn.executemany(
+                f"INSERT INTO large_files ({_FILE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (file_id) DO NOTHING",
+                rows,
+            )
+            return conn.total_changes - before
+
+        return await self._db.write(run)
+
+    async def get_large_file(self, file_id: str) -> LargeFile | None:
+        def run(conn: sqlite3.Connection) -> LargeFile | None:
+            row = conn.execute(f"SELECT {_FILE_COLUMNS} FROM large_files WHERE file_id = ?", (file_id,)).fetchone()
+            return None if row is None else _large_file(row)
+
+        return await self._db.read(run)
+
+    async def list_large_files(
+        self, conversation_id: int, *, limit: int | None = None, offset: int = 0
+    ) -> list[LargeFile]:
+        def run(conn: sqlite3.Connection) -> list[LargeFile]:
+            rows = conn.execute(
+                f"SELECT {_FILE_COLUMNS} FROM large_files WHERE conversation_id = ? "
+                "ORDER BY created_at, rowid LIMIT ? OFFSET ?",
+                (conversation_id, -1 if limit is None else limit, offset),
+            ).fetchall()
+            return [_large_file(r) for r in rows]
+
+        return await self._db.read(run)
 
     # ------------------------------------------------------------ search
 
