@@ -113,6 +113,13 @@ async def test_a_truncated_blob_is_rewritten(blobs: FileBlobStore) -> None:
 
 
 def test_default_location_follows_the_settings(tmp_path: Path) -> None:
-    assert repr(blob_store_for(Config(data_dir=tmp_path))) == repr(FileBlobStore(tmp_path / "files"))
+    # Beside a SQLite database (the default one in the data directory, or one named by URL) ...
+    assert repr(blob_store_for(Config(data_dir=tmp_path))) == repr(FileBlobStore(tmp_path / "lcm.db-files"))
+    named = Config(database_url=f"sqlite:///{tmp_path}/other/agent.db")
+    assert repr(blob_store_for(named)) == repr(FileBlobStore(tmp_path / "other" / "agent.db-files"))
+    # ... else in the data directory; large_files_dir always wins.
+    assert repr(blob_store_for(Config(data_dir=tmp_path, database_url="postgresql://h/db"))) == repr(
+        FileBlobStore(tmp_path / "files")
+    )
     chosen = Config(data_dir=tmp_path, large_files_dir=tmp_path / "elsewhere")
     assert repr(blob_store_for(chosen)) == repr(FileBlobStore(tmp_path / "elsewhere"))

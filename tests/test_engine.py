@@ -11,10 +11,16 @@ import pytest
 
 from lossless import ContextEngine, FilePart, InputError, Message, NotFoundError, StoreError, TextPart, ToolPart
 from lossless.config import Config
+from lossless.stores.blobs import FileBlobStore
 
 from .conftest import FIXTURES
 
 pytestmark = pytest.mark.anyio
+
+
+def _blob_root(engine: ContextEngine) -> Path:
+    assert isinstance(engine.blobs, FileBlobStore)
+    return engine.blobs.root
 
 
 async def test_info() -> None:
@@ -233,7 +239,7 @@ async def test_the_same_file_pasted_twice_is_stored_once(engine: ContextEngine, 
     assert files[0].id in first.stored[0].content and files[0].id in second.stored[0].content
     assert files[1].id in renamed.stored[0].content
     assert files[0].storage_uri == files[1].storage_uri  # two ids, one blob
-    folder = config.resolved_large_files_dir / str(first.conversation_id)
+    folder = _blob_root(engine) / str(first.conversation_id)
     assert [p.name for p in folder.iterdir()] == [f"{files[0].content_hash}.txt"]
 
 
@@ -241,7 +247,7 @@ async def test_user_supplied_names_never_reach_the_file_system(engine: ContextEn
     body = _log(200_000)
     for name in ("../../etc/passwd", "CON", "nul\x00byte", "/abs/path", "..\\..\\win.ini"):
         await engine.ingest("s", Message.user(f'<file name="{name}">\n{body}{name}\n</file>'))
-    stored = sorted(p.relative_to(config.resolved_large_files_dir) for p in config.resolved_large_files_dir.rglob("*"))
+    stored = sorted(p.relative_to(_blob_root(engine)) for p in _blob_root(engine).rglob("*"))
     conversation = (await engine.conversation("s")).id
     assert all(
         str(p) == str(conversation) or re.fullmatch(rf"{conversation}/[0-9a-f]{{64}}\.txt", str(p)) for p in stored
@@ -281,7 +287,7 @@ async def test_the_size_limit_applies_to_what_remains(tmp_path: Path) -> None:
         with pytest.raises(InputError, match="max_message_bytes"):
             await engine.ingest("s", Message.user(f'<file name="unclosed.log">\n{body}'))
         assert len(await engine.files("s")) == 1  # refused batches stored no file …
-        assert len(list((tmp_path / "files").rglob("*.txt"))) == 1  # … and no blob
+        assert len(list((tmp_path / "l.db-files").rglob("*.txt"))) == 1  # … and no blob
 
 
 async def test_large_tool_outputs_are_stored_aside(engine: ContextEngine) -> None:
@@ -316,7 +322,7 @@ async def test_files_are_scoped_to_the_agent(config: Config) -> None:
 async def test_a_damaged_blob_is_reported(engine: ContextEngine, config: Config) -> None:
     await engine.ingest("d", Message.user(f'<file name="x.log">\n{_log(200_000)}\n</file>'))
     [file] = await engine.files("d")
-    path = config.resolved_large_files_dir / file.storage_uri.removeprefix("fs:")
+    path = _blob_root(engine) / file.storage_uri.removeprefix("fs:")
     path.write_bytes(b"tampered")
     with pytest.raises(StoreError, match="SHA-256"):
         await engine.read_file(file.id)

@@ -119,7 +119,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("database_url", "databaseUrl", "str", None, "Database to use: sqlite:///path/to/lcm.db (default: lcm.db in the data directory) or postgresql://…", "storage", optional=True),
     Setting("database_path", "databasePath", "path", None, "Path of the SQLite file (the reference's key); ignored when database_url is set.", "storage", optional=True),
     Setting("data_dir", "dataDir", "path", None, "Directory for the default database and stored large files (default: the per-user data directory).", "storage", optional=True),
-    Setting("large_files_dir", "largeFilesDir", "path", None, "Directory for the bytes of large files stored aside, one folder per conversation (default: files in the data directory).", "storage", optional=True),
+    Setting("large_files_dir", "largeFilesDir", "path", None, "Directory for the bytes of large files stored aside, one folder per conversation (default: <database>-files beside a SQLite database, else files in the data directory).", "storage", optional=True),
     Setting("agent_id", "agentId", "str", "main", "Identity of the agent that owns new conversations; retrieval is scoped to it.", "storage", pattern=_AGENT_PATTERN, allowed="1–128 letters, digits and . _ : @ - (starting with a letter or digit)"),
     Setting("enabled", "enabled", "bool", True, "Master switch: when false, ingest stores nothing and assembly passes messages through.", "storage"),
     Setting("tokenizer", "tokenizer", "choice", "estimate", "Token counter: the calibrated estimator, or an exact tiktoken encoding (needs the tokenizer extra).", "storage", choices=("estimate", "o200k_base", "cl100k_base")),

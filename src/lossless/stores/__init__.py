@@ -12,6 +12,7 @@ lazily, so a missing optional dependency only matters to those who use it:
 
 from __future__ import annotations
 
+from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from lossless.config import Config
@@ -70,7 +71,21 @@ async def open_store(url: str, config: Config | None = None) -> Store:
 
 
 def blob_store_for(config: Config | None = None) -> BlobStore:
-    """The blob store for large files: a folder per conversation under ``config.resolved_large_files_dir``."""
+    """The blob store for large files: a folder per conversation.
+
+    The folder is ``large_files_dir`` when set; else, for a SQLite database, ``<database>-files``
+    beside the database file (so a database and its files travel together and two databases never
+    share a folder); else ``files`` in the data directory.
+    """
     from lossless.stores.blobs import FileBlobStore
 
-    return FileBlobStore((config or Config()).resolved_large_files_dir)
+    config = config or Config()
+    folder = config.large_files_dir
+    if folder is None:
+        url = config.resolved_database_url
+        if urlsplit(url).scheme == "sqlite":
+            database = Path(sqlite_path_from_url(url)).expanduser()
+            folder = database.with_name(database.name + "-files")
+        else:
+            folder = config.resolved_large_files_dir
+    return FileBlobStore(folder)
