@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from lossless.errors import ConflictError, InputError, NotFoundError
+from lossless.errors import InputError, NotFoundError
 from lossless.ports import AppendResult, PreparedMessage, StoreStats
 from lossless.records import (
     BootstrapState,
@@ -29,93 +29,31 @@ from lossless.records import (
     Conversation,
     JSONValue,
     LargeFile,
-    Message,
     MessageRecord,
-    Part,
     Summary,
-    TextPart,
     format_timestamp,
     utcnow,
 )
-from lossless.stores.rows import PART_COLUMNS, dump_json, load_json, part_from_row, part_to_row
+from lossless.stores.rows import dump_json
 from lossless.stores.sqlite.connection import Database
-
-__all__ = ["SQLiteStore"]
-
-_CHUNK = 500  # ids per IN (…) list; well under SQLite's variable limit
-
-# A conversation's updated_at is its last activity: its newest message's time, else its own update time.
-_LAST_ACTIVITY = (
-    "coalesce((SELECT m.created_at FROM messages m WHERE m.conversation_id = c.conversation_id "
-    "ORDER BY m.seq DESC LIMIT 1), c.updated_at)"
+from lossless.stores.sqlite.statements import (
+    CONVERSATION_COLUMNS,
+    FILE_COLUMNS,
+    INLINE_CHARS,
+    INLINE_MESSAGES,
+    MESSAGE_COLUMNS,
+    SUMMARY_COLUMNS,
+    append,
+    check_sources,
+    chunks,
+    conversation_from_row,
+    large_file_from_row,
+    replace_range,
+    summary_from_row,
+    table_bytes,
+    timestamp,
+    with_parts,
 )
-_CONVERSATION_COLUMNS = (
-    "c.conversation_id, c.agent_id, c.session_id, c.session_key, c.parent_conversation_id, c.title, c.source, "
-    f"c.active, c.archived_at, c.created_at, max({_LAST_ACTIVITY}, c.updated_at), c.metadata"
-)
-_MESSAGE_COLUMNS = "message_id, conversation_id, seq, role, content, token_count, created_at, event_key, metadata"
-_SUMMARY_COLUMNS = (
-    "summary_id, conversation_id, kind, depth, content, token_count, earliest_at, latest_at, descendant_count, "
-    "descendant_token_count, source_message_token_count, file_ids, provider, model, level, reason, created_at"
-)
-_SUMMARY_COLUMN_COUNT = 17
-_PART_SELECT = "p.message_id, " + ", ".join(f"p.{c}" for c in PART_COLUMNS)
-_PART_INSERT = (
-    f"INSERT INTO message_parts (part_id, message_id, ordinal, {', '.join(PART_COLUMNS)}) "
-    f"VALUES ({', '.join('?' * (len(PART_COLUMNS) + 3))})"
-)
-_PARTS_PER_MESSAGE = 65536
-#: A batch bigger than this runs in a worker thread rather than inline (see Database.write).
-_INLINE_MESSAGES = 16
-_INLINE_CHARS = 256 * 1024
-
-
-def _ts(value: str | None) -> datetime | None:
-    return None if value is None else datetime.fromisoformat(value)
-
-
-def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-_FILE_COLUMNS = (
-    "file_id, conversation_id, file_name, mime_type, byte_size, content_hash, storage_uri, "
-    "exploration_summary, origin, content_kind, created_at"
-)
-
-
-def _large_file(row: Sequence[Any]) -> LargeFile:
-    return LargeFile(
-        id=row[0],
-        conversation_id=row[1],
-        name=row[2],
-        mime=row[3],
-        byte_size=row[4],
-        content_hash=row[5],
-        storage_uri=row[6],
-        exploration_summary=row[7],
-        origin=row[8],
-        kind=row[9],
-        created_at=datetime.fromisoformat(row[10]),
-    )
-
-
-def _conversation(row: Sequence[Any]) -> Conversation:
-    return Conversation(
-        id=row[0],
-        agent_id=row[1],
-        session_id=row[2],
-        session_key=row[3],
-        parent_id=row[4],
-        title=row[5],
-        source=row[6],
-        active=bool(row[7]),
-        archived_at=_ts(row[8]),
-        created_at=datetime.fromisoformat(row[9]),
-        updated_at=datetime.fromisoformat(row[10]),
-        metadata=load_json(row[11]),
-    )
 
 
 class SQLiteStore:
@@ -175,7 +113,7 @@ class SQLiteStore:
         def run(conn: sqlite3.Connection) -> Conversation:
             now = format_timestamp(utcnow())
             row = conn.execute(
-                f"SELECT {_CONVERSATION_COLUMNS} FROM conversations c WHERE c.agent_id = ? AND c.session_id = ?",
+                f"SELECT {CONVERSATION_COLUMNS} FROM conversations c WHERE c.agent_id = ? AND c.session_id = ?",
                 (agent_id, session_id),
             ).fetchone()
             if session_key is not None:
@@ -212,20 +150,20 @@ class SQLiteStore:
                     (session_key, title, source, parent_id, dump_json(metadata), conversation_id),
                 )
             fresh = conn.execute(
-                f"SELECT {_CONVERSATION_COLUMNS} FROM conversations c WHERE c.conversation_id = ?",
+                f"SELECT {CONVERSATION_COLUMNS} FROM conversations c WHERE c.conversation_id = ?",
                 (conversation_id,),
             ).fetchone()
-            return _conversation(fresh)
+            return conversation_from_row(fresh)
 
         return await self._db.write(run)
 
     async def get_conversation(self, conversation_id: int) -> Conversation | None:
         def run(conn: sqlite3.Connection) -> Conversation | None:
             row = conn.execute(
-                f"SELECT {_CONVERSATION_COLUMNS} FROM conversations c WHERE c.conversation_id = ?",
+                f"SELECT {CONVERSATION_COLUMNS} FROM conversations c WHERE c.conversation_id = ?",
                 (conversation_id,),
             ).fetchone()
-            return None if row is None else _conversation(row)
+            return None if row is None else conversation_from_row(row)
 
         return await self._db.read(run)
 
@@ -238,16 +176,16 @@ class SQLiteStore:
         def run(conn: sqlite3.Connection) -> Conversation | None:
             if session_id is not None:
                 row = conn.execute(
-                    f"SELECT {_CONVERSATION_COLUMNS} FROM conversations c WHERE c.agent_id = ? AND c.session_id = ?",
+                    f"SELECT {CONVERSATION_COLUMNS} FROM conversations c WHERE c.agent_id = ? AND c.session_id = ?",
                     (agent_id, session_id),
                 ).fetchone()
             else:
                 row = conn.execute(
-                    f"SELECT {_CONVERSATION_COLUMNS} FROM conversations c "
+                    f"SELECT {CONVERSATION_COLUMNS} FROM conversations c "
                     "WHERE c.agent_id = ? AND c.session_key = ? AND c.active = 1",
                     (agent_id, session_key),
                 ).fetchone()
-            return None if row is None else _conversation(row)
+            return None if row is None else conversation_from_row(row)
 
         return await self._db.read(run)
 
@@ -257,11 +195,11 @@ class SQLiteStore:
         def run(conn: sqlite3.Connection) -> list[Conversation]:
             where, params = ("WHERE c.agent_id = ?", [agent_id]) if agent_id is not None else ("", [])
             rows = conn.execute(
-                f"SELECT {_CONVERSATION_COLUMNS} FROM conversations c {where} "
+                f"SELECT {CONVERSATION_COLUMNS} FROM conversations c {where} "
                 "ORDER BY 11 DESC, c.conversation_id DESC LIMIT ? OFFSET ?",
                 (*params, limit, offset),
             ).fetchall()
-            return [_conversation(r) for r in rows]
+            return [conversation_from_row(r) for r in rows]
 
         return await self._db.read(run)
 
@@ -270,7 +208,7 @@ class SQLiteStore:
 
         def run(conn: sqlite3.Connection) -> dict[int, tuple[int, int]]:
             sizes: dict[int, tuple[int, int]] = {}
-            for chunk in _chunks(ids):
+            for chunk in chunks(ids):
                 for row in conn.execute(
                     "SELECT conversation_id, count(*), coalesce(sum(token_count), 0) FROM messages "
                     f"WHERE conversation_id IN ({','.join('?' * len(chunk))}) GROUP BY conversation_id",
@@ -309,8 +247,8 @@ class SQLiteStore:
     async def append_messages(self, conversation_id: int, messages: Sequence[PreparedMessage]) -> AppendResult:
         if not messages:
             return AppendResult()
-        heavy = len(messages) > _INLINE_MESSAGES or sum(len(p.message.content) for p in messages) > _INLINE_CHARS
-        return await self._db.write(lambda conn: _append(conn, conversation_id, messages), heavy=heavy)
+        heavy = len(messages) > INLINE_MESSAGES or sum(len(p.message.content) for p in messages) > INLINE_CHARS
+        return await self._db.write(lambda conn: append(conn, conversation_id, messages), heavy=heavy)
 
     async def get_messages(
         self,
@@ -323,11 +261,11 @@ class SQLiteStore:
         def run(conn: sqlite3.Connection) -> list[MessageRecord]:
             order = "DESC" if newest_first else "ASC"
             rows = conn.execute(
-                f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? AND seq > ? "
+                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? AND seq > ? "
                 f"ORDER BY seq {order} LIMIT ?",
                 (conversation_id, -1 if after_seq is None else after_seq, -1 if limit is None else limit),
             ).fetchall()
-            return _with_parts(conn, rows)
+            return with_parts(conn, rows)
 
         return await self._db.read(run)
 
@@ -336,12 +274,12 @@ class SQLiteStore:
 
         def run(conn: sqlite3.Connection) -> list[MessageRecord]:
             rows: list[Any] = []
-            for chunk in _chunks(ids):
+            for chunk in chunks(ids):
                 rows += conn.execute(
-                    f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE message_id IN ({','.join('?' * len(chunk))})",
+                    f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE message_id IN ({','.join('?' * len(chunk))})",
                     tuple(chunk),
                 ).fetchall()
-            by_id = {r.id: r for r in _with_parts(conn, rows)}
+            by_id = {r.id: r for r in with_parts(conn, rows)}
             return [by_id[i] for i in ids if i in by_id]
 
         return await self._db.read(run)
@@ -416,7 +354,7 @@ class SQLiteStore:
                     summary_id=row[3],
                     role=row[6],
                     depth=row[7],
-                    earliest_at=_ts(row[8]),
+                    earliest_at=timestamp(row[8]),
                     tool_calls=tuple(calls.get(row[2], ())),
                     tool_results=tuple(results.get(row[2], ())),
                 )
@@ -444,20 +382,20 @@ class SQLiteStore:
     # ------------------------------------------------------------ the summary DAG
 
     async def replace_with_summary(self, summary: Summary, sources: Sequence[ContextEntry]) -> None:
-        _check_sources(summary, sources)
-        await self._db.write(lambda conn: _replace(conn, summary, sources))
+        check_sources(summary, sources)
+        await self._db.write(lambda conn: replace_range(conn, summary, sources))
 
     async def get_summaries(self, summary_ids: Sequence[str]) -> list[Summary]:
         ids = list(dict.fromkeys(summary_ids))
 
         def run(conn: sqlite3.Connection) -> list[Summary]:
             found: dict[str, Summary] = {}
-            for chunk in _chunks(ids):
+            for chunk in chunks(ids):
                 for row in conn.execute(
-                    f"SELECT {_SUMMARY_COLUMNS} FROM summaries WHERE summary_id IN ({','.join('?' * len(chunk))})",
+                    f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE summary_id IN ({','.join('?' * len(chunk))})",
                     tuple(chunk),
                 ):
-                    summary = _summary(row)
+                    summary = summary_from_row(row)
                     found[summary.id] = summary
             return [found[i] for i in ids if i in found]
 
@@ -466,10 +404,10 @@ class SQLiteStore:
     async def list_summaries(self, conversation_id: int) -> list[Summary]:
         def run(conn: sqlite3.Connection) -> list[Summary]:
             rows = conn.execute(
-                f"SELECT {_SUMMARY_COLUMNS} FROM summaries WHERE conversation_id = ? ORDER BY summary_rowid",
+                f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE conversation_id = ? ORDER BY summary_rowid",
                 (conversation_id,),
             ).fetchall()
-            return [_summary(r) for r in rows]
+            return [summary_from_row(r) for r in rows]
 
         return await self._db.read(run)
 
@@ -478,7 +416,7 @@ class SQLiteStore:
 
         def run(conn: sqlite3.Connection) -> dict[str, tuple[str, ...]]:
             parents: dict[str, list[str]] = {}
-            for chunk in _chunks(ids):
+            for chunk in chunks(ids):
                 for summary_id, parent in conn.execute(
                     "SELECT summary_id, parent_summary_id FROM summary_parents "
                     f"WHERE summary_id IN ({','.join('?' * len(chunk))}) ORDER BY summary_id, ordinal",
@@ -596,7 +534,7 @@ class SQLiteStore:
                     raise NotFoundError("conversation", conversation_id)
             before = conn.total_changes
             conn.executemany(
-                f"INSERT INTO large_files ({_FILE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                f"INSERT INTO large_files ({FILE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (file_id) DO NOTHING",
                 rows,
             )
@@ -606,8 +544,8 @@ class SQLiteStore:
 
     async def get_large_file(self, file_id: str) -> LargeFile | None:
         def run(conn: sqlite3.Connection) -> LargeFile | None:
-            row = conn.execute(f"SELECT {_FILE_COLUMNS} FROM large_files WHERE file_id = ?", (file_id,)).fetchone()
-            return None if row is None else _large_file(row)
+            row = conn.execute(f"SELECT {FILE_COLUMNS} FROM large_files WHERE file_id = ?", (file_id,)).fetchone()
+            return None if row is None else large_file_from_row(row)
 
         return await self._db.read(run)
 
@@ -616,11 +554,11 @@ class SQLiteStore:
     ) -> list[LargeFile]:
         def run(conn: sqlite3.Connection) -> list[LargeFile]:
             rows = conn.execute(
-                f"SELECT {_FILE_COLUMNS} FROM large_files WHERE conversation_id = ? "
+                f"SELECT {FILE_COLUMNS} FROM large_files WHERE conversation_id = ? "
                 "ORDER BY created_at, rowid LIMIT ? OFFSET ?",
                 (conversation_id, -1 if limit is None else limit, offset),
             ).fetchall()
-            return [_large_file(r) for r in rows]
+            return [large_file_from_row(r) for r in rows]
 
         return await self._db.read(run)
 
@@ -641,12 +579,12 @@ class SQLiteStore:
             tokens = conn.execute("SELECT coalesce(sum(token_count), 0) FROM messages").fetchone()[0]
             page_size = conn.execute("PRAGMA page_size").fetchone()[0]
             page_count = conn.execute("PRAGMA page_count").fetchone()[0]
-            table_bytes = _table_bytes(conn)
+            sizes = table_bytes(conn)
             total = page_size * page_count
             index = self._db.index
             if index is not None:
                 with contextlib.suppress(OSError):
-                    table_bytes["search index (separate file)"] = index.path.stat().st_size
+                    sizes["search index (separate file)"] = index.path.stat().st_size
             return StoreStats(
                 url=self.url,
                 backend=self.backend,
@@ -658,301 +596,8 @@ class SQLiteStore:
                 context_items=count("context_items"),
                 large_files=count("large_files"),
                 total_bytes=total,
-                table_bytes=table_bytes,
+                table_bytes=sizes,
                 message_tokens=tokens,
             )
 
         return await self._db.read(run)
-
-
-# ---------------------------------------------------------------- write helpers (run in the writer thread)
-
-
-def _append(conn: sqlite3.Connection, conversation_id: int, messages: Sequence[PreparedMessage]) -> AppendResult:
-    keys = [p.message.event_key for p in messages if p.message.event_key is not None]
-    # One round trip for the common case of one message: counters and its key's presence together.
-    single_key = keys[0] if len(keys) == 1 else None
-    exists, last_id, last_seq, last_ordinal, known = conn.execute(
-        "SELECT (SELECT 1 FROM conversations WHERE conversation_id = ?1), "
-        "max(coalesce((SELECT max(message_id) FROM messages), 0), "
-        "coalesce((SELECT CAST(value AS INTEGER) FROM lcm_meta WHERE key = 'message_id_floor'), 0)), "
-        "(SELECT max(seq) FROM messages WHERE conversation_id = ?1), "
-        "(SELECT max(ordinal) FROM context_items WHERE conversation_id = ?1), "
-        "(SELECT 1 FROM messages WHERE conversation_id = ?1 AND event_key = ?2)",
-        (conversation_id, single_key),
-    ).fetchone()
-    if exists is None:
-        raise NotFoundError("conversation", conversation_id)
-    seen: set[str] = set()
-    if single_key is not None:
-        if known:
-            seen.add(single_key)
-    else:
-        for chunk in _chunks(keys):
-            seen.update(
-                row[0]
-                for row in conn.execute(
-                    f"SELECT event_key FROM messages WHERE conversation_id = ? "
-                    f"AND event_key IN ({','.join('?' * len(chunk))})",
-                    (conversation_id, *chunk),
-                )
-            )
-    fresh: list[PreparedMessage] = []
-    duplicates = 0
-    for prepared in messages:
-        key = prepared.message.event_key
-        if key is not None:
-            if key in seen:
-                duplicates += 1
-                continue
-            seen.add(key)
-        fresh.append(prepared)
-    if not fresh:
-        return AppendResult((), duplicates)
-    next_id, next_seq, next_ordinal = (last_id or 0) + 1, (last_seq or 0) + 1, (last_ordinal or 0) + 1
-    now = format_timestamp(utcnow())
-
-    message_rows: list[tuple[Any, ...]] = []
-    part_rows: list[tuple[Any, ...]] = []
-    item_rows: list[tuple[Any, ...]] = []
-    stored: list[MessageRecord] = []
-    for offset, prepared in enumerate(fresh):
-        message = prepared.message
-        message_id, seq = next_id + offset, next_seq + offset
-        created = format_timestamp(prepared.created_at)
-        message_rows.append(
-            (
-                message_id,
-                conversation_id,
-                seq,
-                message.role,
-                message.content,
-                prepared.token_count,
-                created,
-                message.event_key,
-                dump_json(message.metadata),
-            )
-        )
-        if len(message.parts) >= _PARTS_PER_MESSAGE:
-            raise InputError(f"a message may have at most {_PARTS_PER_MESSAGE - 1} parts, got {len(message.parts)}")
-        only = len(message.parts) == 1
-        if only and _implied(message):
-            pass  # a plain text message: its one part is implied by its content (see _with_parts)
-        else:
-            part_rows.extend(
-                (
-                    message_id * _PARTS_PER_MESSAGE + ordinal,
-                    message_id,
-                    ordinal,
-                    *part_to_row(part, message.content, only_part=only),
-                )
-                for ordinal, part in enumerate(message.parts)
-            )
-        item_rows.append((conversation_id, next_ordinal + offset, message_id, now))
-        stored.append(
-            MessageRecord(
-                id=message_id,
-                conversation_id=conversation_id,
-                seq=seq,
-                role=message.role,
-                content=message.content,
-                parts=message.parts,
-                token_count=prepared.token_count,
-                created_at=prepared.created_at,
-                event_key=message.event_key,
-                metadata=message.metadata,
-            )
-        )
-    _insert(conn, f"INSERT INTO messages ({_MESSAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", message_rows)
-    _insert(conn, _PART_INSERT, part_rows)
-    _insert(
-        conn,
-        "INSERT INTO context_items (conversation_id, ordinal, item_type, message_id, created_at) "
-        "VALUES (?, ?, 'message', ?, ?)",
-        item_rows,
-    )
-    return AppendResult(tuple(stored), duplicates)
-
-
-def _check_sources(summary: Summary, sources: Sequence[ContextEntry]) -> None:
-    if not sources:
-        raise InputError("a summary needs at least one source")
-    if summary.kind == "leaf":
-        if summary.depth != 0 or any(e.kind != "message" for e in sources):
-            raise InputError("a leaf summary (depth 0) is made of messages only")
-    elif summary.depth < 1 or any(e.kind != "summary" or e.depth != summary.depth - 1 for e in sources):
-        raise InputError(
-            f"a condensed summary of depth {summary.depth} is made of summaries of depth {summary.depth - 1}"
-        )
-    ordinals = [e.ordinal for e in sources]
-    if ordinals != sorted(set(ordinals)):
-        raise InputError("summary sources must be distinct context items in context order")
-
-
-def _replace(conn: sqlite3.Connection, summary: Summary, sources: Sequence[ContextEntry]) -> None:
-    conversation_id = summary.conversation_id
-    first, last = sources[0].ordinal, sources[-1].ordinal
-    current = conn.execute(
-        "SELECT ordinal, item_type, message_id, summary_id FROM context_items "
-        "WHERE conversation_id = ? AND ordinal BETWEEN ? AND ? ORDER BY ordinal",
-        (conversation_id, first, last),
-    ).fetchall()
-    expected = [(e.ordinal, e.kind, e.message_id, e.summary_id) for e in sources]
-    if [tuple(row) for row in current] != expected:
-        raise ConflictError(
-            f"the context of conversation {conversation_id} changed while it was being compacted; "
-            "nothing was written: read it again and retry"
-        )
-    conn.execute(
-        f"INSERT INTO summaries ({_SUMMARY_COLUMNS}) VALUES ({', '.join('?' * _SUMMARY_COLUMN_COUNT)})",
-        _summary_row(summary),
-    )
-    if summary.kind == "leaf":
-        conn.executemany(
-            "INSERT INTO summary_messages (summary_id, message_id, ordinal) VALUES (?, ?, ?)",
-            [(summary.id, e.message_id, i) for i, e in enumerate(sources)],
-        )
-    else:
-        conn.executemany(
-            "INSERT INTO summary_parents (summary_id, parent_summary_id, ordinal) VALUES (?, ?, ?)",
-            [(summary.id, e.summary_id, i) for i, e in enumerate(sources)],
-        )
-    conn.execute(
-        "DELETE FROM context_items WHERE conversation_id = ? AND ordinal BETWEEN ? AND ?",
-        (conversation_id, first, last),
-    )
-    conn.execute(
-        "INSERT INTO context_items (conversation_id, ordinal, item_type, summary_id, created_at) "
-        "VALUES (?, ?, 'summary', ?, ?)",
-        (conversation_id, first, summary.id, format_timestamp(utcnow())),
-    )
-
-
-def _summary_row(summary: Summary) -> tuple[Any, ...]:
-    return (
-        summary.id,
-        summary.conversation_id,
-        summary.kind,
-        summary.depth,
-        summary.content,
-        summary.token_count,
-        _fmt(summary.earliest_at),
-        _fmt(summary.latest_at),
-        summary.descendant_count,
-        summary.descendant_token_count,
-        summary.source_token_count,
-        dump_json(list(summary.file_ids)),
-        summary.provider,
-        summary.model,
-        summary.level,
-        summary.reason,
-        format_timestamp(summary.created_at),
-    )
-
-
-def _summary(row: Sequence[Any]) -> Summary:
-    return Summary(
-        id=row[0],
-        conversation_id=row[1],
-        kind=row[2],
-        depth=row[3],
-        content=row[4],
-        token_count=row[5],
-        earliest_at=_ts(row[6]),
-        latest_at=_ts(row[7]),
-        descendant_count=row[8],
-        descendant_token_count=row[9],
-        source_token_count=row[10],
-        file_ids=tuple(load_json(row[11]) or ()),
-        provider=row[12],
-        model=row[13],
-        level=row[14],
-        reason=row[15],
-        created_at=datetime.fromisoformat(row[16]),
-    )
-
-
-def _fmt(value: datetime | None) -> str | None:
-    return None if value is None else format_timestamp(value)
-
-
-def _implied(message: Message) -> bool:
-    """A message whose only part is a plain text part equal to its content needs no part row."""
-    part = message.parts[0]
-    return bool(message.content) and type(part) is TextPart and part == TextPart(message.content)
-
-
-def _insert(conn: sqlite3.Connection, sql: str, rows: list[tuple[Any, ...]]) -> None:
-    if len(rows) == 1:
-        conn.execute(sql, rows[0])
-    elif rows:
-        conn.executemany(sql, rows)
-
-
-# ---------------------------------------------------------------- read helpers
-
-
-def _with_parts(conn: sqlite3.Connection, rows: Sequence[Any]) -> list[MessageRecord]:
-    """Attach parts to message rows with one query per :data:`_CHUNK` messages."""
-    parts: dict[int, list[Part]] = {}
-    contents = {row[0]: row[4] for row in rows}
-    ids = list(contents)
-    for chunk in _chunks(ids):
-        # Parts are keyed message_id * 65536 + ordinal: one primary-key range per message.
-        for prow in conn.execute(
-            f"WITH ids(m) AS (VALUES {','.join(['(?)'] * len(chunk))}) "
-            f"SELECT {_PART_SELECT} FROM ids JOIN message_parts p "
-            f"ON p.part_id BETWEEN ids.m * {_PARTS_PER_MESSAGE} "
-            f"AND ids.m * {_PARTS_PER_MESSAGE} + {_PARTS_PER_MESSAGE - 1} "
-            "ORDER BY p.part_id",
-            tuple(chunk),
-        ):
-            parts.setdefault(prow[0], []).append(part_from_row(prow[1:], contents[prow[0]]))
-    return [
-        MessageRecord(
-            id=row[0],
-            conversation_id=row[1],
-            seq=row[2],
-            role=row[3],
-            content=row[4],
-            parts=tuple(parts[row[0]]) if row[0] in parts else ((TextPart(row[4]),) if row[4] else ()),
-            token_count=row[5],
-            created_at=datetime.fromisoformat(row[6]),
-            event_key=row[7],
-            metadata=load_json(row[8]),
-        )
-        for row in rows
-    ]
-
-
-def _table_bytes(conn: sqlite3.Connection) -> dict[str, int]:
-    """Bytes per table (its indexes and FTS shadow tables folded in), where SQLite has ``dbstat``."""
-    try:
-        rows = conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name").fetchall()
-        index_owner = dict(conn.execute("SELECT name, tbl_name FROM sqlite_schema WHERE type = 'index'").fetchall())
-    except sqlite3.Error:
-        return {}
-    tables = (
-        "conversations",
-        "messages",
-        "message_parts",
-        "summaries",
-        "summary_messages",
-        "summary_parents",
-        "context_items",
-        "large_files",
-        "conversation_bootstrap_state",
-    )
-    out: dict[str, int] = {}
-    for name, size in rows:
-        owner = index_owner.get(name, name)
-        for fts, base in (
-            ("messages_fts", "messages (full-text)"),
-            ("summaries_fts", "summaries (full-text)"),
-        ):
-            if owner.startswith(fts):
-                owner = base
-        if owner not in tables and not owner.endswith("(full-text)"):
-            owner = "other"
-        out[owner] = out.get(owner, 0) + int(size)
-    return dict(sorted(out.items(), key=lambda kv: -kv[1]))

@@ -1,0 +1,397 @@
+"""Row-level SQL for the SQLite store: column lists, row mappers and the write and read helpers.
+
+Everything here runs inside the store's writer or reader thread on a connection it is given; no
+function opens a transaction or a connection of its own (the caller's ``BEGIN IMMEDIATE`` makes a
+write atomic).  Invariants of the rows themselves are in :mod:`lossless.stores.sqlite.store`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from typing import Any
+
+from lossless.errors import ConflictError, InputError, NotFoundError
+from lossless.ports import AppendResult, PreparedMessage
+from lossless.records import (
+    ContextEntry,
+    Conversation,
+    LargeFile,
+    Message,
+    MessageRecord,
+    Part,
+    Summary,
+    TextPart,
+    format_timestamp,
+    utcnow,
+)
+from lossless.stores.rows import PART_COLUMNS, dump_json, load_json, part_from_row, part_to_row
+
+CHUNK = 500  # ids per IN (…) list; well under SQLite's variable limit
+
+# A conversation's updated_at is its last activity: its newest message's time, else its own update time.
+LAST_ACTIVITY = (
+    "coalesce((SELECT m.created_at FROM messages m WHERE m.conversation_id = c.conversation_id "
+    "ORDER BY m.seq DESC LIMIT 1), c.updated_at)"
+)
+CONVERSATION_COLUMNS = (
+    "c.conversation_id, c.agent_id, c.session_id, c.session_key, c.parent_conversation_id, c.title, c.source, "
+    f"c.active, c.archived_at, c.created_at, max({LAST_ACTIVITY}, c.updated_at), c.metadata"
+)
+MESSAGE_COLUMNS = "message_id, conversation_id, seq, role, content, token_count, created_at, event_key, metadata"
+SUMMARY_COLUMNS = (
+    "summary_id, conversation_id, kind, depth, content, token_count, earliest_at, latest_at, descendant_count, "
+    "descendant_token_count, source_message_token_count, file_ids, provider, model, level, reason, created_at"
+)
+SUMMARY_COLUMN_COUNT = 17
+PART_SELECT = "p.message_id, " + ", ".join(f"p.{c}" for c in PART_COLUMNS)
+PART_INSERT = (
+    f"INSERT INTO message_parts (part_id, message_id, ordinal, {', '.join(PART_COLUMNS)}) "
+    f"VALUES ({', '.join('?' * (len(PART_COLUMNS) + 3))})"
+)
+PARTS_PER_MESSAGE = 65536
+#: A batch bigger than this runs in a worker thread rather than inline (see Database.write).
+INLINE_MESSAGES = 16
+INLINE_CHARS = 256 * 1024
+
+
+def timestamp(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value)
+
+
+def chunks(items: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+FILE_COLUMNS = (
+    "file_id, conversation_id, file_name, mime_type, byte_size, content_hash, storage_uri, "
+    "exploration_summary, origin, content_kind, created_at"
+)
+
+
+def large_file_from_row(row: Sequence[Any]) -> LargeFile:
+    return LargeFile(
+        id=row[0],
+        conversation_id=row[1],
+        name=row[2],
+        mime=row[3],
+        byte_size=row[4],
+        content_hash=row[5],
+        storage_uri=row[6],
+        exploration_summary=row[7],
+        origin=row[8],
+        kind=row[9],
+        created_at=datetime.fromisoformat(row[10]),
+    )
+
+
+def conversation_from_row(row: Sequence[Any]) -> Conversation:
+    return Conversation(
+        id=row[0],
+        agent_id=row[1],
+        session_id=row[2],
+        session_key=row[3],
+        parent_id=row[4],
+        title=row[5],
+        source=row[6],
+        active=bool(row[7]),
+        archived_at=timestamp(row[8]),
+        created_at=datetime.fromisoformat(row[9]),
+        updated_at=datetime.fromisoformat(row[10]),
+        metadata=load_json(row[11]),
+    )
+
+
+# ---------------------------------------------------------------- write helpers (run in the writer thread)
+
+
+def append(conn: sqlite3.Connection, conversation_id: int, messages: Sequence[PreparedMessage]) -> AppendResult:
+    keys = [p.message.event_key for p in messages if p.message.event_key is not None]
+    # One round trip for the common case of one message: counters and its key's presence together.
+    single_key = keys[0] if len(keys) == 1 else None
+    exists, last_id, last_seq, last_ordinal, known = conn.execute(
+        "SELECT (SELECT 1 FROM conversations WHERE conversation_id = ?1), "
+        "max(coalesce((SELECT max(message_id) FROM messages), 0), "
+        "coalesce((SELECT CAST(value AS INTEGER) FROM lcm_meta WHERE key = 'message_id_floor'), 0)), "
+        "(SELECT max(seq) FROM messages WHERE conversation_id = ?1), "
+        "(SELECT max(ordinal) FROM context_items WHERE conversation_id = ?1), "
+        "(SELECT 1 FROM messages WHERE conversation_id = ?1 AND event_key = ?2)",
+        (conversation_id, single_key),
+    ).fetchone()
+    if exists is None:
+        raise NotFoundError("conversation", conversation_id)
+    seen: set[str] = set()
+    if single_key is not None:
+        if known:
+            seen.add(single_key)
+    else:
+        for chunk in chunks(keys):
+            seen.update(
+                row[0]
+                for row in conn.execute(
+                    f"SELECT event_key FROM messages WHERE conversation_id = ? "
+                    f"AND event_key IN ({','.join('?' * len(chunk))})",
+                    (conversation_id, *chunk),
+                )
+            )
+    fresh: list[PreparedMessage] = []
+    duplicates = 0
+    for prepared in messages:
+        key = prepared.message.event_key
+        if key is not None:
+            if key in seen:
+                duplicates += 1
+                continue
+            seen.add(key)
+        fresh.append(prepared)
+    if not fresh:
+        return AppendResult((), duplicates)
+    next_id, next_seq, next_ordinal = (last_id or 0) + 1, (last_seq or 0) + 1, (last_ordinal or 0) + 1
+    now = format_timestamp(utcnow())
+
+    message_rows: list[tuple[Any, ...]] = []
+    part_rows: list[tuple[Any, ...]] = []
+    item_rows: list[tuple[Any, ...]] = []
+    stored: list[MessageRecord] = []
+    for offset, prepared in enumerate(fresh):
+        message = prepared.message
+        message_id, seq = next_id + offset, next_seq + offset
+        created = format_timestamp(prepared.created_at)
+        message_rows.append(
+            (
+                message_id,
+                conversation_id,
+                seq,
+                message.role,
+                message.content,
+                prepared.token_count,
+                created,
+                message.event_key,
+                dump_json(message.metadata),
+            )
+        )
+        if len(message.parts) >= PARTS_PER_MESSAGE:
+            raise InputError(f"a message may have at most {PARTS_PER_MESSAGE - 1} parts, got {len(message.parts)}")
+        only = len(message.parts) == 1
+        if only and implied_parts(message):
+            pass  # a plain text message: its one part is implied by its content (see with_parts)
+        else:
+            part_rows.extend(
+                (
+                    message_id * PARTS_PER_MESSAGE + ordinal,
+                    message_id,
+                    ordinal,
+                    *part_to_row(part, message.content, only_part=only),
+                )
+                for ordinal, part in enumerate(message.parts)
+            )
+        item_rows.append((conversation_id, next_ordinal + offset, message_id, now))
+        stored.append(
+            MessageRecord(
+                id=message_id,
+                conversation_id=conversation_id,
+                seq=seq,
+                role=message.role,
+                content=message.content,
+                parts=message.parts,
+                token_count=prepared.token_count,
+                created_at=prepared.created_at,
+                event_key=message.event_key,
+                metadata=message.metadata,
+            )
+        )
+    insert_rows(conn, f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", message_rows)
+    insert_rows(conn, PART_INSERT, part_rows)
+    insert_rows(
+        conn,
+        "INSERT INTO context_items (conversation_id, ordinal, item_type, message_id, created_at) "
+        "VALUES (?, ?, 'message', ?, ?)",
+        item_rows,
+    )
+    return AppendResult(tuple(stored), duplicates)
+
+
+def check_sources(summary: Summary, sources: Sequence[ContextEntry]) -> None:
+    if not sources:
+        raise InputError("a summary needs at least one source")
+    if summary.kind == "leaf":
+        if summary.depth != 0 or any(e.kind != "message" for e in sources):
+            raise InputError("a leaf summary (depth 0) is made of messages only")
+    elif summary.depth < 1 or any(e.kind != "summary" or e.depth != summary.depth - 1 for e in sources):
+        raise InputError(
+            f"a condensed summary of depth {summary.depth} is made of summaries of depth {summary.depth - 1}"
+        )
+    ordinals = [e.ordinal for e in sources]
+    if ordinals != sorted(set(ordinals)):
+        raise InputError("summary sources must be distinct context items in context order")
+
+
+def replace_range(conn: sqlite3.Connection, summary: Summary, sources: Sequence[ContextEntry]) -> None:
+    conversation_id = summary.conversation_id
+    first, last = sources[0].ordinal, sources[-1].ordinal
+    current = conn.execute(
+        "SELECT ordinal, item_type, message_id, summary_id FROM context_items "
+        "WHERE conversation_id = ? AND ordinal BETWEEN ? AND ? ORDER BY ordinal",
+        (conversation_id, first, last),
+    ).fetchall()
+    expected = [(e.ordinal, e.kind, e.message_id, e.summary_id) for e in sources]
+    if [tuple(row) for row in current] != expected:
+        raise ConflictError(
+            f"the context of conversation {conversation_id} changed while it was being compacted; "
+            "nothing was written: read it again and retry"
+        )
+    conn.execute(
+        f"INSERT INTO summaries ({SUMMARY_COLUMNS}) VALUES ({', '.join('?' * SUMMARY_COLUMN_COUNT)})",
+        summary_row(summary),
+    )
+    if summary.kind == "leaf":
+        conn.executemany(
+            "INSERT INTO summary_messages (summary_id, message_id, ordinal) VALUES (?, ?, ?)",
+            [(summary.id, e.message_id, i) for i, e in enumerate(sources)],
+        )
+    else:
+        conn.executemany(
+            "INSERT INTO summary_parents (summary_id, parent_summary_id, ordinal) VALUES (?, ?, ?)",
+            [(summary.id, e.summary_id, i) for i, e in enumerate(sources)],
+        )
+    conn.execute(
+        "DELETE FROM context_items WHERE conversation_id = ? AND ordinal BETWEEN ? AND ?",
+        (conversation_id, first, last),
+    )
+    conn.execute(
+        "INSERT INTO context_items (conversation_id, ordinal, item_type, summary_id, created_at) "
+        "VALUES (?, ?, 'summary', ?, ?)",
+        (conversation_id, first, summary.id, format_timestamp(utcnow())),
+    )
+
+
+def summary_row(summary: Summary) -> tuple[Any, ...]:
+    return (
+        summary.id,
+        summary.conversation_id,
+        summary.kind,
+        summary.depth,
+        summary.content,
+        summary.token_count,
+        format_time(summary.earliest_at),
+        format_time(summary.latest_at),
+        summary.descendant_count,
+        summary.descendant_token_count,
+        summary.source_token_count,
+        dump_json(list(summary.file_ids)),
+        summary.provider,
+        summary.model,
+        summary.level,
+        summary.reason,
+        format_timestamp(summary.created_at),
+    )
+
+
+def summary_from_row(row: Sequence[Any]) -> Summary:
+    return Summary(
+        id=row[0],
+        conversation_id=row[1],
+        kind=row[2],
+        depth=row[3],
+        content=row[4],
+        token_count=row[5],
+        earliest_at=timestamp(row[6]),
+        latest_at=timestamp(row[7]),
+        descendant_count=row[8],
+        descendant_token_count=row[9],
+        source_token_count=row[10],
+        file_ids=tuple(load_json(row[11]) or ()),
+        provider=row[12],
+        model=row[13],
+        level=row[14],
+        reason=row[15],
+        created_at=datetime.fromisoformat(row[16]),
+    )
+
+
+def format_time(value: datetime | None) -> str | None:
+    return None if value is None else format_timestamp(value)
+
+
+def implied_parts(message: Message) -> bool:
+    """A message whose only part is a plain text part equal to its content needs no part row."""
+    part = message.parts[0]
+    return bool(message.content) and type(part) is TextPart and part == TextPart(message.content)
+
+
+def insert_rows(conn: sqlite3.Connection, sql: str, rows: list[tuple[Any, ...]]) -> None:
+    if len(rows) == 1:
+        conn.execute(sql, rows[0])
+    elif rows:
+        conn.executemany(sql, rows)
+
+
+# ---------------------------------------------------------------- read helpers
+
+
+def with_parts(conn: sqlite3.Connection, rows: Sequence[Any]) -> list[MessageRecord]:
+    """Attach parts to message rows with one query per :data:`CHUNK` messages."""
+    parts: dict[int, list[Part]] = {}
+    contents = {row[0]: row[4] for row in rows}
+    ids = list(contents)
+    for chunk in chunks(ids):
+        # Parts are keyed message_id * 65536 + ordinal: one primary-key range per message.
+        for prow in conn.execute(
+            f"WITH ids(m) AS (VALUES {','.join(['(?)'] * len(chunk))}) "
+            f"SELECT {PART_SELECT} FROM ids JOIN message_parts p "
+            f"ON p.part_id BETWEEN ids.m * {PARTS_PER_MESSAGE} "
+            f"AND ids.m * {PARTS_PER_MESSAGE} + {PARTS_PER_MESSAGE - 1} "
+            "ORDER BY p.part_id",
+            tuple(chunk),
+        ):
+            parts.setdefault(prow[0], []).append(part_from_row(prow[1:], contents[prow[0]]))
+    return [
+        MessageRecord(
+            id=row[0],
+            conversation_id=row[1],
+            seq=row[2],
+            role=row[3],
+            content=row[4],
+            parts=tuple(parts[row[0]]) if row[0] in parts else ((TextPart(row[4]),) if row[4] else ()),
+            token_count=row[5],
+            created_at=datetime.fromisoformat(row[6]),
+            event_key=row[7],
+            metadata=load_json(row[8]),
+        )
+        for row in rows
+    ]
+
+
+def table_bytes(conn: sqlite3.Connection) -> dict[str, int]:
+    """Bytes per table (its indexes and FTS shadow tables folded in), where SQLite has ``dbstat``."""
+    try:
+        rows = conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name").fetchall()
+        index_owner = dict(conn.execute("SELECT name, tbl_name FROM sqlite_schema WHERE type = 'index'").fetchall())
+    except sqlite3.Error:
+        return {}
+    tables = (
+        "conversations",
+        "messages",
+        "message_parts",
+        "summaries",
+        "summary_messages",
+        "summary_parents",
+        "context_items",
+        "large_files",
+        "conversation_bootstrap_state",
+    )
+    out: dict[str, int] = {}
+    for name, size in rows:
+        owner = index_owner.get(name, name)
+        for fts, base in (
+            ("messages_fts", "messages (full-text)"),
+            ("summaries_fts", "summaries (full-text)"),
+        ):
+            if owner.startswith(fts):
+                owner = base
+        if owner not in tables and not owner.endswith("(full-text)"):
+            owner = "other"
+        out[owner] = out.get(owner, 0) + int(size)
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
