@@ -1,0 +1,39 @@
+"""The shared tool contract: names valid for every provider, object schemas, one definition per name."""
+
+from __future__ import annotations
+
+import pytest
+
+from lossless.tools import TOOLS, ToolSpec, register
+
+SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"], "additionalProperties": False}
+
+
+def test_a_spec_renders_for_openai_and_anthropic() -> None:
+    spec = ToolSpec("lcm_demo", "Find things.", SCHEMA)
+    assert spec.openai() == {
+        "type": "function",
+        "function": {"name": "lcm_demo", "description": "Find things.", "parameters": SCHEMA},
+    }
+    assert spec.anthropic() == {"name": "lcm_demo", "description": "Find things.", "input_schema": SCHEMA}
+
+
+@pytest.mark.parametrize("name", ["", "Upper", "has space", "9starts", "x" * 65])
+def test_invalid_names_are_refused(name: str) -> None:
+    with pytest.raises(ValueError, match="must match"):
+        ToolSpec(name, "d", SCHEMA)
+
+
+def test_schema_must_be_an_object() -> None:
+    with pytest.raises(ValueError, match="type 'object'"):
+        ToolSpec("lcm_x", "d", {"type": "string"})
+
+
+def test_register_is_idempotent_but_refuses_a_second_contract() -> None:
+    spec = ToolSpec("lcm_test_only_tool", "d", SCHEMA)
+    assert register(spec) is spec and register(ToolSpec("lcm_test_only_tool", "d", SCHEMA)) is not None
+    assert TOOLS["lcm_test_only_tool"] == spec
+    with pytest.raises(ValueError, match="defined twice"):
+        register(ToolSpec("lcm_test_only_tool", "other", SCHEMA))
+    with pytest.raises(TypeError):
+        TOOLS["x"] = spec  # type: ignore[index]
