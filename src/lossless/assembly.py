@@ -194,14 +194,16 @@ def assemble(
     has_summaries = any(e.kind == "summary" for e in present)
     # The addition's length depends only on whether the context is "deep"; reserve the longer wording.
     addition_cost = counter.count(system_prompt_addition(list(summaries.values())) or "") if has_summaries else 0
-    room = budget - tail_tokens
+    # A summary inside the tail (a forked sub-agent's context can start with one) needs the addition too.
+    tail_has_summary = any(e.kind == "summary" for e in present[start:])
+    room = budget - tail_tokens - (addition_cost if tail_has_summary else 0)
     keep = [False] * len(present)
     for index in range(start, len(present)):
         keep[index] = True
     if sum(costs) + addition_cost <= budget:
         keep = [True] * len(present)
     elif room > 0:
-        _fill(present, costs, start, room, addition_cost, keep, prompt, messages, summaries)
+        _fill(present, costs, start, room, 0 if tail_has_summary else addition_cost, keep, prompt, messages, summaries)
     chosen = [e for e, k in zip(present, keep, strict=True) if k]
     shown_summaries = [summaries[e.summary_id] for e in chosen if e.kind == "summary" and e.summary_id]
     rendered: list[dict[str, Any]] = []

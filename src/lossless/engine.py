@@ -181,7 +181,6 @@ class ContextEngine:
             self.config.stateless_session_patterns,
             self.config.skip_stateless_sessions,
         )
-        self._locks: dict[int, anyio.Lock] = {}
         self._conversations: OrderedDict[tuple[str, str], Conversation] = OrderedDict()
 
     # -------------------------------------------------------------- lifecycle
@@ -218,12 +217,6 @@ class ContextEngine:
         await self.store.close()
 
     # -------------------------------------------------------------- conversations
-
-    def _lock(self, conversation_id: int) -> anyio.Lock:
-        lock = self._locks.get(conversation_id)
-        if lock is None:
-            lock = self._locks[conversation_id] = anyio.Lock(fast_acquire=True)
-        return lock
 
     async def _conversation_for(self, session_id: str, session_key: str | None) -> Conversation:
         _require_text(session_id, "session_id")
@@ -514,18 +507,20 @@ class ContextEngine:
         self,
         conversation: int | str,
         *,
+        force: bool = False,
         mode: Mode | None = None,
         target_tokens: int | None = None,
         progress: Callable[[CompactionResult], Awaitable[None] | None] | None = None,
     ) -> CompactionResult:
         """Compact a conversation into summaries.
 
-        ``mode`` defaults to ``until_under`` when ``target_tokens`` is given, else
-        ``incremental``; ``full`` runs every pass there is room for.  Always
-        returns a result whose ``stop_reason`` says why it stopped.
+        ``mode`` defaults to ``until_under`` when ``target_tokens`` is given, else ``full`` with
+        ``force`` (a host's ``/compact`` command: every pass there is room for), else
+        ``incremental`` (only what the thresholds call for).  Always returns a result whose
+        ``stop_reason`` says why it stopped.
         """
         conv = await self.conversation(conversation)
-        chosen: Mode = mode or ("until_under" if target_tokens is not None else "incremental")
+        chosen: Mode = mode or ("until_under" if target_tokens is not None else "full" if force else "incremental")
         return await self.compactor.compact(conv.id, mode=chosen, target_tokens=target_tokens, progress=progress)
 
     async def summaries(self, conversation: int | str) -> tuple[list[Summary], dict[str, tuple[int | str, ...]]]:
