@@ -11,7 +11,8 @@ nodes) and messages in the OpenAI or Anthropic format.
 Invariants:
 
 * The output never exceeds ``budget`` tokens, unless the fresh tail alone
-  does (then it is the tail, and ``over_budget`` says so).
+  does (then it is the tail — with the recall guidance when a summary is
+  inside it — and ``over_budget`` says so).
 * The fresh tail is always present, in order; output order is chronological.
 * Items are kept or dropped as *units* that keep every tool call with its
   results, and the format layer converts any pairing left broken at the edges
@@ -196,7 +197,8 @@ def assemble(
     addition_cost = counter.count(system_prompt_addition(list(summaries.values())) or "") if has_summaries else 0
     # A summary inside the tail (a forked sub-agent's context can start with one) needs the addition too.
     tail_has_summary = any(e.kind == "summary" for e in present[start:])
-    room = budget - tail_tokens - (addition_cost if tail_has_summary else 0)
+    tail_need = tail_tokens + (addition_cost if tail_has_summary else 0)
+    room = budget - tail_need
     keep = [False] * len(present)
     for index in range(start, len(present)):
         keep[index] = True
@@ -225,7 +227,7 @@ def assemble(
         included=tuple(e.ref for e in chosen),
         dropped=tuple(e.ref for e, k in zip(present, keep, strict=True) if not k),
         tail_tokens=tail_tokens,
-        over_budget=tail_tokens > budget,
+        over_budget=tail_need > budget,
     )
 
 
