@@ -123,3 +123,39 @@ def test_providers_do_not_load_an_sdk_until_asked() -> None:
     code = "import sys, lossless.providers; print(sorted(m for m in ('openai', 'anthropic') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+async def test_the_engine_compacts_through_a_real_sdk_end_to_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, provider: str
+) -> None:
+    """Configuration → summarizer_for → official SDK → HTTP → stub server → summaries in the DAG → assembly."""
+    from lossless import ContextEngine, Message
+
+    monkeypatch.setenv("OPENAI_API_KEY" if provider == "openai" else "ANTHROPIC_API_KEY", "sk-e2e-key")
+    with StubProviderServer() as stub:
+        base = stub.openai_base_url if provider == "openai" else stub.anthropic_base_url
+        async with await ContextEngine.open(
+            f"sqlite:///{tmp_path / 'e2e.db'}",
+            summary_provider=provider,
+            summary_model="model-e2e",
+            summary_base_url=base,
+            fresh_tail_count=2,
+            leaf_chunk_tokens=300,
+            leaf_target_tokens=100,
+            leaf_min_fanout=2,
+            summary_max_attempts=1,
+        ) as engine:
+            for i in range(8):
+                text = " ".join(f"step{i}-{j}" for j in range(60))
+                await engine.ingest_batch("e2e", [Message.user(text), Message.assistant(f"did {i}")])
+            result = await engine.compact("e2e", force=True)
+            summaries, _ = await engine.summaries("e2e")
+            context = await engine.assemble("e2e", token_budget=100_000)
+    assert result.compacted and summaries
+    assert {(s.provider, s.model, s.level) for s in summaries} == {(provider, "model-e2e", "normal")}
+    assert all(s.content.startswith("The stub summarised the segment.") for s in summaries)
+    assert len(stub.requests) == len(summaries)
+    assert all(r.api == provider and r.model == "model-e2e" and r.api_key == "sk-e2e-key" for r in stub.requests)
+    assert "step0-0" in stub.requests[0].user  # the segment's text went to the provider
+    assert "The stub summarised the segment." in str(context.messages[0]["content"])
