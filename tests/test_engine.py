@@ -525,3 +525,31 @@ async def test_a_failed_spawn_rolls_back_and_the_id_can_be_used_again(engine: Co
     assert again.conversation.id != handle.conversation.id
     with pytest.raises(InputError, match="mode"):
         await engine.prepare_subagent_spawn("parent", "other", mode="clone")  # type: ignore[arg-type]
+
+
+async def test_concurrent_turns_of_one_conversation_lose_and_duplicate_nothing(tmp_path: Path) -> None:
+    """Many after_turn calls of one session at once (each may compact): every message is stored once and
+    the context still expands to exactly the stored messages, in order."""
+    engine = await _open(tmp_path, FakeSummarizer(), fresh_tail_count=2, leaf_chunk_tokens=300)
+    try:
+
+        async def turn(i: int) -> None:
+            result = await engine.after_turn("busy", _turn(i, 40), token_budget=2000)
+            assert result.error is None
+
+        async with anyio.create_task_group() as group:
+            for i in range(24):
+                group.start_soon(turn, i)
+        conversation = await engine.conversation("busy")
+        stored = await engine.messages("busy")
+        assert len(stored) == 48 and len({m.content for m in stored}) == 48
+        lineage = await engine.store.get_lineage(conversation.id)
+
+        def expand(ref: int | str) -> list[int]:
+            return [ref] if isinstance(ref, int) else [m for source in lineage[ref] for m in expand(source)]
+
+        covered = [m for e in await engine.store.get_context(conversation.id) for m in expand(e.ref)]
+        assert covered == [m.id for m in stored]
+        assert lineage, "the turns crossed the thresholds, so something was compacted"
+    finally:
+        await engine.dispose()

@@ -47,6 +47,7 @@ class Checkpoint:
     context_tokens: int
     assembled_tokens: int
     assembled_messages: int
+    compactions: int
     summaries_by_depth: dict[int, int]
     over_budget: bool
 
@@ -58,6 +59,7 @@ class Checkpoint:
             "context_tokens": self.context_tokens,
             "assembled_tokens": self.assembled_tokens,
             "assembled_messages": self.assembled_messages,
+            "compactions": self.compactions,
             "summaries_by_depth": {str(k): v for k, v in sorted(self.summaries_by_depth.items())},
             "over_budget": self.over_budget,
         }
@@ -212,6 +214,7 @@ async def replay(
                 sum(e.token_count for e in entries_now),
                 assembled_tokens,
                 len(context.messages),
+                compactions,
                 dict(sorted(depths.items())),
                 context.over_budget,
             )

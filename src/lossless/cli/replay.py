@@ -27,7 +27,8 @@ def _checkpoint_table(result: ReplayResult) -> Table:
         title=f"Replay of {Path(result.transcript).name} ({result.format}) at a {result.budget:,}-token budget",
         title_justify="left",
     )
-    for name in ("turn", "messages", "raw tokens", "stored context", "sent to model", "of budget", "summaries"):
+    columns = ("turn", "messages", "raw tokens", "stored context", "sent to model", "of budget", "compactions")
+    for name in (*columns, "summaries"):
         table.add_column(name, justify="left" if name == "summaries" else "right")
     for point in result.checkpoints:
         share = point.assembled_tokens / result.budget
@@ -39,6 +40,7 @@ def _checkpoint_table(result: ReplayResult) -> Table:
             f"{point.context_tokens:,}",
             f"{point.assembled_tokens:,}",
             f"[{style}]{share:.0%}[/]" if style else f"{share:.0%}",
+            str(point.compactions),
             _depths(point.summaries_by_depth),
         )
     return table
