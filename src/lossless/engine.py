@@ -153,7 +153,7 @@ class ContextEngine:
         blobs: BlobStore | None = None,
         file_summarizer: Summarizer | None = None,
     ) -> None:
-        from lossless.providers import summarizer_for
+        from lossless.providers import file_summarizer_for, summarizer_for
         from lossless.stores import blob_store_for
 
         self.store = store
@@ -172,7 +172,7 @@ class ContextEngine:
             self.blobs,
             counter=self._counting,
             threshold=self.config.large_file_token_threshold,
-            summarizer=file_summarizer,
+            summarizer=file_summarizer or file_summarizer_for(self.config, self.tokens, self.summarizer),
             summary_timeout_s=self.config.summary_timeout_ms / 1000,
             clock=clock,
         )

@@ -159,3 +159,43 @@ async def test_the_engine_compacts_through_a_real_sdk_end_to_end(
     assert all(r.api == provider and r.model == "model-e2e" and r.api_key == "sk-e2e-key" for r in stub.requests)
     assert "step0-0" in stub.requests[0].user  # the segment's text went to the provider
     assert "The stub summarised the segment." in str(context.messages[0]["content"])
+
+
+def test_large_file_summaries_follow_the_summarizer_unless_configured() -> None:
+    from lossless.providers import file_summarizer_for
+
+    def config(**values: str) -> Config:
+        return Config(summary_provider="openai", summary_model="m", summary_api_key="sk-k", **values)  # type: ignore[arg-type]
+
+    assert file_summarizer_for(Config()) is None  # offline: the deterministic exploration summary
+    main = summarizer_for(config())
+    assert file_summarizer_for(config(), main=main) is main
+    own = file_summarizer_for(config(large_file_summary_model="small"), main=main)
+    assert own is not main and isinstance(own, GuardedSummarizer) and own.inner.model == "small"
+    assert file_summarizer_for(config(large_file_summary_provider="offline")) is None
+    with pytest.raises(ConfigError, match="large-file summaries") as raised:
+        file_summarizer_for(Config(large_file_summary_provider="anthropic"))
+    assert raised.value.setting == "large_file_summary_provider"
+
+
+async def test_a_large_prose_file_is_described_by_the_configured_provider(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lossless import ContextEngine, Message
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-k")
+    prose = "\n\n".join(f"Paragraph {i}. The team met and agreed on the plan for week {i}." for i in range(3000))
+    with StubProviderServer(StubReply(text="Minutes of weekly planning meetings.")) as stub:
+        async with await ContextEngine.open(
+            f"sqlite:///{tmp_path / 'files.db'}",
+            large_file_summary_provider="openai",
+            large_file_summary_model="describer",
+            summary_base_url=stub.openai_base_url,
+            large_file_token_threshold=1000,
+        ) as engine:
+            result = await engine.ingest("s", Message.user(f'<file name="notes.txt">{prose}</file>'))
+            [file] = await engine.files("s")
+    assert "Minutes of weekly planning meetings." in file.exploration_summary
+    assert "[LCM File: " in result.stored[0].content
+    [request] = stub.requests
+    assert request.model == "describer" and "Paragraph 0." in request.user
