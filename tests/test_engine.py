@@ -16,6 +16,7 @@ from lossless.stores.blobs import FileBlobStore
 from lossless.testing import FakeSummarizer
 
 from .conftest import FIXTURES
+from .test_compaction import covered
 
 pytestmark = pytest.mark.anyio
 
@@ -543,13 +544,7 @@ async def test_concurrent_turns_of_one_conversation_lose_and_duplicate_nothing(t
         conversation = await engine.conversation("busy")
         stored = await engine.messages("busy")
         assert len(stored) == 48 and len({m.content for m in stored}) == 48
-        lineage = await engine.store.get_lineage(conversation.id)
-
-        def expand(ref: int | str) -> list[int]:
-            return [ref] if isinstance(ref, int) else [m for source in lineage[ref] for m in expand(source)]
-
-        covered = [m for e in await engine.store.get_context(conversation.id) for m in expand(e.ref)]
-        assert covered == [m.id for m in stored]
-        assert lineage, "the turns crossed the thresholds, so something was compacted"
+        assert await covered(engine.store, conversation.id) == [m.id for m in stored]
+        assert await engine.store.get_lineage(conversation.id), "the turns crossed the thresholds: compacted"
     finally:
         await engine.dispose()

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from lossless import ContextEngine, Message, ToolPart
 from lossless.context import tail_start, units
 from tests.test_assembly import Context, words
+from tests.test_compaction import covered
 
 _sessions = itertools.count()
 
@@ -140,14 +141,13 @@ def test_engine_context_is_within_budget_and_summaries_expand_to_their_sources(
             out = await engine.assemble(session, token_budget=budget)
             for ref in out.included:
                 if isinstance(ref, str):
-                    covered = expand(ref)
-                    spots = [order[m] for m in covered]
+                    sources = expand(ref)
+                    spots = [order[m] for m in sources]
                     assert spots == list(range(spots[0], spots[0] + len(spots))), "a summary covers a gap"
                     summary = summaries[ref]
                     assert summary.earliest_at == stored[spots[0]].created_at
                     assert summary.latest_at == stored[spots[-1]].created_at
             # Everything the context points at, expanded, is every stored message once, in order.
-            every = [m for entry in await engine.store.get_context(conversation.id) for m in expand(entry.ref)]
-            assert every == [m.id for m in stored]
+            assert await covered(engine.store, conversation.id) == [m.id for m in stored]
 
     anyio.run(scenario)
