@@ -224,3 +224,24 @@ def test_a_summary_inside_the_tail_still_leaves_room_for_the_addition() -> None:
     for budget in range(tail, tail + 400, 5):
         out = ctx.assemble(budget, tail=2)
         assert out.estimated_tokens <= budget or out.over_budget, budget
+
+
+def test_the_render_cache_is_reused_bounded_and_keyed_by_content() -> None:
+    from lossless.assembly import RenderCache
+
+    ctx = Context()
+    sid = ctx.summary("cached summary")
+    ctx.add(Message("user", "now"))
+    cache = RenderCache(size=2)
+    first = ctx.assemble(10_000, cache=cache)
+    assert len(cache) == 1
+    key = next(iter(cache))
+    cache[key] = ("<summary>poisoned</summary>", 3)  # a hit is used as is: nothing is rendered again
+    assert ctx.assemble(10_000, cache=cache).messages[0]["content"] == "<summary>poisoned</summary>"
+    changed = Summary(sid, 1, "leaf", 0, "a repaired summary", 4, T0, T0, T0)
+    ctx.summaries[sid] = changed  # a summary whose content changed is rendered afresh
+    again = ctx.assemble(10_000, cache=cache)
+    assert "a repaired summary" in again.messages[0]["content"] and first.messages != again.messages
+    for n in range(5):
+        cache[(f"sum_{n}", "x", ())] = ("x", 1)
+    assert len(cache) == 2
