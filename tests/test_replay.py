@@ -36,8 +36,8 @@ def test_turns_start_where_the_user_speaks_and_not_at_tool_results() -> None:
     assert list(split_turns([])) == []
 
 
-async def open_engine(tmp_path: Path, **settings: object) -> ContextEngine:
-    return await ContextEngine.open(f"sqlite:///{tmp_path / 'replay.db'}", data_dir=tmp_path / "data", **settings)
+async def open_engine(tmp_path: Path, name: str = "replay", **settings: object) -> ContextEngine:
+    return await ContextEngine.open(f"sqlite:///{tmp_path / name}.db", data_dir=tmp_path / "data", **settings)
 
 
 async def test_the_sample_session_replays_within_budget(tmp_path: Path) -> None:
@@ -90,8 +90,12 @@ async def test_a_file_that_is_not_a_transcript_is_refused(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize("path", corpus_transcripts(), ids=lambda p: p.name)
 async def test_every_corpus_session_fits_a_32k_budget(corpus: Path, tmp_path: Path, path: Path) -> None:
-    """With the fresh tail capped at half the budget, no context of any turn is over 32k tokens, and
+    """With the default settings, a context is over 32k tokens only when its fresh tail alone is (and
+    is flagged so); with the tail capped at half the budget, no context of any turn is over 32k, and
     every session whose history outgrew the budget ends at least 30% smaller than its raw history."""
+    async with await open_engine(tmp_path, "default") as engine:
+        default = await replay(engine, path, budget=32_000)
+    assert default.violations == 0 and default.errors == ()
     async with await open_engine(tmp_path, fresh_tail_max_tokens=16_000) as engine:
         result = await replay(engine, path, budget=32_000)
         stored = await engine.messages(result.session_id)
