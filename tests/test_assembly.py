@@ -227,7 +227,7 @@ def test_a_summary_inside_the_tail_still_leaves_room_for_the_addition() -> None:
 
 
 def test_the_render_cache_is_reused_bounded_and_keyed_by_content() -> None:
-    from lossless.assembly import RenderCache
+    from lossless.assembly import RenderCache, Rendered
 
     ctx = Context()
     sid = ctx.summary("cached summary")
@@ -236,12 +236,29 @@ def test_the_render_cache_is_reused_bounded_and_keyed_by_content() -> None:
     first = ctx.assemble(10_000, cache=cache)
     assert len(cache) == 1
     key = next(iter(cache))
-    cache[key] = ("<summary>poisoned</summary>", 3)  # a hit is used as is: nothing is rendered again
+    cache[key] = Rendered("<summary>poisoned</summary>", 3)  # a hit is used as is: nothing is rendered again
     assert ctx.assemble(10_000, cache=cache).messages[0]["content"] == "<summary>poisoned</summary>"
     changed = Summary(sid, 1, "leaf", 0, "a repaired summary", 4, T0, T0, T0)
     ctx.summaries[sid] = changed  # a summary whose content changed is rendered afresh
     again = ctx.assemble(10_000, cache=cache)
     assert "a repaired summary" in again.messages[0]["content"] and first.messages != again.messages
     for n in range(5):
-        cache[(f"sum_{n}", "x", ())] = ("x", 1)
+        cache[(f"sum_{n}", "x", ())] = Rendered("x", 1)
     assert len(cache) == 2
+
+
+def test_relevance_terms_of_a_summary_are_computed_once_and_kept_with_its_rendering() -> None:
+    from lossless.assembly import RenderCache
+
+    ctx = Context()
+    ctx.summary("the deploy key is kept in vault under secret/deploy " + words(200, "pad"))
+    ctx.summary(words(230, "other"))
+    for i in range(3):
+        ctx.add(Message("user", words(30, f"m{i}_")))
+    cache = RenderCache()
+    budget = sum(e.token_count + 4 for e in ctx.entries[2:]) + 900
+    first = ctx.assemble(budget, tail=3, prompt="where is the deploy key", cache=cache)
+    assert all(r.terms is not None for r in cache.values())
+    assert first.included[0] == ctx.entries[0].summary_id
+    again = ctx.assemble(budget, tail=3, prompt="where is the deploy key", cache=cache)
+    assert again == first

@@ -74,8 +74,17 @@ class AssembledContext:
 RenderKey = tuple[str, str, tuple[str, ...]]
 
 
-class RenderCache(OrderedDict[RenderKey, tuple[str, int]]):
-    """Rendered summaries and their token counts, least recently used dropped beyond ``size`` entries."""
+@dataclass(slots=True)
+class Rendered:
+    """A summary as the model sees it, its token count, and (once a prompt needed them) its search terms."""
+
+    text: str
+    tokens: int
+    terms: Counter[str] | None = None
+
+
+class RenderCache(OrderedDict[RenderKey, Rendered]):
+    """Rendered summaries, least recently used dropped beyond ``size`` entries."""
 
     def __init__(self, size: int = 4096) -> None:
         super().__init__()
@@ -87,7 +96,7 @@ class RenderCache(OrderedDict[RenderKey, tuple[str, int]]):
             self.move_to_end(key)
         return found
 
-    def __setitem__(self, key: RenderKey, value: tuple[str, int]) -> None:
+    def __setitem__(self, key: RenderKey, value: Rendered) -> None:
         super().__setitem__(key, value)
         self.move_to_end(key)
         while len(self) > self.size:
@@ -166,14 +175,18 @@ def terms(text: str) -> list[str]:
 
 def bm25(query: str, documents: Sequence[str], *, k1: float = 1.2, b: float = 0.75) -> list[float]:
     """Okapi BM25 scores of ``documents`` for ``query`` (only the candidates form the collection)."""
+    return bm25_bags(query, [Counter(terms(d)) for d in documents], k1=k1, b=b)
+
+
+def bm25_bags(query: str, bags: Sequence[Counter[str]], *, k1: float = 1.2, b: float = 0.75) -> list[float]:
+    """:func:`bm25` over documents already split into term counts."""
     wanted = set(terms(query))
-    if not wanted or not documents:
-        return [0.0] * len(documents)
-    bags = [Counter(terms(d)) for d in documents]
+    if not wanted or not bags:
+        return [0.0] * len(bags)
     lengths = [sum(bag.values()) for bag in bags]
     average = (sum(lengths) / len(lengths)) or 1.0
     frequency = {t: sum(1 for bag in bags if t in bag) for t in wanted}
-    count = len(documents)
+    count = len(bags)
     scores = []
     for bag, length in zip(bags, lengths, strict=True):
         score = 0.0
@@ -202,7 +215,7 @@ def assemble(
     zone: tzinfo,
     prompt: str | None = None,
     output: OutputFormat = "openai",
-    cache: MutableMapping[RenderKey, tuple[str, int]] | None = None,
+    cache: MutableMapping[RenderKey, Rendered] | None = None,
 ) -> AssembledContext:
     """Choose and render the context (see the module docstring).
 
@@ -211,18 +224,18 @@ def assemble(
     rendered afresh.
     """
     present = [e for e in entries if (e.message_id in messages if e.kind == "message" else e.summary_id in summaries)]
-    rendered_summaries: dict[str, tuple[str, int]] = {}
+    rendered_summaries: dict[str, Rendered] = {}
     for sid, summary in summaries.items():
         key = (sid, summary.content, tuple(parents.get(sid, ())))
         found = cache.get(key) if cache is not None else None
         if found is None:
             text = render_summary(summary, key[2], zone)
-            found = (text, counter.count(text))
+            found = Rendered(text, counter.count(text))
             if cache is not None:
                 cache[key] = found
         rendered_summaries[sid] = found
     costs = [
-        (e.token_count if e.kind == "message" else rendered_summaries[e.summary_id or ""][1]) + MESSAGE_OVERHEAD
+        (e.token_count if e.kind == "message" else rendered_summaries[e.summary_id or ""].tokens) + MESSAGE_OVERHEAD
         for e in present
     ]
     start = tail_start(present, fresh_tail_count, fresh_tail_max_tokens)
@@ -240,13 +253,14 @@ def assemble(
     if sum(costs) + addition_cost <= budget:
         keep = [True] * len(present)
     elif room > 0:
-        _fill(present, costs, start, room, 0 if tail_has_summary else addition_cost, keep, prompt, messages, summaries)
+        fill_cost = 0 if tail_has_summary else addition_cost
+        _fill(present, costs, start, room, fill_cost, keep, prompt, messages, summaries, rendered_summaries)
     chosen = [e for e, k in zip(present, keep, strict=True) if k]
     shown_summaries = [summaries[e.summary_id] for e in chosen if e.kind == "summary" and e.summary_id]
     rendered: list[dict[str, Any]] = []
     for entry in chosen:
         if entry.kind == "summary":
-            text = rendered_summaries[entry.summary_id or ""][0]
+            text = rendered_summaries[entry.summary_id or ""].text
             block: Any = text if output == "openai" else [{"type": "text", "text": text}]
             rendered.append({"role": "user", "content": block})
         else:
@@ -276,20 +290,24 @@ def _fill(
     prompt: str | None,
     messages: Mapping[int, MessageRecord],
     summaries: Mapping[str, Summary],
+    rendered: Mapping[str, Rendered],
 ) -> None:
     """Mark evictable units to keep: newest first, or most relevant to ``prompt`` first."""
     groups = units(entries[:start])
     group_cost = [sum(costs[a:b]) for a, b in groups]
     order = list(range(len(groups) - 1, -1, -1))  # newest first
     if prompt:
-        texts = [
-            "\n".join(
-                messages[e.message_id or 0].content if e.kind == "message" else summaries[e.summary_id or ""].content
-                for e in entries[a:b]
-            )
-            for a, b in groups
-        ]
-        scores = bm25(prompt, texts)
+
+        def bag(entry: ContextEntry) -> Counter[str]:
+            if entry.kind == "message":
+                return Counter(terms(messages[entry.message_id or 0].content))
+            found = rendered[entry.summary_id or ""]
+            if found.terms is None:  # kept with the rendering: a summary is tokenised once
+                found.terms = Counter(terms(summaries[entry.summary_id or ""].content))
+            return found.terms
+
+        bags = [bag(entries[a]) if b - a == 1 else sum(map(bag, entries[a:b]), Counter[str]()) for a, b in groups]
+        scores = bm25_bags(prompt, bags)
         order.sort(key=lambda g: -scores[g])  # stable: equal scores stay newest first
     reserved = False
     for group in order:
