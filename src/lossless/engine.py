@@ -47,6 +47,7 @@ from lossless.config import Config, load_config
 from lossless.errors import InputError, NotFoundError, StoreError
 from lossless.formats import OutputFormat, render_anthropic, render_openai
 from lossless.ingest import prepare_messages
+from lossless.integrity import IntegrityChecker, IntegrityReport, RepairOutcome, RepairPlan
 from lossless.interception import Interceptor, PendingFile
 from lossless.large_files import DEFAULT_PAGE_BYTES, Page, file_scope, page_lines, referenced_file_ids, restore
 from lossless.ports import AppendResult, BlobStore, PreparedMessage, Store, StoreStats, Summarizer
@@ -652,3 +653,14 @@ class ContextEngine:
                 if maybe is not None:
                     await maybe
         return results
+
+    # -------------------------------------------------------------- integrity
+
+    async def check_integrity(self, conversation: int | str | None = None) -> IntegrityReport:
+        """Check one conversation of this agent, or (``None``) the whole store; see :mod:`lossless.integrity`."""
+        conversation_id = None if conversation is None else (await self.conversation(conversation)).id
+        return await IntegrityChecker(self.store, self.blobs).run(conversation_id)
+
+    async def repair_integrity(self, plan: RepairPlan) -> RepairOutcome:
+        """Apply a plan made by :func:`lossless.integrity.plan_repairs` (non-destructive repairs only)."""
+        return await IntegrityChecker(self.store, self.blobs).apply(plan)

@@ -56,6 +56,8 @@ from lossless.records import (
 __all__ = [
     "AppendResult",
     "BlobStore",
+    "IndexDiscrepancy",
+    "MaintainableStore",
     "PreparedMessage",
     "Store",
     "StoreStats",
@@ -365,3 +367,49 @@ class Summarizer(Protocol):
     model: str | None
 
     async def summarize(self, request: SummaryRequest) -> SummaryResult: ...
+
+
+# ---------------------------------------------------------------------- maintenance
+
+
+@dataclass(frozen=True, slots=True)
+class IndexDiscrepancy:
+    """A row on which a derived full-text index and the canonical rows disagree.
+
+    ``source`` is ``messages`` or ``summaries``; ``row_id`` the indexed key (a message id, or the
+    summary's row number); ``issue`` is ``stale`` (indexed, but no such row) or ``missing`` (a row
+    the index claims to cover but does not hold).
+    """
+
+    source: str
+    row_id: int
+    issue: Literal["stale", "missing"]
+
+
+@runtime_checkable
+class MaintainableStore(Protocol):
+    """What the integrity checker and ``lcm doctor --apply`` need beyond :class:`Store`.
+
+    Every method here is non-destructive for canonical data: it touches derived data (the search
+    index) or context items, never a message, part, summary or lineage row.
+    """
+
+    async def search_index_problems(self, limit: int = 1000) -> list[IndexDiscrepancy]:
+        """Rows on which the full-text indexes disagree with the canonical rows (at most ``limit``)."""
+        ...
+
+    async def rebuild_search_index(self) -> None:
+        """Empty the full-text indexes and index every row again; returns once they are complete."""
+        ...
+
+    async def restore_context_item(self, conversation_id: int, ref: int | str) -> bool:
+        """Put a message (an int id) or summary (a str id) that the active context does not reach back in it.
+
+        It goes at its place by ``seq``.  Returns False (and writes nothing) if the row is not the
+        conversation's or is already a context item.
+        """
+        ...
+
+    async def drop_context_item(self, conversation_id: int, ordinal: int) -> bool:
+        """Remove a context item whose message or summary does not exist; False if it does exist or is gone."""
+        ...

@@ -1,7 +1,8 @@
 """The ``lcm`` command.
 
 Commands: ``import``, ``conversations``, ``messages``, ``files``, ``file``, ``compact``,
-``summaries``, ``stats``, ``config show``.  Every command honours ``--database`` (else ``LCM_DATABASE_URL``, the
+``summaries``, ``stats``, ``config show``, ``doctor``.
+Every command honours ``--database`` (else ``LCM_DATABASE_URL``, the
 config file, or SQLite in the data directory) and prints JSON with ``--json``.
 Exit codes are documented in ``docs/cli.md`` and defined by
 :data:`lossless.errors.EXIT_CODES`.
@@ -16,6 +17,7 @@ import click
 from lossless.cli._common import CliState
 from lossless.cli.compact import compact_command, summaries_command
 from lossless.cli.config_cmd import config_group
+from lossless.cli.doctor import doctor_command
 from lossless.cli.files import file_command, files_command
 from lossless.cli.imports import import_command
 from lossless.cli.inspect import conversations_command, messages_command, stats_command
@@ -51,6 +53,7 @@ cli.add_command(stats_command)
 cli.add_command(compact_command)
 cli.add_command(summaries_command)
 cli.add_command(config_group)
+cli.add_command(doctor_command)
 
 
 def main() -> None:

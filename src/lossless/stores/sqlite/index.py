@@ -162,6 +162,24 @@ class SearchIndex:
             main.close()
             index.close()
 
+    def rebuild(self) -> None:
+        """Empty the index and let the thread index every row again (call :meth:`wait_idle` to wait).  Blocking."""
+        main = self._connect_main()
+        index = self._connect_index()
+        try:
+            store_id = main.execute("SELECT value FROM lcm_meta WHERE key = 'store_id'").fetchone()[0]
+            index.execute("BEGIN IMMEDIATE")
+            try:
+                _reset(index, store_id)
+                index.execute("COMMIT")
+            except BaseException:
+                index.execute("ROLLBACK")
+                raise
+        finally:
+            main.close()
+            index.close()
+        self.kick()
+
     # -- the background thread
 
     def start(self) -> None:

@@ -20,8 +20,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
+
 from lossless.errors import InputError, NotFoundError
-from lossless.ports import AppendResult, PreparedMessage, StoreStats
+from lossless.ports import AppendResult, IndexDiscrepancy, PreparedMessage, StoreStats
 from lossless.records import (
     BootstrapState,
     ContextEntry,
@@ -35,6 +37,7 @@ from lossless.records import (
     utcnow,
 )
 from lossless.stores.rows import dump_json
+from lossless.stores.sqlite import maintenance
 from lossless.stores.sqlite.connection import Database
 from lossless.stores.sqlite.statements import (
     CONVERSATION_COLUMNS,
@@ -601,3 +604,22 @@ class SQLiteStore:
             )
 
         return await self._db.read(run)
+
+    # ------------------------------------------------------------ maintenance (MaintainableStore)
+
+    async def search_index_problems(self, limit: int = 1000) -> list[IndexDiscrepancy]:
+        return await self._db.read(lambda conn: maintenance.index_discrepancies(conn, limit))
+
+    async def rebuild_search_index(self) -> None:
+        index = self._db.index
+        if index is None:
+            return
+        await anyio.to_thread.run_sync(index.rebuild)
+        await self._db.wait_indexed()
+
+    async def restore_context_item(self, conversation_id: int, ref: int | str) -> bool:
+        now = format_timestamp(utcnow())
+        return await self._db.write(lambda conn: maintenance.restore_context_item(conn, conversation_id, ref, now))
+
+    async def drop_context_item(self, conversation_id: int, ordinal: int) -> bool:
+        return await self._db.write(lambda conn: maintenance.drop_context_item(conn, conversation_id, ordinal))
