@@ -58,6 +58,8 @@ def test_every_command_and_exit_code_is_documented() -> None:
         "stats",
         "config",
         "doctor",
+        "prune",
+        "vacuum",
     }
     for name in names:
         assert f"lcm {name}" in CLI_DOC, f"lcm {name} is not documented in docs/cli.md"

@@ -50,7 +50,15 @@ from lossless.ingest import prepare_messages
 from lossless.integrity import IntegrityChecker, IntegrityReport, RepairOutcome, RepairPlan
 from lossless.interception import Interceptor, PendingFile
 from lossless.large_files import DEFAULT_PAGE_BYTES, Page, file_scope, page_lines, referenced_file_ids, restore
-from lossless.ports import AppendResult, BlobStore, PreparedMessage, Store, StoreStats, Summarizer
+from lossless.ports import (
+    AppendResult,
+    BlobStore,
+    PreparedMessage,
+    PrunableBlobStore,
+    Store,
+    StoreStats,
+    Summarizer,
+)
 from lossless.records import (
     Conversation,
     IngestResult,
@@ -61,6 +69,7 @@ from lossless.records import (
     Summary,
     utcnow,
 )
+from lossless.retention import PrunePlan, PruneResult, plan_prune, require_retention
 from lossless.sessions import SessionPolicy
 from lossless.tokens import RecentCounter, TokenCounter, token_counter_for
 
@@ -664,3 +673,45 @@ class ContextEngine:
     async def repair_integrity(self, plan: RepairPlan) -> RepairOutcome:
         """Apply a plan made by :func:`lossless.integrity.plan_repairs` (non-destructive repairs only)."""
         return await IntegrityChecker(self.store, self.blobs).apply(plan)
+
+    # -------------------------------------------------------------- retention
+
+    async def plan_prune(
+        self, *, archived_before: datetime | None = None, conversations: Sequence[int | str] = ()
+    ) -> PrunePlan:
+        """What an explicit prune would delete: this agent's conversations archived before a time, and/or named ones.
+
+        Reads only.  Carry the plan out with :meth:`prune`.
+        """
+        if archived_before is None and not conversations:
+            raise InputError("say what to prune: archived_before=<time> and/or conversations=[…]")
+        if archived_before is not None and archived_before.tzinfo is None:
+            raise InputError("archived_before must be timezone-aware (e.g. 2026-01-01T00:00:00+00:00)")
+        ids = [(await self.conversation(ref)).id for ref in conversations]
+        if archived_before is not None:
+            ids += await require_retention(self.store).archived_before(self.config.agent_id, archived_before)
+        return await plan_prune(self.store, list(dict.fromkeys(ids)))
+
+    async def prune(self, plan: PrunePlan, *, vacuum: bool = True) -> PruneResult:
+        """Delete the conversations of ``plan`` with their rows and blobs, then (by default) ``VACUUM``."""
+        retention = require_retention(self.store)
+        ids = [c.conversation_id for c in plan.delete]
+        deleted = await retention.delete_conversations(ids)
+        freed = 0
+        if isinstance(self.blobs, PrunableBlobStore):
+            for conversation_id in ids:
+                freed += await self.blobs.remove_conversation(conversation_id)
+        self._conversations.clear()
+        before = after = None
+        if vacuum and deleted:
+            before, after = await retention.vacuum()
+        log.info(
+            "pruned %d conversations",
+            deleted,
+            extra={"conversation_ids": ids, "messages": plan.messages, "blob_bytes": freed},
+        )
+        return PruneResult(deleted, plan.messages, freed, before, after)
+
+    async def vacuum(self) -> tuple[int, int]:
+        """Give the database file's free pages back to the file system; ``(bytes before, after)``."""
+        return await require_retention(self.store).vacuum()

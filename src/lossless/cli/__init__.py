@@ -1,7 +1,7 @@
 """The ``lcm`` command.
 
 Commands: ``import``, ``conversations``, ``messages``, ``files``, ``file``, ``compact``,
-``summaries``, ``stats``, ``config show``, ``doctor``.
+``summaries``, ``stats``, ``config show``, ``doctor``, ``prune``, ``vacuum``.
 Every command honours ``--database`` (else ``LCM_DATABASE_URL``, the
 config file, or SQLite in the data directory) and prints JSON with ``--json``.
 Exit codes are documented in ``docs/cli.md`` and defined by
@@ -21,6 +21,7 @@ from lossless.cli.doctor import doctor_command
 from lossless.cli.files import file_command, files_command
 from lossless.cli.imports import import_command
 from lossless.cli.inspect import conversations_command, messages_command, stats_command
+from lossless.cli.retention import prune_command, vacuum_command
 from lossless.engine import VERSION
 
 __all__ = ["cli", "main"]
@@ -54,6 +55,8 @@ cli.add_command(compact_command)
 cli.add_command(summaries_command)
 cli.add_command(config_group)
 cli.add_command(doctor_command)
+cli.add_command(prune_command)
+cli.add_command(vacuum_command)
 
 
 def main() -> None:

@@ -9,16 +9,30 @@ the caller's transaction.  Invariants:
   item that covers a later message of the conversation, so the active context stays in order.
 * Reads of the index use the reader connection's ``idx`` attachment, in one snapshot with the
   main file.
+* Retention deletes only whole conversations, only when asked, and never one that another
+  conversation still points at.  Before deleting, it raises ``message_id_floor`` and
+  ``summary_rowid_floor`` in ``lcm_meta`` so no id the index knows is ever reused; the rows it
+  deleted are then removed from the index (:meth:`SearchIndex.forget`) after the commit.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
+from datetime import datetime
 
-from lossless.ports import IndexDiscrepancy
-from lossless.stores.sqlite.index import SOURCES
+from lossless.errors import InputError
+from lossless.ports import IndexDiscrepancy, PruneCandidate
+from lossless.stores.sqlite.index import SOURCES, Forgotten
 
-__all__ = ["drop_context_item", "index_discrepancies", "restore_context_item"]
+__all__ = [
+    "archived_before",
+    "delete_conversations",
+    "drop_context_item",
+    "index_discrepancies",
+    "prune_candidate",
+    "restore_context_item",
+]
 
 
 def index_discrepancies(conn: sqlite3.Connection, limit: int) -> list[IndexDiscrepancy]:
@@ -148,3 +162,130 @@ def drop_context_item(conn: sqlite3.Connection, conversation_id: int, ordinal: i
         return False
     conn.execute("DELETE FROM context_items WHERE conversation_id = ? AND ordinal = ?", (conversation_id, ordinal))
     return True
+
+
+# ---------------------------------------------------------------- retention
+
+
+def archived_before(conn: sqlite3.Connection, agent_id: str, before: str) -> list[int]:
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT conversation_id FROM conversations WHERE agent_id = ? AND active = 0 "
+            "AND archived_at IS NOT NULL AND archived_at < ? ORDER BY conversation_id",
+            (agent_id, before),
+        )
+    ]
+
+
+def referrers(conn: sqlite3.Connection, conversation_id: int) -> tuple[int, ...]:
+    """Other conversations whose context items or summaries point at this conversation's rows."""
+    rows = conn.execute(
+        "SELECT ci.conversation_id FROM context_items ci JOIN messages m ON m.message_id = ci.message_id "
+        "WHERE m.conversation_id = ?1 AND ci.conversation_id <> ?1 "
+        "UNION SELECT ci.conversation_id FROM context_items ci JOIN summaries s ON s.summary_id = ci.summary_id "
+        "WHERE s.conversation_id = ?1 AND ci.conversation_id <> ?1 "
+        "UNION SELECT s.conversation_id FROM summary_messages sm JOIN summaries s ON s.summary_id = sm.summary_id "
+        "JOIN messages m ON m.message_id = sm.message_id WHERE m.conversation_id = ?1 AND s.conversation_id <> ?1 "
+        "UNION SELECT s.conversation_id FROM summary_parents sp JOIN summaries s ON s.summary_id = sp.summary_id "
+        "JOIN summaries p ON p.summary_id = sp.parent_summary_id "
+        "WHERE p.conversation_id = ?1 AND s.conversation_id <> ?1",
+        (conversation_id,),
+    ).fetchall()
+    return tuple(sorted(r[0] for r in rows))
+
+
+def prune_candidate(conn: sqlite3.Connection, conversation_id: int) -> PruneCandidate | None:
+    row = conn.execute(
+        "SELECT agent_id, session_id, active, archived_at FROM conversations WHERE conversation_id = ?",
+        (conversation_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    messages, message_bytes = conn.execute(
+        "SELECT count(*), coalesce(sum(length(CAST(content AS BLOB)) + coalesce(length(metadata), 0)), 0) "
+        "FROM messages WHERE conversation_id = ?",
+        (conversation_id,),
+    ).fetchone()
+    part_bytes = conn.execute(
+        "SELECT coalesce(sum(coalesce(length(CAST(p.text_content AS BLOB)), 0) + coalesce(length(p.tool_input), 0) "
+        "+ coalesce(length(CAST(p.tool_output AS BLOB)), 0) + coalesce(length(p.tool_error), 0)), 0) "
+        "FROM messages m JOIN message_parts p ON p.part_id BETWEEN m.message_id * 65536 "
+        "AND m.message_id * 65536 + 65535 WHERE m.conversation_id = ?",
+        (conversation_id,),
+    ).fetchone()[0]
+    summaries, summary_bytes = conn.execute(
+        "SELECT count(*), coalesce(sum(length(CAST(content AS BLOB))), 0) FROM summaries WHERE conversation_id = ?",
+        (conversation_id,),
+    ).fetchone()
+    files, file_bytes = conn.execute(
+        "SELECT count(*), coalesce(sum(coalesce(length(exploration_summary), 0)), 0) FROM large_files "
+        "WHERE conversation_id = ?",
+        (conversation_id,),
+    ).fetchone()
+    return PruneCandidate(
+        conversation_id=conversation_id,
+        agent_id=row[0],
+        session_id=row[1],
+        active=bool(row[2]),
+        archived_at=None if row[3] is None else datetime.fromisoformat(row[3]),
+        messages=messages,
+        summaries=summaries,
+        files=files,
+        row_bytes=int(message_bytes + part_bytes + summary_bytes + file_bytes),
+        blocked_by=referrers(conn, conversation_id),
+    )
+
+
+def _raise_floor(conn: sqlite3.Connection, key: str, value: int | None) -> None:
+    if value is None:
+        return
+    conn.execute(
+        "INSERT INTO lcm_meta (key, value) VALUES (?1, CAST(?2 AS TEXT)) ON CONFLICT (key) DO UPDATE SET "
+        "value = CAST(max(CAST(value AS INTEGER), ?2) AS TEXT)",
+        (key, value),
+    )
+
+
+def delete_conversations(conn: sqlite3.Connection, conversation_ids: Sequence[int]) -> Forgotten:
+    """Delete whole conversations (see :class:`RetentionStore`); returns the rows the index must forget."""
+    chosen = set(conversation_ids)
+    for conversation_id in conversation_ids:
+        blocked = [c for c in referrers(conn, conversation_id) if c not in chosen]
+        if blocked:
+            raise InputError(
+                f"conversation {conversation_id} is still referred to by conversation(s) "
+                f"{', '.join(map(str, blocked))} (forked sub-agents); prune those too, or keep it. Nothing was deleted"
+            )
+    forgotten: Forgotten = {"messages": [], "summaries": []}
+    per_conversation: list[list[tuple[int, str]]] = []
+    for conversation_id in conversation_ids:
+        messages = conn.execute(
+            "SELECT message_id, content FROM messages WHERE conversation_id = ?", (conversation_id,)
+        ).fetchall()
+        summaries = conn.execute(
+            "SELECT summary_rowid, content FROM summaries WHERE conversation_id = ?", (conversation_id,)
+        ).fetchall()
+        forgotten["messages"] += messages
+        forgotten["summaries"] += summaries
+        _raise_floor(conn, "message_id_floor", max((m[0] for m in messages), default=None))
+        _raise_floor(conn, "summary_rowid_floor", max((s[0] for s in summaries), default=None))
+        per_conversation.append(messages)
+    # First every pointer of the chosen conversations (they may point at each other's rows) …
+    in_conversation = "SELECT summary_id FROM summaries WHERE conversation_id = ?"
+    for conversation_id in conversation_ids:
+        conn.execute("DELETE FROM context_items WHERE conversation_id = ?", (conversation_id,))
+        conn.execute(f"DELETE FROM summary_parents WHERE summary_id IN ({in_conversation})", (conversation_id,))
+        conn.execute(f"DELETE FROM summary_messages WHERE summary_id IN ({in_conversation})", (conversation_id,))
+    # … then the rows themselves.
+    for conversation_id, messages in zip(conversation_ids, per_conversation, strict=True):
+        conn.execute("DELETE FROM summaries WHERE conversation_id = ?", (conversation_id,))
+        conn.executemany(
+            "DELETE FROM message_parts WHERE part_id BETWEEN ?1 * 65536 AND ?1 * 65536 + 65535",
+            [(m[0],) for m in messages],
+        )
+        conn.execute("DELETE FROM messages WHERE conversation_id = ?", (conversation_id,))
+        conn.execute("DELETE FROM large_files WHERE conversation_id = ?", (conversation_id,))
+        conn.execute("DELETE FROM conversation_bootstrap_state WHERE conversation_id = ?", (conversation_id,))
+        conn.execute("DELETE FROM conversations WHERE conversation_id = ?", (conversation_id,))
+    return forgotten

@@ -23,7 +23,7 @@ from typing import Any
 import anyio.to_thread
 
 from lossless.errors import InputError, NotFoundError
-from lossless.ports import AppendResult, IndexDiscrepancy, PreparedMessage, StoreStats
+from lossless.ports import AppendResult, IndexDiscrepancy, PreparedMessage, PruneCandidate, StoreStats
 from lossless.records import (
     BootstrapState,
     ContextEntry,
@@ -623,3 +623,38 @@ class SQLiteStore:
 
     async def drop_context_item(self, conversation_id: int, ordinal: int) -> bool:
         return await self._db.write(lambda conn: maintenance.drop_context_item(conn, conversation_id, ordinal))
+
+    # ------------------------------------------------------------ retention (RetentionStore)
+
+    async def archived_before(self, agent_id: str, before: datetime) -> list[int]:
+        cutoff = format_timestamp(before)
+        return await self._db.read(lambda conn: maintenance.archived_before(conn, agent_id, cutoff))
+
+    async def prune_candidates(self, conversation_ids: Sequence[int]) -> list[PruneCandidate]:
+        ids = list(dict.fromkeys(conversation_ids))
+
+        def run(conn: sqlite3.Connection) -> list[PruneCandidate]:
+            found = (maintenance.prune_candidate(conn, i) for i in ids)
+            return [c for c in found if c is not None]
+
+        return await self._db.read(run)
+
+    async def delete_conversations(self, conversation_ids: Sequence[int]) -> int:
+        ids = list(dict.fromkeys(conversation_ids))
+        if not ids:
+            return 0
+
+        def run(conn: sqlite3.Connection) -> tuple[int, dict[str, list[tuple[int, str]]]]:
+            present = [
+                i for i in ids if conn.execute("SELECT 1 FROM conversations WHERE conversation_id = ?", (i,)).fetchone()
+            ]
+            return len(present), maintenance.delete_conversations(conn, present)
+
+        deleted, forgotten = await self._db.write(run, heavy=True)
+        index = self._db.index
+        if index is not None:
+            await anyio.to_thread.run_sync(index.forget, forgotten)
+        return deleted
+
+    async def vacuum(self) -> tuple[int, int]:
+        return await self._db.vacuum()
