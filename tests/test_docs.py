@@ -92,6 +92,7 @@ def test_readme_python_quickstart_runs(tmp_path: Path) -> None:
         "summarizers.md",
         "large-files.md",
         "integrity.md",
+        "operations.md",
     ],
 )
 def test_docs_linked_from_the_readme_exist(doc: str) -> None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ from lossless.ingest import prepare_messages
 from lossless.integrity import IntegrityChecker, IntegrityReport, RepairOutcome, RepairPlan
 from lossless.interception import Interceptor, PendingFile
 from lossless.large_files import DEFAULT_PAGE_BYTES, Page, file_scope, page_lines, referenced_file_ids, restore
+from lossless.observability import record, timed
 from lossless.ports import (
     AppendResult,
     BlobStore,
@@ -305,6 +307,7 @@ class ContextEngine:
             return IngestResult(None, skipped=1, skip_reason="heartbeat")
         return await self.ingest_batch(session_id, [message], session_key=session_key)
 
+    @timed("lcm_ingest_latency_ms")
     async def ingest_batch(
         self, session_id: str, messages: Sequence[Message], *, session_key: str | None = None
     ) -> IngestResult:
@@ -353,6 +356,7 @@ class ContextEngine:
         cached = next((c for (sid, _), c in self._conversations.items() if sid == session_id), None)
         return cached or await self.store.find_conversation(agent_id=self.config.agent_id, session_id=session_id)
 
+    @timed("lcm_assemble_latency_ms")
     async def assemble(
         self,
         session_id: str,
@@ -383,7 +387,7 @@ class ContextEngine:
         summaries = {s.id: s for s in await self.store.get_summaries(summary_ids)}
         condensed = [s.id for s in summaries.values() if s.kind == "condensed"]
         parents = await self.store.get_summary_parents(condensed) if condensed else {}
-        return assemble(
+        assembled = assemble(
             entries,
             records,
             summaries,
@@ -396,6 +400,8 @@ class ContextEngine:
             prompt=prompt,
             output=output,
         )
+        record("lcm_context_tokens", assembled.estimated_tokens)
+        return assembled
 
     def _pass_through(self, messages: Sequence[Message], output: OutputFormat) -> AssembledContext:
         now = self._clock()
@@ -453,11 +459,14 @@ class ContextEngine:
         threshold = int(self.config.context_threshold * budget)
         compaction: CompactionResult | None = None
         if tokens > threshold:
-            compaction = await self.compactor.compact(conversation_id, mode="full")
+            compaction = self._compacted(await self.compactor.compact(conversation_id, mode="full"), "threshold")
             if compaction.tokens_after > threshold:
-                compaction = await self.compactor.compact(conversation_id, mode="until_under", target_tokens=threshold)
+                compaction = self._compacted(
+                    await self.compactor.compact(conversation_id, mode="until_under", target_tokens=threshold),
+                    "threshold",
+                )
         elif self.compactor.needs_leaf_pass(entries):
-            compaction = await self.compactor.compact(conversation_id, mode="incremental")
+            compaction = self._compacted(await self.compactor.compact(conversation_id, mode="incremental"), "threshold")
         after = compaction.tokens_after if compaction else tokens
         return AfterTurnResult(ingested, compaction, after)
 
@@ -531,7 +540,8 @@ class ContextEngine:
         """
         conv = await self.conversation(conversation)
         chosen: Mode = mode or ("until_under" if target_tokens is not None else "full" if force else "incremental")
-        return await self.compactor.compact(conv.id, mode=chosen, target_tokens=target_tokens, progress=progress)
+        result = await self.compactor.compact(conv.id, mode=chosen, target_tokens=target_tokens, progress=progress)
+        return self._compacted(result, "manual", conv.session_id)
 
     async def summaries(self, conversation: int | str) -> tuple[list[Summary], dict[str, tuple[int | str, ...]]]:
         """All summaries of a conversation (oldest first) and, for each, its sources in order."""
@@ -668,7 +678,16 @@ class ContextEngine:
     async def check_integrity(self, conversation: int | str | None = None) -> IntegrityReport:
         """Check one conversation of this agent, or (``None``) the whole store; see :mod:`lossless.integrity`."""
         conversation_id = None if conversation is None else (await self.conversation(conversation)).id
-        return await IntegrityChecker(self.store, self.blobs).run(conversation_id)
+        report = await IntegrityChecker(self.store, self.blobs).run(conversation_id)
+        for kind, count in report.counts().items():
+            record("lcm_integrity_failures", count, kind=kind)
+        if report.problems:
+            log.warning(
+                "integrity check found %d problems",
+                len(report.problems),
+                extra={"conversation_id": conversation_id, "problems": report.counts()},
+            )
+        return report
 
     async def repair_integrity(self, plan: RepairPlan) -> RepairOutcome:
         """Apply a plan made by :func:`lossless.integrity.plan_repairs` (non-destructive repairs only)."""
@@ -715,3 +734,38 @@ class ContextEngine:
     async def vacuum(self) -> tuple[int, int]:
         """Give the database file's free pages back to the file system; ``(bytes before, after)``."""
         return await require_retention(self.store).vacuum()
+
+    # -------------------------------------------------------------- observability
+
+    def _compacted(self, result: CompactionResult, trigger: str, session_id: str | None = None) -> CompactionResult:
+        """Record a finished compaction: metrics, and one structured log line (plus one per summary)."""
+        record("lcm_compaction_runs", trigger=trigger, stop_reason=result.stop_reason)
+        for summary in result.summaries:
+            record("lcm_summaries_created", kind=summary.kind)
+        if not result.summaries:
+            return result
+        compaction_id = uuid.uuid4().hex[:16]
+        fields = {
+            "conversation_id": result.conversation_id,
+            "session_id": session_id,
+            "compaction_id": compaction_id,
+            "trigger_reason": trigger,
+        }
+        for summary in result.summaries:
+            log.debug(
+                "summary %s created (%s, depth %d)",
+                summary.id,
+                summary.kind,
+                summary.depth,
+                extra={**fields, "summary_id": summary.id},
+            )
+        log.info(
+            "compacted conversation %d: %d → %d tokens, %d summaries (%s)",
+            result.conversation_id,
+            result.tokens_before,
+            result.tokens_after,
+            len(result.summaries),
+            result.stop_reason,
+            extra={**fields, "token_before": result.tokens_before, "token_after": result.tokens_after},
+        )
+        return result
