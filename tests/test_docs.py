@@ -60,6 +60,8 @@ def test_every_command_and_exit_code_is_documented() -> None:
         "doctor",
         "prune",
         "vacuum",
+        "worker",
+        "jobs",
     }
     for name in names:
         assert f"lcm {name}" in CLI_DOC, f"lcm {name} is not documented in docs/cli.md"

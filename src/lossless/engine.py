@@ -30,7 +30,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -48,19 +47,11 @@ from lossless.config import Config, load_config
 from lossless.errors import InputError, NotFoundError, StoreError
 from lossless.formats import OutputFormat, render_anthropic, render_openai
 from lossless.ingest import prepare_messages
-from lossless.integrity import IntegrityChecker, IntegrityReport, RepairOutcome, RepairPlan
 from lossless.interception import Interceptor, PendingFile
 from lossless.large_files import DEFAULT_PAGE_BYTES, Page, file_scope, page_lines, referenced_file_ids, restore
+from lossless.maintenance import MaintenanceMixin
 from lossless.observability import record, timed
-from lossless.ports import (
-    AppendResult,
-    BlobStore,
-    PreparedMessage,
-    PrunableBlobStore,
-    Store,
-    StoreStats,
-    Summarizer,
-)
+from lossless.ports import AppendResult, BlobStore, PreparedMessage, Store, StoreStats, Summarizer
 from lossless.records import (
     Conversation,
     IngestResult,
@@ -71,7 +62,6 @@ from lossless.records import (
     Summary,
     utcnow,
 )
-from lossless.retention import PrunePlan, PruneResult, plan_prune, require_retention
 from lossless.sessions import SessionPolicy
 from lossless.tokens import RecentCounter, TokenCounter, token_counter_for
 
@@ -144,7 +134,7 @@ def _require_budget(value: object) -> None:
         raise InputError(f"token_budget must be a positive integer, got {value!r}")
 
 
-class ContextEngine:
+class ContextEngine(MaintenanceMixin):
     """Lossless context management for one agent identity over one store.
 
     Open one with ``await ContextEngine.open()`` (the embedded SQLite default)
@@ -458,6 +448,15 @@ class ContextEngine:
         budget = min(token_budget, self.config.max_assembly_token_budget or token_budget)
         threshold = int(self.config.context_threshold * budget)
         compaction: CompactionResult | None = None
+        if self._background_worker is not None:  # embedded workers compact; the turn only queues the job
+            if tokens > threshold or self.compactor.needs_leaf_pass(entries):
+                await self.enqueue_compaction(
+                    conversation_id,
+                    reason="threshold",
+                    mode="full" if tokens > threshold else "incremental",
+                    target_tokens=threshold if tokens > threshold else None,
+                )
+            return AfterTurnResult(ingested, None, tokens)
         if tokens > threshold:
             compaction = self._compacted(await self.compactor.compact(conversation_id, mode="full"), "threshold")
             if compaction.tokens_after > threshold:
@@ -672,100 +671,3 @@ class ContextEngine:
                 if maybe is not None:
                     await maybe
         return results
-
-    # -------------------------------------------------------------- integrity
-
-    async def check_integrity(self, conversation: int | str | None = None) -> IntegrityReport:
-        """Check one conversation of this agent, or (``None``) the whole store; see :mod:`lossless.integrity`."""
-        conversation_id = None if conversation is None else (await self.conversation(conversation)).id
-        report = await IntegrityChecker(self.store, self.blobs).run(conversation_id)
-        for kind, count in report.counts().items():
-            record("lcm_integrity_failures", count, kind=kind)
-        if report.problems:
-            log.warning(
-                "integrity check found %d problems",
-                len(report.problems),
-                extra={"conversation_id": conversation_id, "problems": report.counts()},
-            )
-        return report
-
-    async def repair_integrity(self, plan: RepairPlan) -> RepairOutcome:
-        """Apply a plan made by :func:`lossless.integrity.plan_repairs` (non-destructive repairs only)."""
-        return await IntegrityChecker(self.store, self.blobs).apply(plan)
-
-    # -------------------------------------------------------------- retention
-
-    async def plan_prune(
-        self, *, archived_before: datetime | None = None, conversations: Sequence[int | str] = ()
-    ) -> PrunePlan:
-        """What an explicit prune would delete: this agent's conversations archived before a time, and/or named ones.
-
-        Reads only.  Carry the plan out with :meth:`prune`.
-        """
-        if archived_before is None and not conversations:
-            raise InputError("say what to prune: archived_before=<time> and/or conversations=[…]")
-        if archived_before is not None and archived_before.tzinfo is None:
-            raise InputError("archived_before must be timezone-aware (e.g. 2026-01-01T00:00:00+00:00)")
-        ids = [(await self.conversation(ref)).id for ref in conversations]
-        if archived_before is not None:
-            ids += await require_retention(self.store).archived_before(self.config.agent_id, archived_before)
-        return await plan_prune(self.store, list(dict.fromkeys(ids)))
-
-    async def prune(self, plan: PrunePlan, *, vacuum: bool = True) -> PruneResult:
-        """Delete the conversations of ``plan`` with their rows and blobs, then (by default) ``VACUUM``."""
-        retention = require_retention(self.store)
-        ids = [c.conversation_id for c in plan.delete]
-        deleted = await retention.delete_conversations(ids)
-        freed = 0
-        if isinstance(self.blobs, PrunableBlobStore):
-            for conversation_id in ids:
-                freed += await self.blobs.remove_conversation(conversation_id)
-        self._conversations.clear()
-        before = after = None
-        if vacuum and deleted:
-            before, after = await retention.vacuum()
-        log.info(
-            "pruned %d conversations",
-            deleted,
-            extra={"conversation_ids": ids, "messages": plan.messages, "blob_bytes": freed},
-        )
-        return PruneResult(deleted, plan.messages, freed, before, after)
-
-    async def vacuum(self) -> tuple[int, int]:
-        """Give the database file's free pages back to the file system; ``(bytes before, after)``."""
-        return await require_retention(self.store).vacuum()
-
-    # -------------------------------------------------------------- observability
-
-    def _compacted(self, result: CompactionResult, trigger: str, session_id: str | None = None) -> CompactionResult:
-        """Record a finished compaction: metrics, and one structured log line (plus one per summary)."""
-        record("lcm_compaction_runs", trigger=trigger, stop_reason=result.stop_reason)
-        for summary in result.summaries:
-            record("lcm_summaries_created", kind=summary.kind)
-        if not result.summaries:
-            return result
-        compaction_id = uuid.uuid4().hex[:16]
-        fields = {
-            "conversation_id": result.conversation_id,
-            "session_id": session_id,
-            "compaction_id": compaction_id,
-            "trigger_reason": trigger,
-        }
-        for summary in result.summaries:
-            log.debug(
-                "summary %s created (%s, depth %d)",
-                summary.id,
-                summary.kind,
-                summary.depth,
-                extra={**fields, "summary_id": summary.id},
-            )
-        log.info(
-            "compacted conversation %d: %d → %d tokens, %d summaries (%s)",
-            result.conversation_id,
-            result.tokens_before,
-            result.tokens_after,
-            len(result.summaries),
-            result.stop_reason,
-            extra={**fields, "token_before": result.tokens_before, "token_after": result.tokens_after},
-        )
-        return result

@@ -57,6 +57,11 @@ __all__ = [
     "AppendResult",
     "BlobStore",
     "IndexDiscrepancy",
+    "Job",
+    "JobKind",
+    "JobQueue",
+    "JobReason",
+    "JobState",
     "MaintainableStore",
     "PreparedMessage",
     "PrunableBlobStore",
@@ -478,4 +483,91 @@ class PrunableBlobStore(Protocol):
 
     async def remove_conversation(self, conversation_id: int) -> int:
         """Delete the conversation's blobs; returns the bytes freed."""
+        ...
+
+
+# ---------------------------------------------------------------------- background jobs
+
+JobKind = Literal["compaction", "integrity"]
+JobReason = Literal["threshold", "manual", "maintenance"]
+JobState = Literal["queued", "running", "done", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A background job (``spec/002`` worker contracts).
+
+    ``mode`` is, for a compaction, the compaction mode (``incremental``, ``full``, ``until_under``
+    with ``target_tokens``); for an integrity job, ``scan`` or ``scan_and_plan``.
+    """
+
+    id: int
+    kind: JobKind
+    reason: JobReason
+    requested_at: datetime
+    conversation_id: int | None = None
+    mode: str | None = None
+    target_tokens: int | None = None
+    state: JobState = "queued"
+    attempts: int = 0
+    lease_owner: str | None = None
+    lease_expires_ms: int | None = None
+    finished_at: datetime | None = None
+    result: JSONValue = None
+    error: str | None = None
+
+
+@runtime_checkable
+class JobQueue(Protocol):
+    """A durable queue of background jobs, shared by every worker on the store.
+
+    Contract: a claim hands a job to one worker at a time, under a lease (``lease_expires_ms``, epoch
+    milliseconds) that the worker renews while it runs; a job whose lease expired (its worker
+    crashed or hung) can be claimed again, until ``max_attempts`` claims have been made — then it
+    is marked ``failed``.  A claim never hands out a job for a conversation that has another job
+    running under a live lease.  At most one *queued* job exists per kind and conversation: asking
+    again returns the one waiting.  Only the lease owner can renew, finish or release a job.
+    """
+
+    async def enqueue_job(
+        self,
+        kind: JobKind,
+        *,
+        reason: JobReason,
+        conversation_id: int | None = None,
+        mode: str | None = None,
+        target_tokens: int | None = None,
+        requested_at: datetime,
+    ) -> Job:
+        """Queue a job (or return the equal kind's job already queued for that conversation)."""
+        ...
+
+    async def claim_job(self, owner: str, *, lease_ms: int, now_ms: int, max_attempts: int) -> Job | None:
+        """The oldest claimable job, now leased to ``owner``; ``None`` when there is none."""
+        ...
+
+    async def renew_job(self, job_id: int, owner: str, *, lease_ms: int, now_ms: int) -> bool:
+        """Extend ``owner``'s lease; False if the job is no longer ``owner``'s (it must stop)."""
+        ...
+
+    async def finish_job(
+        self,
+        job_id: int,
+        owner: str,
+        *,
+        ok: bool,
+        result: JSONValue = None,
+        error: str | None = None,
+        retry: bool = False,
+        finished_at: datetime,
+    ) -> bool:
+        """Record the outcome (``retry``: queue it again if attempts remain); False if not ``owner``'s."""
+        ...
+
+    async def release_job(self, job_id: int, owner: str) -> bool:
+        """Give a job back unfinished (graceful shutdown): queued again, this attempt not counted."""
+        ...
+
+    async def list_jobs(self, *, state: JobState | None = None, limit: int = 100) -> list[Job]:
+        """Jobs, newest first."""
         ...

@@ -214,4 +214,32 @@ _V1 = (
     "INSERT INTO lcm_meta (key, value) VALUES ('store_id', lower(hex(randomblob(16))))",
 )
 
-MIGRATIONS: tuple[Migration, ...] = (Migration(1, "initial schema", _V1),)
+# Background jobs (compaction, integrity), claimed by workers under a lease; see stores/sqlite/jobs.py.
+_V5 = (
+    """
+    CREATE TABLE jobs (
+        job_id           INTEGER PRIMARY KEY,
+        kind             TEXT NOT NULL CHECK (kind IN ('compaction','integrity')),
+        conversation_id  INTEGER REFERENCES conversations(conversation_id) ON DELETE CASCADE,
+        reason           TEXT NOT NULL CHECK (reason IN ('threshold','manual','maintenance')),
+        mode             TEXT,
+        target_tokens    INTEGER,
+        requested_at     TEXT NOT NULL,
+        state            TEXT NOT NULL DEFAULT 'queued' CHECK (state IN ('queued','running','done','failed')),
+        attempts         INTEGER NOT NULL DEFAULT 0,
+        lease_owner      TEXT,
+        lease_expires_ms INTEGER,
+        finished_at      TEXT,
+        result           TEXT,
+        error            TEXT
+    )
+    """,
+    "CREATE INDEX jobs_state_idx ON jobs (state, job_id)",
+    # At most one queued job per (kind, conversation): asking again while one waits adds nothing.
+    "CREATE UNIQUE INDEX jobs_queued_idx ON jobs (kind, coalesce(conversation_id, 0)) WHERE state = 'queued'",
+)
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "initial schema", _V1),
+    Migration(5, "background jobs", _V5),
+)

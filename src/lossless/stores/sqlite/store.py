@@ -23,7 +23,17 @@ from typing import Any
 import anyio.to_thread
 
 from lossless.errors import InputError, NotFoundError
-from lossless.ports import AppendResult, IndexDiscrepancy, PreparedMessage, PruneCandidate, StoreStats
+from lossless.ports import (
+    AppendResult,
+    IndexDiscrepancy,
+    Job,
+    JobKind,
+    JobReason,
+    JobState,
+    PreparedMessage,
+    PruneCandidate,
+    StoreStats,
+)
 from lossless.records import (
     BootstrapState,
     ContextEntry,
@@ -37,7 +47,7 @@ from lossless.records import (
     utcnow,
 )
 from lossless.stores.rows import dump_json
-from lossless.stores.sqlite import maintenance
+from lossless.stores.sqlite import jobs, maintenance
 from lossless.stores.sqlite.connection import Database
 from lossless.stores.sqlite.statements import (
     CONVERSATION_COLUMNS,
@@ -658,3 +668,52 @@ class SQLiteStore:
 
     async def vacuum(self) -> tuple[int, int]:
         return await self._db.vacuum()
+
+    # ------------------------------------------------------------ background jobs (JobQueue)
+
+    async def enqueue_job(
+        self,
+        kind: JobKind,
+        *,
+        reason: JobReason,
+        conversation_id: int | None = None,
+        mode: str | None = None,
+        target_tokens: int | None = None,
+        requested_at: datetime,
+    ) -> Job:
+        if kind not in ("compaction", "integrity"):
+            raise InputError(f"job kind must be 'compaction' or 'integrity', got {kind!r}")
+        if reason not in ("threshold", "manual", "maintenance"):
+            raise InputError(f"job reason must be 'threshold', 'manual' or 'maintenance', got {reason!r}")
+        if kind == "compaction" and conversation_id is None:
+            raise InputError("a compaction job needs a conversation_id")
+        return await self._db.write(
+            lambda conn: jobs.enqueue(conn, kind, reason, conversation_id, mode, target_tokens, requested_at)
+        )
+
+    async def claim_job(self, owner: str, *, lease_ms: int, now_ms: int, max_attempts: int) -> Job | None:
+        return await self._db.write(lambda conn: jobs.claim(conn, owner, lease_ms, now_ms, max_attempts))
+
+    async def renew_job(self, job_id: int, owner: str, *, lease_ms: int, now_ms: int) -> bool:
+        return await self._db.write(lambda conn: jobs.renew(conn, job_id, owner, lease_ms, now_ms))
+
+    async def finish_job(
+        self,
+        job_id: int,
+        owner: str,
+        *,
+        ok: bool,
+        result: JSONValue = None,
+        error: str | None = None,
+        retry: bool = False,
+        finished_at: datetime,
+    ) -> bool:
+        return await self._db.write(
+            lambda conn: jobs.finish(conn, job_id, owner, ok, result, error, retry, finished_at)
+        )
+
+    async def release_job(self, job_id: int, owner: str) -> bool:
+        return await self._db.write(lambda conn: jobs.release(conn, job_id, owner))
+
+    async def list_jobs(self, *, state: JobState | None = None, limit: int = 100) -> list[Job]:
+        return await self._db.read(lambda conn: jobs.list_jobs(conn, state, limit))

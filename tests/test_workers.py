@@ -1,0 +1,305 @@
+"""Background jobs: the queue contract on SQLite, the worker loop, embedded mode, and ``lcm worker``."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import anyio
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lossless import ContextEngine, Message
+from lossless.errors import InputError
+from lossless.ports import Job, JobQueue
+from lossless.records import JSONValue
+from lossless.workers import Worker, WorkerSettings
+
+from .test_integrity import SETTINGS, chat
+
+pytestmark = pytest.mark.anyio
+
+NOW = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+async def engine(tmp_path: Path) -> AsyncIterator[ContextEngine]:
+    opened = await ContextEngine.open(f"sqlite:///{tmp_path / 'w.db'}", **SETTINGS)  # type: ignore[arg-type]
+    try:
+        yield opened
+    finally:
+        await opened.dispose()
+
+
+def queue_of(engine: ContextEngine) -> JobQueue:
+    assert isinstance(engine.store, JobQueue)
+    return engine.store
+
+
+async def two_conversations(engine: ContextEngine) -> tuple[int, int]:
+    a = await engine.ingest_batch("a", chat(30))
+    b = await engine.ingest_batch("b", chat(30, start=100))
+    assert a.conversation_id is not None and b.conversation_id is not None
+    return a.conversation_id, b.conversation_id
+
+
+async def test_queue_contract(engine: ContextEngine) -> None:
+    q = queue_of(engine)
+    a, b = await two_conversations(engine)
+    first = await q.enqueue_job("compaction", reason="threshold", conversation_id=a, mode="full", requested_at=NOW)
+    again = await q.enqueue_job("compaction", reason="manual", conversation_id=a, requested_at=NOW)
+    assert again.id == first.id and first.state == "queued" and first.mode == "full"
+    other = await q.enqueue_job("compaction", reason="manual", conversation_id=b, requested_at=NOW)
+    with pytest.raises(InputError):
+        await q.enqueue_job("compaction", reason="manual", requested_at=NOW)
+    with pytest.raises(InputError):
+        await q.enqueue_job("compaction", reason="whenever", conversation_id=a, requested_at=NOW)  # type: ignore[arg-type]
+
+    claimed = await q.claim_job("w1", lease_ms=1000, now_ms=0, max_attempts=3)
+    assert claimed is not None and claimed.id == first.id and claimed.state == "running" and claimed.attempts == 1
+    # While it runs, a new job for the same conversation may be queued but is not handed out.
+    second = await q.enqueue_job("compaction", reason="manual", conversation_id=a, requested_at=NOW)
+    assert second.id != first.id
+    got = await q.claim_job("w2", lease_ms=100_000, now_ms=10, max_attempts=3)
+    assert got is not None and got.id == other.id
+    assert await q.claim_job("w3", lease_ms=1000, now_ms=20, max_attempts=3) is None
+
+    assert not await q.renew_job(first.id, "w2", lease_ms=1000, now_ms=500)
+    assert await q.renew_job(first.id, "w1", lease_ms=1000, now_ms=500)  # lease now until 1500
+    assert await q.claim_job("w3", lease_ms=1000, now_ms=1400, max_attempts=3) is None
+    # w1 dies: once its lease expires the job is claimed again (the older one first).
+    retried = await q.claim_job("w3", lease_ms=1000, now_ms=1600, max_attempts=3)
+    assert retried is not None and retried.id == first.id and retried.attempts == 2 and retried.lease_owner == "w3"
+    assert not await q.finish_job(first.id, "w1", ok=True, finished_at=NOW)  # not w1's any more
+    assert await q.finish_job(first.id, "w3", ok=True, result={"n": 1}, finished_at=NOW)
+    assert await q.finish_job(other.id, "w2", ok=False, error="boom", retry=True, finished_at=NOW)
+    jobs = {j.id: j for j in await q.list_jobs()}
+    assert jobs[first.id].state == "done" and jobs[first.id].result == {"n": 1}
+    assert jobs[other.id].state == "queued" and jobs[other.id].error == "boom"
+    assert [j.id for j in await q.list_jobs(state="queued")] == sorted([second.id, other.id], reverse=True)
+
+
+async def test_a_job_whose_worker_keeps_dying_is_failed(engine: ContextEngine) -> None:
+    q = queue_of(engine)
+    a, _ = await two_conversations(engine)
+    job = await q.enqueue_job("compaction", reason="manual", conversation_id=a, requested_at=NOW)
+    for attempt in range(2):
+        claimed = await q.claim_job(f"w{attempt}", lease_ms=100, now_ms=attempt * 1000, max_attempts=2)
+        assert claimed is not None and claimed.id == job.id
+    assert await q.claim_job("w9", lease_ms=100, now_ms=5000, max_attempts=2) is None
+    [failed] = await q.list_jobs(state="failed")
+    assert failed.id == job.id and "2 times" in (failed.error or "")
+
+
+async def test_release_gives_a_job_back_without_counting_the_attempt(engine: ContextEngine) -> None:
+    q = queue_of(engine)
+    a, _ = await two_conversations(engine)
+    job = await q.enqueue_job("integrity", reason="maintenance", conversation_id=a, requested_at=NOW)
+    assert (await q.claim_job("w", lease_ms=1000, now_ms=0, max_attempts=3)) is not None
+    assert not await q.release_job(job.id, "someone else")
+    assert await q.release_job(job.id, "w")
+    [back] = await q.list_jobs(state="queued")
+    assert back.id == job.id and back.attempts == 0 and back.lease_owner is None
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.sampled_from(["enqueue", "claim", "finish", "expire"]), st.integers(0, 3)), max_size=30))
+async def test_no_two_live_jobs_of_one_conversation(tmp_path_factory: pytest.TempPathFactory, steps: list) -> None:  # type: ignore[type-arg]
+    path = tmp_path_factory.mktemp("q") / "q.db"
+    async with await ContextEngine.open(f"sqlite:///{path}") as engine:
+        q = queue_of(engine)
+        ids = []
+        for n in range(4):
+            result = await engine.ingest(f"s{n}", Message.user("hi"))
+            ids.append(result.conversation_id)
+        now = 0
+        running: dict[int, Job] = {}
+        for action, n in steps:
+            if action == "enqueue":
+                await q.enqueue_job("compaction", reason="manual", conversation_id=ids[n], requested_at=NOW)
+            elif action == "claim":
+                job = await q.claim_job(f"w{now}", lease_ms=100, now_ms=now, max_attempts=5)
+                if job is not None:
+                    running[job.id] = job
+            elif action == "finish" and running:
+                job = running.pop(min(running))
+                await q.finish_job(job.id, job.lease_owner or "", ok=True, finished_at=NOW)
+            else:
+                now += 150  # every lease expires
+            live = [j for j in await q.list_jobs(state="running") if (j.lease_expires_ms or 0) >= now]
+            conversations = [j.conversation_id for j in live]
+            assert len(conversations) == len(set(conversations))
+            queued = [(j.kind, j.conversation_id) for j in await q.list_jobs(state="queued")]
+            assert len(queued) == len(set(queued))
+
+
+class Runner:
+    def __init__(self, fail: int = 0, block: bool = False) -> None:
+        self.fail = fail
+        self.block = block
+        self.ran: list[int] = []
+        self.started = anyio.Event()
+
+    async def run_compaction_job(self, job: Job) -> JSONValue:
+        self.ran.append(job.id)
+        self.started.set()
+        if self.block:
+            await anyio.sleep_forever()
+        if self.fail:
+            self.fail -= 1
+            raise RuntimeError("summarizer down")
+        return {"ok": True}
+
+    async def run_integrity_job(self, job: Job) -> JSONValue:
+        return await self.run_compaction_job(job)
+
+
+async def test_worker_retries_a_failing_job_then_succeeds(engine: ContextEngine) -> None:
+    a, _ = await two_conversations(engine)
+    q = queue_of(engine)
+    job = await q.enqueue_job("compaction", reason="manual", conversation_id=a, requested_at=NOW)
+    runner = Runner(fail=2)
+    worker = Worker(q, runner, WorkerSettings(lease_ms=5000, poll_ms=10, max_attempts=5))
+    assert await worker.run(anyio.Event(), once=True) == 1
+    assert runner.ran == [job.id] * 3 and worker.failed == 2
+    [done] = await q.list_jobs()
+    assert done.state == "done" and done.attempts == 3
+
+
+async def test_worker_gives_up_after_max_attempts(engine: ContextEngine) -> None:
+    a, _ = await two_conversations(engine)
+    q = queue_of(engine)
+    await q.enqueue_job("compaction", reason="manual", conversation_id=a, requested_at=NOW)
+    worker = Worker(q, Runner(fail=99), WorkerSettings(lease_ms=5000, poll_ms=10, max_attempts=2))
+    assert await worker.run(anyio.Event(), once=True) == 0
+    [failed] = await q.list_jobs()
+    assert failed.state == "failed" and "summarizer down" in (failed.error or "")
+
+
+async def test_graceful_stop_gives_the_running_job_back(engine: ContextEngine) -> None:
+    a, _ = await two_conversations(engine)
+    q = queue_of(engine)
+    job = await q.enqueue_job("compaction", reason="manual", conversation_id=a, requested_at=NOW)
+    runner = Runner(block=True)
+    worker = Worker(q, runner, WorkerSettings(lease_ms=5000, poll_ms=10, grace_s=0.05))
+    stop = anyio.Event()
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            group.start_soon(worker.run, stop)
+            await runner.started.wait()
+            stop.set()
+    [back] = await q.list_jobs()
+    assert back.id == job.id and back.state == "queued" and back.attempts == 0
+
+
+async def test_a_worker_that_loses_its_lease_stops_the_job(engine: ContextEngine) -> None:
+    a, _ = await two_conversations(engine)
+    q = queue_of(engine)
+    job = await q.enqueue_job("compaction", reason="manual", conversation_id=a, requested_at=NOW)
+    clock = [0.0]
+    runner = Runner(block=True)
+    worker = Worker(q, runner, WorkerSettings(lease_ms=300, poll_ms=10), owner="slow", clock=lambda: clock[0])
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            group.start_soon(functools.partial(worker.run, anyio.Event(), once=True))
+            await runner.started.wait()
+            # Another worker takes the job over once the lease (by the store's clock) ran out.
+            taken = await q.claim_job("fast", lease_ms=60_000, now_ms=10_000, max_attempts=5)
+            assert taken is not None and taken.id == job.id
+    [mine] = await q.list_jobs()
+    assert mine.lease_owner == "fast" and mine.state == "running"
+    assert worker.done == 0 and worker.failed == 0
+
+
+async def test_engine_jobs_compact_and_check(engine: ContextEngine) -> None:
+    a, _ = await two_conversations(engine)
+    compaction = await engine.enqueue_compaction("a", mode="full")
+    integrity = await engine.enqueue_integrity(mode="scan_and_plan")
+    with pytest.raises(InputError):
+        await engine.enqueue_compaction("a", mode="sideways")  # type: ignore[arg-type]
+    with pytest.raises(InputError):
+        await engine.enqueue_integrity(mode="deep")
+    worker = engine.worker(WorkerSettings(poll_ms=10))
+    assert await worker.run(anyio.Event(), once=True) == 2
+    jobs = {j.id: j for j in await queue_of(engine).list_jobs()}
+    result = jobs[compaction.id].result
+    assert isinstance(result, dict) and result["summaries"] and result["tokens_after"] < result["tokens_before"]  # type: ignore[operator]
+    assert jobs[integrity.id].result == {"ok": True, "problem_counts": {}, "plan": {"repairs": [], "unrepairable": []}}
+    assert await engine.store.list_summaries(a)
+
+
+async def test_embedded_background_worker_takes_over_after_turn_compaction(engine: ContextEngine) -> None:
+    async with engine.background(WorkerSettings(poll_ms=10)):
+        turn = await engine.after_turn("s", chat(40), token_budget=2000)
+        assert turn.error is None and turn.compaction is None
+        with anyio.fail_after(20):
+            while not await queue_of(engine).list_jobs(state="done"):  # noqa: ASYNC110 - polling the store
+                await anyio.sleep(0.02)
+        with pytest.raises(InputError):
+            async with engine.background():
+                pass
+    [job] = await queue_of(engine).list_jobs()
+    assert job.reason == "threshold" and job.kind == "compaction"
+    assert await engine.store.list_summaries(turn.ingest.conversation_id)  # type: ignore[arg-type]
+    assert (await engine.check_integrity()).ok
+    # Outside background(), after_turn compacts inline again.
+    inline = await engine.after_turn("s", chat(40, start=40), token_budget=2000)
+    assert inline.compaction is not None
+
+
+def test_lcm_worker_runs_jobs_and_stops_on_sigterm(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    env = {
+        **os.environ,
+        "LCM_DATABASE_URL": url,
+        **{f"LCM_{k.upper()}": str(v) for k, v in SETTINGS.items()},
+    }
+    lcm_bin = str(Path(sys.executable).with_name("lcm"))
+
+    def lcm(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([lcm_bin, *args], env=env, capture_output=True, text=True, timeout=120)
+
+    async def setup() -> None:
+        async with await ContextEngine.open(url, **SETTINGS) as engine:  # type: ignore[arg-type]
+            await engine.ingest_batch("s", chat(40))
+
+    anyio.run(setup)
+    added = lcm("jobs", "add", "compaction", "s", "--full", "--json")
+    assert added.returncode == 0, added.stderr
+    job_id = json.loads(added.stdout)["id"]
+    assert lcm("jobs", "add", "compaction").returncode == 2
+    worker = subprocess.Popen(
+        [lcm_bin, "worker", "--poll", "0.05", "--log-format", "json"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            listed = json.loads(lcm("jobs", "list", "--state", "done", "--json").stdout)
+            if listed:
+                break
+            time.sleep(0.2)
+        assert [j["id"] for j in listed] == [job_id]
+        worker.send_signal(signal.SIGTERM)
+        _, err = worker.communicate(timeout=30)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert worker.returncode == 0, err
+    logs = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    assert any(
+        line["message"].startswith("compacted conversation") and line["trigger_reason"] == "manual" for line in logs
+    )
+    assert any("stopped after 1 jobs" in line["message"] for line in logs)
