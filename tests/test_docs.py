@@ -49,6 +49,7 @@ def test_every_command_and_exit_code_is_documented() -> None:
     names = set(cli.commands)
     assert names == {
         "import",
+        "replay",
         "conversations",
         "messages",
         "files",
@@ -80,6 +81,7 @@ def test_readme_python_quickstart_runs(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "claude-code" in done.stdout and "new messages" in done.stdout
+    assert re.search(r"^\d+ messages, \d+ tokens$", done.stdout, flags=re.M)
 
 
 @pytest.mark.parametrize(
@@ -93,6 +95,7 @@ def test_readme_python_quickstart_runs(tmp_path: Path) -> None:
         "compaction.md",
         "summarizers.md",
         "large-files.md",
+        "assembly.md",
         "integrity.md",
         "operations.md",
     ],

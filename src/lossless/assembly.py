@@ -11,7 +11,8 @@ nodes) and messages in the OpenAI or Anthropic format.
 Invariants:
 
 * The output never exceeds ``budget`` tokens, unless the fresh tail alone
-  does (then it is the tail, and ``over_budget`` says so).
+  does (then it is the tail — with the recall guidance when a summary is
+  inside it — and ``over_budget`` says so).
 * The fresh tail is always present, in order; output order is chronological.
 * Items are kept or dropped as *units* that keep every tool call with its
   results, and the format layer converts any pairing left broken at the edges
@@ -30,8 +31,8 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import Any
@@ -42,7 +43,7 @@ from lossless.formats import OutputFormat, render_anthropic, render_openai, sani
 from lossless.records import ContextEntry, MessageRecord, Summary
 from lossless.tokens import TokenCounter
 
-__all__ = ["AssembledContext", "assemble", "render_summary", "system_prompt_addition"]
+__all__ = ["AssembledContext", "RenderCache", "assemble", "render_summary", "system_prompt_addition"]
 
 #: Tokens a message costs beyond its text (role, separators) in a chat request.
 MESSAGE_OVERHEAD = 4
@@ -68,6 +69,29 @@ class AssembledContext:
     @property
     def summaries_included(self) -> int:
         return sum(1 for ref in self.included if isinstance(ref, str))
+
+
+RenderKey = tuple[str, str, tuple[str, ...]]
+
+
+class RenderCache(OrderedDict[RenderKey, tuple[str, int]]):
+    """Rendered summaries and their token counts, least recently used dropped beyond ``size`` entries."""
+
+    def __init__(self, size: int = 4096) -> None:
+        super().__init__()
+        self.size = size
+
+    def get(self, key: RenderKey, default: Any = None) -> Any:
+        found = super().get(key, default)
+        if found is not default:
+            self.move_to_end(key)
+        return found
+
+    def __setitem__(self, key: RenderKey, value: tuple[str, int]) -> None:
+        super().__setitem__(key, value)
+        self.move_to_end(key)
+        while len(self) > self.size:
+            self.popitem(last=False)
 
 
 def _iso(value: datetime | None, zone: tzinfo) -> str:
@@ -178,15 +202,27 @@ def assemble(
     zone: tzinfo,
     prompt: str | None = None,
     output: OutputFormat = "openai",
+    cache: MutableMapping[RenderKey, tuple[str, int]] | None = None,
 ) -> AssembledContext:
-    """Choose and render the context (see the module docstring)."""
+    """Choose and render the context (see the module docstring).
+
+    ``cache`` keeps each summary's rendering and its token count between calls (the caller bounds
+    its size); it is keyed by the summary's id, content and parents, so a changed summary is
+    rendered afresh.
+    """
     present = [e for e in entries if (e.message_id in messages if e.kind == "message" else e.summary_id in summaries)]
-    rendered_summaries = {
-        sid: render_summary(summary, parents.get(sid, ()), zone) for sid, summary in summaries.items()
-    }
+    rendered_summaries: dict[str, tuple[str, int]] = {}
+    for sid, summary in summaries.items():
+        key = (sid, summary.content, tuple(parents.get(sid, ())))
+        found = cache.get(key) if cache is not None else None
+        if found is None:
+            text = render_summary(summary, key[2], zone)
+            found = (text, counter.count(text))
+            if cache is not None:
+                cache[key] = found
+        rendered_summaries[sid] = found
     costs = [
-        (e.token_count if e.kind == "message" else counter.count(rendered_summaries[e.summary_id or ""]))
-        + MESSAGE_OVERHEAD
+        (e.token_count if e.kind == "message" else rendered_summaries[e.summary_id or ""][1]) + MESSAGE_OVERHEAD
         for e in present
     ]
     start = tail_start(present, fresh_tail_count, fresh_tail_max_tokens)
@@ -196,7 +232,8 @@ def assemble(
     addition_cost = counter.count(system_prompt_addition(list(summaries.values())) or "") if has_summaries else 0
     # A summary inside the tail (a forked sub-agent's context can start with one) needs the addition too.
     tail_has_summary = any(e.kind == "summary" for e in present[start:])
-    room = budget - tail_tokens - (addition_cost if tail_has_summary else 0)
+    tail_need = tail_tokens + (addition_cost if tail_has_summary else 0)
+    room = budget - tail_need
     keep = [False] * len(present)
     for index in range(start, len(present)):
         keep[index] = True
@@ -209,7 +246,7 @@ def assemble(
     rendered: list[dict[str, Any]] = []
     for entry in chosen:
         if entry.kind == "summary":
-            text = rendered_summaries[entry.summary_id or ""]
+            text = rendered_summaries[entry.summary_id or ""][0]
             block: Any = text if output == "openai" else [{"type": "text", "text": text}]
             rendered.append({"role": "user", "content": block})
         else:
@@ -225,7 +262,7 @@ def assemble(
         included=tuple(e.ref for e in chosen),
         dropped=tuple(e.ref for e, k in zip(present, keep, strict=True) if not k),
         tail_tokens=tail_tokens,
-        over_budget=tail_tokens > budget,
+        over_budget=tail_need > budget,
     )
 
 
