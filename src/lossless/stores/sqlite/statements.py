@@ -387,6 +387,7 @@ def table_bytes(conn: sqlite3.Connection) -> dict[str, int]:
         "context_items",
         "large_files",
         "conversation_bootstrap_state",
+        "jobs",
     )
     out: dict[str, int] = {}
     for name, size in rows:
