@@ -12,8 +12,8 @@ from .stress.crash import concurrent_writers, kill_rounds, verify
 
 def test_kill_9_during_ingest_and_compaction_loses_nothing(tmp_path: Path) -> None:
     database = tmp_path / "crash.db"
-    outcome = verify(database, kill_rounds(database, 4, seed=7, max_delay=0.8))
-    assert outcome.kills == 4 and outcome.acknowledged
+    outcome = verify(database, kill_rounds(database, 3, seed=7, max_delay=0.6))
+    assert outcome.kills == 3 and outcome.acknowledged
     assert outcome.lost == [] and outcome.duplicates == [] and outcome.problems == []
 
 

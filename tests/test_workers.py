@@ -6,6 +6,7 @@ import functools
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -15,8 +16,10 @@ from pathlib import Path
 
 import anyio
 import pytest
+from click.testing import CliRunner, Result
 
 from lossless import ContextEngine
+from lossless.cli import cli
 from lossless.errors import InputError
 from lossless.ports import Job, JobQueue
 from lossless.records import JSONValue
@@ -164,6 +167,14 @@ async def test_embedded_background_worker_takes_over_after_turn_compaction(engin
     assert inline.compaction is not None
 
 
+def done_jobs(path: Path) -> list[int]:
+    conn = sqlite3.connect(path)
+    try:
+        return [r[0] for r in conn.execute("SELECT job_id FROM jobs WHERE state = 'done'")]
+    finally:
+        conn.close()
+
+
 def test_lcm_worker_runs_jobs_and_stops_on_sigterm(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'w.db'}"
     env = {
@@ -173,8 +184,8 @@ def test_lcm_worker_runs_jobs_and_stops_on_sigterm(tmp_path: Path) -> None:
     }
     lcm_bin = str(Path(sys.executable).with_name("lcm"))
 
-    def lcm(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([lcm_bin, *args], env=env, capture_output=True, text=True, timeout=120)
+    def lcm(*args: str) -> Result:
+        return CliRunner().invoke(cli, ["--database", url, *args], catch_exceptions=False)
 
     async def setup() -> None:
         async with await ContextEngine.open(url, **SETTINGS) as engine:  # type: ignore[arg-type]
@@ -182,9 +193,9 @@ def test_lcm_worker_runs_jobs_and_stops_on_sigterm(tmp_path: Path) -> None:
 
     anyio.run(setup)
     added = lcm("jobs", "add", "compaction", "s", "--full", "--json")
-    assert added.returncode == 0, added.stderr
+    assert added.exit_code == 0, added.output
     job_id = json.loads(added.stdout)["id"]
-    assert lcm("jobs", "add", "compaction").returncode == 2
+    assert lcm("jobs", "add", "compaction").exit_code == 2
     worker = subprocess.Popen(
         [lcm_bin, "worker", "--poll", "0.05", "--log-format", "json"],
         env=env,
@@ -194,18 +205,17 @@ def test_lcm_worker_runs_jobs_and_stops_on_sigterm(tmp_path: Path) -> None:
     )
     try:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            listed = json.loads(lcm("jobs", "list", "--state", "done", "--json").stdout)
-            if listed:
-                break
-            time.sleep(0.2)
-        assert [j["id"] for j in listed] == [job_id]
+        while not done_jobs(tmp_path / "w.db") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert done_jobs(tmp_path / "w.db") == [job_id]
         worker.send_signal(signal.SIGTERM)
         _, err = worker.communicate(timeout=30)
     finally:
         if worker.poll() is None:
             worker.kill()
     assert worker.returncode == 0, err
+    listed = json.loads(lcm("jobs", "list", "--json").stdout)
+    assert [(j["id"], j["state"], j["attempts"]) for j in listed] == [(job_id, "done", 1)]
     logs = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
     assert any(
         line["message"].startswith("compacted conversation") and line["trigger_reason"] == "manual" for line in logs
@@ -221,13 +231,13 @@ def test_a_killed_workers_job_is_retried_by_another_after_its_lease(tmp_path: Pa
 
     async def setup() -> None:
         async with await ContextEngine.open(url, **SETTINGS) as engine:  # type: ignore[arg-type]
-            await engine.ingest_batch("s", chat(40))
+            await engine.ingest_batch("s", chat(14))
             await engine.enqueue_compaction("s", mode="full")
 
     anyio.run(setup)
     lcm_bin = str(Path(sys.executable).with_name("lcm"))
     with StubProviderServer(
-        default=StubReply.answer("The user and assistant traded numbered notes.", delay_s=0.2)
+        default=StubReply.answer("The user and assistant traded numbered notes.", delay_s=0.1)
     ) as stub:
         env = {
             **os.environ,
