@@ -315,3 +315,38 @@ def test_lcm_doctor(tmp_path: Path) -> None:
     result = json.loads(out)
     assert code == 0 and result["applied"] and result["after"]["ok"] is True
     assert doctor()[0] == 0
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    size=st.integers(min_value=6, max_value=40),
+    dropped=st.sets(st.integers(min_value=0, max_value=60), max_size=8),
+    dangling=st.integers(min_value=0, max_value=2),
+)
+async def test_repairs_make_any_lost_context_whole_again(
+    tmp_path_factory: pytest.TempPathFactory, size: int, dropped: set[int], dangling: int
+) -> None:
+    """Context items lost or made to point at nothing: the plan's repairs leave a store with no problem."""
+    path = tmp_path_factory.mktemp("repair") / "r.db"
+    async with await ContextEngine.open(f"sqlite:///{path}", **SETTINGS) as engine:  # type: ignore[arg-type]
+        await engine.ingest_batch("s", chat(size))
+        await engine.compact("s", force=True)
+        await engine.ingest_batch("s", chat(3, start=size))
+        items = await engine.store.get_context_items(1)
+        gone = sorted({items[i % len(items)].ordinal for i in dropped})
+        statements = [f"DELETE FROM context_items WHERE conversation_id = 1 AND ordinal = {o}" for o in gone]
+        statements += [
+            f"INSERT INTO context_items VALUES (1, {10_000 + n}, 'summary', NULL, 'sum_nowhere{n}', '2026-01-01')"
+            for n in range(dangling)
+        ]
+        damage(engine, *statements)
+        report = await engine.check_integrity()
+        assert report.ok == (not gone and not dangling)
+        plan = plan_repairs(report)
+        assert plan.unrepairable == ()
+        await engine.repair_integrity(plan)
+        after = await engine.check_integrity()
+        assert after.ok, after.problems
+        # Every message is reached once, in order: the assembled context still holds the newest one.
+        assembled = await engine.assemble("s", token_budget=100_000)
+        assert f"message {size + 2}:" in str(assembled.messages[-1])
