@@ -377,7 +377,7 @@ def _in_read_transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connect
 
 def _migrate(conn: sqlite3.Connection, wait_ms: int) -> None:
     """Apply pending migrations, one transaction each; refuse a schema newer than this code."""
-    latest = MIGRATIONS[-1].version
+    latest = max(m.version for m in MIGRATIONS)
     for migration in MIGRATIONS:
         _begin_immediate(conn, wait_ms)
         try:
@@ -391,7 +391,10 @@ def _migrate(conn: sqlite3.Connection, wait_ms: int) -> None:
                     f"the database schema is version {current} but this lossless knows only up to {latest}: "
                     "upgrade lossless-context to open it"
                 )
-            if migration.version > current:
+            # Each migration is applied once, by its own record: numbers assigned to parallel work may
+            # land out of order (5 before 3), and a later, lower-numbered one must still run.
+            applied = conn.execute("SELECT 1 FROM lcm_migrations WHERE version = ?", (migration.version,)).fetchone()
+            if applied is None:
                 for statement in migration.statements:
                     conn.execute(statement)
                 conn.execute(
