@@ -5,7 +5,10 @@ Invariants:
 * Migrations are append-only: a released migration is never edited; changes
   come as a new, higher-numbered one.  Each runs in its own ``BEGIN IMMEDIATE``
   transaction together with the row that records it in ``lcm_migrations``, so a
-  crash leaves the schema at a whole version.
+  crash leaves the schema at a whole version.  A migration runs when its own
+  version is not recorded yet (not merely when it is above the highest), so
+  numbers handed out to parallel work may land out of order; ``MIGRATIONS``
+  stays sorted by version.
 * This file holds the canonical rows only.  The full-text indexes are derived
   data and live in a companion file (see :mod:`lossless.stores.sqlite.index`).
 * Rows an index points at have an ``INTEGER PRIMARY KEY``, so ``VACUUM``
