@@ -58,6 +58,11 @@ def test_every_command_and_exit_code_is_documented() -> None:
         "summaries",
         "stats",
         "config",
+        "doctor",
+        "prune",
+        "vacuum",
+        "worker",
+        "jobs",
     }
     for name in names:
         assert f"lcm {name}" in CLI_DOC, f"lcm {name} is not documented in docs/cli.md"
@@ -91,6 +96,8 @@ def test_readme_python_quickstart_runs(tmp_path: Path) -> None:
         "summarizers.md",
         "large-files.md",
         "assembly.md",
+        "integrity.md",
+        "operations.md",
     ],
 )
 def test_docs_linked_from_the_readme_exist(doc: str) -> None:
