@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -240,3 +242,19 @@ def test_serve_refuses_a_public_address_without_tokens(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["--database", f"sqlite:///{tmp_path / 'x.db'}", "serve", "--host", "0.0.0.0"])
     assert result.exit_code == 4, result.output
     assert "refusing to listen on '0.0.0.0'" in result.output and "api_tokens" in result.output
+
+
+def test_a_missing_extra_names_the_install_command() -> None:
+    code = (
+        "import sys; sys.modules['fastapi'] = None; sys.modules['mcp'] = None\n"
+        "from lossless.errors import MissingDependencyError\n"
+        "for module in ('lossless.adapters.http', 'lossless.adapters.mcp'):\n"
+        "    try:\n"
+        "        __import__(module)\n"
+        "    except MissingDependencyError as exc:\n"
+        "        print(exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "pip install 'lossless-context[server]'" in done.stdout
+    assert "pip install 'lossless-context[mcp]'" in done.stdout
