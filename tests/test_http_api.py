@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -127,11 +128,19 @@ def test_the_lifecycle_over_http(base_url: str) -> None:
         assert "lcm_http_requests_total" in http.get("/v1/metrics").text
 
 
-def test_a_caller_sees_only_its_own_agent(base_url: str) -> None:
-    with client(base_url, ALICE) as alice, client(base_url, BOB) as bob:
+def test_a_caller_sees_only_its_own_agent(tmp_path: Path) -> None:
+    config = make_config(tmp_path, large_file_token_threshold=100)
+    with Running(config) as base_url, client(base_url, ALICE) as alice, client(base_url, BOB) as bob:
         conv_id = alice.post("/v1/ingest_batch", json={"session_id": "private", "messages": turn(0)}).json()[
             "conversation_id"
         ]
+        body = "\n".join(f"line {i}: secret value {i * 7}" for i in range(200))
+        attached = {"role": "user", "content": f'<file name="notes.txt">\n{body}\n</file>'}
+        assert alice.post("/v1/ingest", json={"session_id": "private", "message": attached}).json()["stored"] == 1
+        (stored_file,) = alice.get("/v1/conversations/private/files").json()["files"]
+        described = alice.get(f"/v1/files/{stored_file['id']}", params={"start_line": 1, "end_line": 2}).json()
+        assert "secret value 0" in json.dumps(described)
+        assert_error(bob.get(f"/v1/files/{stored_file['id']}"), 404, "NotFoundError")
         assert bob.get("/v1/conversations").json() == {"conversations": []}
         for path in (
             f"/v1/conversations/{conv_id}",
@@ -145,7 +154,7 @@ def test_a_caller_sees_only_its_own_agent(base_url: str) -> None:
         # The same session id under bob is a different conversation: bob's assemble sees nothing of alice's.
         assembled = bob.post("/v1/assemble", json={"session_id": "private", "token_budget": 1000}).json()
         assert assembled["messages"] == []
-        assert len(alice.get("/v1/conversations/private/messages").json()["messages"]) == 2
+        assert len(alice.get("/v1/conversations/private/messages").json()["messages"]) == 3
 
 
 def test_authentication_is_required_when_tokens_are_set(base_url: str) -> None:
@@ -258,3 +267,37 @@ def test_a_missing_extra_names_the_install_command() -> None:
     assert done.returncode == 0, done.stderr
     assert "pip install 'lossless-context[server]'" in done.stdout
     assert "pip install 'lossless-context[mcp]'" in done.stdout
+
+
+def test_a_public_address_serves_only_authenticated_callers(tmp_path: Path) -> None:
+    """``lcm serve`` on 0.0.0.0 (all interfaces) with tokens: no token, no data."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    lcm = Path(sys.executable).with_name("lcm")
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "LCM_API_TOKENS": f"{ALICE}=alice"}
+    server = subprocess.Popen(
+        [str(lcm), "--database", f"sqlite:///{tmp_path / 'p.db'}", "serve", "--host", "0.0.0.0", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(f"{base}/v1/health", timeout=1)
+                break
+            except httpx.TransportError:
+                assert server.poll() is None and time.monotonic() < deadline, "lcm serve did not start"
+                time.sleep(0.1)
+        with client(base, token=None) as anonymous, client(base, ALICE) as alice:
+            assert_error(anonymous.get("/v1/conversations"), 401, "Unauthorized")
+            assert alice.get("/v1/conversations").json() == {"conversations": []}
+    finally:
+        server.terminate()
+        _, stderr = server.communicate(timeout=10)
+    assert ALICE.encode() not in stderr  # tokens are never logged

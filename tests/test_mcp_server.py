@@ -91,3 +91,45 @@ async def _wait_for_messages(tmp_path: Path, *, minimum: int) -> int:
             async with await ContextEngine.open(f"sqlite:///{tmp_path / 'lcm.db'}", config=None) as engine:
                 count = (await engine.stats()).messages
     return count
+
+
+async def test_streamable_http_serves_the_same_tools(tmp_path: Path) -> None:
+    import socket
+    import subprocess
+
+    from mcp.client.streamable_http import streamable_http_client
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    command = [str(LCM), "--database", f"sqlite:///{tmp_path / 'h.db'}", "mcp", "--http", "--port", str(port)]
+    process = await anyio.open_process(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}/mcp"
+        with anyio.fail_after(30):
+            while True:  # wait for the port to accept connections
+                try:
+                    await (await anyio.connect_tcp("127.0.0.1", port)).aclose()
+                    break
+                except OSError:
+                    await anyio.sleep(0.1)
+        async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            assert [t.name for t in (await session.list_tools()).tools] == list(TOOL_HANDLERS)
+            message = {"role": "user", "content": "over http"}
+            done = payload(await session.call_tool("lcm_ingest", {"session_id": "h", "messages": [message]}))
+            assert done["stored"] == 1
+    finally:
+        process.terminate()
+        await process.wait()
+
+
+def test_mcp_over_http_refuses_a_public_address(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from lossless.cli import cli
+
+    result = CliRunner().invoke(
+        cli, ["--database", f"sqlite:///{tmp_path / 'x.db'}", "mcp", "--http", "--host", "0.0.0.0"]
+    )
+    assert result.exit_code == 4 and "loopback only" in result.output
