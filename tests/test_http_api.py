@@ -18,9 +18,11 @@ import uvicorn
 from click.testing import CliRunner
 
 from lossless.adapters.http import STATUS_BY_ERROR, create_app, is_loopback
+from lossless.adapters.service import TOOL_HANDLERS
 from lossless.cli import cli
 from lossless.config import Config, load_config
 from lossless.errors import InputError, LcmError, NotFoundError
+from lossless.tools import TOOLS
 
 ALICE = "alice-token-0123456789abcdef"
 BOB = "bob-token-0123456789abcdef00"
@@ -301,3 +303,24 @@ def test_a_public_address_serves_only_authenticated_callers(tmp_path: Path) -> N
         server.terminate()
         _, stderr = server.communicate(timeout=10)
     assert ALICE.encode() not in stderr  # tokens are never logged
+
+
+def test_every_agent_tool_is_an_endpoint_too(base_url: str) -> None:
+    with client(base_url) as http, client(base_url, BOB) as bob:
+        spec = http.get("/openapi.json").json()
+        for name in TOOL_HANDLERS:
+            operation = spec["paths"][f"/v1/tools/{name}"]["post"]
+            assert operation["requestBody"]["content"]["application/json"]["schema"] == dict(TOOLS[name].input_schema)
+        messages = [m for i in range(8) for m in turn(i)]
+        stored = http.post("/v1/tools/lcm_ingest", json={"session_id": "t", "messages": messages}).json()
+        assert stored["stored"] == 16
+        compacted = http.post("/v1/tools/lcm_compact", json={"conversation": "t", "force": True}).json()
+        assert compacted["summaries"]
+        assert_error(bob.post("/v1/tools/lcm_compact", json={"conversation": "t"}), 404, "NotFoundError")
+        assert_error(http.post("/v1/tools/lcm_compact", json=["t"]), 400, "InputError")
+        assert_error(http.post("/v1/tools/lcm_compact", json={"conversation": "t", "x": 1}), 400, "InputError")
+        assert_error(
+            http.post("/v1/tools/lcm_ingest", content=b"{", headers={"content-type": "application/json"}),
+            400,
+            "InputError",
+        )

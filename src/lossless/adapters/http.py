@@ -13,6 +13,9 @@ Invariants:
   conversations and files.  Tokens are compared in constant time and never logged.
 * :func:`serve` refuses to listen on a non-loopback address without tokens.
 * The bootstrap endpoint reads only files under ``api_import_roots`` (off when empty).
+* Every agent tool of :data:`lossless.adapters.service.TOOL_HANDLERS` is also
+  ``POST /v1/tools/<name>``, its body the tool's arguments, documented with the
+  tool's own input schema; the MCP server exposes the same table.
 """
 
 import hmac
@@ -31,12 +34,14 @@ from lossless.adapters.service import (
     Engines,
     after_turn_dict,
     assembled_dict,
+    call_tool,
     check_conversation_ref,
     compaction_dict,
     ingest_dict,
     jsonable,
     messages_from,
     summary_dict,
+    tool_specs,
 )
 from lossless.config import Config
 from lossless.engine import VERSION, ContextEngine
@@ -254,7 +259,7 @@ def _replay(first: MutableMapping[str, Any], receive: Any) -> Callable[[], Await
     return replay
 
 
-# ----------------------------------------------------------------- the app
+# ----------------------------------------------------------------- shared state and the caller
 
 
 @dataclass(slots=True)
@@ -531,6 +536,38 @@ async def describe_file(
     ).to_dict()
 
 
+# ----------------------------------------------------------------- the agent tools, one endpoint each
+
+
+def _tool_endpoint(name: str) -> Callable[..., Awaitable[dict[str, Any]]]:
+    async def endpoint(request: Request, engine: Caller) -> dict[str, Any]:
+        try:
+            arguments = await request.json()
+        except ValueError as exc:
+            raise InputError(f"{name}: the body must be a JSON object of the tool's arguments ({exc})") from exc
+        if not isinstance(arguments, dict):
+            raise InputError(f"{name}: the body must be a JSON object of the tool's arguments")
+        return await call_tool(engine, name, arguments)
+
+    return endpoint
+
+
+def _add_tool_routes(app: FastAPI) -> None:
+    """``POST /v1/tools/{name}`` for every tool of the table, its body schema the tool's input schema."""
+    for spec in tool_specs():
+        body = {"required": True, "content": {"application/json": {"schema": dict(spec.input_schema)}}}
+        app.add_api_route(
+            f"/v1/tools/{spec.name}",
+            _tool_endpoint(spec.name),
+            methods=["POST"],
+            tags=["tools"],
+            name=spec.name,
+            summary=spec.name,
+            description=spec.description,
+            openapi_extra={"requestBody": body},
+        )
+
+
 # ----------------------------------------------------------------- the app
 
 
@@ -560,6 +597,7 @@ def create_app(config: Config, *, engines: Engines | None = None) -> FastAPI:
     )
     app.state.lcm = state
     app.include_router(router)
+    _add_tool_routes(app)
     app.add_exception_handler(LcmError, on_lcm_error)
     app.add_exception_handler(ApiError, on_api_error)
     app.add_exception_handler(RequestValidationError, on_invalid)
