@@ -133,3 +133,26 @@ def test_mcp_over_http_refuses_a_public_address(tmp_path: Path) -> None:
         cli, ["--database", f"sqlite:///{tmp_path / 'x.db'}", "mcp", "--http", "--host", "0.0.0.0"]
     )
     assert result.exit_code == 4 and "loopback only" in result.output
+
+
+async def test_following_an_empty_folder_waits_for_transcripts(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from lossless.adapters.mcp import follow_paths
+
+    folder = tmp_path / "later"
+    folder.mkdir()
+    async with await ContextEngine.open(f"sqlite:///{tmp_path / 'f.db'}") as engine, anyio.create_task_group() as group:
+        group.start_soon(follow_paths, engine, [folder], 0.05)
+        await anyio.sleep(0.5)  # several passes over an empty folder
+        (folder / "s.jsonl").write_bytes((FIXTURES / "claude-code" / "session.jsonl").read_bytes())
+        imported = 0
+        for _ in range(400):
+            await anyio.sleep(0.05)
+            imported = (await engine.stats()).messages
+            if imported:
+                break
+        group.cancel_scope.cancel()
+    assert imported > 0
+    warnings = [r for r in caplog.records if r.name == "lossless.mcp" and r.levelname == "WARNING"]
+    assert len(warnings) == 1 and str(folder) in warnings[0].getMessage()  # said once, not at every pass

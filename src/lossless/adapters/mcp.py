@@ -91,19 +91,27 @@ def build_server(engine: ContextEngine) -> Server[Any]:
 
 
 async def follow_paths(engine: ContextEngine, paths: Sequence[Path], interval: float) -> None:
-    """Import new entries of ``paths`` (files or folders of transcripts) forever, every ``interval`` s."""
+    """Import new entries of ``paths`` (files or folders of transcripts) forever, every ``interval`` s.
+
+    A problem is logged when it first appears (not at every pass while it lasts).
+    """
+    where = ", ".join(map(str, paths))
+    reported: set[str] = set()
     while True:
+        problems: list[str] = []
         try:
             results = await engine.import_paths(list(paths))
         except Exception as exc:  # a folder with no transcript yet, a file being rewritten, …
-            log.warning("following %s: %s", ", ".join(map(str, paths)), exc)
+            problems.append(f"following {where}: {exc}")
         else:
-            stored = sum(getattr(r, "stored", 0) for r in results)
-            failed = [r for r in results if isinstance(r, Exception)]
+            stored = sum(r.stored for r in results if not isinstance(r, Exception))
+            problems += [f"following: {r}" for r in results if isinstance(r, Exception)]
             if stored:
-                log.info("imported %d new message(s) from %s", stored, ", ".join(map(str, paths)))
-            for problem in failed:
-                log.warning("following: %s", problem)
+                log.info("imported %d new message(s) from %s", stored, where)
+        for problem in problems:
+            if problem not in reported:
+                log.warning("%s", problem)
+        reported = set(problems)
         await anyio.sleep(interval)
 
 
