@@ -12,7 +12,8 @@ from schemathesis.checks import not_a_server_error
 
 from lossless.adapters.http import create_app
 from lossless.config import load_config
-from tests.test_http_api import ALICE, Running, make_config
+
+from .test_http_api import ALICE, Running, make_config
 
 # The document comes from the app itself; the requests go to a running server.
 schema = schemathesis.openapi.from_dict(create_app(load_config({"api_tokens": [f"{ALICE}=alice"]}, env={})).openapi())
