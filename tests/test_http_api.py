@@ -127,7 +127,8 @@ def test_the_lifecycle_over_http(base_url: str) -> None:
         assert http.get("/v1/conversations/s1/files").json() == {"files": []}
         stats = http.get("/v1/stats").json()
         assert stats["messages"] == 24 and "url" not in stats
-        assert "lcm_http_requests_total" in http.get("/v1/metrics").text
+        metrics = http.get("/v1/metrics").text
+        assert "lcm_http_requests_total" in metrics and "lcm_assemble_latency_ms" in metrics
 
 
 def test_a_caller_sees_only_its_own_agent(tmp_path: Path) -> None:

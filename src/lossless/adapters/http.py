@@ -58,6 +58,7 @@ from lossless.errors import (
     StoreError,
 )
 from lossless.large_files import DEFAULT_PAGE_BYTES
+from lossless.observability import render_metrics
 from lossless.records import JSONValue
 
 try:
@@ -378,9 +379,10 @@ async def health() -> dict[str, Any]:
 
 @router.get("/v1/metrics", tags=["service"], response_class=Response)
 async def metrics(request: Request, engine: Caller) -> Response:
-    """Request counts and latencies in the Prometheus text format."""
-    registry = _state(request).metrics.registry
-    return Response(prometheus_client.generate_latest(registry), media_type=prometheus_client.CONTENT_TYPE_LATEST)
+    """The engine's metrics (lossless.observability) and this server's request counts and latencies, Prometheus text."""
+    engine_metrics, content_type = render_metrics()
+    served = prometheus_client.generate_latest(_state(request).metrics.registry)
+    return Response(engine_metrics + served, media_type=content_type)
 
 
 @router.get("/v1/stats", tags=["service"])

@@ -24,8 +24,8 @@ from lossless.cli.imports import import_command
 from lossless.cli.inspect import conversations_command, messages_command, stats_command
 from lossless.cli.replay import replay_command
 from lossless.cli.retention import prune_command, vacuum_command
-from lossless.cli.worker import jobs_group, worker_command
 from lossless.cli.serve import mcp_command, serve_command
+from lossless.cli.worker import jobs_group, worker_command
 from lossless.engine import VERSION
 
 __all__ = ["cli", "main"]
