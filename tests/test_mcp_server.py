@@ -156,3 +156,14 @@ async def test_following_an_empty_folder_waits_for_transcripts(
     assert imported > 0
     warnings = [r for r in caplog.records if r.name == "lossless.mcp" and r.levelname == "WARNING"]
     assert len(warnings) == 1 and str(folder) in warnings[0].getMessage()  # said once, not at every pass
+
+
+def test_a_rendered_text_is_what_the_agent_reads() -> None:
+    from lossless.adapters.mcp import _result
+
+    rendered = _result({"text": "2 matches: [msg#4] …", "hits": [4, 9]})
+    assert rendered.content[0].text == "2 matches: [msg#4] …" and rendered.structured_content == {
+        "text": "2 matches: [msg#4] …",
+        "hits": [4, 9],
+    }
+    assert json.loads(_result({"stored": 1}).content[0].text) == {"stored": 1}

@@ -48,11 +48,13 @@ INSTRUCTIONS = (
 )
 
 
-def _result(payload: dict[str, Any], *, error: bool = False) -> types.CallToolResult:
+def _result(payload: dict[str, Any]) -> types.CallToolResult:
+    """The tool's text for the agent (``payload["text"]`` when the handler rendered one, else the JSON)."""
+    text = payload.get("text")
+    if not isinstance(text, str):
+        text = json.dumps(payload, ensure_ascii=False)
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],
-        structured_content=None if error else payload,
-        is_error=error,
+        content=[types.TextContent(type="text", text=text)], structured_content=payload, is_error=False
     )
 
 

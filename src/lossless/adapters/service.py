@@ -238,8 +238,10 @@ async def _compact_tool(engine: ContextEngine, arguments: Mapping[str, Any]) -> 
 
 
 #: Agent tool name → the engine call behind it.  Both servers expose exactly these tools, with the
-#: contracts of :data:`lossless.tools.TOOLS`.  The retrieval tools (lcm_grep, lcm_describe,
-#: lcm_expand_query, lcm_expand) are added here, one line each, once the engine has them.
+#: contracts of :data:`lossless.tools.TOOLS`.  A handler returns a JSON object; when it also renders
+#: text for the agent (citations and all) it puts it under ``"text"``, which MCP shows as the result.
+#: The retrieval tools (lcm_grep, lcm_describe, lcm_expand_query, lcm_expand) are added here, one
+#: entry each, once the engine has them.
 TOOL_HANDLERS: dict[str, ToolHandler] = {
     "lcm_ingest": _ingest_tool,
     "lcm_compact": _compact_tool,
