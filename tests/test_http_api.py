@@ -125,6 +125,8 @@ def test_the_lifecycle_over_http(base_url: str) -> None:
         summaries = http.get("/v1/conversations/s1/summaries").json()["summaries"]
         assert summaries and all(s["sources"] for s in summaries)
         assert http.get("/v1/conversations/s1/files").json() == {"files": []}
+        checked = http.get("/v1/conversations/s1/integrity").json()
+        assert checked["ok"] is True and checked["checked"]["messages"] == 24
         stats = http.get("/v1/stats").json()
         assert stats["messages"] == 24 and "url" not in stats
         metrics = http.get("/v1/metrics").text
@@ -151,6 +153,7 @@ def test_a_caller_sees_only_its_own_agent(tmp_path: Path) -> None:
             f"/v1/conversations/{conv_id}/messages",
             "/v1/conversations/private/summaries",
             "/v1/conversations/private/files",
+            "/v1/conversations/private/integrity",
         ):
             assert_error(bob.get(path), 404, "NotFoundError")
         assert_error(bob.post("/v1/compact", json={"conversation": str(conv_id)}), 404, "NotFoundError")

@@ -512,6 +512,13 @@ async def summaries(conversation: str, engine: Caller) -> dict[str, Any]:
     return {"summaries": [summary_dict(s, lineage.get(s.id, ())) for s in found]}
 
 
+@router.get("/v1/conversations/{conversation}/integrity", tags=["conversations"])
+async def integrity(conversation: str, engine: Caller) -> dict[str, Any]:
+    """Check one conversation's integrity (lineage, context, files); read-only, nothing is repaired."""
+    report = await engine.check_integrity(check_conversation_ref(conversation))
+    return report.to_dict()
+
+
 @router.get("/v1/conversations/{conversation}/files", tags=["files"])
 async def files(
     conversation: str,
