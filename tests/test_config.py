@@ -180,7 +180,7 @@ SECRET = "sk-test-0123456789abcdef0123456789"
 
 def test_secrets_are_never_shown() -> None:
     config = load_config({"summary_api_key": SECRET}, env={"ANTHROPIC_API_KEY": SECRET + "-env"})
-    assert [s.name for s in SETTINGS if s.secret] == ["summary_api_key"]
+    assert [s.name for s in SETTINGS if s.secret] == ["summary_api_key", "api_tokens"]
     assert SECRET not in repr(config) and SECRET not in str(config)
     assert f"summary_api_key='sk-t…(redacted, {len(SECRET)} chars)'" in repr(config)
     assert "provider_environment=[ANTHROPIC_API_KEY]" in repr(config)
@@ -250,3 +250,13 @@ def test_spend_guard_defaults() -> None:
     config = load_config(env={})
     assert (config.summary_call_window_ms, config.summary_max_calls_per_window) == (600_000, 24)
     assert config.summary_spend_backoff_ms == 1_800_000 and config.summary_max_attempts == 3
+
+
+def test_api_tokens_are_secret_and_validated() -> None:
+    token = "tok-0123456789abcdefXYZ"
+    config = load_config({"api_tokens": f"{token}=alice, other-token-0123456789=bob"}, env={})
+    assert config.api_tokens == (f"{token}=alice", "other-token-0123456789=bob")
+    assert token not in repr(config) and token not in str(config.as_dict())
+    with pytest.raises(ConfigError, match="TOKEN=AGENT_ID") as caught:
+        load_config({"api_tokens": "short-secret=alice"}, env={})
+    assert "short-secret" not in str(caught.value)

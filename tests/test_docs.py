@@ -63,6 +63,8 @@ def test_every_command_and_exit_code_is_documented() -> None:
         "vacuum",
         "worker",
         "jobs",
+        "serve",
+        "mcp",
     }
     for name in names:
         assert f"lcm {name}" in CLI_DOC, f"lcm {name} is not documented in docs/cli.md"
@@ -98,6 +100,8 @@ def test_readme_python_quickstart_runs(tmp_path: Path) -> None:
         "assembly.md",
         "integrity.md",
         "operations.md",
+        "http.md",
+        "mcp.md",
     ],
 )
 def test_docs_linked_from_the_readme_exist(doc: str) -> None:

@@ -177,6 +177,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("worker_lease_ms", "workerLeaseMs", "int", 300_000, "How long a claimed background job is leased to its worker; the worker renews it while it runs, and another worker retries it once it expires.", "operations", minimum=1000, maximum=_MS_DAY),
     Setting("worker_poll_ms", "workerPollMs", "int", 1000, "How often an idle worker looks for queued jobs.", "operations", minimum=10, maximum=600_000),
     Setting("worker_max_attempts", "workerMaxAttempts", "int", 5, "Attempts per background job before it is marked failed.", "operations", minimum=1, maximum=1000),
+    # -- server (lcm serve, lcm mcp --http)
+    Setting("api_tokens", "apiTokens", "list", (), "Bearer tokens accepted by the HTTP API, each as TOKEN=AGENT_ID: a caller acts as that agent and sees only its conversations. Required to listen on a non-loopback address.", "server", secret=True, pattern=r"^[A-Za-z0-9._~+/-]{16,}=[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$", allowed="a list of TOKEN=AGENT_ID entries (a token of 16 or more URL-safe characters; a secret: never shown)"),
+    Setting("api_max_request_bytes", "apiMaxRequestBytes", "int", 32 * 1024 * 1024, "Largest HTTP request body the API accepts (larger ones get 413).", "server", minimum=1024, maximum=1 << 30),
+    Setting("api_import_roots", "apiImportRoots", "list", (), "Folders the HTTP API's bootstrap endpoint may import transcripts from (empty: the endpoint is off).", "server"),
 )
 # fmt: on
 
@@ -253,6 +257,9 @@ class Config:
     worker_lease_ms: int = 300_000
     worker_poll_ms: int = 1000
     worker_max_attempts: int = 5
+    api_tokens: tuple[str, ...] = ()
+    api_max_request_bytes: int = 32 * 1024 * 1024
+    api_import_roots: tuple[str, ...] = ()
     #: Where each value came from: "default", "file:<path>", "env:<NAME>" or "argument".
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     #: The :data:`PROVIDER_ENV_VARS` that were set when the config was loaded (may hold keys).
@@ -326,6 +333,8 @@ def _shown_value(setting: Setting, value: Any) -> Any:
     """``value`` as it may be displayed: secrets are redacted, empty ones stay empty."""
     if setting.secret and isinstance(value, str) and value:
         return redact(value)
+    if setting.secret and isinstance(value, tuple):
+        return tuple(redact(item) for item in value)
     return value
 
 
@@ -338,6 +347,8 @@ _FALSE = {"0", "false", "no", "off"}
 
 def _fail(setting: Setting, source: str, value: object, reason: str = "") -> ConfigError:
     detail = f" ({reason})" if reason else ""
+    if setting.secret:
+        value = redact(str(value))
     return ConfigError(
         f"{setting.name} ({source}) = {value!r} is invalid{detail}: expected {setting.describe_allowed()}",
         setting=setting.name,
@@ -421,6 +432,8 @@ def _coerce_list(setting: Setting, raw: object, source: str) -> tuple[str, ...]:
         else:
             items = [piece.strip() for piece in text.split(",") if piece.strip()]
     if not isinstance(items, list | tuple) or not all(isinstance(i, str) and i for i in items):
+        raise _fail(setting, source, raw)
+    if setting.pattern and not all(re.match(setting.pattern, i) for i in items):
         raise _fail(setting, source, raw)
     return tuple(items)
 

@@ -67,3 +67,70 @@ def register(spec: ToolSpec) -> ToolSpec:
         raise ValueError(f"tool {spec.name!r} is defined twice with different contracts")
     _registry[spec.name] = spec
     return spec
+
+
+# ----------------------------------------------------------------- lifecycle tools (hosts that push their transcript)
+
+_MESSAGE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "role": {"type": "string", "enum": ["system", "user", "assistant", "tool"]},
+        "content": {"type": "string", "description": "The message text (rendered from parts when omitted)."},
+        "parts": {
+            "type": "array",
+            "items": {"type": "object"},
+            "description": "Structured parts (text, tool, reasoning, file, …) as lossless stores them.",
+        },
+        "created_at": {"type": "string", "description": "ISO 8601 time with a zone (default: now)."},
+        "event_key": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 512,
+            "description": "A stable id of the message: ingesting the same key again is a no-op.",
+        },
+        "metadata": {"type": "object"},
+    },
+    "required": ["role"],
+    "additionalProperties": False,
+}
+
+register(
+    ToolSpec(
+        "lcm_ingest",
+        "Store messages of a session verbatim in lossless memory, in order. Messages with an event_key that "
+        "is already stored are skipped, so sending a turn twice is harmless. Returns how many were stored.",
+        {
+            "type": "object",
+            "properties": {
+                "session_id": {"type": "string", "minLength": 1, "description": "The host's session id."},
+                "messages": {"type": "array", "items": _MESSAGE_SCHEMA, "minItems": 1},
+                "session_key": {"type": "string", "minLength": 1, "description": "Optional routing key."},
+            },
+            "required": ["session_id", "messages"],
+            "additionalProperties": False,
+        },
+    )
+)
+
+register(
+    ToolSpec(
+        "lcm_compact",
+        "Compact a conversation's older history into summaries now (nothing is deleted: every summary can "
+        "be expanded back). With target_tokens, compacts until the context fits; with force, runs every "
+        "pass there is room for; else only what the thresholds call for. Says why it stopped.",
+        {
+            "type": "object",
+            "properties": {
+                "conversation": {
+                    "type": "string",
+                    "minLength": 1,
+                    "description": "The conversation's id or its session id.",
+                },
+                "force": {"type": "boolean", "default": False},
+                "target_tokens": {"type": "integer", "minimum": 1},
+            },
+            "required": ["conversation"],
+            "additionalProperties": False,
+        },
+    )
+)

@@ -2,7 +2,7 @@
 
 Commands: ``import``, ``conversations``, ``messages``, ``files``, ``file``, ``compact``,
 ``summaries``, ``replay``, ``stats``, ``config show``, ``doctor``, ``prune``, ``vacuum``, ``worker``,
-``jobs``.  Every command honours ``--database``
+``jobs``, ``serve`` (the HTTP API) and ``mcp`` (the MCP server).  Every command honours ``--database``
 (else ``LCM_DATABASE_URL``, the config file, or SQLite in the data directory) and prints JSON
 with ``--json``.
 Exit codes are documented in ``docs/cli.md`` and defined by
@@ -24,6 +24,7 @@ from lossless.cli.imports import import_command
 from lossless.cli.inspect import conversations_command, messages_command, stats_command
 from lossless.cli.replay import replay_command
 from lossless.cli.retention import prune_command, vacuum_command
+from lossless.cli.serve import mcp_command, serve_command
 from lossless.cli.worker import jobs_group, worker_command
 from lossless.engine import VERSION
 
@@ -63,6 +64,8 @@ cli.add_command(prune_command)
 cli.add_command(vacuum_command)
 cli.add_command(worker_command)
 cli.add_command(jobs_group)
+cli.add_command(serve_command)
+cli.add_command(mcp_command)
 
 
 def main() -> None:

@@ -1,0 +1,159 @@
+"""The MCP server (``lcm mcp``): the agent tools over the Model Context Protocol, official SDK.
+
+Invariants:
+
+* The tools listed are exactly :data:`lossless.adapters.service.TOOL_HANDLERS`,
+  each with its name, description and input schema from :mod:`lossless.tools`.
+* A failing call never ends the session: an :class:`LcmError` (bad arguments,
+  unknown conversation, …) comes back as a tool-error result carrying its
+  message; any other exception is logged and reported as an internal error.
+* Over stdio nothing but protocol messages is written to stdout (logs go to stderr).
+* ``--follow`` paths are re-imported every ``interval`` seconds with
+  :meth:`ContextEngine.import_paths` (unchanged files are not read again; grown
+  ones from where the last pass stopped); a failing pass is logged and retried.
+* Streamable HTTP listens on loopback only (it has no authentication of its own).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from lossless.adapters.service import call_tool, tool_specs
+from lossless.config import Config
+from lossless.engine import VERSION, ContextEngine
+from lossless.errors import ConfigError, LcmError, MissingDependencyError
+
+try:
+    import mcp_types as types
+    from mcp.server.context import ServerRequestContext
+    from mcp.server.lowlevel import Server
+    from mcp.server.stdio import stdio_server
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise MissingDependencyError("the MCP server (lcm mcp)", "mcp", exc.name or "mcp") from exc
+
+__all__ = ["build_server", "follow_paths", "serve_http", "serve_stdio"]
+
+log = logging.getLogger("lossless.mcp")
+
+INSTRUCTIONS = (
+    "lossless keeps every message of your sessions verbatim and compacts old history into summaries that "
+    "can always be expanded back. Push transcript messages with lcm_ingest; compact with lcm_compact."
+)
+
+
+def _result(payload: dict[str, Any]) -> types.CallToolResult:
+    """The tool's text for the agent (``payload["text"]`` when the handler rendered one, else the JSON)."""
+    text = payload.get("text")
+    if not isinstance(text, str):
+        text = json.dumps(payload, ensure_ascii=False)
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], structured_content=payload, is_error=False
+    )
+
+
+def _failure(message: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
+
+
+def build_server(engine: ContextEngine) -> Server[Any]:
+    """An MCP server exposing the agent tools for ``engine``'s agent."""
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        tools = [
+            types.Tool(name=spec.name, description=spec.description, input_schema=dict(spec.input_schema))
+            for spec in tool_specs()
+        ]
+        return types.ListToolsResult(tools=tools)
+
+    async def call(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+        try:
+            return _result(await call_tool(engine, params.name, params.arguments))
+        except LcmError as exc:
+            return _failure(f"{params.name} failed ({type(exc).__name__}): {exc}")
+        except Exception as exc:
+            log.error("tool %s failed unexpectedly", params.name, exc_info=exc)
+            return _failure(f"{params.name} failed with an internal error ({type(exc).__name__}); see the server log")
+
+    return Server(
+        "lossless",
+        version=VERSION,
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call,
+    )
+
+
+async def follow_paths(engine: ContextEngine, paths: Sequence[Path], interval: float) -> None:
+    """Import new entries of ``paths`` (files or folders of transcripts) forever, every ``interval`` s.
+
+    A problem is logged when it first appears (not at every pass while it lasts).
+    """
+    where = ", ".join(map(str, paths))
+    reported: set[str] = set()
+    while True:
+        problems: list[str] = []
+        try:
+            results = await engine.import_paths(list(paths))
+        except Exception as exc:  # a folder with no transcript yet, a file being rewritten, …
+            problems.append(f"following {where}: {exc}")
+        else:
+            stored = sum(r.stored for r in results if not isinstance(r, Exception))
+            problems += [f"following: {r}" for r in results if isinstance(r, Exception)]
+            if stored:
+                log.info("imported %d new message(s) from %s", stored, where)
+        for problem in problems:
+            if problem not in reported:
+                log.warning("%s", problem)
+        reported = set(problems)
+        await anyio.sleep(interval)
+
+
+def _logging_to_stderr() -> None:
+    if not logging.getLogger().handlers:
+        logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="lcm mcp: %(levelname)s %(message)s")
+
+
+async def serve_stdio(config: Config, *, follow: Sequence[Path] = (), interval: float = 2.0) -> None:
+    """Serve MCP over stdin/stdout until the client closes it."""
+    _logging_to_stderr()
+    async with await ContextEngine.open(config=config) as engine:
+        server = build_server(engine)
+        async with anyio.create_task_group() as group:
+            if follow:
+                group.start_soon(follow_paths, engine, follow, interval)
+            async with stdio_server() as (read_stream, write_stream):
+                await server.run(read_stream, write_stream, server.create_initialization_options())
+            group.cancel_scope.cancel()
+
+
+async def serve_http(
+    config: Config, *, host: str = "127.0.0.1", port: int = 8766, follow: Sequence[Path] = (), interval: float = 2.0
+) -> None:
+    """Serve MCP over streamable HTTP at ``http://host:port/mcp`` (loopback only)."""
+    import uvicorn
+
+    from lossless.adapters.http import is_loopback
+
+    if not is_loopback(host):
+        raise ConfigError(
+            f"lcm mcp --http listens on loopback only (got {host!r}): it has no authentication. "
+            "For remote access use `lcm serve` with api_tokens"
+        )
+    _logging_to_stderr()
+    async with await ContextEngine.open(config=config) as engine:
+        app = build_server(engine).streamable_http_app(host=host)
+        server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info"))
+        async with anyio.create_task_group() as group:
+            if follow:
+                group.start_soon(follow_paths, engine, follow, interval)
+            await server.serve()
+            group.cancel_scope.cancel()

@@ -1,0 +1,265 @@
+"""What the MCP server and the HTTP API share: engines per caller, the tool table, JSON shapes.
+
+Adapters translate; they never own compaction or lineage rules.  This module
+turns arguments that arrived as JSON into engine calls and engine results back
+into JSON, once, so both servers behave the same.
+
+Invariants:
+
+* :data:`TOOL_HANDLERS` maps each agent tool name to one engine call; the
+  tool's contract (description, input schema) is the one in
+  :data:`lossless.tools.TOOLS`, never redefined here.  Adding a tool to both
+  servers is one entry in this table (plus its spec in :mod:`lossless.tools`).
+* :func:`call_tool` refuses unknown and missing arguments with an
+  :class:`InputError` before the engine sees them; everything else is checked
+  by the engine (and the value types it builds).
+* :class:`Engines` gives each agent identity its own :class:`ContextEngine`
+  over one shared store, so a caller acting as agent ``a`` only ever reaches
+  ``a``'s conversations (the engine scopes every read to its ``agent_id``).
+* Nothing here reads the environment or does I/O of its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from lossless.assembly import AssembledContext
+from lossless.compaction import CompactionResult
+from lossless.config import Config
+from lossless.engine import AfterTurnResult, ContextEngine
+from lossless.errors import InputError, NotFoundError
+from lossless.records import IngestResult, JSONValue, Message, Summary, format_timestamp
+from lossless.tools import TOOLS, ToolSpec
+
+__all__ = [
+    "TOOL_HANDLERS",
+    "Engines",
+    "after_turn_dict",
+    "assembled_dict",
+    "call_tool",
+    "check_conversation_ref",
+    "compaction_dict",
+    "ingest_dict",
+    "jsonable",
+    "messages_from",
+    "summary_dict",
+    "tool_specs",
+]
+
+_MAX_ROW_ID = 2**63 - 1
+
+
+class Engines:
+    """One :class:`ContextEngine` per agent identity, all over the store of ``base``.
+
+    ``base`` serves its own ``config.agent_id``; other identities get an engine
+    made on first use with the same configuration, store, blobs, token counter
+    and summarizer.  :meth:`close` releases the shared store once.
+    """
+
+    def __init__(self, base: ContextEngine) -> None:
+        self.base = base
+        self._by_agent: dict[str, ContextEngine] = {base.config.agent_id: base}
+
+    @classmethod
+    async def open(cls, config: Config) -> Engines:
+        return cls(await ContextEngine.open(config=config))
+
+    @property
+    def config(self) -> Config:
+        return self.base.config
+
+    def for_agent(self, agent_id: str) -> ContextEngine:
+        engine = self._by_agent.get(agent_id)
+        if engine is None:
+            base = self.base
+            engine = ContextEngine(
+                base.store,
+                base.config.replace(agent_id=agent_id),
+                token_counter=base.tokens,
+                summarizer=base.summarizer,
+                blobs=base.blobs,
+            )
+            self._by_agent[agent_id] = engine
+        return engine
+
+    async def close(self) -> None:
+        await self.base.dispose()  # the store and blobs are shared: close them once
+
+
+# ----------------------------------------------------------------- JSON shapes
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` with dataclasses, datetimes, paths and tuples turned into JSON-friendly values."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, datetime):
+        return format_timestamp(value)
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    return value
+
+
+def ingest_dict(result: IngestResult) -> dict[str, JSONValue]:
+    return {
+        "conversation_id": result.conversation_id,
+        "stored": result.stored_count,
+        "message_ids": [m.id for m in result.stored],
+        "duplicates": result.duplicates,
+        "skipped": result.skipped,
+        "skip_reason": result.skip_reason,
+    }
+
+
+def compaction_dict(result: CompactionResult) -> dict[str, JSONValue]:
+    return {
+        "conversation_id": result.conversation_id,
+        "mode": result.mode,
+        "stop_reason": result.stop_reason,
+        "tokens_before": result.tokens_before,
+        "tokens_after": result.tokens_after,
+        "target_tokens": result.target_tokens,
+        "passes": result.passes,
+        "seconds": round(result.seconds, 3),
+        "summaries_by_depth": {str(k): v for k, v in result.by_depth.items()},
+        "summaries": [s.id for s in result.summaries],
+    }
+
+
+def after_turn_dict(result: AfterTurnResult) -> dict[str, JSONValue]:
+    return {
+        "ingest": ingest_dict(result.ingest),
+        "compaction": compaction_dict(result.compaction) if result.compaction else None,
+        "context_tokens": result.context_tokens,
+        "error": result.error,
+    }
+
+
+def assembled_dict(context: AssembledContext) -> dict[str, JSONValue]:
+    return {
+        "messages": jsonable(context.messages),
+        "estimated_tokens": context.estimated_tokens,
+        "system_prompt_addition": context.system_prompt_addition,
+        "included": list(context.included),
+        "dropped": list(context.dropped),
+        "tail_tokens": context.tail_tokens,
+        "over_budget": context.over_budget,
+    }
+
+
+def summary_dict(summary: Summary, sources: tuple[int | str, ...] = ()) -> dict[str, JSONValue]:
+    out: dict[str, JSONValue] = jsonable(summary)
+    out["sources"] = list(sources)
+    return out
+
+
+# ----------------------------------------------------------------- argument checks
+
+
+def messages_from(value: object, what: str = "messages") -> list[Message]:
+    """Messages from their JSON form (see :meth:`Message.from_dict`); :class:`InputError` names the bad one."""
+    if not isinstance(value, list):
+        raise InputError(f"{what} must be a list of message objects, got {type(value).__name__}")
+    out: list[Message] = []
+    for index, item in enumerate(value):
+        try:
+            out.append(Message.from_dict(item))
+        except InputError as exc:
+            raise InputError(f"{what}[{index}]: {exc}") from exc
+        except (TypeError, ValueError, AttributeError, KeyError) as exc:
+            raise InputError(f"{what}[{index}] is not a valid message: {exc}") from exc
+    return out
+
+
+def check_conversation_ref(ref: str) -> str:
+    """``ref`` if it can name a conversation; an id too large for the store is simply not found."""
+    if ref.isdigit() and (not ref.isascii() or int(ref) > _MAX_ROW_ID):
+        raise NotFoundError("conversation", ref)
+    return ref
+
+
+def _check_arguments(spec: ToolSpec, arguments: Mapping[str, Any]) -> None:
+    schema = spec.input_schema
+    known = set(schema.get("properties", {}))
+    unknown = sorted(set(arguments) - known)
+    if unknown:
+        raise InputError(f"{spec.name}: unknown argument(s) {', '.join(unknown)}; it takes {', '.join(sorted(known))}")
+    missing = [name for name in schema.get("required", ()) if name not in arguments]
+    if missing:
+        raise InputError(f"{spec.name}: missing required argument(s) {', '.join(missing)}")
+
+
+def _string(arguments: Mapping[str, Any], name: str, *, required: bool = True) -> str | None:
+    value = arguments.get(name)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not value:
+        raise InputError(f"{name} must be a non-empty string, got {value!r:.80}")
+    return value
+
+
+# ----------------------------------------------------------------- the tool table
+
+ToolHandler = Callable[[ContextEngine, Mapping[str, Any]], Awaitable[dict[str, JSONValue]]]
+
+
+async def _ingest_tool(engine: ContextEngine, arguments: Mapping[str, Any]) -> dict[str, JSONValue]:
+    session_id = _string(arguments, "session_id")
+    assert session_id is not None
+    messages = messages_from(arguments.get("messages"))
+    if not messages:
+        raise InputError("messages must hold at least one message")
+    result = await engine.ingest_batch(
+        session_id, messages, session_key=_string(arguments, "session_key", required=False)
+    )
+    return ingest_dict(result)
+
+
+async def _compact_tool(engine: ContextEngine, arguments: Mapping[str, Any]) -> dict[str, JSONValue]:
+    conversation = _string(arguments, "conversation")
+    assert conversation is not None
+    force = arguments.get("force", False)
+    if not isinstance(force, bool):
+        raise InputError(f"force must be true or false, got {force!r:.80}")
+    target = arguments.get("target_tokens")
+    if target is not None and (type(target) is not int or target < 1):
+        raise InputError(f"target_tokens must be a positive integer, got {target!r:.80}")
+    result = await engine.compact(check_conversation_ref(conversation), force=force, target_tokens=target)
+    return compaction_dict(result)
+
+
+#: Agent tool name → the engine call behind it.  Both servers expose exactly these tools, with the
+#: contracts of :data:`lossless.tools.TOOLS`.  A handler returns a JSON object; when it also renders
+#: text for the agent (citations and all) it puts it under ``"text"``, which MCP shows as the result.
+#: The retrieval tools (lcm_grep, lcm_describe, lcm_expand_query, lcm_expand) are added here, one
+#: entry each, once the engine has them.
+TOOL_HANDLERS: dict[str, ToolHandler] = {
+    "lcm_ingest": _ingest_tool,
+    "lcm_compact": _compact_tool,
+}
+
+
+def tool_specs() -> list[ToolSpec]:
+    """The specs of the tools the servers expose, in table order."""
+    return [TOOLS[name] for name in TOOL_HANDLERS]
+
+
+async def call_tool(engine: ContextEngine, name: str, arguments: Mapping[str, Any] | None) -> dict[str, JSONValue]:
+    """Run tool ``name`` for ``engine``'s agent; an unusable call is an :class:`InputError`."""
+    handler = TOOL_HANDLERS.get(name)
+    if handler is None:
+        raise InputError(f"unknown tool {name!r}: the tools are {', '.join(TOOL_HANDLERS)}")
+    arguments = arguments or {}
+    if not isinstance(arguments, Mapping):
+        raise InputError(f"{name}: arguments must be an object")
+    _check_arguments(TOOLS[name], arguments)
+    return await handler(engine, arguments)

@@ -1,0 +1,330 @@
+"""The HTTP API, driven by a real HTTP client against uvicorn on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+import uvicorn
+from click.testing import CliRunner
+
+from lossless.adapters.http import STATUS_BY_ERROR, create_app, is_loopback
+from lossless.adapters.service import TOOL_HANDLERS
+from lossless.cli import cli
+from lossless.config import Config, load_config
+from lossless.errors import InputError, LcmError, NotFoundError
+from lossless.tools import TOOLS
+
+ALICE = "alice-token-0123456789abcdef"
+BOB = "bob-token-0123456789abcdef00"
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+class Running:
+    """A uvicorn server on a free loopback port, in a thread."""
+
+    def __init__(self, config: Config) -> None:
+        self.server = uvicorn.Server(
+            uvicorn.Config(create_app(config), host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+        )
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}"
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+def make_config(tmp_path: Path, **settings: Any) -> Config:
+    values: dict[str, Any] = {
+        "database_url": f"sqlite:///{tmp_path / 'lcm.db'}",
+        "api_tokens": [f"{ALICE}=alice", f"{BOB}=bob"],
+        "fresh_tail_count": 4,
+        **settings,
+    }
+    return load_config(values, env={})
+
+
+@pytest.fixture
+def base_url(tmp_path: Path) -> Iterator[str]:
+    with Running(make_config(tmp_path, api_import_roots=[str(tmp_path / "imports")])) as url:
+        yield url
+
+
+def client(base_url: str, token: str | None = ALICE) -> httpx.Client:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.Client(base_url=base_url, headers=headers, timeout=30)
+
+
+def assert_error(response: httpx.Response, status: int, kind: str) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"}
+    error = body["error"]
+    assert {"type", "message", "status", "retryable"} <= set(error)
+    assert error["type"] == kind and error["status"] == status and error["message"]
+    return error
+
+
+def turn(i: int) -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": f"question {i}: what about topic {i}?", "event_key": f"u{i}"},
+        {"role": "assistant", "content": f"answer {i}: topic {i} is settled. " * 20, "event_key": f"a{i}"},
+    ]
+
+
+def test_the_lifecycle_over_http(base_url: str) -> None:
+    with client(base_url) as http:
+        assert http.get("/v1/health").json()["status"] == "ok"
+        one = http.post("/v1/ingest", json={"session_id": "s1", "message": turn(0)[0]}).json()
+        assert one["stored"] == 1 and one["conversation_id"] > 0
+        batch = http.post("/v1/ingest_batch", json={"session_id": "s1", "messages": turn(0) + turn(1)}).json()
+        assert batch["stored"] == 3 and batch["duplicates"] == 1
+        for i in range(2, 12):
+            done = http.post("/v1/after_turn", json={"session_id": "s1", "messages": turn(i), "token_budget": 100_000})
+            assert done.status_code == 200 and done.json()["error"] is None
+        compacted = http.post("/v1/compact", json={"conversation": "s1", "force": True}).json()
+        assert compacted["summaries"] and compacted["tokens_after"] < compacted["tokens_before"]
+        openai = http.post("/v1/assemble", json={"session_id": "s1", "token_budget": 4000}).json()
+        assert openai["messages"][-1] == {"role": "assistant", "content": turn(11)[1]["content"]}
+        assert openai["system_prompt_addition"] and any(isinstance(ref, str) for ref in openai["included"])
+        anthropic = http.post(
+            "/v1/assemble", json={"session_id": "s1", "token_budget": 4000, "output": "anthropic"}
+        ).json()
+        assert anthropic["messages"][0]["role"] == "user" and isinstance(anthropic["messages"][0]["content"], list)
+        passed = http.post(
+            "/v1/assemble",
+            json={"session_id": "unknown", "token_budget": 100, "messages": [{"role": "user", "content": "hi"}]},
+        ).json()
+        assert passed["messages"] == [{"role": "user", "content": "hi"}]
+
+        listed = http.get("/v1/conversations").json()["conversations"]
+        assert [c["session_id"] for c in listed] == ["s1"] and listed[0]["agent_id"] == "alice"
+        conv_id = listed[0]["id"]
+        assert http.get(f"/v1/conversations/{conv_id}").json()["session_id"] == "s1"
+        tail = http.get("/v1/conversations/s1/messages", params={"tail": 2}).json()["messages"]
+        assert [m["event_key"] for m in tail] == ["u11", "a11"]
+        summaries = http.get("/v1/conversations/s1/summaries").json()["summaries"]
+        assert summaries and all(s["sources"] for s in summaries)
+        assert http.get("/v1/conversations/s1/files").json() == {"files": []}
+        checked = http.get("/v1/conversations/s1/integrity").json()
+        assert checked["ok"] is True and checked["checked"]["messages"] == 24
+        stats = http.get("/v1/stats").json()
+        assert stats["messages"] == 24 and "url" not in stats
+        metrics = http.get("/v1/metrics").text
+        assert "lcm_http_requests_total" in metrics and "lcm_assemble_latency_ms" in metrics
+
+
+def test_a_caller_sees_only_its_own_agent(tmp_path: Path) -> None:
+    config = make_config(tmp_path, large_file_token_threshold=100)
+    with Running(config) as base_url, client(base_url, ALICE) as alice, client(base_url, BOB) as bob:
+        conv_id = alice.post("/v1/ingest_batch", json={"session_id": "private", "messages": turn(0)}).json()[
+            "conversation_id"
+        ]
+        body = "\n".join(f"line {i}: secret value {i * 7}" for i in range(200))
+        attached = {"role": "user", "content": f'<file name="notes.txt">\n{body}\n</file>'}
+        assert alice.post("/v1/ingest", json={"session_id": "private", "message": attached}).json()["stored"] == 1
+        (stored_file,) = alice.get("/v1/conversations/private/files").json()["files"]
+        described = alice.get(f"/v1/files/{stored_file['id']}", params={"start_line": 1, "end_line": 2}).json()
+        assert "secret value 0" in json.dumps(described)
+        assert_error(bob.get(f"/v1/files/{stored_file['id']}"), 404, "NotFoundError")
+        assert bob.get("/v1/conversations").json() == {"conversations": []}
+        for path in (
+            f"/v1/conversations/{conv_id}",
+            "/v1/conversations/private",
+            f"/v1/conversations/{conv_id}/messages",
+            "/v1/conversations/private/summaries",
+            "/v1/conversations/private/files",
+            "/v1/conversations/private/integrity",
+        ):
+            assert_error(bob.get(path), 404, "NotFoundError")
+        assert_error(bob.post("/v1/compact", json={"conversation": str(conv_id)}), 404, "NotFoundError")
+        # The same session id under bob is a different conversation: bob's assemble sees nothing of alice's.
+        assembled = bob.post("/v1/assemble", json={"session_id": "private", "token_budget": 1000}).json()
+        assert assembled["messages"] == []
+        assert len(alice.get("/v1/conversations/private/messages").json()["messages"]) == 3
+
+
+def test_authentication_is_required_when_tokens_are_set(base_url: str) -> None:
+    with client(base_url, token=None) as anonymous, client(base_url, token="not-a-token-0123456789") as wrong:
+        assert anonymous.get("/v1/health").status_code == 200
+        for http in (anonymous, wrong):
+            response = http.get("/v1/conversations")
+            assert_error(response, 401, "Unauthorized")
+            assert response.headers["www-authenticate"] == "Bearer"
+            assert_error(http.post("/v1/ingest", json={}), 401, "Unauthorized")
+
+
+def test_every_error_has_one_shape(base_url: str) -> None:
+    with client(base_url) as http:
+        error = assert_error(http.post("/v1/ingest", json={"session_id": "s"}), 422, "ValidationError")
+        assert error["details"] and "message" in error["message"]
+        assert_error(
+            http.post("/v1/ingest", content=b"{not json", headers={"content-type": "application/json"}),
+            422,
+            "ValidationError",
+        )
+        bad_part = {"session_id": "s", "message": {"role": "user", "parts": [{"type": "nonsense"}]}}
+        assert "message" in assert_error(http.post("/v1/ingest", json=bad_part), 400, "InputError")["message"]
+        assert_error(http.get("/v1/conversations/nope"), 404, "NotFoundError")
+        assert_error(http.get("/v1/conversations/99999999999999999999999"), 404, "NotFoundError")
+        assert_error(http.get("/v1/files/file_0000"), 404, "NotFoundError")
+        assert_error(http.get("/v1/no/such/route"), 404, "NotFound")
+        assert_error(http.delete("/v1/conversations"), 405, "MethodNotAllowed")
+        assert_error(http.post("/v1/bootstrap", json={"path": "/etc/passwd"}), 403, "Forbidden")
+
+
+def test_error_statuses_are_fixed() -> None:
+    # Locks the mapping clients rely on.
+    statuses = {cls.__name__: code for cls, code in STATUS_BY_ERROR}
+    assert statuses == {
+        "InputError": 400,
+        "NotFoundError": 404,
+        "ConflictError": 409,
+        "ProviderAuthError": 502,
+        "ProviderUnavailable": 503,
+        "ProviderError": 502,
+        "MissingDependencyError": 501,
+        "ConfigError": 500,
+        "StoreError": 500,
+        "LcmError": 500,
+    }
+    assert issubclass(InputError, LcmError) and issubclass(NotFoundError, LcmError)
+
+
+def test_request_bodies_are_limited(tmp_path: Path) -> None:
+    with Running(make_config(tmp_path, api_max_request_bytes=2048)) as url, client(url) as http:
+        big = {"session_id": "s", "message": {"role": "user", "content": "x" * 4096}}
+        assert_error(http.post("/v1/ingest", json=big), 413, "PayloadTooLarge")
+
+        def chunks() -> Iterator[bytes]:  # no Content-Length: counted while it streams
+            yield json.dumps(big).encode()
+
+        assert_error(
+            http.post("/v1/ingest", content=chunks(), headers={"content-type": "application/json"}),
+            413,
+            "PayloadTooLarge",
+        )
+        assert http.get("/v1/conversations").json() == {"conversations": []}
+
+
+def test_bootstrap_reads_only_under_the_import_roots(tmp_path: Path, base_url: str) -> None:
+    roots = tmp_path / "imports"
+    roots.mkdir()
+    source = FIXTURES / "claude-code" / "session.jsonl"
+    transcript = roots / source.name
+    transcript.write_bytes(source.read_bytes())
+    with client(base_url) as http:
+        done = http.post("/v1/bootstrap", json={"path": str(transcript)})
+        assert done.status_code == 200, done.text
+        assert done.json()["stored"] > 0
+        assert http.post("/v1/bootstrap", json={"path": str(transcript)}).json()["stored"] == 0
+        assert_error(http.post("/v1/bootstrap", json={"path": str(roots / ".." / "lcm.db")}), 403, "Forbidden")
+        assert_error(http.post("/v1/bootstrap", json={"path": str(roots / "missing.jsonl")}), 404, "NotFoundError")
+
+
+def test_openapi_is_published(base_url: str) -> None:
+    with client(base_url, token=None) as http:
+        spec = http.get("/openapi.json").json()
+    assert {"/v1/ingest", "/v1/assemble", "/v1/after_turn", "/v1/compact", "/v1/conversations"} <= set(spec["paths"])
+    assert spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
+
+
+def test_loopback_detection() -> None:
+    assert all(is_loopback(h) for h in ("127.0.0.1", "localhost", "::1", "[::1]", "127.8.9.1"))
+    assert not any(is_loopback(h) for h in ("0.0.0.0", "::", "192.168.1.2", "example.com"))
+
+
+def test_serve_refuses_a_public_address_without_tokens(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["--database", f"sqlite:///{tmp_path / 'x.db'}", "serve", "--host", "0.0.0.0"])
+    assert result.exit_code == 4, result.output
+    assert "refusing to listen on '0.0.0.0'" in result.output and "api_tokens" in result.output
+
+
+def test_a_missing_extra_names_the_install_command() -> None:
+    code = (
+        "import sys; sys.modules['fastapi'] = None; sys.modules['mcp'] = None\n"
+        "from lossless.errors import MissingDependencyError\n"
+        "for module in ('lossless.adapters.http', 'lossless.adapters.mcp'):\n"
+        "    try:\n"
+        "        __import__(module)\n"
+        "    except MissingDependencyError as exc:\n"
+        "        print(exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "pip install 'lossless-context[server]'" in done.stdout
+    assert "pip install 'lossless-context[mcp]'" in done.stdout
+
+
+def test_a_public_address_serves_only_authenticated_callers(tmp_path: Path) -> None:
+    """``lcm serve`` on 0.0.0.0 (all interfaces) with tokens: no token, no data."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    lcm = Path(sys.executable).with_name("lcm")
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "LCM_API_TOKENS": f"{ALICE}=alice"}
+    server = subprocess.Popen(
+        [str(lcm), "--database", f"sqlite:///{tmp_path / 'p.db'}", "serve", "--host", "0.0.0.0", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(f"{base}/v1/health", timeout=1)
+                break
+            except httpx.TransportError:
+                assert server.poll() is None and time.monotonic() < deadline, "lcm serve did not start"
+                time.sleep(0.1)
+        with client(base, token=None) as anonymous, client(base, ALICE) as alice:
+            assert_error(anonymous.get("/v1/conversations"), 401, "Unauthorized")
+            assert alice.get("/v1/conversations").json() == {"conversations": []}
+    finally:
+        server.terminate()
+        _, stderr = server.communicate(timeout=10)
+    assert ALICE.encode() not in stderr  # tokens are never logged
+
+
+def test_every_agent_tool_is_an_endpoint_too(base_url: str) -> None:
+    with client(base_url) as http, client(base_url, BOB) as bob:
+        spec = http.get("/openapi.json").json()
+        for name in TOOL_HANDLERS:
+            operation = spec["paths"][f"/v1/tools/{name}"]["post"]
+            assert operation["requestBody"]["content"]["application/json"]["schema"] == dict(TOOLS[name].input_schema)
+        messages = [m for i in range(8) for m in turn(i)]
+        stored = http.post("/v1/tools/lcm_ingest", json={"session_id": "t", "messages": messages}).json()
+        assert stored["stored"] == 16
+        compacted = http.post("/v1/tools/lcm_compact", json={"conversation": "t", "force": True}).json()
+        assert compacted["summaries"]
+        assert_error(bob.post("/v1/tools/lcm_compact", json={"conversation": "t"}), 404, "NotFoundError")
+        assert_error(http.post("/v1/tools/lcm_compact", json=["t"]), 400, "InputError")
+        assert_error(http.post("/v1/tools/lcm_compact", json={"conversation": "t", "x": 1}), 400, "InputError")
+        assert_error(
+            http.post("/v1/tools/lcm_ingest", content=b"{", headers={"content-type": "application/json"}),
+            400,
+            "InputError",
+        )
