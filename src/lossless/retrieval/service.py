@@ -102,7 +102,7 @@ class Retriever:
 
     # -- describe
 
-    async def _summary(self, summary_id: str, reach: Reach) -> Summary:
+    async def find_summary(self, summary_id: str, reach: Reach) -> Summary:
         found = await self.store.get_summaries([summary_id])
         if not found or not reach.allows(found[0].conversation_id):
             raise NotFoundError("summary", summary_id, "find summary ids with lcm_grep (scope='summaries')")
@@ -126,7 +126,7 @@ class Retriever:
             raise InputError(f"describe takes a summary id (sum_…) or a file id (file_…), got {item_id!r}")
         reach = await self.reach(caller, conversation_id=conversation_id, all_conversations=all_conversations)
         if item_id.startswith("sum_"):
-            return await describe_summary(self.store, await self._summary(item_id, reach), token_cap=token_cap)
+            return await describe_summary(self.store, await self.find_summary(item_id, reach), token_cap=token_cap)
         found = await self.store.get_large_file(item_id)
         if found is None or not reach.allows(found.conversation_id):
             raise NotFoundError("file", item_id, "file ids appear in messages as file_… references")
@@ -181,7 +181,7 @@ class Retriever:
             roots = await self.store.get_summaries(ids)
         else:
             assert summary_ids is not None
-            roots = [await self._summary(s, reach) for s in dict.fromkeys(summary_ids)]
+            roots = [await self.find_summary(s, reach) for s in dict.fromkeys(summary_ids)]
         result = await expand(self.store, roots, max_depth=max_depth, token_cap=cap, include_messages=include_messages)
         if reach.grant is not None:
             charged = await self.store.charge_grant(reach.grant.id, result.estimated_tokens, self._clock())
