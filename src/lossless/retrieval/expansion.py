@@ -42,11 +42,11 @@ from lossless.tokens import TokenCounter
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
+    "ExpandQueryResult",
     "ExpansionAnswer",
     "ExpansionRunner",
     "ExpansionTask",
     "ExpansionTools",
-    "ExpandQueryResult",
     "OfflineExpansionRunner",
     "expand_query",
 ]
@@ -54,9 +54,7 @@ __all__ = [
 DEFAULT_MAX_TOKENS = 2000
 _IN_SUBAGENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("lossless_expansion", default=None)
 _STOPWORDS = frozenset(
-    "the a an and or of to in on at for with is are was were be been it this that what which who whom how why "
-    "when where did does do we you they he she i me my our your their there here from by as about into than then "
-    "can could should would will shall may might have has had not no yes all any some".split()
+    ["the", "a", "an", "and", "or", "of", "to", "in", "on", "at", "for", "with", "is", "are", "was", "were", "be", "been", "it", "this", "that", "what", "which", "who", "whom", "how", "why", "when", "where", "did", "does", "do", "we", "you", "they", "he", "she", "i", "me", "my", "our", "your", "their", "there", "here", "from", "by", "as", "about", "into", "than", "then", "can", "could", "should", "would", "will", "shall", "may", "might", "have", "has", "had", "not", "no", "yes", "all", "any", "some"]
 )
 
 
