@@ -25,7 +25,8 @@ def test_grep_describe_expand(tmp_path: Path) -> None:
     assert run(db, "compact", str(conversation["id"]), "--full").exit_code == 0
 
     found = run(db, "grep", "the", "--mode", "full_text", "--limit", "3")
-    assert (found.exit_code == 0 and "[msg#" in found.output) or "[sum_" in found.output
+    assert found.exit_code == 0
+    assert "[msg#" in found.output or "[sum_" in found.output
     as_json = json.loads(run(db, "grep", "[a-z]+", "--scope", "summaries", "--json").stdout)
     summary_ids = [m["id"] for m in as_json["matches"]]
     assert summary_ids and all(s.startswith("sum_") for s in summary_ids)
