@@ -103,7 +103,10 @@ def search(conn: sqlite3.Connection, request: SearchRequest) -> list[SearchRow]:
     first_page = request.order == "recency" or request.offset == 0
     if first_page:
         upper = request.below if request.order == "recency" and request.below is not None else None
-        pending_sql = f"SELECT {columns} FROM {table} t WHERE t.{key} > ? AND {where}"
+        # The unary + keeps the planner on the primary-key range (few rows) rather than the
+        # conversation index (every row of every conversation in reach) before ANALYZE has run.
+        pending_where = where.replace("t.conversation_id IN", "+t.conversation_id IN", 1)
+        pending_sql = f"SELECT {columns} FROM {table} t WHERE t.{key} > ? AND {pending_where}"
         pending_params: list[Any] = [indexed_top, *params]
         if upper is not None:
             pending_sql += f" AND t.{key} < ?"
