@@ -102,11 +102,11 @@ async def main() -> None:
     args = parse_args(__doc__ or "")
     count = 100_000 if args.quick else 1_000_000
     runs = 15 if args.quick else 25
-    baseline_runs = 3 if args.quick else 3
+    baseline_runs = 3
     figures: list[Figure] = []
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "bench.db"
-        store, conversation_ids, rare, build_s = await build(db, count)
+        store, _, rare, build_s = await build(db, count)
         print(f"built {count:,} messages in {CONVERSATIONS} conversations, indexed, in {build_s:.1f} s", flush=True)
         retriever = Retriever(store)
         operator = Caller("bench")
