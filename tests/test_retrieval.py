@@ -257,3 +257,37 @@ def test_trigram_expression_is_quoted_and_bounded() -> None:
     assert expression is not None and expression.count(" AND ") < 10
     quoted = trigram_expression(['say "hi"'])
     assert quoted is not None and '""' in quoted
+
+
+async def test_tool_calls_always_return_a_result(engine: ContextEngine) -> None:
+    from lossless.retrieval.toolcalls import call_tool
+
+    conv = await seeded(engine)
+    await engine.compact(conv, force=True)
+    retriever = Retriever(engine.store)
+    found = await call_tool(retriever, caller(), "lcm_grep", {"pattern": "TimeoutError", "since": "2026-01-01"})
+    assert not found.error and "[msg#" in found.text and found.cited
+    none = await call_tool(retriever, caller(), "lcm_grep", {"pattern": "zebra-unicorn"})
+    assert not none.error and none.text.startswith("no matches") and "try" in none.text
+    for name, arguments, expected in [
+        ("lcm_grep", {"pattern": "x", "bogus": 1}, "no argument 'bogus'"),
+        ("lcm_grep", {}, "needs the argument 'pattern'"),
+        ("lcm_grep", {"pattern": "x", "limit": "5"}, "must be a JSON integer"),
+        ("lcm_grep", {"pattern": "x", "limit": True}, "must be a JSON integer"),
+        ("lcm_grep", {"pattern": "x", "since": "yesterday"}, "error"),
+        ("lcm_describe", {"id": "sum_missing"}, "no summary"),
+        ("lcm_expand_query", {"prompt": "q"}, "cannot be called here"),
+        ("lcm_nope", {}, "unknown tool"),
+        ("lcm_grep", ["x"], "JSON object"),
+    ]:
+        outcome = await call_tool(retriever, caller(), name, arguments)
+        assert outcome.error and expected in outcome.text, (name, arguments, outcome.text)
+    denied = await call_tool(retriever, caller(), "lcm_grep", {"pattern": "x", "conversation_id": 999})
+    assert denied.error and denied.denied
+    summaries, _ = await engine.summaries(conv)
+    described = await call_tool(retriever, caller(), "lcm_describe", {"id": summaries[0].id, "token_cap": 5})
+    assert not described.error and summaries[0].id in described.text
+    expanded = await call_tool(
+        retriever, caller(), "lcm_expand", {"summary_ids": [summaries[0].id], "include_messages": True}
+    )
+    assert not expanded.error and any(c.startswith("msg#") for c in expanded.cited)
