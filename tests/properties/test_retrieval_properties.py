@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import anyio
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from lossless import ContextEngine, Message
@@ -69,6 +69,8 @@ def test_expand_to_depth_zero_returns_exactly_the_covered_messages(
             conv = result.conversation_id
             await engine.compact(conv, force=True)
             summaries, _ = await engine.summaries(conv)
+            event(f"summaries: {min(len(summaries), 5)}{'+' if len(summaries) >= 5 else ''}")
+            event(f"deepest: {max((s.depth for s in summaries), default=-1)}")
             retriever = Retriever(engine.store)
             caller = Caller(engine.config.agent_id, session_key="k")
             for summary in summaries:
