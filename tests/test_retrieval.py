@@ -291,3 +291,31 @@ async def test_tool_calls_always_return_a_result(engine: ContextEngine) -> None:
         retriever, caller(), "lcm_expand", {"summary_ids": [summaries[0].id], "include_messages": True}
     )
     assert not expanded.error and any(c.startswith("msg#") for c in expanded.cited)
+
+
+async def test_cjk_in_summaries_is_found_before_and_after_indexing(engine: ContextEngine) -> None:
+    from lossless.records import Summary
+
+    conv = await seeded(engine, count=10)
+    entries = await engine.store.get_context(conv)
+    leaf = Summary(
+        id="sum_00000000000000c1",
+        conversation_id=conv,
+        kind="leaf",
+        depth=0,
+        content="会议决定：下周三发布新版本，数据库迁移推迟。",
+        token_count=20,
+        created_at=T0,
+        earliest_at=T0,
+        latest_at=T0 + timedelta(minutes=3),
+        source_token_count=sum(e.token_count for e in entries[:3]),
+    )
+    await engine.store.replace_with_summary(leaf, entries[:3])
+    retriever = Retriever(engine.store)
+    for settle in (False, True):
+        if settle:
+            await engine.store.wait_indexed()
+        for mode, pattern in (("full_text", "数据库迁移"), ("full_text", "发布"), ("regex", "下周.发布")):
+            found = await retriever.grep(caller(), GrepOptions(pattern, mode=mode, scope="summaries"))  # type: ignore[arg-type]
+            assert [h.ref for h in found.hits] == [leaf.id], (mode, pattern, settle)
+            assert found.hits[0].citation == f"[{leaf.id}]"
