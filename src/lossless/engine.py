@@ -672,23 +672,9 @@ class ContextEngine:
         self, caller: Caller | None, conversation: int | str | None, all_conversations: bool
     ) -> tuple[Caller, int | None, bool]:
         """The caller (default: this engine's agent as an operator, reaching all its conversations) and target."""
-        conversation_id: int | None = None
-        if conversation is not None:
-            if isinstance(conversation, int) and not isinstance(conversation, bool):
-                conversation_id = conversation
-            elif isinstance(conversation, str) and conversation.isdigit():
-                conversation_id = int(conversation)
-            else:
-                _require_text(conversation, "conversation")
-                agent = caller.agent_id if caller is not None else self.config.agent_id
-                found = await self.store.find_conversation(agent_id=agent, session_id=str(conversation))
-                if found is None:
-                    raise NotFoundError("conversation", conversation, "give a conversation id or a session id")
-                conversation_id = found.id
-        if caller is None:
-            caller = Caller(self.config.agent_id)
-            all_conversations = True  # the operator reaches every conversation of its agent
-        return caller, conversation_id, all_conversations
+        who = caller or Caller(self.config.agent_id)
+        conversation_id = await self._retrieval().conversation_id_for(who, conversation)
+        return who, conversation_id, True if caller is None else all_conversations
 
     async def grep(
         self,

@@ -87,6 +87,19 @@ class Retriever:
             self.store, caller, now=self._clock(), conversation_id=conversation_id, all_conversations=all_conversations
         )
 
+    async def conversation_id_for(self, caller: Caller, conversation: int | str | None) -> int | None:
+        """A conversation named by id (an int or digits) or by one of the caller's agent's session ids."""
+        if conversation is None or (isinstance(conversation, int) and not isinstance(conversation, bool)):
+            return conversation
+        if not isinstance(conversation, str) or not conversation:
+            raise InputError(f"conversation must be an id or a session id, got {conversation!r}")
+        if conversation.isdigit():
+            return int(conversation)
+        found = await self.store.find_conversation(agent_id=caller.agent_id, session_id=conversation)
+        if found is None:
+            raise NotFoundError("conversation", conversation, "give a conversation id or a session id")
+        return found.id
+
     # -- grep
 
     async def grep(
