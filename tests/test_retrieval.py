@@ -319,3 +319,13 @@ async def test_cjk_in_summaries_is_found_before_and_after_indexing(engine: Conte
             found = await retriever.grep(caller(), GrepOptions(pattern, mode=mode, scope="summaries"))  # type: ignore[arg-type]
             assert [h.ref for h in found.hits] == [leaf.id], (mode, pattern, settle)
             assert found.hits[0].citation == f"[{leaf.id}]"
+
+
+async def test_prefilter_never_hides_a_match(engine: ContextEngine) -> None:
+    decomposed = "cafe\u0301 au lait, Straße, ΣΊΣΥΦΟΣ"  # NFD é, ß, Greek capitals
+    await engine.ingest_batch("s1", [Message.user(decomposed)], session_key="key-s1")
+    await engine.store.wait_indexed()
+    retriever = Retriever(engine.store)
+    for pattern in ["cafe\u0301 au", "(?i)STRASSE|Straße", "(?i)σίσυφος", "Straße", "ΣΊΣΥΦΟΣ"]:
+        found = await retriever.grep(caller(), GrepOptions(pattern, scope="messages"))
+        assert len(found.hits) == 1, pattern

@@ -19,7 +19,6 @@ Invariants:
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -314,7 +313,8 @@ def trigram_expression(fragments: Sequence[str]) -> str | None:
     re-checked against the text by the caller.
     """
     chosen: list[str] = []
-    for fragment in sorted({_fold(f) for f in fragments if len(f) >= 3}, key=len, reverse=True)[:_MAX_FRAGMENTS]:
+    # Fragments are used exactly as written: normalising them (NFC) could miss text stored in another form.
+    for fragment in sorted({f for f in fragments if len(f) >= 3}, key=len, reverse=True)[:_MAX_FRAGMENTS]:
         grams = [fragment[k : k + 3] for k in range(len(fragment) - 2)]
         if len(grams) > _MAX_TRIGRAMS_PER_FRAGMENT:
             step = (len(grams) - 1) / (_MAX_TRIGRAMS_PER_FRAGMENT - 1)
@@ -324,7 +324,3 @@ def trigram_expression(fragments: Sequence[str]) -> str | None:
     if not unique:
         return None
     return " AND ".join('"' + g.replace('"', '""') + '"' for g in unique)
-
-
-def _fold(text: str) -> str:
-    return unicodedata.normalize("NFC", text)
