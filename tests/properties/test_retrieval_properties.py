@@ -91,3 +91,39 @@ def test_expand_to_depth_zero_returns_exactly_the_covered_messages(
             await engine.dispose()
 
     anyio.run(run)
+
+
+# ---------------------------------------------------------------------- the trigram pre-filter is sound
+
+_literal = st.sampled_from(list("abc") + [r"\.", r"\-", " "])
+_atom = st.one_of(
+    *([_literal] * 8),
+    st.just("."),
+    st.just("[ab]"),
+    st.just(r"\d"),
+    st.builds(lambda a, b: f"({a}|{b})", _literal, _literal),
+    st.builds(lambda a: f"(?:{a}c)", _literal),
+)
+_quantifier = st.sampled_from(["", "", "", "", "", "", "?", "*", "+", "{2}", "{0,2}", "{1,3}", "+?"])
+_patterns = st.lists(st.tuples(_atom, _quantifier), min_size=1, max_size=10).map(
+    lambda parts: "".join(a + q for a, q in parts)
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(
+    pattern=st.one_of(_patterns, _patterns, _patterns, st.builds(lambda a, b: f"{a}|{b}", _patterns, _patterns)),
+    data=st.data(),
+)
+def test_every_match_contains_every_required_literal(pattern: str, data: st.DataObject) -> None:
+    from lossless.retrieval.grep import compile_regex
+    from lossless.retrieval.query import required_literals
+
+    compiled, problem = compile_regex(pattern)
+    assert problem is None, problem
+    fragments = required_literals(pattern)
+    event(f"fragments: {min(len(fragments), 3)}")
+    for _ in range(3):
+        text = data.draw(st.from_regex(pattern, alphabet=st.sampled_from("abc. -19")))
+        assert compiled.search(text) is not None, (pattern, text)  # RE2 agrees the text matches
+        assert all(f in text for f in fragments), (pattern, text, fragments)
