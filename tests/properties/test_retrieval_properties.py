@@ -95,7 +95,7 @@ def test_expand_to_depth_zero_returns_exactly_the_covered_messages(
 
 # ---------------------------------------------------------------------- the trigram pre-filter is sound
 
-_literal = st.sampled_from(list("abc") + [r"\.", r"\-", " "])
+_literal = st.sampled_from(["a", "b", "c", r"\.", r"\-", " "])
 _atom = st.one_of(
     *([_literal] * 8),
     st.just("."),
