@@ -65,6 +65,9 @@ def test_every_command_and_exit_code_is_documented() -> None:
         "jobs",
         "serve",
         "mcp",
+        "grep",
+        "describe",
+        "expand",
     }
     for name in names:
         assert f"lcm {name}" in CLI_DOC, f"lcm {name} is not documented in docs/cli.md"
@@ -102,6 +105,7 @@ def test_readme_python_quickstart_runs(tmp_path: Path) -> None:
         "operations.md",
         "http.md",
         "mcp.md",
+        "retrieval.md",
     ],
 )
 def test_docs_linked_from_the_readme_exist(doc: str) -> None:

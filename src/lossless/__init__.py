@@ -47,6 +47,7 @@ from lossless.records import (
     TextPart,
     ToolPart,
 )
+from lossless.retrieval import AccessDenied, Caller
 from lossless.stores import open_store
 from lossless.tokens import EstimatingCounter, TiktokenCounter, TokenCounter
 
@@ -54,8 +55,10 @@ __version__ = VERSION
 
 __all__ = [
     "SETTINGS",
+    "AccessDenied",
     "AgentPart",
     "BlobStore",
+    "Caller",
     "CompactionPart",
     "Config",
     "ConfigError",

@@ -33,7 +33,7 @@ import os
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, tzinfo
+from datetime import datetime, timedelta, tzinfo
 from types import TracebackType
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
@@ -60,8 +60,14 @@ from lossless.records import (
     Message,
     MessageRecord,
     Summary,
+    parse_timestamp,
     utcnow,
 )
+from lossless.retrieval import Caller, ExpandResult, FileView, GrepOptions, GrepResult, Retriever, SummaryDescription
+from lossless.retrieval.dag import DEFAULT_MAX_DEPTH
+from lossless.retrieval.expansion import DEFAULT_MAX_TOKENS as DEFAULT_EXPANSION_ANSWER_TOKENS
+from lossless.retrieval.expansion import ExpandQueryResult, ExpansionRunner
+from lossless.retrieval.expansion import expand_query as run_expand_query
 from lossless.sessions import SessionPolicy
 from lossless.tokens import RecentCounter, TokenCounter, token_counter_for
 
@@ -688,3 +694,140 @@ class ContextEngine(MaintenanceMixin):
                 if maybe is not None:
                     await maybe
         return results
+
+    # -------------------------------------------------------------- retrieval
+
+    def _retrieval(self) -> Retriever:
+        retriever: Retriever | None = getattr(self, "_retriever", None)
+        if retriever is None:
+            retriever = Retriever(self.store, read_file=self._read, clock=self._clock)
+            self._retriever = retriever
+        return retriever
+
+    async def _retrieval_target(
+        self, caller: Caller | None, conversation: int | str | None, all_conversations: bool
+    ) -> tuple[Caller, int | None, bool]:
+        """The caller (default: this engine's agent as an operator, reaching all its conversations) and target."""
+        who = caller or Caller(self.config.agent_id)
+        conversation_id = await self._retrieval().conversation_id_for(who, conversation)
+        return who, conversation_id, True if caller is None else all_conversations
+
+    async def grep(
+        self,
+        pattern: str,
+        *,
+        mode: Literal["regex", "full_text"] = "regex",
+        scope: Literal["messages", "summaries", "both"] = "both",
+        conversation: int | str | None = None,
+        all_conversations: bool = False,
+        since: datetime | str | None = None,
+        before: datetime | str | None = None,
+        limit: int = 50,
+        sort: Literal["recency", "relevance"] = "recency",
+        caller: Caller | None = None,
+    ) -> GrepResult:
+        """Search stored messages and summaries (see :mod:`lossless.retrieval.grep`).
+
+        Without ``caller`` the search runs as this engine's agent over all its
+        conversations (or ``conversation``); an agent's own calls pass its
+        :class:`Caller` so its reach applies.
+        """
+        who, conversation_id, wide = await self._retrieval_target(caller, conversation, all_conversations)
+        options = GrepOptions(
+            pattern,
+            mode=mode,
+            scope=scope,
+            since=None if since is None else parse_timestamp(since) if isinstance(since, str) else since,
+            before=None if before is None else parse_timestamp(before) if isinstance(before, str) else before,
+            limit=limit,
+            sort=sort,
+        )
+        return await self._retrieval().grep(who, options, conversation_id=conversation_id, all_conversations=wide)
+
+    async def describe(
+        self,
+        item_id: str,
+        *,
+        conversation: int | str | None = None,
+        all_conversations: bool = False,
+        token_cap: int | None = None,
+        start_line: int | None = None,
+        end_line: int | None = None,
+        max_bytes: int = DEFAULT_PAGE_BYTES,
+        caller: Caller | None = None,
+    ) -> SummaryDescription | FileView:
+        """A summary (``sum_…``: content, lineage, sizes) or stored file (``file_…``: metadata, a page of lines)."""
+        who, conversation_id, wide = await self._retrieval_target(caller, conversation, all_conversations)
+        return await self._retrieval().describe(
+            who,
+            item_id,
+            conversation_id=conversation_id,
+            all_conversations=wide,
+            token_cap=token_cap,
+            start_line=start_line,
+            end_line=end_line,
+            max_bytes=max_bytes,
+        )
+
+    async def expand(
+        self,
+        summary_ids: Sequence[str] | None = None,
+        *,
+        query: str | None = None,
+        max_depth: int = DEFAULT_MAX_DEPTH,
+        token_cap: int | None = None,
+        include_messages: bool = False,
+        conversation: int | str | None = None,
+        all_conversations: bool = False,
+        caller: Caller | None = None,
+    ) -> ExpandResult:
+        """Expand summaries into their sources, up to ``token_cap`` (default ``max_expand_tokens``)."""
+        who, conversation_id, wide = await self._retrieval_target(caller, conversation, all_conversations)
+        return await self._retrieval().expand(
+            who,
+            summary_ids=summary_ids,
+            query=query,
+            max_depth=max_depth,
+            token_cap=self.config.max_expand_tokens if token_cap is None else token_cap,
+            include_messages=include_messages,
+            conversation_id=conversation_id,
+            all_conversations=wide,
+        )
+
+    async def expand_query(
+        self,
+        prompt: str,
+        *,
+        query: str | None = None,
+        summary_ids: Sequence[str] | None = None,
+        max_tokens: int = DEFAULT_EXPANSION_ANSWER_TOKENS,
+        token_cap: int | None = None,
+        conversation: int | str | None = None,
+        all_conversations: bool = False,
+        caller: Caller | None = None,
+        runner: ExpansionRunner | None = None,
+    ) -> ExpandQueryResult:
+        """Answer ``prompt`` through a sub-agent holding a temporary grant (:mod:`lossless.retrieval.expansion`).
+
+        The runner is the configured one (``expansion_provider``; offline by default) unless given.
+        """
+        from lossless.providers.subagent import expansion_runner_for
+
+        who, conversation_id, wide = await self._retrieval_target(caller, conversation, all_conversations)
+        timeout_s = self.config.delegation_timeout_ms / 1000
+        return await run_expand_query(
+            self._retrieval(),
+            who,
+            runner or expansion_runner_for(self.config, self.tokens),
+            self.tokens,
+            prompt=prompt,
+            query=query,
+            summary_ids=summary_ids,
+            conversation_id=conversation_id,
+            all_conversations=wide,
+            max_tokens=max_tokens,
+            token_cap=self.config.max_expand_tokens if token_cap is None else token_cap,
+            ttl=timedelta(seconds=2 * timeout_s),
+            timeout_s=timeout_s,
+            clock=self._clock,
+        )

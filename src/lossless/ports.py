@@ -45,6 +45,7 @@ from lossless.records import (
     ContextEntry,
     ContextItem,
     Conversation,
+    Grant,
     JSONValue,
     LargeFile,
     Message,
@@ -67,6 +68,8 @@ __all__ = [
     "PrunableBlobStore",
     "PruneCandidate",
     "RetentionStore",
+    "SearchRequest",
+    "SearchRow",
     "Store",
     "StoreStats",
     "Summarizer",
@@ -109,6 +112,44 @@ class StoreStats:
     total_bytes: int | None = None
     table_bytes: Mapping[str, int] = field(default_factory=dict)
     message_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRequest:
+    """A page of a search over one table (``scope``), limited to ``conversation_ids``.
+
+    ``words`` is an FTS5 expression for the word index (porter, unicode61);
+    ``trigrams`` one for the trigram index (substring pre-filter).  ``since`` is
+    inclusive, ``before`` exclusive (a summary is in range when the time span of
+    what it covers overlaps it).
+    """
+
+    scope: Literal["messages", "summaries"]
+    conversation_ids: tuple[int, ...]
+    words: str | None = None
+    trigrams: str | None = None
+    since: datetime | None = None
+    before: datetime | None = None
+    order: Literal["recency", "relevance"] = "recency"
+    limit: int = 200
+    below: int | None = None
+    offset: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRow:
+    """A candidate row: ``key`` is its row id (the message id, or the summary's row number) for paging."""
+
+    scope: Literal["messages", "summaries"]
+    key: int
+    ref: int | str
+    conversation_id: int
+    created_at: datetime
+    content: str
+    role: str | None = None
+    kind: str | None = None
+    depth: int | None = None
+    rank: float | None = None
 
 
 class Store(Protocol):
@@ -284,6 +325,49 @@ class Store(Protocol):
     # -- housekeeping
 
     async def stats(self) -> StoreStats: ...
+
+    # -- retrieval (grep, describe, expand) and delegation grants
+
+    async def search(self, request: SearchRequest) -> list[SearchRow]:
+        """One page of candidate rows for a search (see :class:`SearchRequest`); covers the whole history.
+
+        With ``words`` every row returned matches that FTS5 expression exactly;
+        with ``trigrams`` rows are a superset (the caller re-checks them); with
+        neither, every row in reach is a candidate.  Pages: ``recency`` rows come
+        newest id first, strictly below ``below``; ``relevance`` rows (``words``
+        only) best first from ``offset``.
+        """
+        ...
+
+    async def get_summary_messages(self, summary_ids: Sequence[str]) -> dict[str, tuple[int, ...]]:
+        """For each leaf summary among ``summary_ids``, the ids of the messages it covers, in order."""
+        ...
+
+    async def get_summary_children(self, summary_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        """For each summary among ``summary_ids`` that was condensed further, the summaries made from it."""
+        ...
+
+    async def list_conversation_links(self, agent_id: str) -> list[tuple[int, int | None, str | None]]:
+        """``(conversation id, parent id, session key)`` of every conversation of ``agent_id``."""
+        ...
+
+    async def create_grant(self, grant: Grant) -> None:
+        """Store a new grant durably (its id must be new, else InputError)."""
+        ...
+
+    async def get_grant(self, grant_id: str) -> Grant | None: ...
+
+    async def charge_grant(self, grant_id: str, tokens: int, now: datetime) -> Grant | None:
+        """Add ``tokens`` to a usable grant's ``tokens_used`` (at most up to its cap); None if it is not usable."""
+        ...
+
+    async def revoke_grant(self, grant_id: str, reason: str, now: datetime) -> bool:
+        """Revoke a grant (idempotent); True if this call revoked it."""
+        ...
+
+    async def sweep_grants(self, now: datetime) -> int:
+        """Revoke every grant that has expired by ``now`` (reason ``expired``); returns how many."""
+        ...
 
 
 # ---------------------------------------------------------------------- blobs

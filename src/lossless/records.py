@@ -40,6 +40,7 @@ __all__ = [
     "Conversation",
     "FileOrigin",
     "FilePart",
+    "Grant",
     "IngestResult",
     "JSONValue",
     "LargeFile",
@@ -820,3 +821,33 @@ class BootstrapState:
     tail_hash: str | None = None
     last_entry_key: str | None = None
     updated_at: datetime = field(default_factory=utcnow)
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """A delegation grant: what an expansion sub-agent may read, for how long, and how much.
+
+    ``grantee`` is the sub-agent's session key; ``conversation_ids`` its whole
+    reach; ``tokens_used`` counts what its expansions returned against
+    ``token_cap``.  A grant is usable while it is not revoked and ``expires_at``
+    is in the future; ``revoke_reason`` says why it ended (``completed``,
+    ``error``, ``timeout``, ``expired``).
+    """
+
+    id: str
+    agent_id: str
+    grantee: str
+    conversation_ids: tuple[int, ...]
+    token_cap: int
+    created_at: datetime
+    expires_at: datetime
+    tokens_used: int = 0
+    revoked_at: datetime | None = None
+    revoke_reason: str | None = None
+
+    def usable(self, now: datetime) -> bool:
+        return self.revoked_at is None and now < self.expires_at
+
+    @property
+    def tokens_left(self) -> int:
+        return max(0, self.token_cap - self.tokens_used)

@@ -196,6 +196,13 @@ class StubReply:
     reasoning: str = ""
     input_tokens: int | None = None
     output_tokens: int | None = None
+    #: Tool calls the model makes, as ``(tool name, arguments)``: ``tool_calls`` / ``tool_use`` in the reply.
+    tool_calls: tuple[tuple[str, Mapping[str, Any]], ...] = ()
+
+    @classmethod
+    def tool_call(cls, name: str, arguments: Mapping[str, Any], *more: tuple[str, Mapping[str, Any]]) -> StubReply:
+        """A reply in which the model calls tool ``name`` with ``arguments`` (and any ``more`` calls)."""
+        return cls(tool_calls=((name, dict(arguments)), *more))
 
     @classmethod
     def answer(cls, text: str, *, delay_s: float = 0.0, cut_off: bool = False, reasoning: str = "") -> StubReply:
@@ -478,13 +485,16 @@ def _answer_body(api: Api, request: RecordedRequest, reply: StubReply) -> dict[s
             content.append({"type": "thinking", "thinking": reply.reasoning, "signature": "stub-signature"})
         if reply.text:
             content.append({"type": "text", "text": reply.text})
+        for i, (name, arguments) in enumerate(reply.tool_calls):
+            content.append({"type": "tool_use", "id": f"toolu_stub{number}_{i}", "name": name, "input": arguments})
+        stop = "tool_use" if reply.tool_calls else "max_tokens" if reply.cut_off else "end_turn"
         return {
             "id": f"msg_stub{number}",
             "type": "message",
             "role": "assistant",
             "model": model,
             "content": content,
-            "stop_reason": "max_tokens" if reply.cut_off else "end_turn",
+            "stop_reason": stop,
             "stop_sequence": None,
             "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
         }
@@ -498,10 +508,24 @@ def _answer_body(api: Api, request: RecordedRequest, reply: StubReply) -> dict[s
                 "index": 0,
                 "message": {
                     "role": "assistant",
-                    "content": reply.text,
+                    "content": reply.text or (None if reply.tool_calls else ""),
                     **({"reasoning_content": reply.reasoning} if reply.reasoning else {}),
+                    **(
+                        {
+                            "tool_calls": [
+                                {
+                                    "id": f"call_stub{number}_{i}",
+                                    "type": "function",
+                                    "function": {"name": name, "arguments": json.dumps(arguments)},
+                                }
+                                for i, (name, arguments) in enumerate(reply.tool_calls)
+                            ]
+                        }
+                        if reply.tool_calls
+                        else {}
+                    ),
                 },
-                "finish_reason": "length" if reply.cut_off else "stop",
+                "finish_reason": "tool_calls" if reply.tool_calls else "length" if reply.cut_off else "stop",
                 "logprobs": None,
             }
         ],

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["TOOLS", "ToolSpec", "register"]
+__all__ = ["DESCRIBE", "EXPAND", "EXPAND_QUERY", "GREP", "SUBAGENT_TOOLS", "TOOLS", "ToolSpec", "register"]
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
@@ -67,6 +67,140 @@ def register(spec: ToolSpec) -> ToolSpec:
         raise ValueError(f"tool {spec.name!r} is defined twice with different contracts")
     _registry[spec.name] = spec
     return spec
+
+
+# ---------------------------------------------------------------------- the retrieval tools
+
+_CONVERSATION = {
+    "conversation_id": {
+        "type": "integer",
+        "minimum": 1,
+        "description": "Search or read this conversation only (default: your own conversation and its sub-agents).",
+    },
+    "all_conversations": {
+        "type": "boolean",
+        "description": "Reach every conversation of your agent instead of only your own (default false).",
+    },
+}
+
+GREP = register(
+    ToolSpec(
+        "lcm_grep",
+        "Search the whole stored history of the conversation, including what compaction summarised away. "
+        "mode 'regex' (default; RE2 syntax, linear time) or 'full_text' (words, \"exact phrases\", prefix*, OR). "
+        "Returns matches newest first with [msg#id] / [sum_…] citations and a snippet each; follow up with "
+        "lcm_describe or lcm_expand.",
+        {
+            "type": "object",
+            "properties": {
+                "pattern": {"type": "string", "minLength": 1, "maxLength": 2000, "description": "Regex or query."},
+                "mode": {"type": "string", "enum": ["regex", "full_text"], "description": "Default regex."},
+                "scope": {
+                    "type": "string",
+                    "enum": ["messages", "summaries", "both"],
+                    "description": "What to search (default both).",
+                },
+                **_CONVERSATION,
+                "since": {"type": "string", "description": "ISO-8601 time; only items at or after it."},
+                "before": {"type": "string", "description": "ISO-8601 time; only items before it."},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 200, "description": "Default 50."},
+                "sort": {
+                    "type": "string",
+                    "enum": ["recency", "relevance"],
+                    "description": "Newest first (default) or best full-text match first.",
+                },
+            },
+            "required": ["pattern"],
+            "additionalProperties": False,
+        },
+    )
+)
+
+DESCRIBE = register(
+    ToolSpec(
+        "lcm_describe",
+        "Look up a summary (sum_…) or a stored large file (file_…) by id: a summary's content, depth, time range, "
+        "lineage, source messages and the token cost of expanding it; a file's metadata, exploration summary "
+        "and its lines page by page.",
+        {
+            "type": "object",
+            "properties": {
+                "id": {"type": "string", "pattern": "^(sum|file)_", "description": "A sum_… or file_… id."},
+                **_CONVERSATION,
+                "token_cap": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "Say whether expanding the whole summary would fit in this many tokens.",
+                },
+                "start_line": {"type": "integer", "minimum": 1, "description": "Files: first line to show."},
+                "end_line": {"type": "integer", "minimum": 1, "description": "Files: last line to show."},
+            },
+            "required": ["id"],
+            "additionalProperties": False,
+        },
+    )
+)
+
+EXPAND = register(
+    ToolSpec(
+        "lcm_expand",
+        "Expand summaries back into what they were made from: the summaries below them and (with "
+        "include_messages) the original messages, in order, with ids, up to token_cap. Give summary_ids, or a "
+        "query to expand its best-matching summaries.",
+        {
+            "type": "object",
+            "properties": {
+                "summary_ids": {
+                    "type": "array",
+                    "items": {"type": "string", "pattern": "^sum_"},
+                    "minItems": 1,
+                    "maxItems": 50,
+                    "description": "Summaries to expand (or give query).",
+                },
+                "query": {"type": "string", "minLength": 1, "description": "Full-text query; expands the top hits."},
+                "max_depth": {"type": "integer", "minimum": 1, "maximum": 64, "description": "Levels (default 3)."},
+                "token_cap": {"type": "integer", "minimum": 1, "description": "Most tokens to return."},
+                "include_messages": {"type": "boolean", "description": "Include source messages (default false)."},
+                **_CONVERSATION,
+            },
+            "additionalProperties": False,
+        },
+    )
+)
+
+EXPAND_QUERY = register(
+    ToolSpec(
+        "lcm_expand_query",
+        "Ask a question about compacted history. A sub-agent with read-only access to the relevant "
+        "conversations expands summaries and reads the original messages, then returns a focused answer "
+        "(at most max_tokens) citing the ids it used. Give a query to find the relevant summaries, or summary_ids.",
+        {
+            "type": "object",
+            "properties": {
+                "prompt": {"type": "string", "minLength": 1, "description": "The question to answer."},
+                "query": {"type": "string", "minLength": 1, "description": "Full-text query to find summaries."},
+                "summary_ids": {
+                    "type": "array",
+                    "items": {"type": "string", "pattern": "^sum_"},
+                    "minItems": 1,
+                    "maxItems": 50,
+                },
+                "max_tokens": {"type": "integer", "minimum": 50, "maximum": 20000, "description": "Default 2000."},
+                "token_cap": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "Most tokens the sub-agent may read (default from settings).",
+                },
+                **_CONVERSATION,
+            },
+            "required": ["prompt"],
+            "additionalProperties": False,
+        },
+    )
+)
+
+#: The tools an expansion sub-agent gets: never lcm_expand_query (no sub-agent spawns another).
+SUBAGENT_TOOLS: tuple[ToolSpec, ...] = (GREP, DESCRIBE, EXPAND)
 
 
 # ----------------------------------------------------------------- lifecycle tools (hosts that push their transcript)

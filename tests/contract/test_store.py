@@ -455,3 +455,90 @@ async def test_replace_with_summary_refuses_stale_or_invalid_sources(store: Stor
     with pytest.raises(InputError):  # a depth-1 node made of messages
         await store.replace_with_summary(leaf_for(conv, current[1:3], "sum_0000000000000012", depth=1), current[1:3])
     assert len(await store.list_summaries(conv)) == 1
+
+
+# ------------------------------------------------------------------ retrieval (issue 5)
+
+
+async def test_search_covers_indexed_and_pending_rows_and_filters(store: Store) -> None:
+    from lossless.ports import SearchRequest
+
+    conv = await new_conversation(store)
+    other = await new_conversation(store, "s2")
+    texts = ["alpha beta", "gamma deploy", "deployed again", "数据库连接失败"]
+    stored = (
+        await store.append_messages(
+            conv, [prep(Message.user(t), when=T0 + timedelta(minutes=i)) for i, t in enumerate(texts)]
+        )
+    ).stored
+    await store.append_messages(other, [prep(Message.user("deployed elsewhere"))])
+    for settle in (False, True):
+        if settle:
+            await store.wait_indexed()
+        words = await store.search(SearchRequest("messages", (conv,), words='"deployed"'))
+        assert [r.ref for r in words] == [stored[2].id, stored[1].id]  # stemmed: deploy, deployed
+        grams = await store.search(SearchRequest("messages", (conv,), trigrams='"数据库"'))
+        assert stored[3].id in [r.ref for r in grams]
+        everything = await store.search(SearchRequest("messages", (conv,), limit=2))
+        assert [r.ref for r in everything] == [stored[3].id, stored[2].id]
+        page2 = await store.search(SearchRequest("messages", (conv,), limit=2, below=everything[-1].key))
+        assert [r.ref for r in page2] == [stored[1].id, stored[0].id]
+        window = await store.search(
+            SearchRequest("messages", (conv,), since=T0 + timedelta(minutes=1), before=T0 + timedelta(minutes=3))
+        )
+        assert [r.ref for r in window] == [stored[2].id, stored[1].id]
+        ranked = await store.search(SearchRequest("messages", (conv, other), words='"deploy"', order="relevance"))
+        assert {r.ref for r in ranked} == {stored[1].id, stored[2].id, stored[2].id + 2}
+    assert await store.search(SearchRequest("messages", ())) == []
+
+
+async def test_summary_messages_children_and_links(store: Store) -> None:
+    conv = await new_conversation(store)
+    stored = (await store.append_messages(conv, [prep(Message.user(str(i)), 10) for i in range(6)])).stored
+    entries = await store.get_context(conv)
+    first = leaf_for(conv, entries[0:3], "sum_00000000000000a1")
+    await store.replace_with_summary(first, entries[0:3])
+    entries = await store.get_context(conv)
+    second = leaf_for(conv, entries[1:4], "sum_00000000000000a2")
+    await store.replace_with_summary(second, entries[1:4])
+    leaves = [e for e in await store.get_context(conv) if e.kind == "summary"]
+    node = leaf_for(conv, leaves, "sum_00000000000000a3", depth=1)
+    await store.replace_with_summary(node, leaves)
+    assert await store.get_summary_messages([first.id, second.id, node.id]) == {
+        first.id: tuple(m.id for m in stored[0:3]),
+        second.id: tuple(m.id for m in stored[3:6]),
+    }
+    assert await store.get_summary_children([first.id, second.id, node.id]) == {
+        first.id: (node.id,),
+        second.id: (node.id,),
+    }
+    child = await store.get_or_create_conversation(agent_id="main", session_id="kid", parent_id=conv, session_key="k")
+    await store.get_or_create_conversation(agent_id="other", session_id="x")
+    assert await store.list_conversation_links("main") == [(conv, None, None), (child.id, conv, "k")]
+
+
+async def test_grants_are_durable_charged_revoked_and_swept(store: Store) -> None:
+    from lossless.records import Grant
+
+    now = utcnow()
+    grant = Grant("grant_1", "main", "sub:1", (1, 2), 100, now, now + timedelta(minutes=5))
+    await store.create_grant(grant)
+    with pytest.raises(InputError):
+        await store.create_grant(grant)
+    assert await store.get_grant("grant_1") == grant
+    charged = await store.charge_grant("grant_1", 70, now)
+    assert charged is not None and charged.tokens_used == 70 and charged.tokens_left == 30
+    capped = await store.charge_grant("grant_1", 70, now)
+    assert capped is not None and capped.tokens_used == 100
+    assert await store.revoke_grant("grant_1", "completed", now)
+    assert not await store.revoke_grant("grant_1", "completed", now)
+    revoked = await store.get_grant("grant_1")
+    assert revoked is not None and revoked.revoke_reason == "completed" and not revoked.usable(now)
+    assert await store.charge_grant("grant_1", 1, now) is None
+    old = Grant("grant_2", "main", "sub:2", (1,), 10, now, now + timedelta(seconds=1))
+    await store.create_grant(old)
+    assert await store.sweep_grants(now) == 0
+    assert await store.sweep_grants(now + timedelta(seconds=2)) == 1
+    swept = await store.get_grant("grant_2")
+    assert swept is not None and swept.revoke_reason == "expired"
+    assert await store.get_grant("missing") is None

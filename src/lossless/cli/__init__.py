@@ -1,10 +1,10 @@
 """The ``lcm`` command.
 
 Commands: ``import``, ``conversations``, ``messages``, ``files``, ``file``, ``compact``,
-``summaries``, ``replay``, ``stats``, ``config show``, ``doctor``, ``prune``, ``vacuum``, ``worker``,
-``jobs``, ``serve`` (the HTTP API) and ``mcp`` (the MCP server).  Every command honours ``--database``
-(else ``LCM_DATABASE_URL``, the config file, or SQLite in the data directory) and prints JSON
-with ``--json``.
+``summaries``, ``replay``, ``stats``, ``config show``, ``grep``, ``describe``, ``expand``, ``doctor``,
+``prune``, ``vacuum``, ``worker``, ``jobs``, ``serve`` (the HTTP API) and ``mcp`` (the MCP server).
+Every command honours ``--database`` (else ``LCM_DATABASE_URL``, the config file, or SQLite in the
+data directory) and prints JSON with ``--json``.
 Exit codes are documented in ``docs/cli.md`` and defined by
 :data:`lossless.errors.EXIT_CODES`.
 """
@@ -24,6 +24,7 @@ from lossless.cli.imports import import_command
 from lossless.cli.inspect import conversations_command, messages_command, stats_command
 from lossless.cli.replay import replay_command
 from lossless.cli.retention import prune_command, vacuum_command
+from lossless.cli.retrieval import describe_command, expand_command, grep_command
 from lossless.cli.serve import mcp_command, serve_command
 from lossless.cli.worker import jobs_group, worker_command
 from lossless.engine import VERSION
@@ -66,6 +67,9 @@ cli.add_command(worker_command)
 cli.add_command(jobs_group)
 cli.add_command(serve_command)
 cli.add_command(mcp_command)
+cli.add_command(grep_command)
+cli.add_command(describe_command)
+cli.add_command(expand_command)
 
 
 def main() -> None:

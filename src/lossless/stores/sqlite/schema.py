@@ -217,6 +217,25 @@ _V1 = (
     "INSERT INTO lcm_meta (key, value) VALUES ('store_id', lower(hex(randomblob(16))))",
 )
 
+#: Delegation grants for expansion sub-agents (issue 5): durable, so a crash cannot leave one usable forever.
+_V2 = (
+    """
+    CREATE TABLE expansion_grants (
+        grant_id         TEXT PRIMARY KEY,
+        agent_id         TEXT NOT NULL,
+        grantee          TEXT NOT NULL,
+        conversation_ids TEXT NOT NULL,
+        token_cap        INTEGER NOT NULL CHECK (token_cap >= 0),
+        tokens_used      INTEGER NOT NULL DEFAULT 0 CHECK (tokens_used >= 0),
+        created_at       TEXT NOT NULL,
+        expires_at       TEXT NOT NULL,
+        revoked_at       TEXT,
+        revoke_reason    TEXT
+    )
+    """,
+    "CREATE INDEX expansion_grants_live_idx ON expansion_grants (expires_at) WHERE revoked_at IS NULL",
+)
+
 # Background jobs (compaction, integrity), claimed by workers under a lease; see stores/sqlite/jobs.py.
 _V5 = (
     """
@@ -244,5 +263,6 @@ _V5 = (
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
+    Migration(2, "expansion grants", _V2),
     Migration(5, "background jobs", _V5),
 )

@@ -32,6 +32,8 @@ from lossless.ports import (
     JobState,
     PreparedMessage,
     PruneCandidate,
+    SearchRequest,
+    SearchRow,
     StoreStats,
 )
 from lossless.records import (
@@ -39,6 +41,7 @@ from lossless.records import (
     ContextEntry,
     ContextItem,
     Conversation,
+    Grant,
     JSONValue,
     LargeFile,
     MessageRecord,
@@ -47,7 +50,7 @@ from lossless.records import (
     utcnow,
 )
 from lossless.stores.rows import dump_json
-from lossless.stores.sqlite import jobs, maintenance
+from lossless.stores.sqlite import jobs, maintenance, retrieval
 from lossless.stores.sqlite.connection import Database
 from lossless.stores.sqlite.statements import (
     CONVERSATION_COLUMNS,
@@ -717,3 +720,32 @@ class SQLiteStore:
 
     async def list_jobs(self, *, state: JobState | None = None, limit: int = 100) -> list[Job]:
         return await self._db.read(lambda conn: jobs.list_jobs(conn, state, limit))
+
+    # ------------------------------------------------------------ retrieval and grants
+
+    async def search(self, request: SearchRequest) -> list[SearchRow]:
+        return await self._db.read(lambda conn: retrieval.search(conn, request))
+
+    async def get_summary_messages(self, summary_ids: Sequence[str]) -> dict[str, tuple[int, ...]]:
+        return await self._db.read(lambda conn: retrieval.summary_messages(conn, summary_ids))
+
+    async def get_summary_children(self, summary_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        return await self._db.read(lambda conn: retrieval.summary_children(conn, summary_ids))
+
+    async def list_conversation_links(self, agent_id: str) -> list[tuple[int, int | None, str | None]]:
+        return await self._db.read(lambda conn: retrieval.conversation_links(conn, agent_id))
+
+    async def create_grant(self, grant: Grant) -> None:
+        await self._db.write(lambda conn: retrieval.insert_grant(conn, grant))
+
+    async def get_grant(self, grant_id: str) -> Grant | None:
+        return await self._db.read(lambda conn: retrieval.select_grant(conn, grant_id))
+
+    async def charge_grant(self, grant_id: str, tokens: int, now: datetime) -> Grant | None:
+        return await self._db.write(lambda conn: retrieval.charge(conn, grant_id, tokens, now))
+
+    async def revoke_grant(self, grant_id: str, reason: str, now: datetime) -> bool:
+        return await self._db.write(lambda conn: retrieval.revoke(conn, grant_id, reason, now))
+
+    async def sweep_grants(self, now: datetime) -> int:
+        return await self._db.write(lambda conn: retrieval.sweep(conn, now))

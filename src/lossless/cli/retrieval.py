@@ -1,0 +1,132 @@
+"""``lcm grep``, ``lcm describe`` and ``lcm expand``: the agent retrieval tools, from the shell.
+
+They run as the operator of the ``--agent`` (default ``main``): every conversation
+of that agent is in reach, or the one ``--conversation`` names.  Output is the same
+text an agent sees, or JSON with ``--json``.
+"""
+
+from __future__ import annotations
+
+import click
+
+from lossless.cli._common import CliState, emit_json, json_option, open_engine, run_command, stdout
+from lossless.cli.files import parse_lines
+from lossless.retrieval.dag import DEFAULT_MAX_DEPTH, MAX_DEPTH
+from lossless.retrieval.grep import DEFAULT_LIMIT, MAX_LIMIT
+
+__all__ = ["describe_command", "expand_command", "grep_command"]
+
+_conversation = click.option(
+    "--conversation", "-c", metavar="ID", help="Only this conversation (its id or session id); default: all of them."
+)
+
+
+def _print(text: str) -> None:
+    stdout().print(text, markup=False, highlight=False)
+
+
+@click.command("grep")
+@click.argument("pattern")
+@click.option(
+    "--mode",
+    type=click.Choice(["regex", "full_text"]),
+    default="regex",
+    show_default=True,
+    help='RE2 regular expression, or words / "phrases" / prefix* / OR.',
+)
+@click.option("--scope", type=click.Choice(["messages", "summaries", "both"]), default="both", show_default=True)
+@_conversation
+@click.option("--since", metavar="TIME", help="Only items at or after this ISO-8601 time.")
+@click.option("--before", metavar="TIME", help="Only items before this ISO-8601 time.")
+@click.option("--limit", type=click.IntRange(1, MAX_LIMIT), default=DEFAULT_LIMIT, show_default=True)
+@click.option("--sort", type=click.Choice(["recency", "relevance"]), default="recency", show_default=True)
+@json_option
+@click.pass_obj
+@run_command
+async def grep_command(
+    state: CliState,
+    pattern: str,
+    mode: str,
+    scope: str,
+    conversation: str | None,
+    since: str | None,
+    before: str | None,
+    limit: int,
+    sort: str,
+    as_json: bool,
+) -> None:
+    """Search stored messages and summaries for PATTERN (the whole history, newest first)."""
+    async with await open_engine(state) as engine:
+        result = await engine.grep(
+            pattern,
+            mode=mode,  # type: ignore[arg-type]
+            scope=scope,  # type: ignore[arg-type]
+            conversation=conversation,
+            since=since,
+            before=before,
+            limit=limit,
+            sort=sort,  # type: ignore[arg-type]
+        )
+    if as_json:
+        emit_json(result.to_dict())
+    else:
+        _print(result.render())
+
+
+@click.command("describe")
+@click.argument("item_id")
+@_conversation
+@click.option("--token-cap", type=click.IntRange(1), help="Say whether expanding the summary fits in this many tokens.")
+@click.option("--lines", metavar="A:B", help="Files: show lines A to B (1-based).")
+@json_option
+@click.pass_obj
+@run_command
+async def describe_command(
+    state: CliState, item_id: str, conversation: str | None, token_cap: int | None, lines: str | None, as_json: bool
+) -> None:
+    """Show a summary (sum_…) with its lineage and sizes, or a stored file (file_…) and its lines."""
+    start, end = parse_lines(lines) if lines else (None, None)
+    async with await open_engine(state) as engine:
+        described = await engine.describe(
+            item_id, conversation=conversation, token_cap=token_cap, start_line=start, end_line=end
+        )
+    if as_json:
+        emit_json(described.to_dict())
+    else:
+        _print(described.render())
+
+
+@click.command("expand")
+@click.argument("summary_ids", nargs=-1)
+@click.option("--query", "-q", help="Expand the best full-text matches of this query instead of given ids.")
+@click.option("--max-depth", type=click.IntRange(1, MAX_DEPTH), default=DEFAULT_MAX_DEPTH, show_default=True)
+@click.option("--token-cap", type=click.IntRange(1), help="Most tokens to return (default: max_expand_tokens).")
+@click.option("--include-messages", "-m", is_flag=True, help="Include the source messages of leaf summaries.")
+@_conversation
+@json_option
+@click.pass_obj
+@run_command
+async def expand_command(
+    state: CliState,
+    summary_ids: tuple[str, ...],
+    query: str | None,
+    max_depth: int,
+    token_cap: int | None,
+    include_messages: bool,
+    conversation: str | None,
+    as_json: bool,
+) -> None:
+    """Expand SUMMARY_IDS (or --query matches) into the summaries and messages they were made from."""
+    async with await open_engine(state) as engine:
+        result = await engine.expand(
+            list(summary_ids) if summary_ids else None,
+            query=query,
+            max_depth=max_depth,
+            token_cap=token_cap,
+            include_messages=include_messages,
+            conversation=conversation,
+        )
+    if as_json:
+        emit_json(result.to_dict())
+    else:
+        _print(result.render())

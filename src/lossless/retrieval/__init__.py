@@ -1,0 +1,31 @@
+"""Retrieval: finding and reading back what compaction summarised away (grep, describe, expand, expand_query).
+
+Submodules: :mod:`~lossless.retrieval.query` (safe query parsing),
+:mod:`~lossless.retrieval.grep`, :mod:`~lossless.retrieval.dag` (describe,
+expand), :mod:`~lossless.retrieval.access` (callers, reach, grants),
+:mod:`~lossless.retrieval.service` (the caller-aware facade) and
+:mod:`~lossless.retrieval.expansion` (expand_query and its sub-agent runners).
+All are core: no I/O beyond the Store port.
+"""
+
+from __future__ import annotations
+
+from lossless.retrieval.access import AccessDenied, Caller, Reach
+from lossless.retrieval.dag import ExpandedMessage, ExpandedSummary, ExpandResult, SummaryDescription
+from lossless.retrieval.grep import GrepHit, GrepOptions, GrepResult
+from lossless.retrieval.service import FileView, Retriever
+
+__all__ = [
+    "AccessDenied",
+    "Caller",
+    "ExpandResult",
+    "ExpandedMessage",
+    "ExpandedSummary",
+    "FileView",
+    "GrepHit",
+    "GrepOptions",
+    "GrepResult",
+    "Reach",
+    "Retriever",
+    "SummaryDescription",
+]

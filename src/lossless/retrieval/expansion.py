@@ -1,0 +1,400 @@
+"""expand_query: answer a question from compacted history through a sub-agent that holds a temporary grant.
+
+Flow: resolve the asking caller's reach; find the target summaries (given, or
+by a full-text query); create a durable grant over just the conversations that
+hold them (token cap, expiry); run a sub-agent as a caller holding that grant,
+with only ``lcm_grep``, ``lcm_describe`` and ``lcm_expand``; return its answer
+(at most ``max_tokens``) with the ids it cites; revoke the grant.
+
+Invariants:
+
+* **The grant always ends.**  It is revoked when the sub-agent completes,
+  fails or times out (``completed`` / ``error`` / ``timeout``), in a shielded
+  step that cancellation cannot skip; if the process dies first, its expiry
+  ends it, and every expand_query sweeps expired grants.
+* **No recursion.**  A caller holding a grant, or any code running inside a
+  sub-agent (a context variable marks it), cannot start another expansion.
+* **Bounded answer.**  The answer is cut to ``max_tokens`` (by the engine's
+  token counter) whatever the runner returns.
+* The runner is a port (:class:`ExpansionRunner`): the offline default here
+  is deterministic; LLM runners live with the providers.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import re
+import secrets
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Protocol, runtime_checkable
+
+import anyio
+
+from lossless.errors import InputError
+from lossless.records import Grant, JSONValue, utcnow
+from lossless.retrieval.access import AccessDenied, Caller
+from lossless.retrieval.grep import GrepOptions, grep
+from lossless.retrieval.service import Retriever
+from lossless.retrieval.toolcalls import ToolOutcome, call_tool
+from lossless.tokens import TokenCounter
+
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "ExpandQueryResult",
+    "ExpansionAnswer",
+    "ExpansionRunner",
+    "ExpansionTask",
+    "ExpansionTools",
+    "OfflineExpansionRunner",
+    "expand_query",
+]
+
+DEFAULT_MAX_TOKENS = 2000
+_IN_SUBAGENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("lossless_expansion", default=None)
+_STOPWORDS = frozenset(
+    {
+        "the",
+        "a",
+        "an",
+        "and",
+        "or",
+        "of",
+        "to",
+        "in",
+        "on",
+        "at",
+        "for",
+        "with",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "it",
+        "this",
+        "that",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "how",
+        "why",
+        "when",
+        "where",
+        "did",
+        "does",
+        "do",
+        "we",
+        "you",
+        "they",
+        "he",
+        "she",
+        "i",
+        "me",
+        "my",
+        "our",
+        "your",
+        "their",
+        "there",
+        "here",
+        "from",
+        "by",
+        "as",
+        "about",
+        "into",
+        "than",
+        "then",
+        "can",
+        "could",
+        "should",
+        "would",
+        "will",
+        "shall",
+        "may",
+        "might",
+        "have",
+        "has",
+        "had",
+        "not",
+        "no",
+        "yes",
+        "all",
+        "any",
+        "some",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ExpansionTask:
+    """What the sub-agent is asked: a question, where to start, and how long its answer may be."""
+
+    prompt: str
+    summary_ids: tuple[str, ...] = ()
+    query: str | None = None
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    conversation_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ExpansionAnswer:
+    text: str
+    cited: tuple[str, ...] = ()
+
+
+class ExpansionTools:
+    """The sub-agent's tools, bound to its grant-holding caller; every call goes through the grant checks."""
+
+    def __init__(self, retriever: Retriever, caller: Caller) -> None:
+        self.retriever = retriever
+        self.caller = caller
+        self.calls = 0
+
+    async def call(self, name: str, arguments: Mapping[str, Any]) -> ToolOutcome:
+        """Run ``lcm_grep`` / ``lcm_describe`` / ``lcm_expand``; a refusal (grant ended) raises AccessDenied."""
+        self.calls += 1
+        outcome = await call_tool(self.retriever, self.caller, name, arguments)
+        if outcome.denied:
+            raise AccessDenied(outcome.text.removeprefix("denied: "))
+        return outcome
+
+
+@runtime_checkable
+class ExpansionRunner(Protocol):
+    """Runs one expansion sub-agent: reads through ``tools`` only, and answers ``task``."""
+
+    name: str
+
+    async def run(self, task: ExpansionTask, tools: ExpansionTools) -> ExpansionAnswer: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ExpandQueryResult:
+    answer: str
+    cited: tuple[str, ...]
+    grant_id: str | None
+    runner: str
+    status: str
+    tool_calls: int = 0
+    targets: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, JSONValue]:
+        return {
+            "answer": self.answer,
+            "cited": list(self.cited),
+            "grant_id": self.grant_id,
+            "runner": self.runner,
+            "status": self.status,
+            "tool_calls": self.tool_calls,
+            "targets": list(self.targets),
+        }
+
+
+# ---------------------------------------------------------------------- the offline runner
+
+
+def _terms(text: str) -> set[str]:
+    return {w for w in re.findall(r"\w+", text.casefold()) if len(w) > 2 and w not in _STOPWORDS}
+
+
+class OfflineExpansionRunner:
+    """Deterministic sub-agent: grep → expand → the passages that share most words with the question, cited.
+
+    It reads like a careful human would without a model: expand the target
+    summaries down to their messages (within the grant), cut the messages into
+    passages (lines, or sentences of long lines), score each by the distinct
+    question and query words it contains, and return the best, in
+    conversation order, each with its ``[msg#id]``, until ``max_tokens``.
+    """
+
+    name = "offline"
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+
+    async def run(self, task: ExpansionTask, tools: ExpansionTools) -> ExpansionAnswer:
+        summary_ids = list(task.summary_ids)
+        passages: list[tuple[int, str, str]] = []  # (order, citation, text)
+        if not summary_ids and task.query:
+            found = await tools.call(
+                "lcm_grep", {"pattern": task.query, "mode": "full_text", "limit": 20, "all_conversations": True}
+            )
+            for match in found.data.get("matches", []) or []:  # type: ignore[union-attr]
+                assert isinstance(match, dict)
+                if match.get("type") == "summary":
+                    summary_ids.append(str(match["id"]))
+                else:
+                    passages.append((len(passages), f"msg#{match['id']}", str(match.get("snippet", ""))))
+        if summary_ids:
+            expanded = await tools.call(
+                "lcm_expand",
+                {
+                    "summary_ids": list(dict.fromkeys(summary_ids))[:50],
+                    "include_messages": True,
+                    "max_depth": 64,
+                    "all_conversations": True,
+                },
+            )
+            for message in expanded.data.get("messages", []) or []:  # type: ignore[union-attr]
+                assert isinstance(message, dict)
+                for piece in _pieces(str(message.get("content", ""))):
+                    passages.append((len(passages), f"msg#{message['message_id']}", piece))
+            if not expanded.data.get("messages"):
+                for summary in expanded.data.get("summaries", []) or []:  # type: ignore[union-attr]
+                    assert isinstance(summary, dict)
+                    for piece in _pieces(str(summary.get("content", ""))):
+                        passages.append((len(passages), str(summary["summary_id"]), piece))
+        return self._answer(task, passages, summary_ids)
+
+    def _answer(
+        self, task: ExpansionTask, passages: Sequence[tuple[int, str, str]], summary_ids: Sequence[str]
+    ) -> ExpansionAnswer:
+        wanted = _terms(task.prompt) | _terms(task.query or "")
+        scored = sorted(
+            ((len(wanted & _terms(text)), order, cite, text) for order, cite, text in passages),
+            key=lambda item: (-item[0], item[1]),
+        )
+        relevant = [s for s in scored if s[0] > 0] or scored[:3]
+        head = f"Passages from the stored history relevant to: {task.prompt.strip()}"
+        budget = task.max_tokens - self.counter.count(head) - 8
+        chosen: list[tuple[int, str, str]] = []
+        for _, order, cite, text in relevant:
+            line = f"- [{cite}] {text}"
+            cost = self.counter.count(line) + 1
+            if cost > budget:
+                continue
+            budget -= cost
+            chosen.append((order, cite, line))
+        if not chosen:
+            where = ", ".join(summary_ids[:5]) or "the history in reach"
+            return ExpansionAnswer(
+                f"No stored passage answers {task.prompt.strip()!r} (searched {where}).", tuple(summary_ids)
+            )
+        chosen.sort()
+        cited = tuple(dict.fromkeys([*summary_ids, *(c for _, c, _ in chosen)]))
+        return ExpansionAnswer("\n".join([head, *(line for _, _, line in chosen)]), cited)
+
+
+def _pieces(text: str, width: int = 400) -> list[str]:
+    out: list[str] = []
+    for line in text.splitlines():
+        line = " ".join(line.split())
+        if not line:
+            continue
+        if len(line) <= width:
+            out.append(line)
+            continue
+        sentence = ""
+        for part in re.split(r"(?<=[.!?。！？])\s*", line):
+            if sentence and len(sentence) + len(part) > width:
+                out.append(sentence)
+                sentence = ""
+            sentence = (sentence + " " + part).strip() if sentence else part[:width]
+        if sentence:
+            out.append(sentence)
+    return out
+
+
+# ---------------------------------------------------------------------- orchestration
+
+
+def _cut(text: str, max_tokens: int, counter: TokenCounter) -> str:
+    if counter.count(text) <= max_tokens:
+        return text
+    low, high = 0, len(text)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if counter.count(text[:mid] + " …") <= max_tokens:
+            low = mid
+        else:
+            high = mid - 1
+    return text[:low] + " …"
+
+
+async def expand_query(
+    retriever: Retriever,
+    caller: Caller,
+    runner: ExpansionRunner,
+    counter: TokenCounter,
+    *,
+    prompt: str,
+    query: str | None = None,
+    summary_ids: Sequence[str] | None = None,
+    conversation_id: int | None = None,
+    all_conversations: bool = False,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    token_cap: int = 20_000,
+    ttl: timedelta = timedelta(minutes=5),
+    timeout_s: float = 120.0,
+    clock: Callable[[], datetime] = utcnow,
+) -> ExpandQueryResult:
+    """Answer ``prompt`` from the history in ``caller``'s reach through a sub-agent (see the module docstring)."""
+    if caller.grant_id is not None or _IN_SUBAGENT.get() is not None:
+        raise AccessDenied(
+            "an expansion sub-agent cannot start another expansion: use lcm_grep, lcm_describe and lcm_expand"
+        )
+    given: object = prompt
+    if not isinstance(given, str) or not given.strip():
+        raise InputError(f"prompt must be a non-empty question, got {prompt!r}")
+    if type(max_tokens) is not int or not 50 <= max_tokens <= 20_000:
+        raise InputError(f"max_tokens must be an integer from 50 to 20,000, got {max_tokens!r}")
+    if type(token_cap) is not int or token_cap < 1:
+        raise InputError(f"token_cap must be a positive integer, got {token_cap!r}")
+    if summary_ids is None and query is None:
+        raise InputError("expand_query needs a query or summary_ids to start from")
+    store = retriever.store
+    await store.sweep_grants(clock())
+    reach = await retriever.reach(caller, conversation_id=conversation_id, all_conversations=all_conversations)
+    targets: list[str] = []
+    conversations: set[int] = set()
+    if summary_ids is not None:
+        if isinstance(summary_ids, str) or not summary_ids:
+            raise InputError(f"summary_ids must be a non-empty list of sum_… ids, got {summary_ids!r}")
+        for sid in dict.fromkeys(summary_ids):
+            found = await retriever.find_summary(sid, reach)
+            targets.append(found.id)
+            conversations.add(found.conversation_id)
+    else:
+        assert query is not None
+        hits = await grep(store, GrepOptions(query, mode="full_text", limit=20), reach.conversation_ids)
+        if not hits.hits:
+            note = hits.message or f"no matches for {query!r}"
+            return ExpandQueryResult(f"Nothing in the stored history matches: {note}", (), None, runner.name, "empty")
+        targets = [str(h.ref) for h in hits.hits if h.scope == "summaries"]
+        conversations = {h.conversation_id for h in hits.hits}
+    now = clock()
+    grant = Grant(
+        id="grant_" + secrets.token_hex(8),
+        agent_id=caller.agent_id,
+        grantee=f"lcm-expansion:{secrets.token_hex(4)}",
+        conversation_ids=tuple(sorted(conversations)),
+        token_cap=token_cap,
+        created_at=now,
+        expires_at=now + ttl,
+    )
+    await store.create_grant(grant)
+    tools = ExpansionTools(retriever, Caller(caller.agent_id, session_key=grant.grantee, grant_id=grant.id))
+    task = ExpansionTask(prompt, tuple(targets), query, max_tokens, grant.conversation_ids)
+    token = _IN_SUBAGENT.set(grant.id)
+    status = "error"
+    try:
+        with anyio.fail_after(timeout_s):
+            answer = await runner.run(task, tools)
+        status = "completed"
+    except TimeoutError:
+        status = "timeout"
+        answer = ExpansionAnswer(
+            f"The expansion stopped after {timeout_s:g} s without an answer; ask a narrower question."
+        )
+    except AccessDenied as exc:
+        status = "denied"
+        answer = ExpansionAnswer(f"The expansion was stopped: {exc}")
+    finally:
+        _IN_SUBAGENT.reset(token)
+        with anyio.CancelScope(shield=True):
+            await store.revoke_grant(grant.id, "completed" if status == "completed" else status, clock())
+    text = _cut(answer.text, max_tokens, counter)
+    return ExpandQueryResult(text, answer.cited, grant.id, runner.name, status, tools.calls, tuple(targets))

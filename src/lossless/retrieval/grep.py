@@ -1,0 +1,372 @@
+"""Searching the whole stored history: regex (linear time) and safe full-text, over messages and summaries.
+
+Invariants:
+
+* **Whole history, no silent cap.**  Candidates are read page after page until
+  ``limit`` matches are found or the reach is exhausted; no row cap applies.
+* **Linear-time regex.**  Patterns run on RE2 (``google-re2``), which has no
+  backtracking, so no pattern can hang a server (``(a+)+$`` against 1 MB
+  returns in milliseconds).  Literal fragments every match must contain are
+  looked up in the trigram index first, so a selective pattern reads few rows.
+* **Bad user input is a result, not an exception.**  A regex that does not
+  compile or a full-text query outside the supported language returns a
+  :class:`GrepResult` whose ``message`` says what to change; only invalid
+  *options* (a limit of 0, an unknown mode) raise :class:`InputError`.
+* **Bounded output.**  :meth:`GrepResult.render` never exceeds
+  :data:`MAX_OUTPUT_CHARS`; when it would, it ends with a note on how to narrow
+  the search.  Each hit carries a snippet of about :data:`SNIPPET_CHARS` around
+  its first match and a citation (``[msg#12]`` / ``[sum_…]``).
+* No I/O beyond the :class:`~lossless.ports.Store` port.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from lossless.errors import InputError
+from lossless.ports import SearchRequest, SearchRow, Store
+from lossless.records import JSONValue, format_timestamp
+from lossless.retrieval.query import (
+    FullTextQuery,
+    QuerySyntax,
+    parse_full_text,
+    required_literals,
+    trigram_expression,
+)
+
+__all__ = ["MAX_OUTPUT_CHARS", "SNIPPET_CHARS", "GrepHit", "GrepOptions", "GrepResult", "compile_regex", "grep"]
+
+Mode = Literal["regex", "full_text"]
+Scope = Literal["messages", "summaries", "both"]
+Sort = Literal["recency", "relevance"]
+
+MAX_OUTPUT_CHARS = 40_000
+SNIPPET_CHARS = 200
+MAX_LIMIT = 200
+DEFAULT_LIMIT = 50
+MAX_PATTERN_CHARS = 2_000
+_PAGE = 500
+#: Memory RE2 may use for one compiled pattern (bounds what a huge counted repetition can cost).
+_RE2_MAX_MEM = 32 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class GrepOptions:
+    """The validated options of one search."""
+
+    pattern: str
+    mode: Mode = "regex"
+    scope: Scope = "both"
+    since: datetime | None = None
+    before: datetime | None = None
+    limit: int = DEFAULT_LIMIT
+    sort: Sort = "recency"
+
+    def __post_init__(self) -> None:
+        pattern: object = self.pattern
+        if not isinstance(pattern, str) or not pattern:
+            raise InputError(f"pattern must be a non-empty string, got {self.pattern!r}")
+        if len(self.pattern) > MAX_PATTERN_CHARS:
+            raise InputError(f"pattern is {len(self.pattern):,} characters; the most is {MAX_PATTERN_CHARS:,}")
+        if self.mode not in ("regex", "full_text"):
+            raise InputError(f"mode must be 'regex' or 'full_text', got {self.mode!r}")
+        if self.scope not in ("messages", "summaries", "both"):
+            raise InputError(f"scope must be 'messages', 'summaries' or 'both', got {self.scope!r}")
+        if self.sort not in ("recency", "relevance"):
+            raise InputError(f"sort must be 'recency' or 'relevance', got {self.sort!r}")
+        if type(self.limit) is not int or not 1 <= self.limit <= MAX_LIMIT:
+            raise InputError(f"limit must be an integer from 1 to {MAX_LIMIT}, got {self.limit!r}")
+        for name in ("since", "before"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, datetime) or value.tzinfo is None):
+                raise InputError(f"{name} must be a timezone-aware datetime, got {value!r}")
+        if self.since is not None and self.before is not None and self.since >= self.before:
+            raise InputError(
+                f"since ({self.since.isoformat()}) must be earlier than before ({self.before.isoformat()})"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class GrepHit:
+    """One match: where it is, when, and a snippet around it."""
+
+    scope: Literal["messages", "summaries"]
+    ref: int | str
+    conversation_id: int
+    created_at: datetime
+    snippet: str
+    role: str | None = None
+    kind: str | None = None
+    depth: int | None = None
+    rank: float | None = None
+
+    @property
+    def citation(self) -> str:
+        return f"[msg#{self.ref}]" if self.scope == "messages" else f"[{self.ref}]"
+
+    def render(self) -> str:
+        what = self.role if self.scope == "messages" else f"{self.kind} summary, depth {self.depth}"
+        stamp = format_timestamp(self.created_at)[:19].replace("T", " ")
+        return f"- {self.citation} conversation {self.conversation_id} · {stamp} · {what}\n  {self.snippet}"
+
+    def to_dict(self) -> dict[str, JSONValue]:
+        return {
+            "citation": self.citation,
+            "type": "message" if self.scope == "messages" else "summary",
+            "id": self.ref,
+            "conversation_id": self.conversation_id,
+            "created_at": format_timestamp(self.created_at),
+            "role": self.role,
+            "kind": self.kind,
+            "depth": self.depth,
+            "snippet": self.snippet,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class GrepResult:
+    """Matches in order, or a ``message`` saying why there are none and what to try."""
+
+    options: GrepOptions
+    hits: tuple[GrepHit, ...] = ()
+    message: str | None = None
+    conversations: int = 0
+    more: bool = False
+    notes: tuple[str, ...] = field(default=())
+
+    def render(self, max_chars: int = MAX_OUTPUT_CHARS) -> str:
+        """Markdown for an agent: a header line, one entry per hit, capped at ``max_chars``."""
+        if self.message is not None and not self.hits:
+            return self.message
+        head = (
+            f"{len(self.hits)} match{'es' if len(self.hits) != 1 else ''} for {self.options.mode} "
+            f"{self.options.pattern!r} in {self.options.scope} ({self.options.sort} first)"
+        )
+        lines = [head]
+        used = len(head) + 1
+        for shown, hit in enumerate(self.hits):
+            text = hit.render()
+            if used + len(text) + 1 > max_chars - 300:
+                lines.append(
+                    f"… output capped at {max_chars:,} characters after {shown} of {len(self.hits)} matches: "
+                    "narrow the search with conversation_id, since/before, scope, a more specific pattern "
+                    "or a lower limit"
+                )
+                break
+            lines.append(text)
+            used += len(text) + 1
+        if self.more:
+            lines.append(
+                f"(there are more matches beyond limit={self.options.limit}; raise the limit or narrow the search)"
+            )
+        lines += list(self.notes)
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, JSONValue]:
+        return {
+            "pattern": self.options.pattern,
+            "mode": self.options.mode,
+            "scope": self.options.scope,
+            "sort": self.options.sort,
+            "matches": [h.to_dict() for h in self.hits],
+            "more": self.more,
+            "message": self.message,
+        }
+
+
+def compile_regex(pattern: str) -> tuple[Any, str | None]:
+    """``(compiled RE2 pattern, None)`` or ``(None, what is wrong)``."""
+    try:
+        import re2
+    except ImportError as exc:  # pragma: no cover - a core dependency
+        from lossless.errors import MissingDependencyError
+
+        raise MissingDependencyError("regex search", "all", "google-re2") from exc
+    options = re2.Options()
+    options.log_errors = False
+    options.max_mem = _RE2_MAX_MEM
+    try:
+        return re2.compile(pattern, options), None
+    except re2.error as exc:
+        detail = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        return None, (
+            f"the pattern {pattern!r} is not a valid regular expression ({detail}); patterns use RE2 syntax "
+            "(no backreferences or lookaround): escape special characters with \\, or use mode='full_text'"
+        )
+
+
+def _snippet(text: str, start: int, end: int) -> str:
+    """About SNIPPET_CHARS characters of ``text`` around ``start``…``end``, on one line."""
+    width = SNIPPET_CHARS
+    span = max(0, min(end, start + width) - start)
+    left = max(0, start - (width - span) // 2)
+    right = min(len(text), left + width)
+    left = max(0, right - width)
+    piece = " ".join(text[left:right].split())
+    return ("…" if left > 0 else "") + piece + ("…" if right < len(text) else "")
+
+
+Matcher = Callable[[str], "tuple[int, int] | None"]
+
+
+def _regex_matcher(compiled: Any) -> Matcher:
+    def find(text: str) -> tuple[int, int] | None:
+        found = compiled.search(text)
+        return None if found is None else (found.start(), found.end())
+
+    return find
+
+
+def _term_locator(query: FullTextQuery, exact: bool) -> Matcher:
+    """Where a hit's first term occurs (for the snippet); with ``exact`` a row lacking the terms is no match."""
+    words = [t.text for t in query.terms]
+    pattern = re.compile("|".join(re.escape(w) for w in sorted(words, key=len, reverse=True)), re.IGNORECASE)
+
+    def find(text: str) -> tuple[int, int] | None:
+        if exact and not query.matches_substrings(text):
+            return None
+        found = pattern.search(text)
+        if found is None:
+            return None if exact else (0, 0)
+        return found.start(), found.end()
+
+    return find
+
+
+@dataclass(slots=True)
+class _Plan:
+    words: str | None = None
+    trigrams: str | None = None
+    matcher: Matcher | None = None
+    exact: bool = True  # whether candidate rows still need the matcher to decide
+
+
+def _plan(options: GrepOptions) -> _Plan | str:
+    if options.mode == "regex":
+        compiled, problem = compile_regex(options.pattern)
+        if problem is not None:
+            return problem
+        return _Plan(trigrams=trigram_expression(required_literals(options.pattern)), matcher=_regex_matcher(compiled))
+    parsed = parse_full_text(options.pattern)
+    if isinstance(parsed, QuerySyntax):
+        return parsed.message
+    if parsed.cjk:
+        # Word search cannot split CJK text: find substrings instead, pre-filtered by trigrams.
+        trigrams = None
+        if len(parsed.groups) == 1:
+            trigrams = trigram_expression([t.text for t in parsed.groups[0]])
+        return _Plan(trigrams=trigrams, matcher=_term_locator(parsed, exact=True))
+    return _Plan(words=parsed.fts_expression(), matcher=_term_locator(parsed, exact=False), exact=False)
+
+
+async def _search_scope(
+    store: Store,
+    options: GrepOptions,
+    plan: _Plan,
+    scope: Literal["messages", "summaries"],
+    conversation_ids: tuple[int, ...],
+) -> tuple[list[GrepHit], bool]:
+    """Up to ``limit`` hits in one table, and whether there are more."""
+    assert plan.matcher is not None
+    relevance = options.sort == "relevance" and plan.words is not None
+    hits: list[GrepHit] = []
+    seen: set[int] = set()
+    below: int | None = None
+    offset = 0
+    while True:
+        request = SearchRequest(
+            scope=scope,
+            conversation_ids=conversation_ids,
+            words=plan.words,
+            trigrams=plan.trigrams,
+            since=options.since,
+            before=options.before,
+            order="relevance" if relevance else "recency",
+            limit=_PAGE,
+            below=below,
+            offset=offset,
+        )
+        rows: list[SearchRow] = await store.search(request)
+        for row in rows:
+            if row.key in seen:
+                continue
+            seen.add(row.key)
+            span = plan.matcher(row.content)
+            if span is None:
+                continue
+            if len(hits) == options.limit:
+                return hits, True
+            hits.append(
+                GrepHit(
+                    scope=scope,
+                    ref=row.ref,
+                    conversation_id=row.conversation_id,
+                    created_at=row.created_at,
+                    snippet=_snippet(row.content, *span),
+                    role=row.role,
+                    kind=row.kind,
+                    depth=row.depth,
+                    rank=row.rank,
+                )
+            )
+        if len(rows) < _PAGE or not rows:
+            return hits, False
+        if relevance:
+            offset += _PAGE
+        else:
+            below = min(r.key for r in rows)
+
+
+async def grep(store: Store, options: GrepOptions, conversation_ids: tuple[int, ...]) -> GrepResult:
+    """Search ``conversation_ids`` (already checked against the caller's reach) as ``options`` say."""
+    plan = _plan(options)
+    if isinstance(plan, str):
+        return GrepResult(options, message=plan, conversations=len(conversation_ids))
+    scopes: list[Literal["messages", "summaries"]] = (
+        ["messages", "summaries"] if options.scope == "both" else [options.scope]
+    )
+    found: list[GrepHit] = []
+    more = False
+    for scope in scopes:
+        hits, extra = await _search_scope(store, options, plan, scope, conversation_ids)
+        found += hits
+        more = more or extra
+    if len(scopes) > 1:
+        if options.sort == "relevance" and plan.words is not None:
+            ordered = sorted(found, key=lambda h: h.rank if h.rank is not None else 0.0)
+        else:
+            ordered = heapq.nlargest(len(found), found, key=lambda h: h.created_at)
+        more = more or len(ordered) > options.limit
+        found = ordered[: options.limit]
+    notes: tuple[str, ...] = ()
+    if options.sort == "relevance" and plan.words is None:
+        notes = ("(relevance order applies to full-text word queries; these matches are newest first)",)
+    if not found:
+        return GrepResult(
+            options,
+            message=_no_matches(options, len(conversation_ids)),
+            conversations=len(conversation_ids),
+        )
+    return GrepResult(options, tuple(found), conversations=len(conversation_ids), more=more, notes=notes)
+
+
+def _no_matches(options: GrepOptions, conversations: int) -> str:
+    where = f"{conversations} conversation{'s' if conversations != 1 else ''}"
+    tips = []
+    if options.mode == "regex":
+        tips.append("mode='full_text' for word search (stems words: deploy finds deployed)")
+    else:
+        tips.append("fewer or shorter words, prefix* search, or mode='regex' for exact text")
+    if options.scope != "both":
+        tips.append("scope='both'")
+    if options.since is not None or options.before is not None:
+        tips.append("a wider since/before range")
+    tips.append("all_conversations=true to search every conversation of this agent")
+    return f"no matches for {options.mode} {options.pattern!r} in {options.scope} across {where}; try " + ", or ".join(
+        tips
+    )

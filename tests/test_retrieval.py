@@ -1,0 +1,331 @@
+"""Retrieval core: grep (regex and full text), describe, expand, and the bars on bad input."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from lossless import ContextEngine, Message
+from lossless.errors import InputError, NotFoundError
+from lossless.retrieval import Caller, GrepOptions, Retriever
+from lossless.retrieval.dag import SummaryDescription
+from lossless.retrieval.grep import MAX_OUTPUT_CHARS
+from lossless.retrieval.query import parse_full_text, required_literals, trigram_expression
+
+pytestmark = pytest.mark.anyio
+
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+AGENT = "main"
+
+
+def settings() -> dict[str, object]:
+    return {
+        "fresh_tail_count": 4,
+        "leaf_chunk_tokens": 600,
+        "leaf_target_tokens": 200,
+        "condensed_target_tokens": 200,
+        "leaf_min_fanout": 4,
+        "condensed_min_fanout": 3,
+        "condensed_min_fanout_hard": 2,
+        "incremental_max_depth": 1,
+        "summary_max_attempts": 1,
+    }
+
+
+@pytest.fixture
+async def engine(tmp_path: Path) -> AsyncIterator[ContextEngine]:
+    opened = await ContextEngine.open(f"sqlite:///{tmp_path / 'r.db'}", **settings())  # type: ignore[arg-type]
+    try:
+        yield opened
+    finally:
+        await opened.dispose()
+
+
+def chat(count: int, *, start: int = 0, extra: dict[int, str] | None = None) -> list[Message]:
+    extra = extra or {}
+    return [
+        Message(
+            "user" if i % 2 == 0 else "assistant",
+            extra.get(i, f"message {i}: " + " ".join(f"word{i}_{w}" for w in range(30))),
+            created_at=T0 + timedelta(minutes=i),
+            event_key=f"m{i}",
+        )
+        for i in range(start, start + count)
+    ]
+
+
+SPECIAL = {
+    3: "The deployment failed with TimeoutError after 30 seconds on host alpha-7",
+    7: "数据库连接失败，请检查网络设置",
+    11: "We deployed the fix; the servers are healthy again",
+}
+
+
+async def seeded(engine: ContextEngine, session: str = "s1", count: int = 40) -> int:
+    result = await engine.ingest_batch(session, chat(count, extra=SPECIAL), session_key=f"key-{session}")
+    assert result.conversation_id is not None
+    return result.conversation_id
+
+
+def caller(session: str = "s1") -> Caller:
+    return Caller(AGENT, session_key=f"key-{session}")
+
+
+async def test_regex_and_full_text_find_messages_with_citations(engine: ContextEngine) -> None:
+    await seeded(engine)
+    retriever = Retriever(engine.store)
+    found = await retriever.grep(caller(), GrepOptions(r"Timeout\w+ after \d+"))
+    assert [h.citation for h in found.hits] and found.hits[0].scope == "messages"
+    assert "TimeoutError after 30" in found.hits[0].snippet
+    assert "[msg#" in found.render()
+    words = await retriever.grep(caller(), GrepOptions("deploy", mode="full_text", scope="messages"))
+    assert [h.snippet for h in words.hits] == [SPECIAL[11]]  # stemming: deploy finds deployed
+    either = await retriever.grep(caller(), GrepOptions("deploy OR deployment", mode="full_text", scope="messages"))
+    assert len(either.hits) == 2
+    ranked = await retriever.grep(caller(), GrepOptions("deploy OR deployment", mode="full_text", sort="relevance"))
+    assert len(ranked.hits) >= 2
+
+
+async def test_grep_finds_rows_before_and_after_indexing(engine: ContextEngine) -> None:
+    await seeded(engine)
+    retriever = Retriever(engine.store)
+    before = await retriever.grep(caller(), GrepOptions("healthy servers", mode="full_text"))
+    await engine.store.wait_indexed()
+    after = await retriever.grep(caller(), GrepOptions("healthy servers", mode="full_text"))
+    assert [h.ref for h in before.hits] == [h.ref for h in after.hits] and len(after.hits) == 1
+
+
+async def test_cjk_text_is_found_in_messages_and_summaries(engine: ContextEngine) -> None:
+    conv = await seeded(engine)
+    await engine.compact(conv, force=True)
+    await engine.store.wait_indexed()
+    retriever = Retriever(engine.store)
+    for mode in ("regex", "full_text"):
+        found = await retriever.grep(caller(), GrepOptions("数据库连接", mode=mode, scope="messages"))  # type: ignore[arg-type]
+        assert len(found.hits) == 1, mode
+    two_chars = await retriever.grep(caller(), GrepOptions("网络", mode="full_text", scope="messages"))
+    assert len(two_chars.hits) == 1
+    summaries, _ = await engine.summaries(conv)
+    holder = next((s for s in summaries if "数据库" in s.content), None)
+    if holder is not None:
+        found = await retriever.grep(caller(), GrepOptions("数据库", mode="full_text", scope="summaries"))
+        assert holder.id in {h.ref for h in found.hits}
+
+
+async def test_time_window_limit_and_more(engine: ContextEngine) -> None:
+    await seeded(engine)
+    retriever = Retriever(engine.store)
+    window = await retriever.grep(
+        caller(),
+        GrepOptions(
+            "message", scope="messages", since=T0 + timedelta(minutes=10), before=T0 + timedelta(minutes=20), limit=200
+        ),
+    )
+    stamps = [h.created_at for h in window.hits]
+    assert stamps and min(stamps) >= T0 + timedelta(minutes=10) and max(stamps) < T0 + timedelta(minutes=20)
+    assert stamps == sorted(stamps, reverse=True)
+    limited = await retriever.grep(caller(), GrepOptions("message", scope="messages", limit=3))
+    assert len(limited.hits) == 3 and limited.more
+
+
+async def test_redos_pattern_is_linear(engine: ContextEngine) -> None:
+    await engine.ingest_batch("s1", [Message.user("a" * 1_000_000 + "!")], session_key="key-s1")
+    retriever = Retriever(engine.store)
+    started = time.monotonic()
+    result = await retriever.grep(caller(), GrepOptions("(a+)+$"))
+    elapsed = time.monotonic() - started
+    assert result.hits == () and result.message is not None and "no matches" in result.message
+    assert elapsed < 30  # generous: the bar (< 1 s) is measured in benchmarks/retrieval.py
+
+
+@pytest.mark.parametrize("query", ['"', "NEAR(", "*", "a OR", "(x", "   "])
+async def test_fts_syntax_gives_a_clear_message(engine: ContextEngine, query: str) -> None:
+    await seeded(engine)
+    retriever = Retriever(engine.store)
+    result = await retriever.grep(caller(), GrepOptions(query, mode="full_text"))
+    assert result.hits == () and result.message is not None
+    assert "regex" in result.message  # says what to write instead
+    assert result.render() == result.message
+
+
+async def test_invalid_regex_is_a_result_not_an_exception(engine: ContextEngine) -> None:
+    await seeded(engine)
+    result = await Retriever(engine.store).grep(caller(), GrepOptions("(unclosed"))
+    assert result.message is not None and "not a valid regular expression" in result.message
+    backref = await Retriever(engine.store).grep(caller(), GrepOptions(r"(a)\1"))
+    assert backref.message is not None and "RE2" in backref.message
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"limit": 0},
+        {"limit": 201},
+        {"mode": "fuzzy"},
+        {"scope": "files"},
+        {"sort": "random"},
+        {"since": datetime(2026, 1, 1)},  # naive on purpose
+        {"since": T0, "before": T0},
+    ],
+)
+def test_bad_options_raise_input_error(options: dict[str, object]) -> None:
+    with pytest.raises(InputError):
+        GrepOptions("x", **options)  # type: ignore[arg-type]
+
+
+async def test_output_is_capped_with_a_note(engine: ContextEngine) -> None:
+    long = {i: f"needle {i} " + "lorem ipsum dolor sit amet " * 60 for i in range(200)}
+    await engine.ingest_batch("s1", chat(200, extra=long), session_key="key-s1")
+    result = await Retriever(engine.store).grep(caller(), GrepOptions("needle", limit=200))
+    text = result.render()
+    assert len(text) <= MAX_OUTPUT_CHARS and "narrow the search" in text
+    assert all(len(h.snippet) <= 205 for h in result.hits)
+
+
+async def test_describe_and_expand_a_condensed_summary(engine: ContextEngine) -> None:
+    conv = await seeded(engine, count=60)
+    await engine.compact(conv, force=True)
+    summaries, lineage = await engine.summaries(conv)
+    top = max(summaries, key=lambda s: s.depth)
+    retriever = Retriever(engine.store)
+    described = await retriever.describe(caller(), top.id, token_cap=10)
+    assert isinstance(described, SummaryDescription)
+    info = described.to_dict()
+    assert info["parents"] == list(lineage[top.id]) or top.kind == "leaf"
+    assert info["fits_token_cap"] is False and described.message_count > 0
+    full = await retriever.expand(caller(), summary_ids=[top.id], max_depth=top.depth + 1, include_messages=True)
+    assert not full.truncated and len(full.messages) == described.message_count
+    ids = [m.id for m in full.messages]
+    assert ids == sorted(ids) and ids[0] == described.first_message_id and ids[-1] == described.last_message_id
+    cap = full.estimated_tokens // 2
+    capped = await retriever.expand(
+        caller(), summary_ids=[top.id], max_depth=top.depth + 1, include_messages=True, token_cap=cap
+    )
+    assert capped.truncated and capped.estimated_tokens <= cap
+    assert "token_cap" in (capped.note or "")
+    by_query = await retriever.expand(caller(), query="word5_3", include_messages=True)
+    assert by_query.roots or by_query.note
+
+
+async def test_unknown_and_malformed_ids(engine: ContextEngine) -> None:
+    await seeded(engine)
+    retriever = Retriever(engine.store)
+    with pytest.raises(NotFoundError):
+        await retriever.describe(caller(), "sum_doesnotexist")
+    with pytest.raises(NotFoundError):
+        await retriever.describe(caller(), "file_doesnotexist")
+    with pytest.raises(InputError):
+        await retriever.describe(caller(), "msg_1")
+    with pytest.raises(InputError):
+        await retriever.expand(caller())
+    with pytest.raises(InputError):
+        await retriever.expand(caller(), summary_ids="sum_x")  # type: ignore[arg-type]
+    with pytest.raises(InputError):
+        await retriever.expand(caller(), summary_ids=["sum_x"], max_depth=0)
+
+
+def test_query_parsing_never_emits_raw_syntax() -> None:
+    parsed = parse_full_text('deploy* OR "exact phrase" NEAR')
+    assert not isinstance(parsed, str)
+    expression = parsed.fts_expression()  # type: ignore[union-attr]
+    assert expression == '("deploy"*) OR ("exact phrase" AND "NEAR")'
+
+
+@pytest.mark.parametrize(
+    ("pattern", "fragments"),
+    [
+        ("hello world", ["hello world"]),
+        ("(a+)+$", []),
+        ("foo.*bar", ["foo", "bar"]),
+        ("colou?r", ["colo", "r"]),
+        ("a|bcd", []),
+        (r"\d+ errors? found", [" error", " found"]),
+        (r"abc\.def", ["abc.def"]),
+    ],
+)
+def test_required_literals(pattern: str, fragments: list[str]) -> None:
+    assert required_literals(pattern) == fragments
+
+
+def test_trigram_expression_is_quoted_and_bounded() -> None:
+    assert trigram_expression(["ab"]) is None
+    expression = trigram_expression(['say "hi" there, a long fragment of text'])
+    assert expression is not None and expression.count(" AND ") < 10
+    quoted = trigram_expression(['say "hi"'])
+    assert quoted is not None and '""' in quoted
+
+
+async def test_tool_calls_always_return_a_result(engine: ContextEngine) -> None:
+    from lossless.retrieval.toolcalls import call_tool
+
+    conv = await seeded(engine)
+    await engine.compact(conv, force=True)
+    retriever = Retriever(engine.store)
+    found = await call_tool(retriever, caller(), "lcm_grep", {"pattern": "TimeoutError", "since": "2026-01-01"})
+    assert not found.error and "[msg#" in found.text and found.cited
+    none = await call_tool(retriever, caller(), "lcm_grep", {"pattern": "zebra-unicorn"})
+    assert not none.error and none.text.startswith("no matches") and "try" in none.text
+    for name, arguments, expected in [
+        ("lcm_grep", {"pattern": "x", "bogus": 1}, "no argument 'bogus'"),
+        ("lcm_grep", {}, "needs the argument 'pattern'"),
+        ("lcm_grep", {"pattern": "x", "limit": "5"}, "must be a JSON integer"),
+        ("lcm_grep", {"pattern": "x", "limit": True}, "must be a JSON integer"),
+        ("lcm_grep", {"pattern": "x", "since": "yesterday"}, "error"),
+        ("lcm_describe", {"id": "sum_missing"}, "no summary"),
+        ("lcm_expand_query", {"prompt": "q"}, "cannot be called here"),
+        ("lcm_nope", {}, "unknown tool"),
+        ("lcm_grep", ["x"], "JSON object"),
+    ]:
+        outcome = await call_tool(retriever, caller(), name, arguments)
+        assert outcome.error and expected in outcome.text, (name, arguments, outcome.text)
+    denied = await call_tool(retriever, caller(), "lcm_grep", {"pattern": "x", "conversation_id": 999})
+    assert denied.error and denied.denied
+    summaries, _ = await engine.summaries(conv)
+    described = await call_tool(retriever, caller(), "lcm_describe", {"id": summaries[0].id, "token_cap": 5})
+    assert not described.error and summaries[0].id in described.text
+    expanded = await call_tool(
+        retriever, caller(), "lcm_expand", {"summary_ids": [summaries[0].id], "include_messages": True}
+    )
+    assert not expanded.error and any(c.startswith("msg#") for c in expanded.cited)
+
+
+async def test_cjk_in_summaries_is_found_before_and_after_indexing(engine: ContextEngine) -> None:
+    from lossless.records import Summary
+
+    conv = await seeded(engine, count=10)
+    entries = await engine.store.get_context(conv)
+    leaf = Summary(
+        id="sum_00000000000000c1",
+        conversation_id=conv,
+        kind="leaf",
+        depth=0,
+        content="会议决定：下周三发布新版本，数据库迁移推迟。",
+        token_count=20,
+        created_at=T0,
+        earliest_at=T0,
+        latest_at=T0 + timedelta(minutes=3),
+        source_token_count=sum(e.token_count for e in entries[:3]),
+    )
+    await engine.store.replace_with_summary(leaf, entries[:3])
+    retriever = Retriever(engine.store)
+    for settle in (False, True):
+        if settle:
+            await engine.store.wait_indexed()
+        for mode, pattern in (("full_text", "数据库迁移"), ("full_text", "发布"), ("regex", "下周.发布")):
+            found = await retriever.grep(caller(), GrepOptions(pattern, mode=mode, scope="summaries"))  # type: ignore[arg-type]
+            assert [h.ref for h in found.hits] == [leaf.id], (mode, pattern, settle)
+            assert found.hits[0].citation == f"[{leaf.id}]"
+
+
+async def test_prefilter_never_hides_a_match(engine: ContextEngine) -> None:
+    decomposed = "cafe\u0301 au lait, Straße, ΣΊΣΥΦΟΣ"  # NFD é, ß, Greek capitals
+    await engine.ingest_batch("s1", [Message.user(decomposed)], session_key="key-s1")
+    await engine.store.wait_indexed()
+    retriever = Retriever(engine.store)
+    for pattern in ["cafe\u0301 au", "(?i)STRASSE|Straße", "(?i)σίσυφος", "Straße", "ΣΊΣΥΦΟΣ"]:
+        found = await retriever.grep(caller(), GrepOptions(pattern, scope="messages"))
+        assert len(found.hits) == 1, pattern

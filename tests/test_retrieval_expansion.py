@@ -1,0 +1,181 @@
+"""expand_query: grants created, scoped, always revoked; no recursion; bounded, cited answers."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+
+import anyio
+import pytest
+
+from lossless import ContextEngine, Message
+from lossless.errors import InputError, ProviderError
+from lossless.records import utcnow
+from lossless.retrieval import AccessDenied, Caller, Retriever
+from lossless.retrieval.expansion import (
+    ExpansionAnswer,
+    ExpansionTask,
+    ExpansionTools,
+    OfflineExpansionRunner,
+    expand_query,
+)
+from lossless.tokens import EstimatingCounter
+
+pytestmark = pytest.mark.anyio
+COUNTER = EstimatingCounter()
+CALLER = Caller("main", session_key="k")
+
+
+@pytest.fixture
+async def engine(tmp_path: Path) -> AsyncIterator[ContextEngine]:
+    opened = await ContextEngine.open(
+        f"sqlite:///{tmp_path / 'x.db'}",
+        fresh_tail_count=2,
+        leaf_chunk_tokens=600,
+        leaf_target_tokens=150,
+        condensed_target_tokens=150,
+        leaf_min_fanout=3,
+        summary_max_attempts=1,
+    )
+    try:
+        yield opened
+    finally:
+        await opened.dispose()
+
+
+FACT = "The database password rotation happens every Tuesday at 03:00 UTC via the vault-rotator job."
+
+
+async def seeded(engine: ContextEngine) -> int:
+    history = [
+        Message("user" if i % 2 == 0 else "assistant", f"turn {i} about unrelated planning " + "blah " * 60)
+        for i in range(24)
+    ]
+    history[5] = Message("assistant", FACT)
+    result = await engine.ingest_batch("s", history, session_key="k")
+    assert result.conversation_id is not None
+    await engine.compact(result.conversation_id, force=True)
+    await engine.ingest_batch("other", [Message.user("rotation of another kind")], session_key="k2")
+    return result.conversation_id
+
+
+async def grants(engine: ContextEngine) -> list[tuple[str, str | None]]:
+    store = engine.store
+    rows = await store._db.read(  # type: ignore[attr-defined]
+        lambda conn: conn.execute("SELECT grant_id, revoke_reason FROM expansion_grants").fetchall()
+    )
+    return [(r[0], r[1]) for r in rows]
+
+
+async def test_offline_runner_answers_with_cited_passages_and_revokes(engine: ContextEngine) -> None:
+    conv = await seeded(engine)
+    summaries, _ = await engine.summaries(conv)
+    retriever = Retriever(engine.store)
+    result = await expand_query(
+        retriever,
+        CALLER,
+        OfflineExpansionRunner(COUNTER),
+        COUNTER,
+        prompt="When does the password rotation happen?",
+        summary_ids=[s.id for s in summaries if s.depth == max(x.depth for x in summaries)],
+        max_tokens=200,
+    )
+    assert result.status == "completed" and "Tuesday at 03:00" in result.answer
+    assert any(c.startswith("msg#") for c in result.cited) and COUNTER.count(result.answer) <= 200
+    assert await grants(engine) == [(result.grant_id, "completed")]
+    by_query = await expand_query(
+        retriever, CALLER, OfflineExpansionRunner(COUNTER), COUNTER, prompt="password rotation?", query="rotation"
+    )
+    assert "Tuesday" in by_query.answer and by_query.status == "completed"
+    nothing = await expand_query(retriever, CALLER, OfflineExpansionRunner(COUNTER), COUNTER, prompt="?", query="zebra")
+    assert nothing.status == "empty" and nothing.grant_id is None
+
+
+class Scripted:
+    """A runner that does what a test tells it."""
+
+    name = "scripted"
+
+    def __init__(self, action: str) -> None:
+        self.action = action
+        self.seen: list[str] = []
+
+    async def run(self, task: ExpansionTask, tools: ExpansionTools) -> ExpansionAnswer:
+        if self.action == "hang":
+            await anyio.sleep(math.inf)
+        if self.action == "fail":
+            raise ProviderError("scripted", "the model broke")
+        if self.action == "recurse":
+            await expand_query(tools.retriever, Caller("main", session_key="k"), self, COUNTER, prompt="x", query="y")
+        if self.action == "revoked":
+            assert tools.caller.grant_id is not None
+            await tools.retriever.store.revoke_grant(tools.caller.grant_id, "error", utcnow())
+            await tools.call("lcm_grep", {"pattern": "rotation"})
+        if self.action == "escape":
+            out = await tools.call("lcm_grep", {"pattern": "rotation", "all_conversations": True, "limit": 200})
+            self.seen = [str(m["conversation_id"]) for m in out.data["matches"]]  # type: ignore[index,union-attr]
+        if self.action == "long":
+            return ExpansionAnswer("word " * 10_000, ("sum_x",))
+        return ExpansionAnswer("done")
+
+
+async def test_grant_is_revoked_on_timeout_and_error(engine: ContextEngine) -> None:
+    await seeded(engine)
+    retriever = Retriever(engine.store)
+    timed = await expand_query(
+        retriever, CALLER, Scripted("hang"), COUNTER, prompt="q", query="rotation", timeout_s=0.2
+    )
+    assert timed.status == "timeout"
+    with pytest.raises(ProviderError):
+        await expand_query(retriever, CALLER, Scripted("fail"), COUNTER, prompt="q", query="rotation")
+    assert sorted(reason or "" for _, reason in await grants(engine)) == ["error", "timeout"]
+
+
+async def test_no_recursion_and_no_escape(engine: ContextEngine) -> None:
+    conv = await seeded(engine)
+    retriever = Retriever(engine.store)
+    recursed = await expand_query(retriever, CALLER, Scripted("recurse"), COUNTER, prompt="q", query="rotation")
+    assert recursed.status == "denied" and "cannot start another" in recursed.answer
+    with pytest.raises(AccessDenied):
+        await expand_query(
+            retriever, Caller("main", grant_id="grant_any"), Scripted("ok"), COUNTER, prompt="q", query="rotation"
+        )
+    escape = Scripted("escape")
+    await expand_query(retriever, CALLER, escape, COUNTER, prompt="q", query="rotation", all_conversations=True)
+    # The grant covers the conversations the query found, and the sub-agent sees no more than that.
+    assert escape.seen and set(escape.seen) <= {str(conv), str(conv + 1)}
+    stopped = await expand_query(retriever, CALLER, Scripted("revoked"), COUNTER, prompt="q", query="rotation")
+    assert stopped.status == "denied" and "revoked" in stopped.answer
+
+
+async def test_answer_is_cut_to_max_tokens_and_expired_grants_are_swept(engine: ContextEngine) -> None:
+    await seeded(engine)
+    retriever = Retriever(engine.store)
+    long = await expand_query(retriever, CALLER, Scripted("long"), COUNTER, prompt="q", query="rotation", max_tokens=60)
+    assert COUNTER.count(long.answer) <= 60
+    from lossless.records import Grant
+
+    now = utcnow()
+    await engine.store.create_grant(Grant("grant_old", "main", "g", (1,), 5, now, now + timedelta(seconds=1)))
+    later = now + timedelta(minutes=10)
+    await expand_query(retriever, CALLER, Scripted("ok"), COUNTER, prompt="q", query="rotation", clock=lambda: later)
+    assert ("grant_old", "expired") in await grants(engine)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"prompt": ""},
+        {"prompt": "q", "max_tokens": 10},
+        {"prompt": "q", "token_cap": 0},
+        {"prompt": "q", "query": None},
+        {"prompt": "q", "summary_ids": "sum_x", "query": None},
+    ],
+)
+async def test_bad_arguments(engine: ContextEngine, kwargs: dict[str, object]) -> None:
+    await seeded(engine)
+    arguments = {"query": "rotation", **kwargs}
+    with pytest.raises(InputError):
+        await expand_query(Retriever(engine.store), CALLER, Scripted("ok"), COUNTER, **arguments)  # type: ignore[arg-type]
