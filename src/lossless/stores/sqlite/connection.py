@@ -359,13 +359,14 @@ def _migrate(conn: sqlite3.Connection, wait_ms: int) -> None:
                 "CREATE TABLE IF NOT EXISTS lcm_migrations ("
                 "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
             )
-            current = conn.execute("SELECT coalesce(max(version), 0) FROM lcm_migrations").fetchone()[0]
+            applied = {row[0] for row in conn.execute("SELECT version FROM lcm_migrations")}
+            current = max(applied, default=0)
             if current > latest:
                 raise SchemaError(
                     f"the database schema is version {current} but this lossless knows only up to {latest}: "
                     "upgrade lossless-context to open it"
                 )
-            if migration.version > current:
+            if migration.version not in applied:  # numbers may land out of order (branches)
                 for statement in migration.statements:
                     conn.execute(statement)
                 conn.execute(

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lossless.errors import InputError, NotFoundError
 from lossless.ports import AppendResult, PreparedMessage, StoreStats
@@ -54,6 +54,9 @@ from lossless.stores.sqlite.statements import (
     timestamp,
     with_parts,
 )
+
+if TYPE_CHECKING:
+    from lossless.stores.sqlite.memory import SQLiteMemoryStore
 
 
 class SQLiteStore:
@@ -601,3 +604,11 @@ class SQLiteStore:
             )
 
         return await self._db.read(run)
+
+    # ------------------------------------------------------------ long-term memory
+
+    def memory_store(self) -> SQLiteMemoryStore:
+        """The long-term memory tables of this same file (see :mod:`lossless.memory`)."""
+        from lossless.stores.sqlite.memory import SQLiteMemoryStore
+
+        return SQLiteMemoryStore(self._db)

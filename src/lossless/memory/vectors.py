@@ -1,0 +1,176 @@
+"""Vectors: chunking long texts, packing float32 blobs, and exact search with NumPy.
+
+Invariants:
+
+* Long texts are never averaged into one vector: :func:`chunk_text` splits them
+  into overlapping pieces of at most ``max_chars``, each piece gets its own
+  vector, and a memory scores as its **best** chunk (:meth:`VectorIndex.search`).
+* Blobs are little-endian ``float32``, ``4 × dimensions`` bytes; vectors are
+  unit length, so a dot product is the cosine similarity.
+* :class:`VectorIndex` is exact (brute force): the same results a full scan
+  gives, in the same order (ties broken by memory id).  It is an immutable
+  snapshot of one store revision; the service swaps in a new one when the
+  store's ``memory_revision`` changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from lossless.errors import MissingDependencyError
+
+try:
+    import numpy as np
+    import numpy.typing as npt
+except ImportError as exc:  # pragma: no cover - numpy is in the embeddings and dev extras
+    raise MissingDependencyError("long-term memory search", "embeddings", "numpy") from exc
+
+__all__ = ["VectorIndex", "chunk_text", "from_blob", "normalize", "to_blob"]
+
+F32 = npt.NDArray[np.float32]
+
+
+def chunk_text(text: str, max_chars: int, overlap: int = 200) -> list[str]:
+    """Pieces of ``text`` of at most ``max_chars`` characters, cut at whitespace where possible."""
+    if max_chars < 1:
+        raise ValueError("max_chars must be positive")
+    text = text.strip()
+    if len(text) <= max_chars:
+        return [text]
+    overlap = min(overlap, max_chars // 4)
+    pieces: list[str] = []
+    start = 0
+    while start < len(text):
+        end = min(len(text), start + max_chars)
+        if end < len(text):
+            cut = text.rfind(" ", start + max_chars // 2, end)
+            end = cut if cut > start else end
+        pieces.append(text[start:end].strip())
+        if end >= len(text):
+            break
+        start = max(end - overlap, start + 1)
+    return [p for p in pieces if p]
+
+
+def normalize(vectors: npt.ArrayLike) -> F32:
+    array = np.asarray(vectors, dtype=np.float32)
+    if array.ndim == 1:
+        array = array[None, :]
+    norms = np.linalg.norm(array, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    out: F32 = (array / norms).astype(np.float32, copy=False)
+    return out
+
+
+def to_blob(vector: npt.ArrayLike) -> bytes:
+    return np.asarray(vector, dtype="<f4").tobytes()
+
+
+def from_blob(blob: bytes) -> F32:
+    return np.frombuffer(blob, dtype="<f4").astype(np.float32, copy=False)
+
+
+@dataclass(frozen=True, slots=True)
+class VectorHit:
+    memory_id: str
+    similarity: float
+
+
+class VectorIndex:
+    """An exact cosine index over one model's chunk vectors (one row per chunk)."""
+
+    def __init__(self, revision: int, rows: Sequence[tuple[str, str, bool, bytes]]) -> None:
+        self.revision = revision
+        self.ids: list[str] = []
+        owner: list[int] = []
+        scope_of: list[str] = []
+        current: list[bool] = []
+        position: dict[str, int] = {}
+        for memory_id, scope, is_current, _ in rows:
+            if memory_id not in position:
+                position[memory_id] = len(self.ids)
+                self.ids.append(memory_id)
+                scope_of.append(scope)
+                current.append(is_current)
+            owner.append(position[memory_id])
+        self.owner = np.asarray(owner, dtype=np.int64)
+        self.scopes = np.asarray(scope_of, dtype=object)
+        self.current = np.asarray(current, dtype=bool)
+        if rows:
+            self.matrix: F32 = np.frombuffer(b"".join(r[3] for r in rows), dtype="<f4").reshape(len(rows), -1)
+        else:
+            self.matrix = np.zeros((0, 1), dtype=np.float32)
+        self._scope_masks: dict[tuple[str, ...] | None, npt.NDArray[np.bool_]] = {}
+        self._first: dict[str, int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def _mask(self, scopes: Sequence[str] | None, include_superseded: bool) -> npt.NDArray[np.bool_]:
+        key = None if scopes is None else tuple(sorted(scopes))
+        mask = self._scope_masks.get(key)
+        if mask is None:
+            mask = np.ones(len(self.ids), dtype=bool) if key is None else np.isin(self.scopes, list(key))
+            self._scope_masks[key] = mask
+        return mask if include_superseded else mask & self.current
+
+    def search(
+        self,
+        query: npt.ArrayLike,
+        *,
+        limit: int,
+        scopes: Sequence[str] | None = None,
+        include_superseded: bool = False,
+        min_similarity: float = -1.0,
+    ) -> list[VectorHit]:
+        """The ``limit`` memories most similar to ``query`` (by their best chunk), best first."""
+        if not self.ids or limit < 1:
+            return []
+        q = normalize(query)[0]
+        if q.shape[0] != self.matrix.shape[1]:
+            return []
+        chunk_sims = self.matrix @ q
+        if len(chunk_sims) == len(self.ids):  # one chunk per memory: rows are memories
+            best = chunk_sims
+        else:
+            best = np.full(len(self.ids), -np.inf, dtype=np.float32)
+            np.maximum.at(best, self.owner, chunk_sims)
+        allowed = self._mask(scopes, include_superseded)
+        best = np.where(allowed, best, -np.inf)
+        k = min(limit, int(allowed.sum()))
+        if k <= 0:
+            return []
+        top = np.argpartition(-best, k - 1)[:k] if k < len(best) else np.arange(len(best))
+        ordered = sorted(top.tolist(), key=lambda i: (-float(best[i]), self.ids[i]))
+        return [
+            VectorHit(self.ids[i], float(best[i]))
+            for i in ordered
+            if np.isfinite(best[i]) and best[i] >= min_similarity
+        ]
+
+    def similarity(self, query: npt.ArrayLike, memory_ids: Sequence[str]) -> dict[str, float]:
+        """Best-chunk cosine of ``query`` with each listed memory that has vectors."""
+        if not self.ids:
+            return {}
+        wanted = set(memory_ids)
+        q = normalize(query)[0]
+        if q.shape[0] != self.matrix.shape[1]:
+            return {}
+        out: dict[str, float] = {}
+        rows = np.nonzero(np.isin(np.asarray(self.ids, dtype=object)[self.owner], list(wanted)))[0]
+        for row in rows.tolist():
+            memory_id = self.ids[int(self.owner[row])]
+            value = float(self.matrix[row] @ q)
+            out[memory_id] = max(out.get(memory_id, -1.0), value)
+        return out
+
+    def vector_of(self, memory_id: str) -> F32 | None:
+        """The first chunk's vector of a memory (its abstract), or ``None``."""
+        if self._first is None:
+            first: dict[str, int] = {}
+            for row_, owner in enumerate(self.owner.tolist()):
+                first.setdefault(self.ids[owner], row_)
+            self._first = first
+        row = self._first.get(memory_id)
+        return None if row is None else self.matrix[row]
