@@ -47,7 +47,18 @@ def test_readme_gives_exactly_two_setup_commands_up_front() -> None:
 
 def test_every_command_and_exit_code_is_documented() -> None:
     names = set(cli.commands)
-    assert names == {"import", "conversations", "messages", "files", "file", "compact", "summaries", "stats", "config"}
+    assert names == {
+        "import",
+        "conversations",
+        "messages",
+        "files",
+        "file",
+        "compact",
+        "summaries",
+        "stats",
+        "config",
+        "memory",
+    }
     for name in names:
         assert f"lcm {name}" in CLI_DOC, f"lcm {name} is not documented in docs/cli.md"
     for _, code in EXIT_CODES:
@@ -78,6 +89,7 @@ def test_readme_python_quickstart_runs(tmp_path: Path) -> None:
         "compaction.md",
         "summarizers.md",
         "large-files.md",
+        "memory.md",
     ],
 )
 def test_docs_linked_from_the_readme_exist(doc: str) -> None:

@@ -172,6 +172,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("summary_call_window_ms", "summaryCallWindowMs", "int", 600_000, "Window of the per-conversation spend guard.", "providers", minimum=1000, maximum=_MS_DAY),
     Setting("summary_max_calls_per_window", "summaryMaxCallsPerWindow", "int", 24, "Most summarizer calls one conversation may make within a window before its calls pause.", "providers", minimum=1, maximum=1_000_000),
     Setting("summary_spend_backoff_ms", "summarySpendBackoffMs", "int", 1_800_000, "How long a conversation's summarizer calls pause once it reaches the spend limit; they always resume after this.", "providers", minimum=0, maximum=7 * _MS_DAY),
+    # -- long-term memory
+    Setting("memory_embedder", "memoryEmbedder", "choice", "local", "Embedder for long-term memory: local (all-MiniLM-L6-v2 offline, the embeddings extra), openai (any OpenAI-compatible /embeddings API) or hash (deterministic, for tests only).", "memory", choices=("local", "openai", "hash")),
+    Setting("memory_embedding_model", "memoryEmbeddingModel", "str", "text-embedding-3-small", "Model of the openai memory embedder.", "memory"),
+    Setting("memory_embedding_dimensions", "memoryEmbeddingDimensions", "int", None, "Ask the openai memory embedder for vectors of this size (models that support it).", "memory", minimum=8, maximum=16_384, optional=True),
+    Setting("memory_embedding_base_url", "memoryEmbeddingBaseUrl", "str", "", "Base URL of the OpenAI-compatible embeddings API (empty: OPENAI_BASE_URL, else OpenAI's).", "memory", pattern=r"^(https?://\S+)?$", allowed="empty, or an http:// or https:// URL"),
+    Setting("memory_fusion", "memoryFusion", "choice", "weighted", "How memory search fuses vector and keyword results: weighted (the reference's 0.7/0.3 with the exact-match floor) or rrf (reciprocal-rank fusion).", "memory", choices=("weighted", "rrf")),
 )
 # fmt: on
 
@@ -244,6 +250,11 @@ class Config:
     summary_call_window_ms: int = 600_000
     summary_max_calls_per_window: int = 24
     summary_spend_backoff_ms: int = 1_800_000
+    memory_embedder: str = "local"
+    memory_embedding_model: str = "text-embedding-3-small"
+    memory_embedding_dimensions: int | None = None
+    memory_embedding_base_url: str = ""
+    memory_fusion: str = "weighted"
     #: Where each value came from: "default", "file:<path>", "env:<NAME>" or "argument".
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     #: The :data:`PROVIDER_ENV_VARS` that were set when the config was loaded (may hold keys).

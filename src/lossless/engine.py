@@ -35,7 +35,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from zoneinfo import ZoneInfo
 
 import anyio
@@ -63,7 +63,19 @@ from lossless.records import (
 from lossless.sessions import SessionPolicy
 from lossless.tokens import RecentCounter, TokenCounter, token_counter_for
 
-__all__ = ["AfterTurnResult", "ContextEngine", "EngineInfo", "FileDescription", "ImportProgress", "SpawnHandle"]
+if TYPE_CHECKING:
+    from lossless.memory.service import MemoryService
+
+__all__ = [
+    "AfterTurnResult",
+    "ContextEngine",
+    "EngineInfo",
+    "FileDescription",
+    "ImportProgress",
+    "MemorySession",
+    "SpawnHandle",
+    "open_memory",
+]
 
 log = logging.getLogger("lossless.engine")
 
@@ -652,3 +664,53 @@ class ContextEngine:
                 if maybe is not None:
                     await maybe
         return results
+
+
+# ------------------------------------------------------------------ long-term memory
+
+
+class MemorySession:
+    """A :class:`~lossless.memory.service.MemoryService` with the store it runs on (close it when done)."""
+
+    def __init__(self, store: Store, service: MemoryService) -> None:
+        self.store = store
+        self.service = service
+
+    async def aclose(self) -> None:
+        closer = getattr(self.service.embedder, "aclose", None)
+        if closer is not None:
+            await closer()
+        await self.store.close()
+
+    async def __aenter__(self) -> MemorySession:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+async def open_memory(
+    config: Config | None = None, *, agent_id: str | None = None, system: bool = False
+) -> MemorySession:
+    """Open long-term memory on the configured database, as ``agent_id`` (or, explicitly, the system).
+
+    The embedder is ``memory_embedder``'s (the offline local model by default) and the
+    fusion ``memory_fusion``'s.  ``system=True`` reaches every scope; nothing else does.
+    """
+    from lossless.memory.ranking import RetrievalConfig
+    from lossless.memory.scopes import Caller
+    from lossless.memory.service import MemoryService
+    from lossless.providers import embedder_for
+    from lossless.stores import memory_store_for, open_store
+
+    config = config or load_config({})
+    embedder = embedder_for(config)
+    store = await open_store(config.resolved_database_url, config)
+    try:
+        caller = Caller.system() if system else Caller.agent(agent_id or config.agent_id)
+        retrieval = RetrievalConfig(fusion="rrf" if config.memory_fusion == "rrf" else "weighted")
+        service = MemoryService(memory_store_for(store), embedder, caller, retrieval=retrieval)
+    except BaseException:
+        await store.close()
+        raise
+    return MemorySession(store, service)

@@ -19,13 +19,11 @@ ends scripted delays at once; nothing here imports an SDK.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-import re
 import threading
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -33,6 +31,7 @@ from typing import Any, Literal, Self
 
 import anyio
 
+from lossless.memory.hashing import HashEmbedder
 from lossless.ports import SummaryRequest, SummaryResult
 from lossless.prompts import EXPAND_FOOTER, FILES_NONE, level_of
 
@@ -417,6 +416,9 @@ class _StubHandler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         api: Api | None
+        if self.path.rstrip("/").endswith("/embeddings"):
+            self._embeddings()
+            return
         if self.path.rstrip("/").endswith("/chat/completions"):
             api = "openai"
         elif self.path.rstrip("/").endswith("/messages"):
@@ -442,6 +444,37 @@ class _StubHandler(BaseHTTPRequestHandler):
             self._send(reply.status, _error_body(api, reply.status, message, reply.error_type, reply.param))
             return
         self._send(200, _answer_body(api, request, reply))
+
+    def _embeddings(self) -> None:
+        """OpenAI's embeddings route: vectors from :class:`HashEmbedder` (``dimensions`` honoured, default 64)."""
+        length = int(self.headers.get("content-length") or 0)
+        try:
+            body = json.loads(self.rfile.read(length) or b"{}")
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or not isinstance(body.get("input"), list | str):
+            self._send(400, _error_body("openai", 400, "input must be a string or a list of strings"))
+            return
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        request = RecordedRequest(api="openai", method="POST", path=self.path, headers=headers, body=body)
+        reply = self.owner._next(request)
+        self.owner._wait(reply.delay_s)
+        if reply.status != 200:
+            self._send(reply.status, _error_body("openai", reply.status, reply.message, reply.error_type))
+            return
+        texts = [body["input"]] if isinstance(body["input"], str) else body["input"]
+        embedder = HashEmbedder(int(body.get("dimensions") or 64))
+        data = [{"object": "embedding", "index": i, "embedding": embedder.vector(str(t))} for i, t in enumerate(texts)]
+        tokens = sum(len(str(t)) // _CHARS_PER_TOKEN + 1 for t in texts)
+        self._send(
+            200,
+            {
+                "object": "list",
+                "data": data,
+                "model": body.get("model") or "stub-embed",
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            },
+        )
 
     def _send(self, status: int, payload: Mapping[str, Any]) -> None:
         data = json.dumps(payload).encode()
@@ -514,54 +547,3 @@ def _answer_body(api: Api, request: RecordedRequest, reply: StubReply) -> dict[s
             "total_tokens": input_tokens + output_tokens,
         },
     }
-
-
-# ---------------------------------------------------------------- embeddings
-
-
-class HashEmbedder:
-    """A deterministic, offline :class:`~lossless.memory.ports.Embedder` for tests.
-
-    Feature hashing of lower-cased words and CJK character bigrams into
-    ``dimensions`` signed buckets, then unit length.  Texts that share words get
-    similar vectors, unrelated texts near-orthogonal ones; no model, no network,
-    same output on every machine.  ``calls`` records each batch embedded (to
-    check caching).
-    """
-
-    def __init__(self, dimensions: int = 256, *, max_chars: int = 2000) -> None:
-        self._dimensions = dimensions
-        self._max_chars = max_chars
-        self.calls: list[list[str]] = []
-
-    @property
-    def model(self) -> str:
-        return f"hash-{self._dimensions}"
-
-    @property
-    def dimensions(self) -> int:
-        return self._dimensions
-
-    @property
-    def max_chars(self) -> int:
-        return self._max_chars
-
-    def vector(self, text: str) -> list[float]:
-        values = [0.0] * self._dimensions
-        lowered = text.lower()
-        features = re.findall(r"[a-z0-9]+", lowered)
-        for run in re.findall(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]+", lowered):
-            features.extend(run[i : i + 2] for i in range(max(1, len(run) - 1)))
-        for feature in features:
-            digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
-            bucket = int.from_bytes(digest[:4], "little") % self._dimensions
-            values[bucket] += 1.0 if digest[4] & 1 else -1.0
-        norm = math.sqrt(sum(v * v for v in values))
-        if norm == 0:
-            values[0] = 1.0
-            return values
-        return [v / norm for v in values]
-
-    async def embed(self, texts: Sequence[str], *, task: str = "passage") -> list[list[float]]:
-        self.calls.append(list(texts))
-        return [self.vector(t) for t in texts]

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from lossless.config import Config, default_key_file, resolve_api_key, resolve_base_url
 from lossless.errors import ConfigError, MissingDependencyError
+from lossless.memory.ports import Embedder
 from lossless.providers.guards import GuardedSummarizer, GuardPolicy
 from lossless.providers.offline import OfflineSummarizer
 from lossless.tokens import TokenCounter
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from lossless.providers.anthropic import AnthropicSummarizer
     from lossless.providers.openai import OpenAISummarizer
 
-__all__ = ["SUMMARY_PROVIDERS", "GuardPolicy", "GuardedSummarizer", "summarizer_for"]
+__all__ = ["SUMMARY_PROVIDERS", "GuardPolicy", "GuardedSummarizer", "embedder_for", "summarizer_for"]
 
 #: The values ``summary_provider`` accepts (the empty string also means offline).
 SUMMARY_PROVIDERS = ("offline", "openai", "anthropic")
@@ -110,3 +111,25 @@ def _raise_missing_extra(exc: ModuleNotFoundError, extra: str) -> None:
     """Turn a missing SDK (not a missing module of ours) into the error that names the extra."""
     if not (exc.name or "").startswith("lossless"):
         raise MissingDependencyError(f"the {extra} summarizer", extra, exc.name or extra) from exc
+
+
+def embedder_for(config: Config) -> Embedder:
+    """The memory embedder named by ``memory_embedder`` (local, openai or hash)."""
+    if config.memory_embedder == "hash":
+        from lossless.memory.hashing import HashEmbedder
+
+        return HashEmbedder()
+    if config.memory_embedder == "openai":
+        from lossless.providers.embeddings import OpenAIEmbedder
+
+        credential = resolve_api_key(config, "openai")
+        base_url = config.memory_embedding_base_url or resolve_base_url(config, "openai")
+        return OpenAIEmbedder(
+            config.memory_embedding_model,
+            api_key=credential.value if credential else None,
+            base_url=base_url or None,
+            dimensions=config.memory_embedding_dimensions,
+        )
+    from lossless.providers.embeddings import LocalEmbedder
+
+    return LocalEmbedder()
