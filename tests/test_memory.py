@@ -466,3 +466,52 @@ async def test_remember_extracts_with_provenance_and_versions_preferences(
     again = await service.remember(conversation.id, later[-1:])
     assert again.decisions[0][1].kind == "support"
     assert (await service.stats()).current == 3
+
+
+# ------------------------------------------------------------------ a random history keeps the store consistent
+
+
+@given(st.lists(st.tuples(st.sampled_from(["add", "update", "supersede", "forget"]), st.integers(0, 9)), max_size=25))
+@settings(max_examples=15, deadline=None)
+def test_random_histories_keep_index_rows_and_vectors_in_step(
+    tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, int]]
+) -> None:
+    import anyio
+
+    async def run() -> None:
+        store = await open_store(f"sqlite:///{tmp_path_factory.mktemp('hist') / 'h.db'}")
+        try:
+            service = MemoryService(memory_store_for(store), HashEmbedder(64), Caller.agent("main"))
+            live: dict[str, str] = {}  # memory id -> its unique token
+            history: set[str] = set()
+            for counter, (op, pick) in enumerate(ops, 1):
+                token = f"tok{counter}x"
+                ids = sorted(live)
+                target = ids[pick % len(ids)] if ids else None
+                if op == "add" or target is None:
+                    memory = await service.add(MemoryDraft(f"note {token} here", category="events"))
+                    live[memory.memory_id] = token
+                elif op == "update":
+                    await service.update(target, MemoryPatch(content=f"changed {token} now"))
+                    live[target] = token
+                elif op == "supersede":
+                    memory = await service.supersede(target, MemoryDraft(f"replaced {token} later", category="events"))
+                    history.add(target)
+                    del live[target]
+                    live[memory.memory_id] = token
+                else:
+                    await service.forget(target)
+                    del live[target]
+            for memory_id, token in live.items():
+                hits = await service.store.keyword_search(token, None, limit=5)
+                assert [h.memory_id for h in hits] == [memory_id]
+            stats = await service.stats()
+            assert stats.current == len(live) and stats.vectors >= len(live)
+            listed = {m.memory_id for _, m in await service.list(limit=1000)}
+            assert listed == set(live)
+            everything = {m.memory_id for _, m in await service.list(limit=1000, include_superseded=True)}
+            assert set(live) <= everything and everything - set(live) <= history
+        finally:
+            await store.close()
+
+    anyio.run(run)

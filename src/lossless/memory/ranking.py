@@ -245,7 +245,10 @@ def finish(
     if similarity is not None and config.mmr_threshold < 1.0:
         chosen: list[Scored] = []
         demoted: list[Scored] = []
-        for s in ordered:
+        for position, s in enumerate(ordered):
+            if len(chosen) == limit:  # the rest falls beyond the limit whatever its similarity
+                demoted += ordered[position:]
+                break
             if any(similarity(s.memory.memory_id, c.memory.memory_id) > config.mmr_threshold for c in chosen):
                 demoted.append(s.at("mmr", s.score, clamp=False))
             else:

@@ -21,6 +21,7 @@ Invariants:
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -41,6 +42,7 @@ BATCH_DEDUP_SIMILARITY = 0.85
 PREFILTER_SIMILARITY = 0.7
 PREFILTER_NEIGHBOURS = 3
 MAX_LIMIT = 100
+RECENT_EMBEDDINGS = 2048
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,14 +98,21 @@ class MemoryService:
         self.decay_config = decay_config
         self.clock = clock
         self._index: VectorIndex | None = None
+        self._grants: tuple[int, dict[str, list[str]]] | None = None
+        self._recent: OrderedDict[str, bytes] = OrderedDict()  # in-process front of the embedding cache
 
     # ------------------------------------------------------------------ scopes
 
-    async def reach(self) -> tuple[str, ...] | None:
-        return reachable_scopes(self.caller, await self.store.grants())
+    async def reach(self, revision: int | None = None) -> tuple[str, ...] | None:
+        """The scopes this caller reaches (``None``: all), from grants cached per store revision."""
+        if revision is None:
+            revision = await self.store.revision()
+        if self._grants is None or self._grants[0] != revision:
+            self._grants = (revision, await self.store.grants())
+        return reachable_scopes(self.caller, self._grants[1])
 
-    async def _read_scopes(self, scopes: Sequence[str] | None) -> tuple[str, ...] | None:
-        reach = await self.reach()
+    async def _read_scopes(self, scopes: Sequence[str] | None, revision: int | None = None) -> tuple[str, ...] | None:
+        reach = await self.reach(revision)
         if scopes:
             require_reach(self.caller, scopes, reach, action="read")
             return tuple(scopes)
@@ -121,8 +130,10 @@ class MemoryService:
     async def embed(self, texts: Sequence[str], *, task: EmbeddingTask = "passage") -> list[F32]:
         """One normalized vector per text, through the (content hash, model) cache."""
         model = self.embedder.model
-        keys = [content_hash(task, t) for t in texts]
-        cached = await self.store.cached_embeddings(keys, model)
+        keys = [content_hash(model, task, t) for t in texts]
+        cached = {k: self._recent[k] for k in keys if k in self._recent}
+        if len(cached) < len(keys):
+            cached.update(await self.store.cached_embeddings([k for k in keys if k not in cached], model))
         missing = [i for i, k in enumerate(keys) if k not in cached]
         fresh: dict[str, bytes] = {}
         if missing:
@@ -132,7 +143,13 @@ class MemoryService:
             for i, vector in zip(missing, vectors, strict=True):
                 fresh[keys[i]] = to_blob(normalize(vector)[0])
             await self.store.cache_embeddings(fresh, model)
-        return [from_blob(cached.get(k) or fresh[k]) for k in keys]
+        blobs = [cached.get(k) or fresh[k] for k in keys]
+        for key, blob in zip(keys, blobs, strict=True):
+            self._recent[key] = blob
+            self._recent.move_to_end(key)
+        while len(self._recent) > RECENT_EMBEDDINGS:
+            self._recent.popitem(last=False)
+        return [from_blob(b) for b in blobs]
 
     def _chunks(self, abstract: str, content: str) -> list[str]:
         pieces = chunk_text(content, self.embedder.max_chars)
@@ -144,8 +161,9 @@ class MemoryService:
         vectors = await self.embed(self._chunks(abstract, content))
         return self.embedder.model, tuple(to_blob(v) for v in vectors)
 
-    async def _vector_index(self) -> VectorIndex:
-        revision = await self.store.revision()
+    async def _vector_index(self, revision: int | None = None) -> VectorIndex:
+        if revision is None:
+            revision = await self.store.revision()
         if self._index is None or self._index.revision != revision:
             revision, rows = await self.store.load_vectors(self.embedder.model)
             self._index = VectorIndex(revision, rows)
@@ -268,13 +286,14 @@ class MemoryService:
             raise InputError(f"category must be one of {', '.join(CATEGORIES)}; got {category!r}")
         timings: dict[str, float] = {}
         clock = time.perf_counter()
-        filter_ = await self._read_scopes(scopes)
+        revision = await self.store.revision()
+        filter_ = await self._read_scopes(scopes, revision)
         (qvec,) = await self.embed([query], task="query")
         timings["embed"] = (time.perf_counter() - clock) * 1000
         history = as_of is not None
         pool = self.retrieval.pool_size(limit)
         clock = time.perf_counter()
-        index = await self._vector_index()
+        index = await self._vector_index(revision)
         vector_hits = index.search(qvec, limit=pool, scopes=filter_, include_superseded=history)
         timings["vector"] = (time.perf_counter() - clock) * 1000
         clock = time.perf_counter()
@@ -310,11 +329,14 @@ class MemoryService:
             )
         fused, dropped = fuse(candidates, self.retrieval)
         now = self.clock()
-        vectors = {s.memory.memory_id: index.vector_of(s.memory.memory_id) for s in fused}
+        vectors = {s.memory.memory_id: index.vector_of(s.memory.memory_id) for s in fused[: 4 * limit]}
+        pair: dict[tuple[str, str], float] = {}
 
         def similarity(a: str, b: str) -> float:
-            va, vb = vectors.get(a), vectors.get(b)
-            return -1.0 if va is None or vb is None else float(va @ vb)
+            if (a, b) not in pair:
+                va, vb = vectors.get(a), vectors.get(b)
+                pair[a, b] = -1.0 if va is None or vb is None else float(va @ vb)
+            return pair[a, b]
 
         results, late = finish(
             fused, limit=limit, now=now, config=self.retrieval, decay_config=self.decay_config, similarity=similarity

@@ -102,7 +102,7 @@ class VectorIndex:
         else:
             self.matrix = np.zeros((0, 1), dtype=np.float32)
         self._scope_masks: dict[tuple[str, ...] | None, npt.NDArray[np.bool_]] = {}
-        self._first: dict[str, int] | None = None
+        self._rows: dict[str, list[int]] | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -149,28 +149,28 @@ class VectorIndex:
             if np.isfinite(best[i]) and best[i] >= min_similarity
         ]
 
+    def _rows_of(self) -> dict[str, list[int]]:
+        if self._rows is None:
+            rows: dict[str, list[int]] = {}
+            for row, owner in enumerate(self.owner.tolist()):
+                rows.setdefault(self.ids[owner], []).append(row)
+            self._rows = rows
+        return self._rows
+
     def similarity(self, query: npt.ArrayLike, memory_ids: Sequence[str]) -> dict[str, float]:
         """Best-chunk cosine of ``query`` with each listed memory that has vectors."""
-        if not self.ids:
-            return {}
-        wanted = set(memory_ids)
         q = normalize(query)[0]
-        if q.shape[0] != self.matrix.shape[1]:
+        if not self.ids or q.shape[0] != self.matrix.shape[1]:
             return {}
+        rows_of = self._rows_of()
         out: dict[str, float] = {}
-        rows = np.nonzero(np.isin(np.asarray(self.ids, dtype=object)[self.owner], list(wanted)))[0]
-        for row in rows.tolist():
-            memory_id = self.ids[int(self.owner[row])]
-            value = float(self.matrix[row] @ q)
-            out[memory_id] = max(out.get(memory_id, -1.0), value)
+        for memory_id in memory_ids:
+            rows = rows_of.get(memory_id)
+            if rows:
+                out[memory_id] = float(np.max(self.matrix[rows] @ q))
         return out
 
     def vector_of(self, memory_id: str) -> F32 | None:
         """The first chunk's vector of a memory (its abstract), or ``None``."""
-        if self._first is None:
-            first: dict[str, int] = {}
-            for row_, owner in enumerate(self.owner.tolist()):
-                first.setdefault(self.ids[owner], row_)
-            self._first = first
-        row = self._first.get(memory_id)
-        return None if row is None else self.matrix[row]
+        rows = self._rows_of().get(memory_id)
+        return None if not rows else self.matrix[rows[0]]

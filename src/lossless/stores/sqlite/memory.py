@@ -7,8 +7,9 @@ Invariants (beyond the port's):
   change together or not at all.  An update is an ``UPDATE`` in place — never a
   delete followed by an insert — so a crash can't lose a memory.
 * ``lcm_meta.memory_revision`` increases with every write that changes what
-  vector search sees (rows added, removed, re-embedded, superseded, moved
-  scope); a reader that cached the vector matrix reloads when it changes.
+  vector search or scope checks see (rows added, removed, re-embedded,
+  superseded; grants changed); a reader that cached the vector matrix or the
+  grants reloads when it changes.
 * Keyword search never interpolates user text into SQL: FTS5 queries are built
   from quoted terms (``"…"``, inner quotes doubled) and passed as parameters.
 * Scope filters are parameters of ``scope IN (…)``; ``None`` means every scope
@@ -607,6 +608,7 @@ class SQLiteMemoryStore:
 
         def run(conn: sqlite3.Connection) -> None:
             conn.executemany("INSERT OR IGNORE INTO memory_access (agent_id, scope, granted_at) VALUES (?, ?, ?)", rows)
+            _bump(conn)
 
         await self._db.write(run)
 
@@ -614,8 +616,10 @@ class SQLiteMemoryStore:
         rows = [(agent_id, s) for s in scopes]
 
         def run(conn: sqlite3.Connection) -> int:
-            return sum(
+            removed = sum(
                 conn.execute("DELETE FROM memory_access WHERE agent_id = ? AND scope = ?", r).rowcount for r in rows
             )
+            _bump(conn)
+            return removed
 
         return await self._db.write(run)
