@@ -515,3 +515,23 @@ def test_random_histories_keep_index_rows_and_vectors_in_step(
             await store.close()
 
     anyio.run(run)
+
+
+def test_sketch_preselection_keeps_recall_and_exact_scores() -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(11)
+    centres = normalize(rng.normal(size=(50, 64)))
+    vectors = normalize(centres[rng.integers(0, 50, size=6000)] + 0.6 * normalize(rng.normal(size=(6000, 64))))
+    rows = [(f"mem_{i:05d}", "global", True, to_blob(v)) for i, v in enumerate(vectors)]
+    exact = VectorIndex(1, rows)
+    sketched = VectorIndex(1, rows, exact_max=1000)
+    assert sketched.approximate and not exact.approximate
+    found = 0
+    for q in normalize(vectors[:40] + 0.3 * normalize(rng.normal(size=(40, 64)))):
+        truth = exact.search(q, limit=10)
+        guess = sketched.search(q, limit=10)
+        found += len({h.memory_id for h in truth} & {h.memory_id for h in guess})
+        scores = {h.memory_id: h.similarity for h in truth}
+        assert all(h.similarity == pytest.approx(scores[h.memory_id]) for h in guess if h.memory_id in scores)
+    assert found / 400 >= 0.95

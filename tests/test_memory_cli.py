@@ -83,3 +83,20 @@ def test_every_memory_command_is_documented() -> None:
     doc = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
     for name in memory_group.commands:
         assert f"lcm memory {name}" in doc, name
+
+
+def test_extract_mines_a_stored_conversation(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    transcript = tmp_path / "chat.jsonl"
+    lines = [
+        {"role": "user", "content": "My name is Grace Hopper."},
+        {"role": "assistant", "content": "Hello Grace."},
+        {"role": "user", "content": "I prefer tabs over spaces."},
+    ]
+    transcript.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    run("import", str(transcript), "--format", "openai-chat", "--session-id", "chat-1")
+    decisions = json.loads(run("memory", "extract", "chat-1", "--json"))
+    assert [d["category"] for d in decisions] == ["profile", "preferences"]
+    assert all(d["decision"] == "create" and d["source_message_ids"] for d in decisions)
+    again = json.loads(run("memory", "extract", "chat-1", "--json"))
+    assert {d["decision"] for d in again} == {"support"}
+    assert "no conversation" in run("memory", "extract", "nope", code=5)

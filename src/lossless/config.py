@@ -177,6 +177,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("memory_embedding_model", "memoryEmbeddingModel", "str", "text-embedding-3-small", "Model of the openai memory embedder.", "memory"),
     Setting("memory_embedding_dimensions", "memoryEmbeddingDimensions", "int", None, "Ask the openai memory embedder for vectors of this size (models that support it).", "memory", minimum=8, maximum=16_384, optional=True),
     Setting("memory_embedding_base_url", "memoryEmbeddingBaseUrl", "str", "", "Base URL of the OpenAI-compatible embeddings API (empty: OPENAI_BASE_URL, else OpenAI's).", "memory", pattern=r"^(https?://\S+)?$", allowed="empty, or an http:// or https:// URL"),
+    Setting("memory_exact_search_max", "memoryExactSearchMax", "int", 50_000, "Memory vector search is exact up to this many vectors; above it a sign-bit sketch preselects candidates that are then scored exactly.", "memory", minimum=1000, maximum=100_000_000),
     Setting("memory_fusion", "memoryFusion", "choice", "weighted", "How memory search fuses vector and keyword results: weighted (the reference's 0.7/0.3 with the exact-match floor) or rrf (reciprocal-rank fusion).", "memory", choices=("weighted", "rrf")),
 )
 # fmt: on
@@ -254,6 +255,7 @@ class Config:
     memory_embedding_model: str = "text-embedding-3-small"
     memory_embedding_dimensions: int | None = None
     memory_embedding_base_url: str = ""
+    memory_exact_search_max: int = 50_000
     memory_fusion: str = "weighted"
     #: Where each value came from: "default", "file:<path>", "env:<NAME>" or "argument".
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)

@@ -709,7 +709,13 @@ async def open_memory(
     try:
         caller = Caller.system() if system else Caller.agent(agent_id or config.agent_id)
         retrieval = RetrievalConfig(fusion="rrf" if config.memory_fusion == "rrf" else "weighted")
-        service = MemoryService(memory_store_for(store), embedder, caller, retrieval=retrieval)
+        service = MemoryService(
+            memory_store_for(store),
+            embedder,
+            caller,
+            retrieval=retrieval,
+            exact_search_max=config.memory_exact_search_max,
+        )
     except BaseException:
         await store.close()
         raise

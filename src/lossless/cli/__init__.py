@@ -4,7 +4,7 @@ Commands: ``import``, ``conversations``, ``messages``, ``files``, ``file``, ``co
 ``summaries``, ``stats``, ``config show``.  Every command honours ``--database`` (else ``LCM_DATABASE_URL``, the
 config file, or SQLite in the data directory) and prints JSON with ``--json``.
 ``memory …`` (add, search, explain, list, forget, update, export, import, stats,
-maintain, grant, revoke) works on long-term memory.
+maintain, extract, grant, revoke) works on long-term memory.
 Exit codes are documented in ``docs/cli.md`` and defined by
 :data:`lossless.errors.EXIT_CODES`.
 """

@@ -1,8 +1,9 @@
 """``lcm memory …``: long-term memory from the command line.
 
 Commands: ``add``, ``search``, ``explain``, ``list``, ``forget``, ``update``,
-``export``, ``import``, ``stats``, plus ``grant``/``revoke`` (scope access) and
-``maintain`` (apply the tier rules to every memory).  Every command acts as the
+``export``, ``import``, ``stats``, plus ``grant``/``revoke`` (scope access),
+``maintain`` (apply the tier rules to every memory) and ``extract`` (mine a
+stored conversation for memories).  Every command acts as the
 global ``--agent`` (default ``main``); ``lcm memory --all-scopes …`` acts as the
 system identity, which reaches every scope — it is never implied.
 
@@ -26,7 +27,7 @@ from rich.table import Table
 
 from lossless.cli._common import CliState, emit_json, json_option, run_command, stdout
 from lossless.engine import MemorySession, open_memory
-from lossless.errors import InputError
+from lossless.errors import InputError, NotFoundError
 from lossless.memory.records import CATEGORIES, Memory, MemoryDraft, MemoryPatch
 from lossless.memory.service import SearchResult
 
@@ -377,3 +378,49 @@ async def revoke_command(ctx: click.Context, agent: str, scopes: tuple[str, ...]
     async with await _open(ctx) as session:
         removed = await session.service.store.revoke(agent, scopes)
     stdout().print(f"removed {removed} grant(s)")
+
+
+@memory_group.command("extract")
+@click.argument("conversation")
+@json_option
+@click.pass_context
+@run_command
+async def extract_command(ctx: click.Context, conversation: str, as_json: bool) -> None:
+    """Mine CONVERSATION (its id or session id) for memories, with dedup decisions and provenance."""
+    state: CliState = ctx.find_object(CliState)  # type: ignore[assignment]
+    agent = state.config().agent_id
+    async with await _open(ctx) as session:
+        found = await session.store.find_conversation(agent_id=agent, session_id=conversation)
+        if found is None and conversation.isdigit():
+            found = await session.store.get_conversation(int(conversation))
+            found = found if found is not None and found.agent_id == agent else None
+        if found is None:
+            raise NotFoundError("conversation", conversation, f"no conversation of agent {agent!r} has that id")
+        decisions: list[dict[str, Any]] = []
+        for message in await session.store.get_messages(found.id):
+            if message.role != "user":
+                continue
+            outcome = await session.service.remember(found.id, [message])
+            for draft, decision, touched in outcome.decisions:
+                decisions.append(
+                    {
+                        "decision": decision.kind,
+                        "memory_id": touched,
+                        "category": draft.category,
+                        "text": draft.content,
+                        "reason": decision.reason,
+                        "source_message_ids": list(draft.source_message_ids),
+                    }
+                )
+    if as_json:
+        emit_json(decisions)
+        return
+    if not decisions:
+        stdout().print("Nothing worth remembering was found.")
+        return
+    table = Table(show_edge=False, pad_edge=False)
+    for name in ("decision", "memory", "category", "text"):
+        table.add_column(name, no_wrap=name != "text")
+    for row in decisions:
+        table.add_row(row["decision"], (row["memory_id"] or "")[:12], row["category"], _preview(row["text"], 70))
+    stdout().print(table)

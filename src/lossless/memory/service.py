@@ -33,7 +33,7 @@ from lossless.memory.ports import Embedder, EmbeddingTask, MemoryStore, StoredVe
 from lossless.memory.ranking import Candidate, RetrievalConfig, Scored, finish, fuse
 from lossless.memory.records import CATEGORIES, Memory, MemoryDraft, MemoryPatch, MemoryStats
 from lossless.memory.scopes import Caller, check_scope, default_write_scope, reachable_scopes, require_reach
-from lossless.memory.vectors import F32, VectorIndex, chunk_text, from_blob, normalize, to_blob
+from lossless.memory.vectors import DEFAULT_EXACT_MAX, F32, VectorIndex, chunk_text, from_blob, normalize, to_blob
 from lossless.records import MessageRecord, content_hash, utcnow
 
 __all__ = ["MemoryHit", "MemoryService", "SearchResult"]
@@ -90,6 +90,7 @@ class MemoryService:
         retrieval: RetrievalConfig | None = None,
         decay_config: decay.DecayConfig = decay.DEFAULT,
         clock: Callable[[], datetime] = utcnow,
+        exact_search_max: int = DEFAULT_EXACT_MAX,
     ) -> None:
         self.store = store
         self.embedder = embedder
@@ -97,6 +98,7 @@ class MemoryService:
         self.retrieval = retrieval or RetrievalConfig()
         self.decay_config = decay_config
         self.clock = clock
+        self.exact_search_max = exact_search_max
         self._index: VectorIndex | None = None
         self._grants: tuple[int, dict[str, list[str]]] | None = None
         self._recent: OrderedDict[str, bytes] = OrderedDict()  # in-process front of the embedding cache
@@ -166,7 +168,7 @@ class MemoryService:
             revision = await self.store.revision()
         if self._index is None or self._index.revision != revision:
             revision, rows = await self.store.load_vectors(self.embedder.model)
-            self._index = VectorIndex(revision, rows)
+            self._index = VectorIndex(revision, rows, exact_max=self.exact_search_max)
         return self._index
 
     # ------------------------------------------------------------------ writes

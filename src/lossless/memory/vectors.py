@@ -7,10 +7,13 @@ Invariants:
   vector, and a memory scores as its **best** chunk (:meth:`VectorIndex.search`).
 * Blobs are little-endian ``float32``, ``4 × dimensions`` bytes; vectors are
   unit length, so a dot product is the cosine similarity.
-* :class:`VectorIndex` is exact (brute force): the same results a full scan
-  gives, in the same order (ties broken by memory id).  It is an immutable
-  snapshot of one store revision; the service swaps in a new one when the
-  store's ``memory_revision`` changes.
+* :class:`VectorIndex` is exact (brute force) up to ``exact_max`` chunk vectors
+  (50,000 by default): the same results a full scan gives, in the same order
+  (ties broken by memory id).  Above that, a sign-bit sketch preselects the
+  1,000 (or 64 × limit) nearest rows by Hamming distance and only those are
+  scored — same result type and scores, recall measured against exact search
+  by ``benchmarks/memory_search.py``.  It is an immutable snapshot of one store
+  revision; the service swaps in a new one when ``memory_revision`` changes.
 """
 
 from __future__ import annotations
@@ -29,6 +32,30 @@ except ImportError as exc:  # pragma: no cover - numpy is in the embeddings and 
 __all__ = ["VectorIndex", "chunk_text", "from_blob", "normalize", "to_blob"]
 
 F32 = npt.NDArray[np.float32]
+#: Chunk vectors searched exactly; above this the sign-bit sketch preselects candidates.
+DEFAULT_EXACT_MAX = 50_000
+#: Candidates the sketch passes to the exact step (at least; 64 × limit when larger).
+SKETCH_CANDIDATES = 1000
+
+
+def _sketch(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.uint64]:
+    """Sign bits of each row, as 64-bit words, stored word-major (``words × rows``) for fast column scans."""
+    bits = np.packbits(matrix > 0, axis=1)
+    pad = (-bits.shape[1]) % 8
+    if pad:
+        bits = np.pad(bits, ((0, 0), (0, pad)))
+    return np.ascontiguousarray(np.ascontiguousarray(bits).view(np.uint64).T)
+
+
+def _hamming(sketch: npt.NDArray[np.uint64], query: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
+    distance = np.zeros(sketch.shape[1], dtype=np.int64)
+    for word in range(sketch.shape[0]):
+        mixed = sketch[word] ^ query[word]
+        if hasattr(np, "bitwise_count"):  # numpy >= 2.0
+            distance += np.bitwise_count(mixed)
+        else:  # pragma: no cover - numpy 1.x
+            distance += np.unpackbits(mixed.view(np.uint8).reshape(-1, 8), axis=1).sum(axis=1)
+    return distance
 
 
 def chunk_text(text: str, max_chars: int, overlap: int = 200) -> list[str]:
@@ -80,7 +107,13 @@ class VectorHit:
 class VectorIndex:
     """An exact cosine index over one model's chunk vectors (one row per chunk)."""
 
-    def __init__(self, revision: int, rows: Sequence[tuple[str, str, bool, bytes]]) -> None:
+    def __init__(
+        self,
+        revision: int,
+        rows: Sequence[tuple[str, str, bool, bytes]],
+        *,
+        exact_max: int = DEFAULT_EXACT_MAX,
+    ) -> None:
         self.revision = revision
         self.ids: list[str] = []
         owner: list[int] = []
@@ -103,6 +136,11 @@ class VectorIndex:
             self.matrix = np.zeros((0, 1), dtype=np.float32)
         self._scope_masks: dict[tuple[str, ...] | None, npt.NDArray[np.bool_]] = {}
         self._rows: dict[str, list[int]] | None = None
+        # Above ``exact_max`` chunk vectors, a sign-bit sketch of every vector (48 bytes for 384
+        # dimensions) picks the candidates by Hamming distance; the candidates are then scored
+        # exactly.  Approximate in which rows reach the exact step, exact in the scores returned.
+        self.approximate = len(rows) > exact_max
+        self._sketch = _sketch(self.matrix) if self.approximate else None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -130,13 +168,16 @@ class VectorIndex:
         q = normalize(query)[0]
         if q.shape[0] != self.matrix.shape[1]:
             return []
-        chunk_sims = self.matrix @ q
-        if len(chunk_sims) == len(self.ids):  # one chunk per memory: rows are memories
-            best = chunk_sims
-        else:
-            best = np.full(len(self.ids), -np.inf, dtype=np.float32)
-            np.maximum.at(best, self.owner, chunk_sims)
         allowed = self._mask(scopes, include_superseded)
+        if self._sketch is not None:
+            best = self._approximate(q, allowed, limit)
+        else:
+            chunk_sims = self.matrix @ q
+            if len(chunk_sims) == len(self.ids):  # one chunk per memory: rows are memories
+                best = chunk_sims
+            else:
+                best = np.full(len(self.ids), -np.inf, dtype=np.float32)
+                np.maximum.at(best, self.owner, chunk_sims)
         best = np.where(allowed, best, -np.inf)
         k = min(limit, int(allowed.sum()))
         if k <= 0:
@@ -148,6 +189,18 @@ class VectorIndex:
             for i in ordered
             if np.isfinite(best[i]) and best[i] >= min_similarity
         ]
+
+    def _approximate(self, q: F32, allowed: npt.NDArray[np.bool_], limit: int) -> F32:
+        assert self._sketch is not None
+        distance = _hamming(self._sketch, _sketch(q[None, :])[:, 0])
+        if not allowed.all():
+            distance[~allowed[self.owner]] = np.iinfo(np.int64).max
+        wanted = min(len(distance), max(SKETCH_CANDIDATES, 64 * limit))
+        rows = np.argpartition(distance, wanted - 1)[:wanted] if wanted < len(distance) else np.arange(len(distance))
+        rows.sort()  # gather in memory order
+        best = np.full(len(self.ids), -np.inf, dtype=np.float32)
+        np.maximum.at(best, self.owner[rows], self.matrix[rows] @ q)
+        return best
 
     def _rows_of(self) -> dict[str, list[int]]:
         if self._rows is None:

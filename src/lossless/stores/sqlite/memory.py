@@ -12,6 +12,9 @@ Invariants (beyond the port's):
   grants reloads when it changes.
 * Keyword search never interpolates user text into SQL: FTS5 queries are built
   from quoted terms (``"…"``, inner quotes doubled) and passed as parameters.
+  Words: stop words and terms no memory holds are dropped, the rest are ANDed;
+  only when no memory holds them all are they ORed (OR scores every match: at
+  100k memories it costs tens of milliseconds, AND about one).
 * Scope filters are parameters of ``scope IN (…)``; ``None`` means every scope
   and is only passed by a system caller (the port's caller decides).
 """
@@ -46,6 +49,13 @@ _COLUMNS = (
 _WORD = re.compile(r"\w+", re.UNICODE)
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
 _MAX_TERMS = 32
+#: English function words left out of keyword queries (they match nearly every memory).
+_STOP_TEXT = """
+a about an and any are as at be been but by can could did do does for from had has have how i if in into is it
+its me my of on or our should so than that the their them then there these they this to was we were what when
+where which who why will with would you your
+"""
+STOP_WORDS = frozenset(_STOP_TEXT.split())
 
 
 def _ts(value: str | None) -> datetime | None:
@@ -451,12 +461,22 @@ class SQLiteMemoryStore:
 
         def run(conn: sqlite3.Connection) -> list[KeywordHit]:
             scores: dict[str, float] = {}
-            if words:
-                quoted = [_quote(w) for w in words]
+            # Stop words cost the most (they match everything) and tell the least; terms no
+            # memory contains would make the AND query fail.  Drop both, then AND (an index
+            # intersection: cheap); OR (which scores every match) only when AND finds nothing.
+            content_words = [w for w in words if w not in STOP_WORDS] or words
+            known = [
+                w
+                for w in content_words
+                if conn.execute(
+                    "SELECT 1 FROM memories_fts WHERE memories_fts MATCH ? LIMIT 1", (_quote(w),)
+                ).fetchone()
+            ]
+            if known:
+                quoted = [_quote(w) for w in known]
                 hits = fts(conn, "memories_fts", " AND ".join(quoted), "2.0, 1.0, 1.0")
-                if len(hits) < limit and len(words) > 1:  # AND first (cheap), OR to fill the pool
-                    for key, value in fts(conn, "memories_fts", " OR ".join(quoted), "2.0, 1.0, 1.0").items():
-                        hits.setdefault(key, value)
+                if not hits and len(known) > 1:
+                    hits = fts(conn, "memories_fts", " OR ".join(quoted), "2.0, 1.0, 1.0")
                 scores.update(hits)
             if cjk:
                 grams = list(dict.fromkeys(g for run_ in cjk for g in _grams(run_, 3) if len(g) == 3))
