@@ -178,6 +178,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("memory_embedding_dimensions", "memoryEmbeddingDimensions", "int", None, "Ask the openai memory embedder for vectors of this size (models that support it).", "memory", minimum=8, maximum=16_384, optional=True),
     Setting("memory_embedding_base_url", "memoryEmbeddingBaseUrl", "str", "", "Base URL of the OpenAI-compatible embeddings API (empty: OPENAI_BASE_URL, else OpenAI's).", "memory", pattern=r"^(https?://\S+)?$", allowed="empty, or an http:// or https:// URL"),
     Setting("memory_exact_search_max", "memoryExactSearchMax", "int", 50_000, "Memory vector search is exact up to this many vectors; above it a sign-bit sketch preselects candidates that are then scored exactly.", "memory", minimum=1000, maximum=100_000_000),
+    Setting("memory_rerank_provider", "memoryRerankProvider", "choice", "none", "Cross-encoder that reranks the top 2 × limit memory results: none, or jina, siliconflow, voyage, pinecone, dashscope or tei over HTTP (on any failure the search blends with cosine instead).", "memory", choices=("none", "jina", "siliconflow", "voyage", "pinecone", "dashscope", "tei")),
+    Setting("memory_rerank_model", "memoryRerankModel", "str", "", "Rerank model (empty: the provider's usual one, e.g. jina-reranker-v3).", "memory"),
+    Setting("memory_rerank_endpoint", "memoryRerankEndpoint", "str", "", "Rerank URL (empty: the provider's own; required for tei).", "memory", pattern=r"^(https?://\S+)?$", allowed="empty, or an http:// or https:// URL"),
+    Setting("memory_rerank_api_key", "memoryRerankApiKey", "str", "", "API key of the rerank provider.", "memory", secret=True),
+    Setting("memory_rerank_timeout_ms", "memoryRerankTimeoutMs", "int", 5000, "Deadline of one rerank call; past it the search blends with cosine instead.", "memory", minimum=100, maximum=120_000),
     Setting("memory_fusion", "memoryFusion", "choice", "weighted", "How memory search fuses vector and keyword results: weighted (the reference's 0.7/0.3 with the exact-match floor) or rrf (reciprocal-rank fusion).", "memory", choices=("weighted", "rrf")),
 )
 # fmt: on
@@ -256,6 +261,11 @@ class Config:
     memory_embedding_dimensions: int | None = None
     memory_embedding_base_url: str = ""
     memory_exact_search_max: int = 50_000
+    memory_rerank_provider: str = "none"
+    memory_rerank_model: str = ""
+    memory_rerank_endpoint: str = ""
+    memory_rerank_api_key: str = ""
+    memory_rerank_timeout_ms: int = 5000
     memory_fusion: str = "weighted"
     #: Where each value came from: "default", "file:<path>", "env:<NAME>" or "argument".
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)

@@ -700,7 +700,7 @@ async def open_memory(
     from lossless.memory.ranking import RetrievalConfig
     from lossless.memory.scopes import Caller
     from lossless.memory.service import MemoryService
-    from lossless.providers import embedder_for
+    from lossless.providers import embedder_for, reranker_for
     from lossless.stores import memory_store_for, open_store
 
     config = config or load_config({})
@@ -715,6 +715,7 @@ async def open_memory(
             caller,
             retrieval=retrieval,
             exact_search_max=config.memory_exact_search_max,
+            reranker=reranker_for(config),
         )
     except BaseException:
         await store.close()

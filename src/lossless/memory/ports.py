@@ -29,7 +29,7 @@ from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 from lossless.memory.records import Memory, MemoryDraft, MemoryPatch, MemoryStats, Tier
 
-__all__ = ["Embedder", "EmbeddingTask", "KeywordHit", "MemoryStore", "StoredVectors"]
+__all__ = ["Embedder", "EmbeddingTask", "KeywordHit", "MemoryStore", "Reranker", "StoredVectors"]
 
 #: (model name, one float32 blob per chunk).  An empty tuple of blobs stores no vectors.
 StoredVectors: TypeAlias = tuple[str, tuple[bytes, ...]]
@@ -62,6 +62,16 @@ class Embedder(Protocol):
         ...
 
     async def embed(self, texts: Sequence[str], *, task: EmbeddingTask = "passage") -> list[list[float]]: ...
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """A cross-encoder: relevance of each document to the query, by document index (any failure raises)."""
+
+    @property
+    def name(self) -> str: ...
+
+    async def rerank(self, query: str, documents: Sequence[str]) -> dict[int, float]: ...
 
 
 class MemoryStore(Protocol):

@@ -20,6 +20,7 @@ Invariants:
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -27,16 +28,18 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from lossless.errors import InputError, NotFoundError
+from lossless.errors import InputError, NotFoundError, ProviderError
 from lossless.memory import decay, extraction
-from lossless.memory.ports import Embedder, EmbeddingTask, MemoryStore, StoredVectors
-from lossless.memory.ranking import Candidate, RetrievalConfig, Scored, finish, fuse
+from lossless.memory.ports import Embedder, EmbeddingTask, MemoryStore, Reranker, StoredVectors
+from lossless.memory.ranking import Candidate, RetrievalConfig, Scored, finish, fuse, rerank_window
 from lossless.memory.records import CATEGORIES, Memory, MemoryDraft, MemoryPatch, MemoryStats
 from lossless.memory.scopes import Caller, check_scope, default_write_scope, reachable_scopes, require_reach
 from lossless.memory.vectors import DEFAULT_EXACT_MAX, F32, VectorIndex, chunk_text, from_blob, normalize, to_blob
 from lossless.records import MessageRecord, content_hash, utcnow
 
 __all__ = ["MemoryHit", "MemoryService", "SearchResult"]
+
+log = logging.getLogger("lossless.memory")
 
 BATCH_DEDUP_SIMILARITY = 0.85
 PREFILTER_SIMILARITY = 0.7
@@ -91,6 +94,7 @@ class MemoryService:
         decay_config: decay.DecayConfig = decay.DEFAULT,
         clock: Callable[[], datetime] = utcnow,
         exact_search_max: int = DEFAULT_EXACT_MAX,
+        reranker: Reranker | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
@@ -99,6 +103,7 @@ class MemoryService:
         self.decay_config = decay_config
         self.clock = clock
         self.exact_search_max = exact_search_max
+        self.reranker = reranker
         self._index: VectorIndex | None = None
         self._grants: tuple[int, dict[str, list[str]]] | None = None
         self._recent: OrderedDict[str, bytes] = OrderedDict()  # in-process front of the embedding cache
@@ -340,8 +345,27 @@ class MemoryService:
                 pair[a, b] = -1.0 if va is None or vb is None else float(va @ vb)
             return pair[a, b]
 
+        rerank_scores: dict[str, float] | None = None
+        rerank_failed = False
+        window = rerank_window(fused, limit)
+        if self.reranker is not None and window:
+            clock_rerank = time.perf_counter()
+            try:
+                by_index = await self.reranker.rerank(query, [s.memory.content for s in window])
+                rerank_scores = {window[i].memory.memory_id: score for i, score in by_index.items()}
+            except (ProviderError, TimeoutError) as exc:
+                log.warning("reranker %s failed (%s); blending with cosine instead", self.reranker.name, exc)
+                rerank_failed = True
+            timings["rerank"] = (time.perf_counter() - clock_rerank) * 1000
         results, late = finish(
-            fused, limit=limit, now=now, config=self.retrieval, decay_config=self.decay_config, similarity=similarity
+            fused,
+            limit=limit,
+            now=now,
+            config=self.retrieval,
+            decay_config=self.decay_config,
+            rerank_scores=rerank_scores,
+            rerank_failed=rerank_failed,
+            similarity=similarity,
         )
         timings["rank"] = (time.perf_counter() - clock) * 1000
         hits = tuple(MemoryHit(s.memory, s.score, s.stages) for s in results)

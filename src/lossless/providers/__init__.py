@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from lossless.config import Config, default_key_file, resolve_api_key, resolve_base_url
 from lossless.errors import ConfigError, MissingDependencyError
-from lossless.memory.ports import Embedder
+from lossless.memory.ports import Embedder, Reranker
 from lossless.providers.guards import GuardedSummarizer, GuardPolicy
 from lossless.providers.offline import OfflineSummarizer
 from lossless.tokens import TokenCounter
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from lossless.providers.anthropic import AnthropicSummarizer
     from lossless.providers.openai import OpenAISummarizer
 
-__all__ = ["SUMMARY_PROVIDERS", "GuardPolicy", "GuardedSummarizer", "embedder_for", "summarizer_for"]
+__all__ = ["SUMMARY_PROVIDERS", "GuardPolicy", "GuardedSummarizer", "embedder_for", "reranker_for", "summarizer_for"]
 
 #: The values ``summary_provider`` accepts (the empty string also means offline).
 SUMMARY_PROVIDERS = ("offline", "openai", "anthropic")
@@ -133,3 +133,18 @@ def embedder_for(config: Config) -> Embedder:
     from lossless.providers.embeddings import LocalEmbedder
 
     return LocalEmbedder()
+
+
+def reranker_for(config: Config) -> Reranker | None:
+    """The memory reranker named by ``memory_rerank_provider`` (``None`` for none)."""
+    if config.memory_rerank_provider == "none":
+        return None
+    from lossless.providers.rerank import HttpReranker
+
+    return HttpReranker(
+        config.memory_rerank_provider,
+        model=config.memory_rerank_model,
+        api_key=config.memory_rerank_api_key or None,
+        endpoint=config.memory_rerank_endpoint,
+        timeout_s=config.memory_rerank_timeout_ms / 1000,
+    )
