@@ -697,6 +697,7 @@ async def open_memory(
     The embedder is ``memory_embedder``'s (the offline local model by default) and the
     fusion ``memory_fusion``'s.  ``system=True`` reaches every scope; nothing else does.
     """
+    from lossless.memory.admission import PRESETS
     from lossless.memory.ranking import RetrievalConfig
     from lossless.memory.scopes import Caller
     from lossless.memory.service import MemoryService
@@ -716,6 +717,7 @@ async def open_memory(
             retrieval=retrieval,
             exact_search_max=config.memory_exact_search_max,
             reranker=reranker_for(config),
+            admission=PRESETS.get(config.memory_admission),
         )
     except BaseException:
         await store.close()

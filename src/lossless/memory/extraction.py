@@ -36,7 +36,7 @@ from lossless.records import MessageRecord
 __all__ = ["MAX_PER_EXTRACTION", "Decision", "decide", "extract", "fact_key_for"]
 
 MAX_PER_EXTRACTION = 5
-DecisionKind = Literal["create", "merge", "skip", "support", "contextualize", "contradict", "supersede"]
+DecisionKind = Literal["create", "merge", "skip", "support", "contextualize", "contradict", "supersede", "reject"]
 
 # (category, pattern, topic group) — the topic names the fact a preference or entity is about.
 _RULES: tuple[tuple[Category, re.Pattern[str]], ...] = (

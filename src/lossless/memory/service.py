@@ -29,7 +29,9 @@ from datetime import datetime
 from typing import Any
 
 from lossless.errors import InputError, NotFoundError, ProviderError
+from lossless.memory import admission as amac
 from lossless.memory import decay, extraction
+from lossless.memory.admission import AdmissionConfig
 from lossless.memory.ports import Embedder, EmbeddingTask, MemoryStore, Reranker, StoredVectors
 from lossless.memory.ranking import Candidate, RetrievalConfig, Scored, finish, fuse, rerank_window
 from lossless.memory.records import CATEGORIES, Memory, MemoryDraft, MemoryPatch, MemoryStats
@@ -95,6 +97,7 @@ class MemoryService:
         clock: Callable[[], datetime] = utcnow,
         exact_search_max: int = DEFAULT_EXACT_MAX,
         reranker: Reranker | None = None,
+        admission: AdmissionConfig | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
@@ -104,6 +107,7 @@ class MemoryService:
         self.clock = clock
         self.exact_search_max = exact_search_max
         self.reranker = reranker
+        self.admission = admission
         self._index: VectorIndex | None = None
         self._grants: tuple[int, dict[str, list[str]]] | None = None
         self._recent: OrderedDict[str, bytes] = OrderedDict()  # in-process front of the embedding cache
@@ -415,7 +419,23 @@ class MemoryService:
             kept.append((draft, vector))
         index = await self._vector_index()
         out: list[tuple[MemoryDraft, extraction.Decision, str | None]] = []
+        sources = [m.content for m in messages]
         for draft, vector in kept:
+            if self.admission is not None:
+                pool = index.search(vector, limit=self.admission.novelty_pool, scopes=[scope])
+                near = {m.memory_id: m for m in await self.store.get([h.memory_id for h in pool])}
+                verdict = amac.admit(
+                    draft,
+                    sources,
+                    [(near[h.memory_id], h.similarity) for h in pool if h.memory_id in near],
+                    self.clock(),
+                    self.admission,
+                )
+                if not verdict.admitted:
+                    features = ", ".join(f"{k} {v:.2f}" for k, v in verdict.features.items())
+                    reason = f"admission score {verdict.score:.2f} < {self.admission.reject} ({features})"
+                    out.append((draft, extraction.Decision("reject", reason=reason), None))
+                    continue
             hits = index.search(vector, limit=PREFILTER_NEIGHBOURS, scopes=[scope], min_similarity=PREFILTER_SIMILARITY)
             found = {m.memory_id: m for m in await self.store.get([h.memory_id for h in hits])}
             neighbours = [(found[h.memory_id], h.similarity) for h in hits if h.memory_id in found]
