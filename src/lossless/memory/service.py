@@ -271,7 +271,13 @@ class MemoryService:
         """Store exported memories (ids and history kept; already present ids skipped), re-embedded here."""
         reach = await self.reach()
         require_reach(self.caller, {m.scope for m in memories}, reach, action="write to")
-        vectors = [await self._vectors_for(m.abstract, m.content) for m in memories]
+        pieces = [self._chunks(m.abstract, m.content) for m in memories]
+        flat = await self.embed([p for chunks in pieces for p in chunks])  # one batch for the lot
+        vectors: list[StoredVectors] = []
+        start = 0
+        for chunks in pieces:
+            vectors.append((self.embedder.model, tuple(to_blob(v) for v in flat[start : start + len(chunks)])))
+            start += len(chunks)
         return await self.store.import_memories(memories, vectors)
 
     async def stats(self, *, scopes: Sequence[str] | None = None) -> MemoryStats:
