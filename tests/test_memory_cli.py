@@ -100,3 +100,10 @@ def test_extract_mines_a_stored_conversation(run, tmp_path: Path) -> None:  # ty
     again = json.loads(run("memory", "extract", "chat-1", "--json"))
     assert {d["decision"] for d in again} == {"support"}
     assert "no conversation" in run("memory", "extract", "nope", code=5)
+
+
+def test_every_memory_command_accepts_json() -> None:
+    from lossless.cli.memory import memory_group
+
+    for name, command in memory_group.commands.items():
+        assert any(p.name == "as_json" for p in command.params), name

@@ -268,9 +268,10 @@ async def update_command(
 @memory_group.command("export")
 @click.argument("output", type=click.Path(dir_okay=False, path_type=Path, allow_dash=True), default="-")
 @click.option("--scope", multiple=True, help="Only this scope (repeatable).")
+@json_option
 @click.pass_context
 @run_command
-async def export_command(ctx: click.Context, output: Path, scope: tuple[str, ...]) -> None:
+async def export_command(ctx: click.Context, output: Path, scope: tuple[str, ...], as_json: bool) -> None:
     """Write every memory you reach (history included) as JSON Lines to OUTPUT (default: stdout)."""
     to_stdout = str(output) == "-"
     handle = sys.stdout if to_stdout else output.open("w", encoding="utf-8")
@@ -283,7 +284,11 @@ async def export_command(ctx: click.Context, output: Path, scope: tuple[str, ...
     finally:
         if not to_stdout:
             handle.close()
-    if not to_stdout:
+    if to_stdout:
+        return
+    if as_json:
+        emit_json({"exported": count, "path": str(output)})
+    else:
         stdout().print(f"exported {count} memories to {output}")
 
 
@@ -354,9 +359,10 @@ async def maintain_command(ctx: click.Context, as_json: bool) -> None:
 @memory_group.command("grant")
 @click.argument("agent")
 @click.argument("scopes", nargs=-1, required=True)
+@json_option
 @click.pass_context
 @run_command
-async def grant_command(ctx: click.Context, agent: str, scopes: tuple[str, ...]) -> None:
+async def grant_command(ctx: click.Context, agent: str, scopes: tuple[str, ...], as_json: bool) -> None:
     """Let AGENT reach SCOPES (replaces its defaults: list every scope it should reach)."""
     from lossless.memory.scopes import Caller, check_scope
 
@@ -365,19 +371,26 @@ async def grant_command(ctx: click.Context, agent: str, scopes: tuple[str, ...])
     async with await _open(ctx) as session:
         await session.service.store.grant(agent, checked)
         reach = (await session.service.store.grants()).get(agent, [])
-    stdout().print(f"{agent} reaches: {', '.join(reach)} (and reflection:agent:{agent})")
+    if as_json:
+        emit_json({"agent": agent, "grants": reach, "reaches": [*reach, f"reflection:agent:{agent}"]})
+    else:
+        stdout().print(f"{agent} reaches: {', '.join(reach)} (and reflection:agent:{agent})")
 
 
 @memory_group.command("revoke")
 @click.argument("agent")
 @click.argument("scopes", nargs=-1, required=True)
+@json_option
 @click.pass_context
 @run_command
-async def revoke_command(ctx: click.Context, agent: str, scopes: tuple[str, ...]) -> None:
+async def revoke_command(ctx: click.Context, agent: str, scopes: tuple[str, ...], as_json: bool) -> None:
     """Withdraw grants; an agent left with none falls back to the default reach."""
     async with await _open(ctx) as session:
         removed = await session.service.store.revoke(agent, scopes)
-    stdout().print(f"removed {removed} grant(s)")
+    if as_json:
+        emit_json({"agent": agent, "removed": removed})
+    else:
+        stdout().print(f"removed {removed} grant(s)")
 
 
 @memory_group.command("extract")
