@@ -535,3 +535,30 @@ def test_sketch_preselection_keeps_recall_and_exact_scores() -> None:
         scores = {h.memory_id: h.similarity for h in truth}
         assert all(h.similarity == pytest.approx(scores[h.memory_id]) for h in guess if h.memory_id in scores)
     assert found / 400 >= 0.95
+
+
+@given(st.text(max_size=300))
+@settings(max_examples=40, deadline=None)
+def test_any_query_text_gives_results_or_a_clear_input_error(
+    tmp_path_factory: pytest.TempPathFactory, text: str
+) -> None:
+    import anyio
+
+    async def run() -> None:
+        store = await open_store(f"sqlite:///{tmp_path_factory.mktemp('q') / 'q.db'}")
+        try:
+            service = MemoryService(memory_store_for(store), HashEmbedder(32), Caller.agent("main"))
+            await service.add(MemoryDraft("Seed memory about søme ünïcode and 漢字.", category="entities"))
+            try:
+                await service.search(text)
+            except InputError:
+                assert not text.strip() or any(0xD800 <= ord(c) <= 0xDFFF for c in text)
+        finally:
+            await store.close()
+
+    anyio.run(run)
+
+
+def test_drafts_refuse_lone_surrogates() -> None:
+    with pytest.raises(InputError, match="invalid Unicode"):
+        MemoryDraft("bad \ud800 text")

@@ -104,6 +104,10 @@ def _check_text(value: object, what: str, *, allow_empty: bool = False) -> str:
         raise InputError(f"{what} must be a string, got {type(value).__name__}")
     if "\x00" in value:
         raise InputError(f"{what} contains a NUL character; remove it")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(f"{what} holds invalid Unicode (a lone surrogate at position {exc.start})") from exc
     if not allow_empty and not value.strip():
         raise InputError(f"{what} must not be empty")
     if len(value) > MAX_MEMORY_CHARS:

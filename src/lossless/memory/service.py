@@ -295,8 +295,7 @@ class MemoryService:
         explain: bool = False,
     ) -> SearchResult:
         """The pipeline of :mod:`lossless.memory.ranking` over vector and keyword candidates."""
-        if not query.strip():
-            raise InputError("the search query must be non-empty text")
+        _check_query(query)
         if not 1 <= limit <= MAX_LIMIT:
             raise InputError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
         if category is not None and category not in CATEGORIES:
@@ -476,3 +475,17 @@ def _with_fact_key(draft: MemoryDraft, fact_key: str) -> MemoryDraft:
     from dataclasses import replace
 
     return replace(draft, fact_key=fact_key)
+
+
+MAX_QUERY_CHARS = 8000
+
+
+def _check_query(query: object) -> None:
+    if not isinstance(query, str) or not query.strip():
+        raise InputError("the search query must be non-empty text")
+    if len(query) > MAX_QUERY_CHARS:
+        raise InputError(f"the search query is {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(f"the search query holds invalid Unicode (a lone surrogate at position {exc.start})") from exc
