@@ -243,3 +243,26 @@ def test_file_errors(db: str, args: list[str], code: int, message: str) -> None:
     result = run(*[log_id if a == "LOG" else a for a in args], db=db)
     assert result.exit_code == code
     assert message in result.stderr
+
+
+def test_replay_shows_checkpoints_totals_and_the_dag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    result = run("replay", str(SAMPLE), "--budget", "32000", "--checkpoints", "3")
+    assert result.exit_code == 0, result.output
+    for expected in ("Replay of sample-session.jsonl", "sent to model", "contexts over budget", "Summary DAG"):
+        assert expected in result.output
+    assert not list(tmp_path.glob("lcm-replay-*")), "without --database the replay leaves nothing behind"
+
+
+def test_replay_json_into_a_kept_database(db: str) -> None:
+    result = run("replay", str(SAMPLE), "--budget", "20000", "--tail-tokens", "8000", "--json", db=db)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["violations"] == 0 and report["over_budget_turns"] == 0 and report["messages"] == 175
+    assert report["max_assembled_tokens"] <= 20000 and len(report["checkpoints"]) == 10
+    listed = json.loads(run("conversations", "--json", db=db).stdout)
+    assert [c["session_id"] for c in listed] == ["replay/sample-session.jsonl"]
+    again = run("replay", str(SAMPLE), "--json", db=db)
+    assert again.exit_code != 0 and "already exists" in again.output

@@ -49,6 +49,7 @@ def test_every_command_and_exit_code_is_documented() -> None:
     names = set(cli.commands)
     assert names == {
         "import",
+        "replay",
         "conversations",
         "messages",
         "files",
@@ -76,6 +77,7 @@ def test_readme_python_quickstart_runs(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "claude-code" in done.stdout and "new messages" in done.stdout
+    assert re.search(r"^\d+ messages, \d+ tokens$", done.stdout, flags=re.M)
 
 
 @pytest.mark.parametrize(
@@ -90,6 +92,7 @@ def test_readme_python_quickstart_runs(tmp_path: Path) -> None:
         "summarizers.md",
         "large-files.md",
         "memory.md",
+        "assembly.md",
     ],
 )
 def test_docs_linked_from_the_readme_exist(doc: str) -> None:

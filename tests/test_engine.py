@@ -11,9 +11,12 @@ import pytest
 
 from lossless import ContextEngine, FilePart, InputError, Message, NotFoundError, StoreError, TextPart, ToolPart
 from lossless.config import Config
+from lossless.stores import open_store
 from lossless.stores.blobs import FileBlobStore
+from lossless.testing import FakeSummarizer
 
 from .conftest import FIXTURES
+from .test_compaction import covered
 
 pytestmark = pytest.mark.anyio
 
@@ -329,3 +332,219 @@ async def test_a_damaged_blob_is_reported(engine: ContextEngine, config: Config)
     path.unlink()
     with pytest.raises(StoreError, match="missing"):
         await engine.read_file(file.id)
+
+
+# ---------------------------------------------------------------------- the turn lifecycle
+
+
+async def _open(tmp_path: Path, summarizer: FakeSummarizer, **settings: object) -> ContextEngine:
+    base: dict[str, object] = {
+        "fresh_tail_count": 4,
+        "leaf_chunk_tokens": 400,
+        "leaf_target_tokens": 100,
+        "condensed_target_tokens": 100,
+        "leaf_min_fanout": 2,
+        "condensed_min_fanout": 2,
+        "summary_max_attempts": 1,
+    }
+    base.update(settings)
+    config = Config(database_url=f"sqlite:///{tmp_path / 'life.db'}", data_dir=tmp_path / "data", **base)  # type: ignore[arg-type]
+    store = await open_store(config.resolved_database_url, config)
+    return ContextEngine(store, config, summarizer=summarizer)
+
+
+def _turn(i: int, words: int = 30) -> list[Message]:
+    return [Message.user(" ".join(f"q{i}_{j}" for j in range(words))), Message.assistant(f"answer {i}")]
+
+
+async def test_no_summarizer_call_below_the_thresholds(tmp_path: Path) -> None:
+    fake = FakeSummarizer()
+    engine = await _open(tmp_path, fake, fresh_tail_count=64, leaf_chunk_tokens=20_000)
+    try:
+        for i in range(40):
+            result = await engine.after_turn("quiet", _turn(i), token_budget=200_000)
+            assert result.error is None and result.compaction is None
+        assert fake.calls == []
+        out = await engine.assemble("quiet", token_budget=200_000)
+        assert len(out.messages) == 80 and out.system_prompt_addition is None
+    finally:
+        await engine.dispose()
+
+
+async def test_a_leaf_pass_runs_once_raw_history_outside_the_tail_reaches_the_chunk(tmp_path: Path) -> None:
+    fake = FakeSummarizer()
+    engine = await _open(tmp_path, fake)
+    try:
+        results = [await engine.after_turn("leafy", _turn(i), token_budget=1_000_000) for i in range(12)]
+        first = next(i for i, r in enumerate(results) if r.compaction and r.compaction.compacted)
+        assert first > 0, "the first turns are all under leaf_chunk_tokens"
+        assert all(r.error is None for r in results)
+        assert fake.calls and all(c.kind in ("leaf", "condensed") for c in fake.calls)
+        out = await engine.assemble("leafy", token_budget=1_000_000)
+        assert out.summaries_included >= 1 and out.system_prompt_addition is not None
+        assert out.messages[-1] == {"role": "assistant", "content": "answer 11"}
+    finally:
+        await engine.dispose()
+
+
+async def test_over_the_context_threshold_a_full_compaction_brings_it_under(tmp_path: Path) -> None:
+    fake = FakeSummarizer()
+    engine = await _open(tmp_path, fake, leaf_chunk_tokens=100_000)  # no leaf trigger: only the threshold
+    try:
+        conversation = None
+        for i in range(30):
+            result = await engine.after_turn("big", _turn(i, 60), token_budget=3000)
+            conversation = result.ingest.conversation_id
+            assert result.error is None
+            assert result.context_tokens <= 3000 * 0.75 or result.compaction is not None
+        assert conversation is not None and fake.calls
+        entries = await engine.store.get_context(conversation)
+        assert sum(e.token_count for e in entries) <= 3000 * 0.75
+        out = await engine.assemble("big", token_budget=3000)
+        assert out.estimated_tokens <= 3000
+    finally:
+        await engine.dispose()
+
+
+async def test_after_turn_never_raises(tmp_path: Path) -> None:
+    engine = await _open(tmp_path, FakeSummarizer())
+    try:
+        bad = await engine.after_turn("", _turn(0), token_budget=1000)
+        assert bad.error is not None and "session_id" in bad.error
+
+        async def broken(*args: object, **kwargs: object) -> None:
+            raise RuntimeError("disk on fire")
+
+        engine.compactor.compact = broken  # type: ignore[method-assign]
+        engine.compactor.needs_leaf_pass = lambda entries: True  # type: ignore[method-assign]
+        result = await engine.after_turn("s", _turn(1), token_budget=1000)
+        assert result.error == "compaction failed: disk on fire"
+        assert len(result.ingest.stored) == 2  # the turn was stored all the same
+        assert len(await engine.messages("s")) == 2
+    finally:
+        await engine.dispose()
+
+
+async def test_autocompact_disabled_never_compacts(tmp_path: Path) -> None:
+    fake = FakeSummarizer()
+    engine = await _open(tmp_path, fake, autocompact_disabled=True)
+    try:
+        for i in range(20):
+            await engine.after_turn("manual", _turn(i, 60), token_budget=1000)
+        assert fake.calls == []
+        forced = await engine.compact("manual", force=True)
+        assert forced.compacted and fake.calls
+    finally:
+        await engine.dispose()
+
+
+async def test_assemble_passes_host_messages_through_when_it_cannot_help(tmp_path: Path) -> None:
+    engine = await _open(tmp_path, FakeSummarizer())
+    host = [Message.user("hello"), Message.assistant("hi there")]
+    try:
+        unknown = await engine.assemble("never-seen", token_budget=100, messages=host)
+        assert unknown.messages == ({"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi there"})
+        assert unknown.system_prompt_addition is None
+    finally:
+        await engine.dispose()
+    engine = await _open(tmp_path, FakeSummarizer(), enabled=False)
+    try:
+        await engine.after_turn("s", _turn(0), token_budget=1000)
+        disabled = await engine.assemble("s", token_budget=100, messages=host, output="anthropic")
+        assert disabled.messages[0] == {"role": "user", "content": [{"type": "text", "text": "hello"}]}
+        assert await engine.conversations() == []
+    finally:
+        await engine.dispose()
+
+
+async def test_assemble_refuses_bad_input_clearly(engine: ContextEngine) -> None:
+    await engine.ingest("s", Message.user("x"))
+    for budget in (0, -5, 1.5, "100", None, True):
+        with pytest.raises(InputError, match="token_budget"):
+            await engine.assemble("s", token_budget=budget)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="output"):
+        await engine.assemble("s", token_budget=100, output="xml")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="session_id"):
+        await engine.assemble("", token_budget=100)
+
+
+async def test_max_assembly_token_budget_caps_what_the_host_asks_for(tmp_path: Path) -> None:
+    engine = await _open(tmp_path, FakeSummarizer(), max_assembly_token_budget=300, fresh_tail_count=1)
+    try:
+        for i in range(10):
+            await engine.ingest_batch("capped", _turn(i))
+        out = await engine.assemble("capped", token_budget=100_000)
+        assert out.estimated_tokens <= 300
+    finally:
+        await engine.dispose()
+
+
+# ---------------------------------------------------------------------- sub-agents
+
+
+async def test_an_isolated_subagent_starts_empty_and_is_archived_when_it_ends(engine: ContextEngine) -> None:
+    await engine.ingest_batch("parent", _turn(0))
+    handle = await engine.prepare_subagent_spawn("parent", "child")
+    parent = await engine.conversation("parent")
+    assert handle.mode == "isolated" and handle.conversation.parent_id == parent.id
+    assert await engine.store.get_context(handle.conversation.id) == []
+    await engine.ingest("child", Message.user("sub-task"))
+    await engine.on_subagent_ended("child")
+    child = await engine.conversation(handle.conversation.id)
+    assert child.archived_at is not None
+    assert [m.content for m in await engine.messages(handle.conversation.id)] == ["sub-task"]
+    with pytest.raises(NotFoundError):
+        await engine.on_subagent_ended("nobody")
+
+
+async def test_a_forked_subagent_shares_the_newest_parent_context_within_its_cap(tmp_path: Path) -> None:
+    engine = await _open(tmp_path, FakeSummarizer(), bootstrap_max_tokens=200)
+    try:
+        for i in range(10):
+            await engine.ingest_batch("parent", _turn(i))
+        await engine.compact("parent", force=True)
+        handle = await engine.prepare_subagent_spawn("parent", "fork", mode="fork")
+        parent_items = await engine.store.get_context((await engine.conversation("parent")).id)
+        child_items = await engine.store.get_context(handle.conversation.id)
+        assert child_items, "a fork starts with context"
+        assert sum(e.token_count for e in child_items) <= 200
+        assert [e.ref for e in child_items] == [e.ref for e in parent_items[-len(child_items) :]]
+        out = await engine.assemble("fork", token_budget=10_000)
+        assert out.included == tuple(e.ref for e in child_items)
+    finally:
+        await engine.dispose()
+
+
+async def test_a_failed_spawn_rolls_back_and_the_id_can_be_used_again(engine: ContextEngine) -> None:
+    await engine.ingest("parent", Message.user("x"))
+    handle = await engine.prepare_subagent_spawn("parent", "child", mode="fork")
+    with pytest.raises(InputError, match="already exists"):
+        await engine.prepare_subagent_spawn("parent", "child")
+    await handle.rollback()
+    assert await engine.store.find_conversation(agent_id=engine.config.agent_id, session_id="child") is None
+    again = await engine.prepare_subagent_spawn("parent", "child")
+    assert again.conversation.id != handle.conversation.id
+    with pytest.raises(InputError, match="mode"):
+        await engine.prepare_subagent_spawn("parent", "other", mode="clone")  # type: ignore[arg-type]
+
+
+async def test_concurrent_turns_of_one_conversation_lose_and_duplicate_nothing(tmp_path: Path) -> None:
+    """Many after_turn calls of one session at once (each may compact): every message is stored once and
+    the context still expands to exactly the stored messages, in order."""
+    engine = await _open(tmp_path, FakeSummarizer(), fresh_tail_count=2, leaf_chunk_tokens=300)
+    try:
+
+        async def turn(i: int) -> None:
+            result = await engine.after_turn("busy", _turn(i, 40), token_budget=2000)
+            assert result.error is None
+
+        async with anyio.create_task_group() as group:
+            for i in range(24):
+                group.start_soon(turn, i)
+        conversation = await engine.conversation("busy")
+        stored = await engine.messages("busy")
+        assert len(stored) == 48 and len({m.content for m in stored}) == 48
+        assert await covered(engine.store, conversation.id) == [m.id for m in stored]
+        assert await engine.store.get_lineage(conversation.id), "the turns crossed the thresholds: compacted"
+    finally:
+        await engine.dispose()

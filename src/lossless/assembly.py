@@ -11,7 +11,8 @@ nodes) and messages in the OpenAI or Anthropic format.
 Invariants:
 
 * The output never exceeds ``budget`` tokens, unless the fresh tail alone
-  does (then it is the tail, and ``over_budget`` says so).
+  does (then it is the tail — with the recall guidance when a summary is
+  inside it — and ``over_budget`` says so).
 * The fresh tail is always present, in order; output order is chronological.
 * Items are kept or dropped as *units* that keep every tool call with its
   results, and the format layer converts any pairing left broken at the edges
@@ -30,8 +31,8 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import Any
@@ -42,7 +43,7 @@ from lossless.formats import OutputFormat, render_anthropic, render_openai, sani
 from lossless.records import ContextEntry, MessageRecord, Summary
 from lossless.tokens import TokenCounter
 
-__all__ = ["AssembledContext", "assemble", "render_summary", "system_prompt_addition"]
+__all__ = ["AssembledContext", "RenderCache", "assemble", "render_summary", "system_prompt_addition"]
 
 #: Tokens a message costs beyond its text (role, separators) in a chat request.
 MESSAGE_OVERHEAD = 4
@@ -68,6 +69,38 @@ class AssembledContext:
     @property
     def summaries_included(self) -> int:
         return sum(1 for ref in self.included if isinstance(ref, str))
+
+
+RenderKey = tuple[str, str, tuple[str, ...]]
+
+
+@dataclass(slots=True)
+class Rendered:
+    """A summary as the model sees it, its token count, and (once a prompt needed them) its search terms."""
+
+    text: str
+    tokens: int
+    terms: Counter[str] | None = None
+
+
+class RenderCache(OrderedDict[RenderKey, Rendered]):
+    """Rendered summaries, least recently used dropped beyond ``size`` entries."""
+
+    def __init__(self, size: int = 4096) -> None:
+        super().__init__()
+        self.size = size
+
+    def get(self, key: RenderKey, default: Any = None) -> Any:
+        found = super().get(key, default)
+        if found is not default:
+            self.move_to_end(key)
+        return found
+
+    def __setitem__(self, key: RenderKey, value: Rendered) -> None:
+        super().__setitem__(key, value)
+        self.move_to_end(key)
+        while len(self) > self.size:
+            self.popitem(last=False)
 
 
 def _iso(value: datetime | None, zone: tzinfo) -> str:
@@ -142,14 +175,18 @@ def terms(text: str) -> list[str]:
 
 def bm25(query: str, documents: Sequence[str], *, k1: float = 1.2, b: float = 0.75) -> list[float]:
     """Okapi BM25 scores of ``documents`` for ``query`` (only the candidates form the collection)."""
+    return bm25_bags(query, [Counter(terms(d)) for d in documents], k1=k1, b=b)
+
+
+def bm25_bags(query: str, bags: Sequence[Counter[str]], *, k1: float = 1.2, b: float = 0.75) -> list[float]:
+    """:func:`bm25` over documents already split into term counts."""
     wanted = set(terms(query))
-    if not wanted or not documents:
-        return [0.0] * len(documents)
-    bags = [Counter(terms(d)) for d in documents]
+    if not wanted or not bags:
+        return [0.0] * len(bags)
     lengths = [sum(bag.values()) for bag in bags]
     average = (sum(lengths) / len(lengths)) or 1.0
     frequency = {t: sum(1 for bag in bags if t in bag) for t in wanted}
-    count = len(documents)
+    count = len(bags)
     scores = []
     for bag, length in zip(bags, lengths, strict=True):
         score = 0.0
@@ -178,15 +215,27 @@ def assemble(
     zone: tzinfo,
     prompt: str | None = None,
     output: OutputFormat = "openai",
+    cache: MutableMapping[RenderKey, Rendered] | None = None,
 ) -> AssembledContext:
-    """Choose and render the context (see the module docstring)."""
+    """Choose and render the context (see the module docstring).
+
+    ``cache`` keeps each summary's rendering and its token count between calls (the caller bounds
+    its size); it is keyed by the summary's id, content and parents, so a changed summary is
+    rendered afresh.
+    """
     present = [e for e in entries if (e.message_id in messages if e.kind == "message" else e.summary_id in summaries)]
-    rendered_summaries = {
-        sid: render_summary(summary, parents.get(sid, ()), zone) for sid, summary in summaries.items()
-    }
+    rendered_summaries: dict[str, Rendered] = {}
+    for sid, summary in summaries.items():
+        key = (sid, summary.content, tuple(parents.get(sid, ())))
+        found = cache.get(key) if cache is not None else None
+        if found is None:
+            text = render_summary(summary, key[2], zone)
+            found = Rendered(text, counter.count(text))
+            if cache is not None:
+                cache[key] = found
+        rendered_summaries[sid] = found
     costs = [
-        (e.token_count if e.kind == "message" else counter.count(rendered_summaries[e.summary_id or ""]))
-        + MESSAGE_OVERHEAD
+        (e.token_count if e.kind == "message" else rendered_summaries[e.summary_id or ""].tokens) + MESSAGE_OVERHEAD
         for e in present
     ]
     start = tail_start(present, fresh_tail_count, fresh_tail_max_tokens)
@@ -196,20 +245,22 @@ def assemble(
     addition_cost = counter.count(system_prompt_addition(list(summaries.values())) or "") if has_summaries else 0
     # A summary inside the tail (a forked sub-agent's context can start with one) needs the addition too.
     tail_has_summary = any(e.kind == "summary" for e in present[start:])
-    room = budget - tail_tokens - (addition_cost if tail_has_summary else 0)
+    tail_need = tail_tokens + (addition_cost if tail_has_summary else 0)
+    room = budget - tail_need
     keep = [False] * len(present)
     for index in range(start, len(present)):
         keep[index] = True
     if sum(costs) + addition_cost <= budget:
         keep = [True] * len(present)
     elif room > 0:
-        _fill(present, costs, start, room, 0 if tail_has_summary else addition_cost, keep, prompt, messages, summaries)
+        fill_cost = 0 if tail_has_summary else addition_cost
+        _fill(present, costs, start, room, fill_cost, keep, prompt, messages, summaries, rendered_summaries)
     chosen = [e for e, k in zip(present, keep, strict=True) if k]
     shown_summaries = [summaries[e.summary_id] for e in chosen if e.kind == "summary" and e.summary_id]
     rendered: list[dict[str, Any]] = []
     for entry in chosen:
         if entry.kind == "summary":
-            text = rendered_summaries[entry.summary_id or ""]
+            text = rendered_summaries[entry.summary_id or ""].text
             block: Any = text if output == "openai" else [{"type": "text", "text": text}]
             rendered.append({"role": "user", "content": block})
         else:
@@ -225,7 +276,7 @@ def assemble(
         included=tuple(e.ref for e in chosen),
         dropped=tuple(e.ref for e, k in zip(present, keep, strict=True) if not k),
         tail_tokens=tail_tokens,
-        over_budget=tail_tokens > budget,
+        over_budget=tail_need > budget,
     )
 
 
@@ -239,20 +290,24 @@ def _fill(
     prompt: str | None,
     messages: Mapping[int, MessageRecord],
     summaries: Mapping[str, Summary],
+    rendered: Mapping[str, Rendered],
 ) -> None:
     """Mark evictable units to keep: newest first, or most relevant to ``prompt`` first."""
     groups = units(entries[:start])
     group_cost = [sum(costs[a:b]) for a, b in groups]
     order = list(range(len(groups) - 1, -1, -1))  # newest first
     if prompt:
-        texts = [
-            "\n".join(
-                messages[e.message_id or 0].content if e.kind == "message" else summaries[e.summary_id or ""].content
-                for e in entries[a:b]
-            )
-            for a, b in groups
-        ]
-        scores = bm25(prompt, texts)
+
+        def bag(entry: ContextEntry) -> Counter[str]:
+            if entry.kind == "message":
+                return Counter(terms(messages[entry.message_id or 0].content))
+            found = rendered[entry.summary_id or ""]
+            if found.terms is None:  # kept with the rendering: a summary is tokenised once
+                found.terms = Counter(terms(summaries[entry.summary_id or ""].content))
+            return found.terms
+
+        bags = [bag(entries[a]) if b - a == 1 else sum(map(bag, entries[a:b]), Counter[str]()) for a, b in groups]
+        scores = bm25_bags(prompt, bags)
         order.sort(key=lambda g: -scores[g])  # stable: equal scores stay newest first
     reserved = False
     for group in order:

@@ -40,7 +40,7 @@ from zoneinfo import ZoneInfo
 
 import anyio
 
-from lossless.assembly import AssembledContext, assemble
+from lossless.assembly import AssembledContext, RenderCache, assemble
 from lossless.bootstrap import FileImport, discover_transcripts, import_transcript
 from lossless.compaction import CompactionResult, Compactor, Mode
 from lossless.config import Config, load_config
@@ -165,7 +165,7 @@ class ContextEngine:
         blobs: BlobStore | None = None,
         file_summarizer: Summarizer | None = None,
     ) -> None:
-        from lossless.providers import summarizer_for
+        from lossless.providers import file_summarizer_for, summarizer_for
         from lossless.stores import blob_store_for
 
         self.store = store
@@ -184,7 +184,7 @@ class ContextEngine:
             self.blobs,
             counter=self._counting,
             threshold=self.config.large_file_token_threshold,
-            summarizer=file_summarizer,
+            summarizer=file_summarizer or file_summarizer_for(self.config, self.tokens, self.summarizer),
             summary_timeout_s=self.config.summary_timeout_ms / 1000,
             clock=clock,
         )
@@ -194,6 +194,7 @@ class ContextEngine:
             self.config.skip_stateless_sessions,
         )
         self._conversations: OrderedDict[tuple[str, str], Conversation] = OrderedDict()
+        self._rendered = RenderCache()  # summaries are rendered once, not on every turn
 
     # -------------------------------------------------------------- lifecycle
 
@@ -381,10 +382,25 @@ class ContextEngine:
         entries = await self.store.get_context(conversation.id)
         message_ids = [e.message_id for e in entries if e.message_id is not None]
         summary_ids = [e.summary_id for e in entries if e.summary_id is not None]
-        records = {m.id: m for m in await self.store.get_messages_by_id(message_ids)}
-        summaries = {s.id: s for s in await self.store.get_summaries(summary_ids)}
-        condensed = [s.id for s in summaries.values() if s.kind == "condensed"]
-        parents = await self.store.get_summary_parents(condensed) if condensed else {}
+        # Three independent batched reads, run at once (the store reads on a pool of connections).
+        records: dict[int, MessageRecord] = {}
+        summaries: dict[str, Summary] = {}
+        parents: dict[str, tuple[str, ...]] = {}
+
+        async def read_messages() -> None:
+            records.update((m.id, m) for m in await self.store.get_messages_by_id(message_ids))
+
+        async def read_summaries() -> None:
+            summaries.update((s.id, s) for s in await self.store.get_summaries(summary_ids))
+
+        async def read_parents() -> None:
+            parents.update(await self.store.get_summary_parents(summary_ids))  # leaves have none
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(read_messages)
+            if summary_ids:
+                group.start_soon(read_summaries)
+                group.start_soon(read_parents)
         return assemble(
             entries,
             records,
@@ -397,6 +413,7 @@ class ContextEngine:
             zone=self.zone,
             prompt=prompt,
             output=output,
+            cache=self._rendered,
         )
 
     def _pass_through(self, messages: Sequence[Message], output: OutputFormat) -> AssembledContext:

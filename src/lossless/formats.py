@@ -2,8 +2,10 @@
 
 Invariants:
 
-* **Every tool result follows its call, every call has its result.**  After
-  rendering, :func:`sanitize_openai` / :func:`sanitize_anthropic` turn a result
+* **Every tool result follows its call, every call has its result.**  A
+  result that arrived after other messages is moved up to sit right after its
+  call (both APIs require that).  After rendering,
+  :func:`sanitize_openai` / :func:`sanitize_anthropic` turn a result
   whose call is not in the context, or a call whose result is not, into plain
   text — the model still reads what happened, and the provider's API accepts
   the request.
@@ -18,7 +20,7 @@ Invariants:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from lossless.records import (
@@ -126,17 +128,47 @@ def render_openai(record: MessageRecord) -> list[Chat]:
     return out
 
 
+def _answers(
+    messages: list[Chat], is_call: Callable[[Chat], Sequence[str]], results: Callable[[Chat], Sequence[str]]
+) -> dict[tuple[int, str], int]:
+    """``(call message index, call id)`` -> index of the later message holding its result.
+
+    A result answers the nearest earlier call with its id, so a reused id is
+    matched to the right call even when other messages sit in between.
+    """
+    last_call: dict[str, int] = {}
+    found: dict[tuple[int, str], int] = {}
+    for index, message in enumerate(messages):
+        for call_id in results(message):
+            caller = last_call.get(call_id)
+            if caller is not None and (caller, call_id) not in found:
+                found[caller, call_id] = index
+        for call_id in is_call(message):
+            last_call[call_id] = index
+    return found
+
+
 def sanitize_openai(messages: list[Chat]) -> list[Chat]:
-    """Pair calls with results (see the module invariants) and drop empty assistant messages."""
-    answered = {m["tool_call_id"] for m in messages if m.get("role") == "tool"}
-    open_calls: set[str] = set()
+    """Pair calls with results (see the module invariants) and drop empty assistant messages.
+
+    OpenAI requires a call's results right after the assistant message that makes
+    it, so a result that arrived later (a user interjected first) is moved up.
+    """
+    answers = _answers(
+        messages,
+        lambda m: [c["id"] for c in m.get("tool_calls") or []] if m.get("role") == "assistant" else [],
+        lambda m: [m["tool_call_id"]] if m.get("role") == "tool" else [],
+    )
+    placed = set(answers.values())
     out: list[Chat] = []
-    for message in messages:
+    for index, message in enumerate(messages):
         role = message.get("role")
         if role == "assistant":
             calls = message.get("tool_calls") or []
-            kept = [c for c in calls if c["id"] in answered]
-            lost = [c for c in calls if c["id"] not in answered]
+            # One call per id in a message (its result can answer only one); repeats become text.
+            firsts = {c["id"]: c for c in reversed(calls)}
+            kept = [c for c in calls if (index, c["id"]) in answers and firsts[c["id"]] is c]
+            lost = [c for c in calls if not any(c is k for k in kept)]
             text = message.get("content") or ""
             if lost:
                 notes = [
@@ -149,13 +181,10 @@ def sanitize_openai(messages: list[Chat]) -> list[Chat]:
             fixed: Chat = {"role": "assistant", "content": text or None}
             if kept:
                 fixed["tool_calls"] = kept
-                open_calls |= {c["id"] for c in kept}
             out.append(fixed)
+            out += [messages[answers[index, c["id"]]] for c in kept]
         elif role == "tool":
-            if message["tool_call_id"] in open_calls:
-                open_calls.discard(message["tool_call_id"])
-                out.append(message)
-            else:
+            if index not in placed:
                 out.append(
                     {
                         "role": "user",
@@ -234,7 +263,53 @@ def _tool_result(part: ToolPart) -> Chat:
 
 
 def sanitize_anthropic(messages: list[Chat]) -> list[Chat]:
-    """Pair tool_use with tool_result in the next user turn, merge same-role turns, start with a user turn."""
+    """Pair tool_use with tool_result in the next user turn, merge same-role turns, start with a user turn.
+
+    A result that arrived later (other turns came first) is moved up to the user
+    turn right after its call.
+    """
+    out: list[Chat] = []
+    merged = _merge_turns(_move_results_up(messages))
+    for index, message in enumerate(merged):
+        if message["role"] == "assistant":
+            following = merged[index + 1]["content"] if index + 1 < len(merged) else []
+            out.append({"role": "assistant", "content": _answered_uses(message["content"], following)})
+        else:
+            previous = out[-1]["content"] if out and out[-1]["role"] == "assistant" else []
+            out.append({"role": "user", "content": _called_results(message["content"], previous)})
+    if out and out[0]["role"] != "user":
+        out.insert(0, {"role": "user", "content": [{"type": "text", "text": "[the conversation so far]"}]})
+    return out
+
+
+def _move_results_up(messages: list[Chat]) -> list[Chat]:
+    answers = _answers(
+        messages,
+        lambda m: [b["id"] for b in m["content"] if b.get("type") == "tool_use"] if m["role"] == "assistant" else [],
+        lambda m: (
+            [b["tool_use_id"] for b in m["content"] if b.get("type") == "tool_result"] if m["role"] == "user" else []
+        ),
+    )
+    moved: set[int] = set()  # id() of each result block moved up to its call
+    ordered: list[Chat] = []
+    for index, message in enumerate(messages):
+        if message["role"] != "assistant":
+            ordered.append({"role": message["role"], "content": [b for b in message["content"] if id(b) not in moved]})
+            continue
+        ordered.append(message)
+        results: list[Chat] = []
+        for call_id in dict.fromkeys(b["id"] for b in message["content"] if b.get("type") == "tool_use"):
+            if (index, call_id) in answers:
+                source = messages[answers[index, call_id]]["content"]
+                block = next(b for b in source if b.get("type") == "tool_result" and b["tool_use_id"] == call_id)
+                moved.add(id(block))
+                results.append(block)
+        if results:
+            ordered.append({"role": "user", "content": results})
+    return ordered
+
+
+def _merge_turns(messages: list[Chat]) -> list[Chat]:
     merged: list[Chat] = []
     for message in messages:
         if not message["content"]:
@@ -243,34 +318,42 @@ def sanitize_anthropic(messages: list[Chat]) -> list[Chat]:
             merged[-1] = {"role": message["role"], "content": [*merged[-1]["content"], *message["content"]]}
         else:
             merged.append({"role": message["role"], "content": list(message["content"])})
-    out: list[Chat] = []
-    for index, message in enumerate(merged):
-        if message["role"] == "assistant":
-            following = merged[index + 1]["content"] if index + 1 < len(merged) else []
-            answered = {b["tool_use_id"] for b in following if b.get("type") == "tool_result"}
-            blocks = []
-            for block in message["content"]:
-                if block.get("type") == "tool_use" and block["id"] not in answered:
-                    arguments = json.dumps(block["input"], ensure_ascii=False)
-                    blocks.append(
-                        {"type": "text", "text": f"[tool call {block['name']} {arguments} — no result in context]"}
-                    )
-                else:
-                    blocks.append(block)
-            out.append({"role": "assistant", "content": blocks})
+    return merged
+
+
+def _answered_uses(content: list[Chat], following: list[Chat]) -> list[Chat]:
+    """An assistant turn's blocks, with each tool_use the next turn does not answer turned into text."""
+    answered = {b["tool_use_id"] for b in following if b.get("type") == "tool_result"}
+    # One tool_use per id in a turn: the last one, which its result answers; repeats become text.
+    kept: set[int] = set()
+    for position in range(len(content) - 1, -1, -1):
+        block = content[position]
+        if block.get("type") == "tool_use" and block["id"] in answered:
+            answered.discard(block["id"])
+            kept.add(position)
+    blocks: list[Chat] = []
+    for position, block in enumerate(content):
+        if block.get("type") == "tool_use" and position not in kept:
+            arguments = json.dumps(block["input"], ensure_ascii=False)
+            blocks.append({"type": "text", "text": f"[tool call {block['name']} {arguments} — no result in context]"})
         else:
-            previous = out[-1]["content"] if out and out[-1]["role"] == "assistant" else []
-            called = {b["id"] for b in previous if b.get("type") == "tool_use"}
-            blocks = []
-            for block in message["content"]:
-                if block.get("type") == "tool_result" and block["tool_use_id"] not in called:
-                    text = block["content"] if isinstance(block["content"], str) else json.dumps(block["content"])
-                    blocks.append({"type": "text", "text": f"[result of tool call {block['tool_use_id']}]\n{text}"})
-                else:
-                    blocks.append(block)
-            # Tool results answer the turn before: they come first in the user turn.
-            blocks.sort(key=lambda b: b.get("type") != "tool_result")
-            out.append({"role": "user", "content": blocks})
-    if out and out[0]["role"] != "user":
-        out.insert(0, {"role": "user", "content": [{"type": "text", "text": "[the conversation so far]"}]})
-    return out
+            blocks.append(block)
+    return blocks
+
+
+def _called_results(content: list[Chat], previous: list[Chat]) -> list[Chat]:
+    """A user turn's blocks, results first, with each result the turn before did not call turned into text."""
+    called = {b["id"] for b in previous if b.get("type") == "tool_use"}
+    blocks: list[Chat] = []
+    for block in content:
+        if block.get("type") == "tool_result" and block["tool_use_id"] in called:
+            called.discard(block["tool_use_id"])  # one result per call: a repeat becomes text
+            blocks.append(block)
+        elif block.get("type") == "tool_result":
+            text = block["content"] if isinstance(block["content"], str) else json.dumps(block["content"])
+            blocks.append({"type": "text", "text": f"[result of tool call {block['tool_use_id']}]\n{text}"})
+        else:
+            blocks.append(block)
+    # Tool results answer the turn before: they come first in the user turn.
+    blocks.sort(key=lambda b: b.get("type") != "tool_result")
+    return blocks

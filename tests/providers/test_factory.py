@@ -123,3 +123,79 @@ def test_providers_do_not_load_an_sdk_until_asked() -> None:
     code = "import sys, lossless.providers; print(sorted(m for m in ('openai', 'anthropic') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+async def test_the_engine_compacts_through_a_real_sdk_end_to_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, provider: str
+) -> None:
+    """Configuration → summarizer_for → official SDK → HTTP → stub server → summaries in the DAG → assembly."""
+    from lossless import ContextEngine, Message
+
+    monkeypatch.setenv("OPENAI_API_KEY" if provider == "openai" else "ANTHROPIC_API_KEY", "sk-e2e-key")
+    with StubProviderServer() as stub:
+        base = stub.openai_base_url if provider == "openai" else stub.anthropic_base_url
+        async with await ContextEngine.open(
+            f"sqlite:///{tmp_path / 'e2e.db'}",
+            summary_provider=provider,
+            summary_model="model-e2e",
+            summary_base_url=base,
+            fresh_tail_count=2,
+            leaf_chunk_tokens=300,
+            leaf_target_tokens=100,
+            leaf_min_fanout=2,
+            summary_max_attempts=1,
+        ) as engine:
+            for i in range(8):
+                text = " ".join(f"step{i}-{j}" for j in range(60))
+                await engine.ingest_batch("e2e", [Message.user(text), Message.assistant(f"did {i}")])
+            result = await engine.compact("e2e", force=True)
+            summaries, _ = await engine.summaries("e2e")
+            context = await engine.assemble("e2e", token_budget=100_000)
+    assert result.compacted and summaries
+    assert {(s.provider, s.model, s.level) for s in summaries} == {(provider, "model-e2e", "normal")}
+    assert all(s.content.startswith("The stub summarised the segment.") for s in summaries)
+    assert len(stub.requests) == len(summaries)
+    assert all(r.api == provider and r.model == "model-e2e" and r.api_key == "sk-e2e-key" for r in stub.requests)
+    assert "step0-0" in stub.requests[0].user  # the segment's text went to the provider
+    assert "The stub summarised the segment." in str(context.messages[0]["content"])
+
+
+def test_large_file_summaries_follow_the_summarizer_unless_configured() -> None:
+    from lossless.providers import file_summarizer_for
+
+    def config(**values: str) -> Config:
+        return Config(summary_provider="openai", summary_model="m", summary_api_key="sk-k", **values)  # type: ignore[arg-type]
+
+    assert file_summarizer_for(Config()) is None  # offline: the deterministic exploration summary
+    main = summarizer_for(config())
+    assert file_summarizer_for(config(), main=main) is main
+    own = file_summarizer_for(config(large_file_summary_model="small"), main=main)
+    assert own is not main and isinstance(own, GuardedSummarizer) and own.inner.model == "small"
+    assert file_summarizer_for(config(large_file_summary_provider="offline")) is None
+    with pytest.raises(ConfigError, match="large-file summaries") as raised:
+        file_summarizer_for(Config(large_file_summary_provider="anthropic"))
+    assert raised.value.setting == "large_file_summary_provider"
+
+
+async def test_a_large_prose_file_is_described_by_the_configured_provider(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lossless import ContextEngine, Message
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-k")
+    prose = "\n\n".join(f"Paragraph {i}. The team met and agreed on the plan for week {i}." for i in range(3000))
+    with StubProviderServer(StubReply(text="Minutes of weekly planning meetings.")) as stub:
+        async with await ContextEngine.open(
+            f"sqlite:///{tmp_path / 'files.db'}",
+            large_file_summary_provider="openai",
+            large_file_summary_model="describer",
+            summary_base_url=stub.openai_base_url,
+            large_file_token_threshold=1000,
+        ) as engine:
+            result = await engine.ingest("s", Message.user(f'<file name="notes.txt">{prose}</file>'))
+            [file] = await engine.files("s")
+    assert "Minutes of weekly planning meetings." in file.exploration_summary
+    assert "[LCM File: " in result.stored[0].content
+    [request] = stub.requests
+    assert request.model == "describer" and "Paragraph 0." in request.user

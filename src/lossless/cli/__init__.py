@@ -1,8 +1,9 @@
 """The ``lcm`` command.
 
 Commands: ``import``, ``conversations``, ``messages``, ``files``, ``file``, ``compact``,
-``summaries``, ``stats``, ``config show``.  Every command honours ``--database`` (else ``LCM_DATABASE_URL``, the
-config file, or SQLite in the data directory) and prints JSON with ``--json``.
+``summaries``, ``replay``, ``stats``, ``config show``.  Every command honours ``--database``
+(else ``LCM_DATABASE_URL``, the config file, or SQLite in the data directory) and prints JSON
+with ``--json``.
 ``memory …`` (add, search, explain, list, forget, update, export, import, stats,
 maintain, extract, grant, revoke) works on long-term memory.
 Exit codes are documented in ``docs/cli.md`` and defined by
@@ -22,6 +23,7 @@ from lossless.cli.files import file_command, files_command
 from lossless.cli.imports import import_command
 from lossless.cli.inspect import conversations_command, messages_command, stats_command
 from lossless.cli.memory import memory_group
+from lossless.cli.replay import replay_command
 from lossless.engine import VERSION
 
 __all__ = ["cli", "main"]
@@ -53,6 +55,7 @@ cli.add_command(file_command)
 cli.add_command(stats_command)
 cli.add_command(compact_command)
 cli.add_command(summaries_command)
+cli.add_command(replay_command)
 cli.add_command(config_group)
 cli.add_command(memory_group)
 

@@ -11,10 +11,10 @@ from rich.tree import Tree
 
 from lossless.cli._common import CliState, emit_json, json_option, open_engine, run_command, stderr, stdout
 from lossless.compaction import CompactionResult, Mode
-from lossless.records import Summary
+from lossless.records import ContextEntry, Summary
 from lossless.segments import format_time
 
-__all__ = ["compact_command", "summaries_command"]
+__all__ = ["compact_command", "summaries_command", "summary_tree"]
 
 
 def _result_dict(result: CompactionResult) -> dict[str, Any]:
@@ -98,7 +98,6 @@ async def summaries_command(state: CliState, conversation: str, as_json: bool) -
         summaries, lineage = await engine.summaries(conv.id)
         context = await engine.store.get_context(conv.id)
         zone = engine.zone
-    by_id = {s.id: s for s in summaries}
     if as_json:
         emit_json(
             {
@@ -125,7 +124,19 @@ async def summaries_command(state: CliState, conversation: str, as_json: bool) -
             }
         )
         return
-    tree = Tree(f"conversation {conv.id} · {conv.session_id} · {len(summaries)} summaries")
+    stdout().print(summary_tree(f"conversation {conv.id} · {conv.session_id}", summaries, lineage, context, zone))
+
+
+def summary_tree(
+    title: str,
+    summaries: list[Summary],
+    lineage: dict[str, tuple[int | str, ...]],
+    context: list[ContextEntry],
+    zone: Any,
+) -> Tree:
+    """The DAG as a tree, rooted at the context's summaries; leaves show the message range they cover."""
+    by_id = {s.id: s for s in summaries}
+    tree = Tree(f"{title} · {len(summaries)} summaries")
 
     def add(node: Tree, summary_id: str) -> None:
         summary = by_id[summary_id]
@@ -147,4 +158,4 @@ async def summaries_command(state: CliState, conversation: str, as_json: bool) -
             raw += 1
     if raw:
         tree.add(f"{raw} raw messages (not compacted)")
-    stdout().print(tree)
+    return tree

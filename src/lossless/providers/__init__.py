@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from lossless.config import Config, default_key_file, resolve_api_key, resolve_base_url
 from lossless.errors import ConfigError, MissingDependencyError
 from lossless.memory.ports import Embedder, Reranker
+from lossless.ports import Summarizer
 from lossless.providers.guards import GuardedSummarizer, GuardPolicy
 from lossless.providers.offline import OfflineSummarizer
 from lossless.tokens import TokenCounter
@@ -36,7 +37,15 @@ if TYPE_CHECKING:
     from lossless.providers.anthropic import AnthropicSummarizer
     from lossless.providers.openai import OpenAISummarizer
 
-__all__ = ["SUMMARY_PROVIDERS", "GuardPolicy", "GuardedSummarizer", "embedder_for", "reranker_for", "summarizer_for"]
+__all__ = [
+    "SUMMARY_PROVIDERS",
+    "GuardPolicy",
+    "GuardedSummarizer",
+    "embedder_for",
+    "file_summarizer_for",
+    "reranker_for",
+    "summarizer_for",
+]
 
 #: The values ``summary_provider`` accepts (the empty string also means offline).
 SUMMARY_PROVIDERS = ("offline", "openai", "anthropic")
@@ -111,6 +120,32 @@ def _raise_missing_extra(exc: ModuleNotFoundError, extra: str) -> None:
     """Turn a missing SDK (not a missing module of ours) into the error that names the extra."""
     if not (exc.name or "").startswith("lossless"):
         raise MissingDependencyError(f"the {extra} summarizer", extra, exc.name or extra) from exc
+
+
+def file_summarizer_for(
+    config: Config, counter: TokenCounter | None = None, main: Summarizer | None = None
+) -> Summarizer | None:
+    """The summarizer for prose exploration summaries of large files, or None for the deterministic one.
+
+    ``large_file_summary_provider`` / ``large_file_summary_model`` pick it; left empty they follow
+    ``summary_provider`` / ``summary_model`` (and ``main``, the engine's summarizer, is reused).  The
+    offline provider means the deterministic exploration summary: the offline segment summarizer
+    has nothing to add to a file's own structure.
+    """
+    provider = config.large_file_summary_provider.strip().lower()
+    model = config.large_file_summary_model.strip()
+    name = provider or config.summary_provider.strip().lower() or "offline"
+    if name == "offline":
+        return None
+    if not provider and not model and main is not None:
+        return main
+    try:
+        return summarizer_for(
+            config.replace(summary_provider=name, summary_model=model or config.summary_model), counter
+        )
+    except ConfigError as exc:
+        setting = "large_file_summary_provider" if provider else exc.setting
+        raise ConfigError(f"large-file summaries: {exc}", setting=setting) from exc
 
 
 def embedder_for(config: Config) -> Embedder:
