@@ -111,3 +111,13 @@ async def test_local_embedder_is_offline_unit_and_semantic(local: LocalEmbedder)
 def test_embedder_for_picks_by_setting() -> None:
     assert isinstance(embedder_for(load_config({"memory_embedder": "hash"})), HashEmbedder)
     assert isinstance(embedder_for(load_config({})), LocalEmbedder)
+
+
+def test_missing_extra_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from lossless.errors import MissingDependencyError
+
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    with pytest.raises(MissingDependencyError, match=r"lossless-context\[embeddings\]"):
+        LocalEmbedder()
