@@ -107,3 +107,31 @@ def test_every_memory_command_accepts_json() -> None:
 
     for name, command in memory_group.commands.items():
         assert any(p.name == "as_json" for p in command.params), name
+
+
+async def _after_turn_extracts(tmp_path: Path, enabled: bool) -> tuple[int, str | None]:
+    from lossless import ContextEngine, Message
+
+    engine = await ContextEngine.open(
+        f"sqlite:///{tmp_path / 'turns.db'}", memory_embedder="hash", memory_auto_extract=enabled
+    )
+    try:
+        result = await engine.after_turn(
+            "s-1",
+            [Message("user", "My favourite editor is Helix."), Message("assistant", "I prefer nothing.")],
+            token_budget=100_000,
+        )
+        stats = await engine.memory().stats()
+        if enabled:
+            (memory,) = [m for _, m in await engine.memory().list()]
+            assert memory.source_message_ids == (result.ingest.stored[0].id,)
+            assert memory.conversation_id == result.ingest.conversation_id
+        return stats.current, result.error
+    finally:
+        await engine.dispose()
+
+
+@pytest.mark.anyio
+async def test_after_turn_extracts_memories_only_when_enabled(tmp_path: Path) -> None:
+    assert await _after_turn_extracts(tmp_path / "on", True) == (1, None)
+    assert await _after_turn_extracts(tmp_path / "off", False) == (0, None)

@@ -184,6 +184,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("memory_rerank_api_key", "memoryRerankApiKey", "str", "", "API key of the rerank provider.", "memory", secret=True),
     Setting("memory_rerank_timeout_ms", "memoryRerankTimeoutMs", "int", 5000, "Deadline of one rerank call; past it the search blends with cosine instead.", "memory", minimum=100, maximum=120_000),
     Setting("memory_admission", "memoryAdmission", "choice", "off", "Admission control for extracted memories (AMAC-v1): off, or the balanced, conservative or high-recall preset.", "memory", choices=("off", "balanced", "conservative", "high-recall")),
+    Setting("memory_auto_extract", "memoryAutoExtract", "bool", False, "After each turn, mine the turn's user messages for long-term memories (offline extractor, dedup decisions, provenance); a failure is logged and never fails the turn.", "memory"),
     Setting("memory_fusion", "memoryFusion", "choice", "weighted", "How memory search fuses vector and keyword results: weighted (the reference's 0.7/0.3 with the exact-match floor) or rrf (reciprocal-rank fusion).", "memory", choices=("weighted", "rrf")),
 )
 # fmt: on
@@ -268,6 +269,7 @@ class Config:
     memory_rerank_api_key: str = ""
     memory_rerank_timeout_ms: int = 5000
     memory_admission: str = "off"
+    memory_auto_extract: bool = False
     memory_fusion: str = "weighted"
     #: Where each value came from: "default", "file:<path>", "env:<NAME>" or "argument".
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)

@@ -64,7 +64,8 @@ from lossless.sessions import SessionPolicy
 from lossless.tokens import RecentCounter, TokenCounter, token_counter_for
 
 if TYPE_CHECKING:
-    from lossless.memory.service import MemoryService
+    from lossless.memory.scopes import Caller
+    from lossless.memory.service import MemoryService, Remembered
 
 __all__ = [
     "AfterTurnResult",
@@ -455,6 +456,11 @@ class ContextEngine:
             return AfterTurnResult(IngestResult(None), error=f"ingest failed: {exc}")
         if ingested.conversation_id is None:
             return AfterTurnResult(ingested)
+        if self.config.memory_auto_extract:
+            try:
+                await self.remember(ingested)
+            except Exception as exc:  # memory is a side line: it never fails the turn
+                log.warning("after_turn memory extraction for %r failed: %s", session_id, exc, exc_info=exc)
         try:
             return await self._maybe_compact(ingested, token_budget)
         except Exception as exc:
@@ -682,6 +688,25 @@ class ContextEngine:
                     await maybe
         return results
 
+    # -------------------------------------------------------------- long-term memory
+
+    _memory_service: MemoryService | None = None
+
+    def memory(self) -> MemoryService:
+        """Long-term memory on this engine's store, as the configured agent (built on first use)."""
+        if self._memory_service is None:
+            from lossless.memory.scopes import Caller
+
+            self._memory_service = _memory_service(self.store, self.config, Caller.agent(self.config.agent_id))
+        return self._memory_service
+
+    async def remember(self, ingested: IngestResult) -> Remembered | None:
+        """Mine a stored turn's user messages for memories (``after_turn`` does it when ``memory_auto_extract``)."""
+        users = [m for m in ingested.stored if m.role == "user"]
+        if ingested.conversation_id is None or not users:
+            return None
+        return await self.memory().remember(ingested.conversation_id, users)
+
 
 # ------------------------------------------------------------------ long-term memory
 
@@ -714,29 +739,34 @@ async def open_memory(
     The embedder is ``memory_embedder``'s (the offline local model by default) and the
     fusion ``memory_fusion``'s.  ``system=True`` reaches every scope; nothing else does.
     """
-    from lossless.memory.admission import PRESETS
-    from lossless.memory.ranking import RetrievalConfig
     from lossless.memory.scopes import Caller
-    from lossless.memory.service import MemoryService
-    from lossless.providers import embedder_for, reranker_for
-    from lossless.stores import memory_store_for, open_store
+    from lossless.stores import open_store
 
     config = config or load_config({})
-    embedder = embedder_for(config)
     store = await open_store(config.resolved_database_url, config)
     try:
         caller = Caller.system() if system else Caller.agent(agent_id or config.agent_id)
-        retrieval = RetrievalConfig(fusion="rrf" if config.memory_fusion == "rrf" else "weighted")
-        service = MemoryService(
-            memory_store_for(store),
-            embedder,
-            caller,
-            retrieval=retrieval,
-            exact_search_max=config.memory_exact_search_max,
-            reranker=reranker_for(config),
-            admission=PRESETS.get(config.memory_admission),
-        )
+        service = _memory_service(store, config, caller)
     except BaseException:
         await store.close()
         raise
     return MemorySession(store, service)
+
+
+def _memory_service(store: Store, config: Config, caller: Caller) -> MemoryService:
+    """The memory service the settings describe, on ``store``'s file."""
+    from lossless.memory.admission import PRESETS
+    from lossless.memory.ranking import RetrievalConfig
+    from lossless.memory.service import MemoryService
+    from lossless.providers import embedder_for, reranker_for
+    from lossless.stores import memory_store_for
+
+    return MemoryService(
+        memory_store_for(store),
+        embedder_for(config),
+        caller,
+        retrieval=RetrievalConfig(fusion="rrf" if config.memory_fusion == "rrf" else "weighted"),
+        exact_search_max=config.memory_exact_search_max,
+        reranker=reranker_for(config),
+        admission=PRESETS.get(config.memory_admission),
+    )

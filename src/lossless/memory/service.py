@@ -39,7 +39,7 @@ from lossless.memory.scopes import Caller, check_scope, default_write_scope, rea
 from lossless.memory.vectors import DEFAULT_EXACT_MAX, F32, VectorIndex, chunk_text, from_blob, normalize, to_blob
 from lossless.records import MessageRecord, content_hash, utcnow
 
-__all__ = ["MemoryHit", "MemoryService", "SearchResult"]
+__all__ = ["MemoryHit", "MemoryService", "Remembered", "SearchResult"]
 
 log = logging.getLogger("lossless.memory")
 
