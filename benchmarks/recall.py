@@ -20,7 +20,9 @@ not the method's).
 
 Reported per method: Recall@1/5/10/25 and MRR of the evidence messages, NDCG@10, p50/p95 latency per question.
 Quality gate (exit 1 when missed, unless ``--no-gate``): the floors in :data:`GATES` for the embedder used —
-a regression check on the shipped set, not a timing test.
+a regression check on the shipped set, not a timing test.  The offline extractor's rules were written while
+looking at that set, so its ``memory`` figures are optimistic; ``data/recall-heldout.json`` was written
+afterwards and tuned nothing — run it with ``--dataset`` for an honest reading (it has no gate).
 """
 
 from __future__ import annotations
@@ -57,10 +59,10 @@ GATES: dict[str, dict[str, tuple[float, float]]] = {
         "fulltext": (0.85, 0.7),
         "semantic": (0.85, 0.7),
         "hybrid": (0.9, 0.85),
-        "memory": (0.4, 0.4),
+        "memory": (0.85, 0.85),
         "summary": (0.85, 0.8),
     },
-    "hash": {"fulltext": (0.85, 0.7), "hybrid": (0.75, 0.5), "memory": (0.4, 0.4), "summary": (0.75, 0.5)},
+    "hash": {"fulltext": (0.85, 0.7), "hybrid": (0.75, 0.5), "memory": (0.85, 0.8), "summary": (0.75, 0.5)},
 }
 
 Ranker = Callable[[str], Awaitable[list[str]]]

@@ -562,3 +562,31 @@ def test_any_query_text_gives_results_or_a_clear_input_error(
 def test_drafts_refuse_lone_surrogates() -> None:
     with pytest.raises(InputError, match="invalid Unicode"):
         MemoryDraft("bad \ud800 text")
+
+
+@pytest.mark.parametrize(
+    ("text", "category"),
+    [
+        ("I'm allergic to shellfish.", "profile"),
+        ("My manager is called Tomasz.", "profile"),
+        ("私は抹茶が大好きです。", "preferences"),
+        ("The cause was an expired TLS certificate.", "cases"),
+        ("We booked the boat ride for Tuesday.", "events"),
+        ("The backup job runs every Monday at noon.", "patterns"),
+        ("Our Postgres primary runs on version 16.", "entities"),
+        ("My editor is Helix.", "entities"),
+        ("The weather is nice today.", None),
+        ("Can you list the files?", None),
+        ("Thanks, that works!", None),
+    ],
+)
+def test_offline_extractor_categories(text: str, category: str | None) -> None:
+    from lossless.memory.extraction import extract
+    from lossless.records import MessageRecord
+
+    record = MessageRecord(
+        id=7, conversation_id=1, seq=0, role="user", content=text, parts=(), token_count=1, created_at=NOW
+    )
+    drafts = extract(1, [record])
+    assert [d.category for d in drafts] == ([category] if category else [])
+    assert all(d.source_message_ids == (7,) and d.conversation_id == 1 for d in drafts)

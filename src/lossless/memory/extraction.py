@@ -57,6 +57,40 @@ _RULES: tuple[tuple[Category, re.Pattern[str]], ...] = (
     ("cases", re.compile(r"\b(?:the fix (?:was|is)|fixed (?:it|by)|the (?:bug|problem|issue) was|root cause)\b", re.I)),
     ("patterns", re.compile(r"\b(?:i always|i usually|i never|every (?:morning|day|week)|my workflow)\b", re.I)),
     ("entities", re.compile(r"\b(?:remember that|note that|for the record|fyi)\b", re.I)),
+    # Broader forms, tried after the explicit ones above.
+    (
+        "profile",
+        re.compile(
+            r"\b(?:i'?m|i am) (?:allergic|planning|vegetarian|vegan|based|from)\b"
+            r"|\bmy (?:manager|boss|wife|husband|partner|daughter|son|kids?|team|budget|birthday)\b",
+            re.I,
+        ),
+    ),
+    ("preferences", re.compile(r"(?:大好き|好きです|喜欢)")),
+    (
+        "cases",
+        re.compile(
+            r"\b(?:the (?:cause|problem) (?:was|is)|caused by|the fix for|fails with|failed with|error [a-z]?\d{3,})",
+            re.I,
+        ),
+    ),
+    (
+        "events",
+        re.compile(
+            r"\b(?:we (?:booked|scheduled|planned|migrated|upgraded|hired|signed)|last (?:night|week)|yesterday|"
+            r"this morning)\b",
+            re.I,
+        ),
+    ),
+    ("patterns", re.compile(r"\bevery (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|\d+ days)\b", re.I)),
+    (
+        "entities",
+        re.compile(
+            r"^(?:our|the|my) [\w-]+(?: [\w-]+)? (?:runs on|is called|is named|uses)\b|^my [\w-]+ is\b"
+            r"|\b(?:ticket|issue|jira) [A-Z]{2,}-\d+\b",
+            re.I,
+        ),
+    ),
 )
 _SKIP = re.compile(
     r"^\s*(?:do you remember|what did i|can you recall|remind me what|hi\b|hello\b|thanks\b|ok\b|okay\b)", re.I
@@ -66,6 +100,7 @@ _TOPIC = re.compile(
     r"(?:to\s+)?(?:the\s+|a\s+|an\s+|my\s+)?([\w-]+)",
     re.I,
 )
+_OWNED = re.compile(r"\bmy ([\w-]+) is\b", re.I)
 _SENTENCES = re.compile(r"[^.!?。！？\n]+[.!?。！？]?")
 
 
@@ -82,6 +117,9 @@ def fact_key_for(category: Category, text: str) -> str | None:
     match = _TOPIC.search(text)
     if match:
         return f"{category}:{_topic_word(match.group(1))}"
+    owned = _OWNED.search(text)
+    if owned:
+        return f"{category}:{owned.group(1).lower()}"
     return None
 
 
