@@ -146,7 +146,8 @@ def fuse(candidates: Sequence[Candidate], config: RetrievalConfig) -> tuple[list
             total = sum(1.0 / (config.rrf_k + r) for r in (c.vector_rank, c.keyword_rank) if r is not None)
             s = s.at("fusion", total / (2.0 / (config.rrf_k + 1)))
         else:
-            sv, sb = c.vector_score, c.bm25_score
+            sv = c.vector_score if c.vector_rank is not None else None  # a vector *hit*, not just a known cosine
+            sb = c.bm25_score
             if sv is not None:
                 weighted = config.vector_weight * sv + config.bm25_weight * (sb or 0.0)
                 floor = config.bm25_floor_factor * sb if sb is not None and sb >= config.bm25_floor_at else 0.0

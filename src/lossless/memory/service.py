@@ -318,31 +318,21 @@ class MemoryService:
         clock = time.perf_counter()
         ids = list(dict.fromkeys([h.memory_id for h in vector_hits] + [h.memory_id for h in keyword_hits]))
         memories = {m.memory_id: m for m in await self.store.get(ids)}  # keyword ghosts vanish here
-        cosines = {h.memory_id: (h.similarity, rank) for rank, h in enumerate(vector_hits, 1)}
-        missing_cos = [h.memory_id for h in keyword_hits if h.memory_id not in cosines]
-        extra = index.similarity(qvec, missing_cos) if missing_cos else {}
+        vector_rank = {h.memory_id: (h.similarity, rank) for rank, h in enumerate(vector_hits, 1)}
+        keyword_rank = {h.memory_id: (h.score, rank) for rank, h in enumerate(keyword_hits, 1)}
+        # Keyword-only hits still get their cosine (for the rerank fallback and explain); fusion
+        # treats them as keyword-only all the same, as specified.
+        extra = index.similarity(qvec, [i for i in keyword_rank if i not in vector_rank])
         candidates: list[Candidate] = []
-        for hit in keyword_hits:
-            cosines.setdefault(hit.memory_id, (extra.get(hit.memory_id, 0.0), 0))
-        keyword = {h.memory_id: (h.score, rank) for rank, h in enumerate(keyword_hits, 1)}
         for memory_id in ids:
             memory = memories.get(memory_id)
             if memory is None or (category and memory.category != category):
                 continue
             if as_of is not None and not memory.valid_at(as_of):
                 continue
-            cos, vrank = cosines.get(memory_id, (None, 0))
-            raw, krank = keyword.get(memory_id, (None, 0))
-            in_vector = vrank > 0
-            candidates.append(
-                Candidate(
-                    memory,
-                    cosine=cos if in_vector or memory_id in extra else None,
-                    bm25_raw=raw,
-                    vector_rank=vrank or None,
-                    keyword_rank=krank or None,
-                )
-            )
+            cosine, vrank = vector_rank.get(memory_id, (extra.get(memory_id), None))
+            raw, krank = keyword_rank.get(memory_id, (None, None))
+            candidates.append(Candidate(memory, cosine=cosine, bm25_raw=raw, vector_rank=vrank, keyword_rank=krank))
         fused, dropped = fuse(candidates, self.retrieval)
         now = self.clock()
         vectors = {s.memory.memory_id: index.vector_of(s.memory.memory_id) for s in fused[: 4 * limit]}
