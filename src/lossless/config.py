@@ -185,6 +185,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("memory_rerank_timeout_ms", "memoryRerankTimeoutMs", "int", 5000, "Deadline of one rerank call; past it the search blends with cosine instead.", "memory", minimum=100, maximum=120_000),
     Setting("memory_admission", "memoryAdmission", "choice", "off", "Admission control for extracted memories (AMAC-v1): off, or the balanced, conservative or high-recall preset.", "memory", choices=("off", "balanced", "conservative", "high-recall")),
     Setting("memory_auto_extract", "memoryAutoExtract", "bool", False, "After each turn, mine the turn's user messages for long-term memories (offline extractor, dedup decisions, provenance); a failure is logged and never fails the turn.", "memory"),
+    Setting("memory_extractor", "memoryExtractor", "choice", "offline", "Who extracts memories from conversations: offline (deterministic rules) or openai (any OpenAI-compatible chat model; falls back to offline when a call fails).", "memory", choices=("offline", "openai")),
+    Setting("memory_extraction_model", "memoryExtractionModel", "str", "", "Model of the openai memory extractor (empty: summary_model).", "memory"),
     Setting("memory_fusion", "memoryFusion", "choice", "weighted", "How memory search fuses vector and keyword results: weighted (the reference's 0.7/0.3 with the exact-match floor) or rrf (reciprocal-rank fusion).", "memory", choices=("weighted", "rrf")),
 )
 # fmt: on
@@ -270,6 +272,8 @@ class Config:
     memory_rerank_timeout_ms: int = 5000
     memory_admission: str = "off"
     memory_auto_extract: bool = False
+    memory_extractor: str = "offline"
+    memory_extraction_model: str = ""
     memory_fusion: str = "weighted"
     #: Where each value came from: "default", "file:<path>", "env:<NAME>" or "argument".
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)

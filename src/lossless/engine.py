@@ -758,7 +758,7 @@ def _memory_service(store: Store, config: Config, caller: Caller) -> MemoryServi
     from lossless.memory.admission import PRESETS
     from lossless.memory.ranking import RetrievalConfig
     from lossless.memory.service import MemoryService
-    from lossless.providers import embedder_for, reranker_for
+    from lossless.providers import embedder_for, extractor_for, reranker_for
     from lossless.stores import memory_store_for
 
     return MemoryService(
@@ -769,4 +769,5 @@ def _memory_service(store: Store, config: Config, caller: Caller) -> MemoryServi
         exact_search_max=config.memory_exact_search_max,
         reranker=reranker_for(config),
         admission=PRESETS.get(config.memory_admission),
+        extractor=extractor_for(config),
     )

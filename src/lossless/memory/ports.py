@@ -28,8 +28,9 @@ from datetime import datetime
 from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 from lossless.memory.records import Memory, MemoryDraft, MemoryPatch, MemoryStats, Tier
+from lossless.records import MessageRecord
 
-__all__ = ["Embedder", "EmbeddingTask", "KeywordHit", "MemoryStore", "Reranker", "StoredVectors"]
+__all__ = ["Embedder", "EmbeddingTask", "Extractor", "KeywordHit", "MemoryStore", "Reranker", "StoredVectors"]
 
 #: (model name, one float32 blob per chunk).  An empty tuple of blobs stores no vectors.
 StoredVectors: TypeAlias = tuple[str, tuple[bytes, ...]]
@@ -72,6 +73,15 @@ class Reranker(Protocol):
     def name(self) -> str: ...
 
     async def rerank(self, query: str, documents: Sequence[str]) -> dict[int, float]: ...
+
+
+@runtime_checkable
+class Extractor(Protocol):
+    """Turns a conversation segment into at most five memory drafts with provenance (failures raise)."""
+
+    name: str
+
+    async def extract(self, conversation_id: int, messages: Sequence[MessageRecord]) -> list[MemoryDraft]: ...
 
 
 class MemoryStore(Protocol):

@@ -32,7 +32,7 @@ from lossless.errors import InputError, NotFoundError, ProviderError
 from lossless.memory import admission as amac
 from lossless.memory import decay, extraction
 from lossless.memory.admission import AdmissionConfig
-from lossless.memory.ports import Embedder, EmbeddingTask, MemoryStore, Reranker, StoredVectors
+from lossless.memory.ports import Embedder, EmbeddingTask, Extractor, MemoryStore, Reranker, StoredVectors
 from lossless.memory.ranking import Candidate, RetrievalConfig, Scored, finish, fuse, rerank_window
 from lossless.memory.records import CATEGORIES, Memory, MemoryDraft, MemoryPatch, MemoryStats
 from lossless.memory.scopes import Caller, check_scope, default_write_scope, reachable_scopes, require_reach
@@ -98,6 +98,7 @@ class MemoryService:
         exact_search_max: int = DEFAULT_EXACT_MAX,
         reranker: Reranker | None = None,
         admission: AdmissionConfig | None = None,
+        extractor: Extractor | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
@@ -108,6 +109,7 @@ class MemoryService:
         self.exact_search_max = exact_search_max
         self.reranker = reranker
         self.admission = admission
+        self.extractor = extractor
         self._index: VectorIndex | None = None
         self._grants: tuple[int, dict[str, list[str]]] | None = None
         self._recent: OrderedDict[str, bytes] = OrderedDict()  # in-process front of the embedding cache
@@ -401,7 +403,7 @@ class MemoryService:
 
     async def remember(self, conversation_id: int, messages: Sequence[MessageRecord]) -> Remembered:
         """Extract memories from ``messages`` and apply the dedup decision to each."""
-        drafts = extraction.extract(conversation_id, messages)
+        drafts = await self._extract(conversation_id, messages)
         if not drafts:
             return Remembered(())
         scope = await self._write_scope(None)
@@ -439,6 +441,14 @@ class MemoryService:
             out.append((draft, decision, touched))
             index = await self._vector_index()
         return Remembered(tuple(out))
+
+    async def _extract(self, conversation_id: int, messages: Sequence[MessageRecord]) -> Sequence[MemoryDraft]:
+        if self.extractor is not None:
+            try:
+                return await self.extractor.extract(conversation_id, messages)
+            except (ProviderError, TimeoutError) as exc:
+                log.warning("extractor %s failed (%s); using the offline extractor", self.extractor.name, exc)
+        return extraction.extract(conversation_id, messages)
 
     async def _apply(self, draft: MemoryDraft, decision: extraction.Decision) -> str | None:
         if decision.kind in ("create", "contextualize", "contradict") or decision.target is None:

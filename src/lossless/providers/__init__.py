@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from lossless.config import Config, default_key_file, resolve_api_key, resolve_base_url
 from lossless.errors import ConfigError, MissingDependencyError
-from lossless.memory.ports import Embedder, Reranker
+from lossless.memory.ports import Embedder, Extractor, Reranker
 from lossless.ports import Summarizer
 from lossless.providers.guards import GuardedSummarizer, GuardPolicy
 from lossless.providers.offline import OfflineSummarizer
@@ -42,6 +42,7 @@ __all__ = [
     "GuardPolicy",
     "GuardedSummarizer",
     "embedder_for",
+    "extractor_for",
     "file_summarizer_for",
     "reranker_for",
     "summarizer_for",
@@ -183,3 +184,26 @@ def reranker_for(config: Config) -> Reranker | None:
         endpoint=config.memory_rerank_endpoint,
         timeout_s=config.memory_rerank_timeout_ms / 1000,
     )
+
+
+def extractor_for(config: Config) -> Extractor | None:
+    """The model-backed memory extractor named by ``memory_extractor`` (``None``: the offline one)."""
+    if config.memory_extractor == "offline":
+        return None
+    from lossless.memory.llm_extraction import LlmExtractor
+    from lossless.providers.chat import openai_chat
+
+    model = config.memory_extraction_model or config.summary_model
+    if not model:
+        raise ConfigError(
+            "memory_extractor = openai needs a model: set memory_extraction_model (or summary_model)",
+            setting="memory_extraction_model",
+        )
+    credential = resolve_api_key(config, "openai")
+    chat = openai_chat(
+        model,
+        api_key=credential.value if credential else None,
+        base_url=resolve_base_url(config, "openai"),
+        timeout_s=config.summary_timeout_ms / 1000,
+    )
+    return LlmExtractor(chat, name=f"openai:{model}")
