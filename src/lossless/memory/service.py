@@ -164,14 +164,15 @@ class MemoryService:
             self._recent.popitem(last=False)
         return [from_blob(b) for b in blobs]
 
-    def _chunks(self, abstract: str, content: str) -> list[str]:
+    def chunks(self, abstract: str, content: str) -> list[str]:
+        """The texts a memory (or message) is embedded as: its content in chunks, the abstract first if new."""
         pieces = chunk_text(content, self.embedder.max_chars)
         if abstract.strip() and abstract not in pieces[0]:
             pieces.insert(0, abstract)
         return pieces
 
     async def _vectors_for(self, abstract: str, content: str) -> StoredVectors:
-        vectors = await self.embed(self._chunks(abstract, content))
+        vectors = await self.embed(self.chunks(abstract, content))
         return self.embedder.model, tuple(to_blob(v) for v in vectors)
 
     async def _vector_index(self, revision: int | None = None) -> VectorIndex:
@@ -273,7 +274,7 @@ class MemoryService:
         """Store exported memories (ids and history kept; already present ids skipped), re-embedded here."""
         reach = await self.reach()
         require_reach(self.caller, {m.scope for m in memories}, reach, action="write to")
-        pieces = [self._chunks(m.abstract, m.content) for m in memories]
+        pieces = [self.chunks(m.abstract, m.content) for m in memories]
         flat = await self.embed([p for chunks in pieces for p in chunks])  # one batch for the lot
         vectors: list[StoredVectors] = []
         start = 0
