@@ -59,6 +59,11 @@ def test_every_command_and_exit_code_is_documented() -> None:
         "stats",
         "config",
         "memory",
+        "doctor",
+        "prune",
+        "vacuum",
+        "worker",
+        "jobs",
     }
     for name in names:
         assert f"lcm {name}" in CLI_DOC, f"lcm {name} is not documented in docs/cli.md"
@@ -93,6 +98,8 @@ def test_readme_python_quickstart_runs(tmp_path: Path) -> None:
         "large-files.md",
         "memory.md",
         "assembly.md",
+        "integrity.md",
+        "operations.md",
     ],
 )
 def test_docs_linked_from_the_readme_exist(doc: str) -> None:

@@ -65,7 +65,7 @@ def test_export_import_roundtrip_and_bad_input(run, tmp_path: Path) -> None:  # 
 def test_scopes_are_enforced_and_system_is_explicit(run) -> None:  # type: ignore[no-untyped-def]
     run("memory", "add", "Main's secret is 42.")
     assert "No memory" in run("--agent", "other", "memory", "search", "secret 42")
-    assert "may not write" in run("--agent", "other", "memory", "add", "x y", "--scope", "agent:main", code=10)
+    assert "may not write" in run("--agent", "other", "memory", "add", "x y", "--scope", "agent:main", code=11)
     assert "1 current" in run("memory", "--all-scopes", "stats")
     run("memory", "grant", "other", "agent:main", "global")
     assert "42" in run("--agent", "other", "memory", "search", "secret 42")

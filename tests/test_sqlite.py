@@ -241,3 +241,24 @@ async def test_cancelled_transaction_rolls_back(tmp_path: Path) -> None:
     # The store is still usable.
     assert len((await store.append_messages(conv.id, [PreparedMessage(Message.user("ok"), 1, utcnow())])).stored) == 1
     await store.close()
+
+
+async def test_a_lower_numbered_migration_that_lands_later_still_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Migration numbers are handed out to parallel work; 5 may ship before 3, and 3 must then run."""
+    from lossless.stores.sqlite import connection
+    from lossless.stores.sqlite.schema import Migration
+
+    path = tmp_path / "lcm.db"
+    await (await SQLiteStore.open(path)).close()
+    later = Migration(3, "lands after 5", ("CREATE TABLE late_arrival (x INTEGER)",))
+    monkeypatch.setattr(connection, "MIGRATIONS", tuple(sorted((*MIGRATIONS, later), key=lambda m: m.version)))
+    await (await SQLiteStore.open(path)).close()
+    await (await SQLiteStore.open(path)).close()  # and only once
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT count(*) FROM late_arrival").fetchone() == (0,)
+    assert [r[0] for r in conn.execute("SELECT version FROM lcm_migrations ORDER BY version")] == sorted(
+        {m.version for m in MIGRATIONS} | {3}
+    )
+    conn.close()

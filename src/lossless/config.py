@@ -172,6 +172,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("summary_call_window_ms", "summaryCallWindowMs", "int", 600_000, "Window of the per-conversation spend guard.", "providers", minimum=1000, maximum=_MS_DAY),
     Setting("summary_max_calls_per_window", "summaryMaxCallsPerWindow", "int", 24, "Most summarizer calls one conversation may make within a window before its calls pause.", "providers", minimum=1, maximum=1_000_000),
     Setting("summary_spend_backoff_ms", "summarySpendBackoffMs", "int", 1_800_000, "How long a conversation's summarizer calls pause once it reaches the spend limit; they always resume after this.", "providers", minimum=0, maximum=7 * _MS_DAY),
+    # -- operations
+    Setting("log_format", "logFormat", "choice", "text", "Log format of the processes lossless runs itself (lcm worker): text, or one JSON object per line.", "operations", choices=("text", "json")),
+    Setting("worker_lease_ms", "workerLeaseMs", "int", 300_000, "How long a claimed background job is leased to its worker; the worker renews it while it runs, and another worker retries it once it expires.", "operations", minimum=1000, maximum=_MS_DAY),
+    Setting("worker_poll_ms", "workerPollMs", "int", 1000, "How often an idle worker looks for queued jobs.", "operations", minimum=10, maximum=600_000),
+    Setting("worker_max_attempts", "workerMaxAttempts", "int", 5, "Attempts per background job before it is marked failed.", "operations", minimum=1, maximum=1000),
     # -- long-term memory
     Setting("memory_embedder", "memoryEmbedder", "choice", "local", "Embedder for long-term memory: local (all-MiniLM-L6-v2 offline, the embeddings extra), openai (any OpenAI-compatible /embeddings API) or hash (deterministic, for tests only).", "memory", choices=("local", "openai", "hash")),
     Setting("memory_embedding_model", "memoryEmbeddingModel", "str", "text-embedding-3-small", "Model of the openai memory embedder.", "memory"),
@@ -260,6 +265,10 @@ class Config:
     summary_call_window_ms: int = 600_000
     summary_max_calls_per_window: int = 24
     summary_spend_backoff_ms: int = 1_800_000
+    log_format: str = "text"
+    worker_lease_ms: int = 300_000
+    worker_poll_ms: int = 1000
+    worker_max_attempts: int = 5
     memory_embedder: str = "local"
     memory_embedding_model: str = "text-embedding-3-small"
     memory_embedding_dimensions: int | None = None

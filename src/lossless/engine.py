@@ -49,6 +49,8 @@ from lossless.formats import OutputFormat, render_anthropic, render_openai
 from lossless.ingest import prepare_messages
 from lossless.interception import Interceptor, PendingFile
 from lossless.large_files import DEFAULT_PAGE_BYTES, Page, file_scope, page_lines, referenced_file_ids, restore
+from lossless.maintenance import MaintenanceMixin
+from lossless.observability import record, timed
 from lossless.ports import AppendResult, BlobStore, PreparedMessage, Store, StoreStats, Summarizer
 from lossless.records import (
     Conversation,
@@ -145,7 +147,7 @@ def _require_budget(value: object) -> None:
         raise InputError(f"token_budget must be a positive integer, got {value!r}")
 
 
-class ContextEngine:
+class ContextEngine(MaintenanceMixin):
     """Lossless context management for one agent identity over one store.
 
     Open one with ``await ContextEngine.open()`` (the embedded SQLite default)
@@ -309,6 +311,7 @@ class ContextEngine:
             return IngestResult(None, skipped=1, skip_reason="heartbeat")
         return await self.ingest_batch(session_id, [message], session_key=session_key)
 
+    @timed("lcm_ingest_latency_ms")
     async def ingest_batch(
         self, session_id: str, messages: Sequence[Message], *, session_key: str | None = None
     ) -> IngestResult:
@@ -357,6 +360,7 @@ class ContextEngine:
         cached = next((c for (sid, _), c in self._conversations.items() if sid == session_id), None)
         return cached or await self.store.find_conversation(agent_id=self.config.agent_id, session_id=session_id)
 
+    @timed("lcm_assemble_latency_ms")
     async def assemble(
         self,
         session_id: str,
@@ -402,7 +406,7 @@ class ContextEngine:
             if summary_ids:
                 group.start_soon(read_summaries)
                 group.start_soon(read_parents)
-        return assemble(
+        assembled = assemble(
             entries,
             records,
             summaries,
@@ -416,6 +420,8 @@ class ContextEngine:
             output=output,
             cache=self._rendered,
         )
+        record("lcm_context_tokens", assembled.estimated_tokens)
+        return assembled
 
     def _pass_through(self, messages: Sequence[Message], output: OutputFormat) -> AssembledContext:
         now = self._clock()
@@ -477,12 +483,24 @@ class ContextEngine:
         budget = min(token_budget, self.config.max_assembly_token_budget or token_budget)
         threshold = int(self.config.context_threshold * budget)
         compaction: CompactionResult | None = None
+        if self._background_worker is not None:  # embedded workers compact; the turn only queues the job
+            if tokens > threshold or self.compactor.needs_leaf_pass(entries):
+                await self.enqueue_compaction(
+                    conversation_id,
+                    reason="threshold",
+                    mode="full" if tokens > threshold else "incremental",
+                    target_tokens=threshold if tokens > threshold else None,
+                )
+            return AfterTurnResult(ingested, None, tokens)
         if tokens > threshold:
-            compaction = await self.compactor.compact(conversation_id, mode="full")
+            compaction = self._compacted(await self.compactor.compact(conversation_id, mode="full"), "threshold")
             if compaction.tokens_after > threshold:
-                compaction = await self.compactor.compact(conversation_id, mode="until_under", target_tokens=threshold)
+                compaction = self._compacted(
+                    await self.compactor.compact(conversation_id, mode="until_under", target_tokens=threshold),
+                    "threshold",
+                )
         elif self.compactor.needs_leaf_pass(entries):
-            compaction = await self.compactor.compact(conversation_id, mode="incremental")
+            compaction = self._compacted(await self.compactor.compact(conversation_id, mode="incremental"), "threshold")
         after = compaction.tokens_after if compaction else tokens
         return AfterTurnResult(ingested, compaction, after)
 
@@ -556,7 +574,8 @@ class ContextEngine:
         """
         conv = await self.conversation(conversation)
         chosen: Mode = mode or ("until_under" if target_tokens is not None else "full" if force else "incremental")
-        return await self.compactor.compact(conv.id, mode=chosen, target_tokens=target_tokens, progress=progress)
+        result = await self.compactor.compact(conv.id, mode=chosen, target_tokens=target_tokens, progress=progress)
+        return self._compacted(result, "manual", conv.session_id)
 
     async def summaries(self, conversation: int | str) -> tuple[list[Summary], dict[str, tuple[int | str, ...]]]:
         """All summaries of a conversation (oldest first) and, for each, its sources in order."""

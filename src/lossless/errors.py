@@ -156,7 +156,7 @@ EXIT_CODES: tuple[tuple[type[LcmError], int], ...] = (
     (InputError, 3),
     (ConfigError, 4),
     (NotFoundError, 5),
-    (AccessDeniedError, 10),
+    (AccessDeniedError, 11),
     (ConflictError, 6),
     (StoreError, 7),
     (ProviderError, 9),

@@ -56,7 +56,17 @@ from lossless.records import (
 __all__ = [
     "AppendResult",
     "BlobStore",
+    "IndexDiscrepancy",
+    "Job",
+    "JobKind",
+    "JobQueue",
+    "JobReason",
+    "JobState",
+    "MaintainableStore",
     "PreparedMessage",
+    "PrunableBlobStore",
+    "PruneCandidate",
+    "RetentionStore",
     "Store",
     "StoreStats",
     "Summarizer",
@@ -365,3 +375,199 @@ class Summarizer(Protocol):
     model: str | None
 
     async def summarize(self, request: SummaryRequest) -> SummaryResult: ...
+
+
+# ---------------------------------------------------------------------- maintenance
+
+
+@dataclass(frozen=True, slots=True)
+class IndexDiscrepancy:
+    """A row on which a derived full-text index and the canonical rows disagree.
+
+    ``source`` is ``messages`` or ``summaries``; ``row_id`` the indexed key (a message id, or the
+    summary's row number); ``issue`` is ``stale`` (indexed, but no such row) or ``missing`` (a row
+    the index claims to cover but does not hold).
+    """
+
+    source: str
+    row_id: int
+    issue: Literal["stale", "missing"]
+
+
+@runtime_checkable
+class MaintainableStore(Protocol):
+    """What the integrity checker and ``lcm doctor --apply`` need beyond :class:`Store`.
+
+    Every method here is non-destructive for canonical data: it touches derived data (the search
+    index) or context items, never a message, part, summary or lineage row.
+    """
+
+    async def search_index_problems(self, limit: int = 1000) -> list[IndexDiscrepancy]:
+        """Rows on which the full-text indexes disagree with the canonical rows (at most ``limit``)."""
+        ...
+
+    async def rebuild_search_index(self) -> None:
+        """Empty the full-text indexes and index every row again; returns once they are complete."""
+        ...
+
+    async def restore_context_item(self, conversation_id: int, ref: int | str) -> bool:
+        """Put a message (an int id) or summary (a str id) that the active context does not reach back in it.
+
+        It goes at its place by ``seq``.  Returns False (and writes nothing) if the row is not the
+        conversation's or is already a context item.
+        """
+        ...
+
+    async def drop_context_item(self, conversation_id: int, ordinal: int) -> bool:
+        """Remove a context item whose message or summary does not exist; False if it does exist or is gone."""
+        ...
+
+
+# ---------------------------------------------------------------------- retention
+
+
+@dataclass(frozen=True, slots=True)
+class PruneCandidate:
+    """A conversation that an explicit prune would delete, with what goes with it.
+
+    ``row_bytes`` is the size of the text its rows hold (messages, parts, summaries, file rows), an
+    estimate of the space it frees; ``blocked_by`` lists other conversations whose context or
+    summaries still point at its rows (a forked sub-agent): it is kept while they remain.
+    """
+
+    conversation_id: int
+    agent_id: str
+    session_id: str
+    active: bool
+    archived_at: datetime | None
+    messages: int
+    summaries: int
+    files: int
+    row_bytes: int
+    blocked_by: tuple[int, ...] = ()
+
+
+@runtime_checkable
+class RetentionStore(Protocol):
+    """Explicit, whole-conversation deletion (``lcm prune``) and file compaction (``lcm vacuum``).
+
+    Nothing here runs on its own: only an explicit call deletes, and only whole conversations.
+    Message and summary row ids are never reused after a delete, and the search index forgets the
+    deleted rows.
+    """
+
+    async def archived_before(self, agent_id: str, before: datetime) -> list[int]:
+        """Ids of ``agent_id``'s archived (inactive) conversations archived before ``before``."""
+        ...
+
+    async def prune_candidates(self, conversation_ids: Sequence[int]) -> list[PruneCandidate]:
+        """What deleting these conversations would remove (missing ids are left out)."""
+        ...
+
+    async def delete_conversations(self, conversation_ids: Sequence[int]) -> int:
+        """Delete these conversations and every row of theirs; returns how many were deleted.
+
+        A conversation another conversation still points at (see :class:`PruneCandidate`) raises
+        :class:`~lossless.errors.InputError` and nothing is deleted.
+        """
+        ...
+
+    async def vacuum(self) -> tuple[int, int]:
+        """Rebuild the database file to return free pages to the file system; ``(bytes before, after)``."""
+        ...
+
+
+@runtime_checkable
+class PrunableBlobStore(Protocol):
+    """A :class:`BlobStore` that can drop every blob of a deleted conversation."""
+
+    async def remove_conversation(self, conversation_id: int) -> int:
+        """Delete the conversation's blobs; returns the bytes freed."""
+        ...
+
+
+# ---------------------------------------------------------------------- background jobs
+
+JobKind = Literal["compaction", "integrity"]
+JobReason = Literal["threshold", "manual", "maintenance"]
+JobState = Literal["queued", "running", "done", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A background job (``spec/002`` worker contracts).
+
+    ``mode`` is, for a compaction, the compaction mode (``incremental``, ``full``, ``until_under``
+    with ``target_tokens``); for an integrity job, ``scan`` or ``scan_and_plan``.
+    """
+
+    id: int
+    kind: JobKind
+    reason: JobReason
+    requested_at: datetime
+    conversation_id: int | None = None
+    mode: str | None = None
+    target_tokens: int | None = None
+    state: JobState = "queued"
+    attempts: int = 0
+    lease_owner: str | None = None
+    lease_expires_ms: int | None = None
+    finished_at: datetime | None = None
+    result: JSONValue = None
+    error: str | None = None
+
+
+@runtime_checkable
+class JobQueue(Protocol):
+    """A durable queue of background jobs, shared by every worker on the store.
+
+    Contract: a claim hands a job to one worker at a time, under a lease (``lease_expires_ms``, epoch
+    milliseconds) that the worker renews while it runs; a job whose lease expired (its worker
+    crashed or hung) can be claimed again, until ``max_attempts`` claims have been made — then it
+    is marked ``failed``.  A claim never hands out a job for a conversation that has another job
+    running under a live lease.  At most one *queued* job exists per kind and conversation: asking
+    again returns the one waiting.  Only the lease owner can renew, finish or release a job.
+    """
+
+    async def enqueue_job(
+        self,
+        kind: JobKind,
+        *,
+        reason: JobReason,
+        conversation_id: int | None = None,
+        mode: str | None = None,
+        target_tokens: int | None = None,
+        requested_at: datetime,
+    ) -> Job:
+        """Queue a job (or return the equal kind's job already queued for that conversation)."""
+        ...
+
+    async def claim_job(self, owner: str, *, lease_ms: int, now_ms: int, max_attempts: int) -> Job | None:
+        """The oldest claimable job, now leased to ``owner``; ``None`` when there is none."""
+        ...
+
+    async def renew_job(self, job_id: int, owner: str, *, lease_ms: int, now_ms: int) -> bool:
+        """Extend ``owner``'s lease; False if the job is no longer ``owner``'s (it must stop)."""
+        ...
+
+    async def finish_job(
+        self,
+        job_id: int,
+        owner: str,
+        *,
+        ok: bool,
+        result: JSONValue = None,
+        error: str | None = None,
+        retry: bool = False,
+        finished_at: datetime,
+    ) -> bool:
+        """Record the outcome (``retry``: queue it again if attempts remain); False if not ``owner``'s."""
+        ...
+
+    async def release_job(self, job_id: int, owner: str) -> bool:
+        """Give a job back unfinished (graceful shutdown): queued again, this attempt not counted."""
+        ...
+
+    async def list_jobs(self, *, state: JobState | None = None, limit: int = 100) -> list[Job]:
+        """Jobs, newest first."""
+        ...

@@ -1,7 +1,8 @@
 """The ``lcm`` command.
 
 Commands: ``import``, ``conversations``, ``messages``, ``files``, ``file``, ``compact``,
-``summaries``, ``replay``, ``stats``, ``config show``.  Every command honours ``--database``
+``summaries``, ``replay``, ``stats``, ``config show``, ``doctor``, ``prune``, ``vacuum``, ``worker``,
+``jobs``.  Every command honours ``--database``
 (else ``LCM_DATABASE_URL``, the config file, or SQLite in the data directory) and prints JSON
 with ``--json``.
 ``memory …`` (add, search, explain, list, forget, update, export, import, stats,
@@ -19,11 +20,14 @@ import click
 from lossless.cli._common import CliState
 from lossless.cli.compact import compact_command, summaries_command
 from lossless.cli.config_cmd import config_group
+from lossless.cli.doctor import doctor_command
 from lossless.cli.files import file_command, files_command
 from lossless.cli.imports import import_command
 from lossless.cli.inspect import conversations_command, messages_command, stats_command
 from lossless.cli.memory import memory_group
 from lossless.cli.replay import replay_command
+from lossless.cli.retention import prune_command, vacuum_command
+from lossless.cli.worker import jobs_group, worker_command
 from lossless.engine import VERSION
 
 __all__ = ["cli", "main"]
@@ -57,6 +61,11 @@ cli.add_command(compact_command)
 cli.add_command(summaries_command)
 cli.add_command(replay_command)
 cli.add_command(config_group)
+cli.add_command(doctor_command)
+cli.add_command(prune_command)
+cli.add_command(vacuum_command)
+cli.add_command(worker_command)
+cli.add_command(jobs_group)
 cli.add_command(memory_group)
 
 

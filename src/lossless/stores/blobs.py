@@ -21,6 +21,8 @@ Invariants:
   ``fsync``-ed: a reader sees the whole blob or none, and a returned ``put``
   survives a crash.  A crash mid-write leaves a ``.tmp-*`` file, never a
   partial blob.
+* **Removed only with their conversation.**  :meth:`FileBlobStore.remove_conversation` deletes a
+  conversation's folder, and only an explicit ``lcm prune`` of that conversation calls it.
 * **Private.**  Folders are created ``0700`` and blobs ``0600``.
 * All file-system work runs in a worker thread; the event loop never waits
   on the disk.
@@ -91,6 +93,13 @@ class FileBlobStore:
     async def close(self) -> None:
         return None
 
+    async def remove_conversation(self, conversation_id: int) -> int:
+        """Delete the folder of a deleted conversation's blobs (``lcm prune``); returns the bytes freed."""
+        value: object = conversation_id  # callers may pass anything: check the type too
+        if type(value) is not int or conversation_id < 0:
+            raise InputError(f"conversation_id must be a non-negative integer, got {conversation_id!r}")
+        return await anyio.to_thread.run_sync(_remove_folder, self.root / str(conversation_id))
+
 
 def _check_put(conversation_id: object, content_hash: object, suffix: object) -> None:
     if isinstance(conversation_id, bool) or not isinstance(conversation_id, int) or conversation_id < 0:
@@ -131,6 +140,23 @@ def _write_once(path: Path, data: bytes, content_hash: str) -> None:
             raise StoreError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from exc
         raise
     _fsync_folder(folder)
+
+
+def _remove_folder(folder: Path) -> int:
+    freed = 0
+    try:
+        entries = list(folder.iterdir())
+    except FileNotFoundError:
+        return 0
+    except OSError as exc:
+        raise StoreError(f"cannot list {str(folder)!r}: {exc.strerror or exc}") from exc
+    for entry in entries:
+        if entry.is_file() and not entry.is_symlink():
+            freed += entry.stat().st_size
+            entry.unlink()
+    with contextlib.suppress(OSError):
+        folder.rmdir()
+    return freed
 
 
 def _fsync_folder(folder: Path) -> None:

@@ -291,6 +291,32 @@ class Database:
         if index.failure is not None:
             raise StoreError(f"the search index thread failed: {index.failure}") from index.failure
 
+    async def vacuum(self) -> tuple[int, int]:
+        """``VACUUM`` the main file (under the write lock, outside any transaction); ``(bytes before, after)``."""
+        if self._own_transaction() is not None:
+            raise InputError("VACUUM cannot run inside atomic()")
+
+        def run(conn: sqlite3.Connection) -> tuple[int, int]:
+            def size() -> int:
+                page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+                return int(page_size * conn.execute("PRAGMA page_count").fetchone()[0])
+
+            before = size()
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+            try:
+                conn.execute("VACUUM")
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                conn.execute("PRAGMA optimize")
+            finally:
+                conn.execute("PRAGMA busy_timeout = 0")
+            return before, size()
+
+        try:
+            async with self._write_lock:
+                return await anyio.to_thread.run_sync(run, self._writer_conn())
+        except sqlite3.Error as exc:
+            raise _translate(exc) from exc
+
 
 def _translate(exc: sqlite3.Error) -> StoreError:
     if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
@@ -351,7 +377,7 @@ def _in_read_transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connect
 
 def _migrate(conn: sqlite3.Connection, wait_ms: int) -> None:
     """Apply pending migrations, one transaction each; refuse a schema newer than this code."""
-    latest = MIGRATIONS[-1].version
+    latest = max(m.version for m in MIGRATIONS)
     for migration in MIGRATIONS:
         _begin_immediate(conn, wait_ms)
         try:
@@ -359,14 +385,16 @@ def _migrate(conn: sqlite3.Connection, wait_ms: int) -> None:
                 "CREATE TABLE IF NOT EXISTS lcm_migrations ("
                 "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
             )
-            applied = {row[0] for row in conn.execute("SELECT version FROM lcm_migrations")}
-            current = max(applied, default=0)
+            current = conn.execute("SELECT coalesce(max(version), 0) FROM lcm_migrations").fetchone()[0]
             if current > latest:
                 raise SchemaError(
                     f"the database schema is version {current} but this lossless knows only up to {latest}: "
                     "upgrade lossless-context to open it"
                 )
-            if migration.version not in applied:  # numbers may land out of order (branches)
+            # Each migration is applied once, by its own record: numbers assigned to parallel work may
+            # land out of order (5 before 3), and a later, lower-numbered one must still run.
+            applied = conn.execute("SELECT 1 FROM lcm_migrations WHERE version = ?", (migration.version,)).fetchone()
+            if applied is None:
                 for statement in migration.statements:
                     conn.execute(statement)
                 conn.execute(

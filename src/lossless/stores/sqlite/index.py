@@ -44,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["INDEX_VERSION", "SOURCES", "SearchIndex", "index_path_for"]
+__all__ = ["INDEX_VERSION", "SOURCES", "Forgotten", "SearchIndex", "index_path_for"]
 
 log = logging.getLogger("lossless.index")
 
@@ -67,6 +67,10 @@ class Source:
 
 
 SOURCES = (Source("messages", "messages", "message_id"), Source("summaries", "summaries", "summary_rowid"))
+
+
+#: Rows deleted from the main file, by source name: ``(key, the content that was indexed)``.
+Forgotten = dict[str, list[tuple[int, str]]]
 
 
 def index_path_for(main: Path) -> Path:
@@ -160,6 +164,54 @@ class SearchIndex:
                 raise
         finally:
             main.close()
+            index.close()
+
+    def rebuild(self) -> None:
+        """Empty the index and let the thread index every row again (call :meth:`wait_idle` to wait).  Blocking."""
+        main = self._connect_main()
+        index = self._connect_index()
+        try:
+            store_id = main.execute("SELECT value FROM lcm_meta WHERE key = 'store_id'").fetchone()[0]
+            index.execute("BEGIN IMMEDIATE")
+            try:
+                _reset(index, store_id)
+                index.execute("COMMIT")
+            except BaseException:
+                index.execute("ROLLBACK")
+                raise
+        finally:
+            main.close()
+            index.close()
+        self.kick()
+
+    def forget(self, rows: Forgotten) -> None:
+        """Remove rows just deleted from the main file from the index.  Blocking; call after the delete commits.
+
+        Only rows at or below the watermark were indexed; the watermark is read inside the index's
+        write transaction, so a batch the indexer committed meanwhile is covered, and a later batch
+        cannot see the deleted rows.
+        """
+        if not any(rows.values()):
+            return
+        index = self._connect_index()
+        try:
+            index.execute("BEGIN IMMEDIATE")
+            try:
+                for source in SOURCES:
+                    mark = index.execute(
+                        "SELECT watermark FROM index_state WHERE source = ?", (source.name,)
+                    ).fetchone()
+                    indexed = [(key, text) for key, text in rows.get(source.name, ()) if mark and key <= mark[0]]
+                    for suffix in ("fts", "trigram"):
+                        table = f"{source.name}_{suffix}"
+                        index.executemany(
+                            f"INSERT INTO {table}({table}, rowid, content) VALUES ('delete', ?, ?)", indexed
+                        )
+                index.execute("COMMIT")
+            except BaseException:
+                index.execute("ROLLBACK")
+                raise
+        finally:
             index.close()
 
     # -- the background thread

@@ -5,7 +5,10 @@ Invariants:
 * Migrations are append-only: a released migration is never edited; changes
   come as a new, higher-numbered one.  Each runs in its own ``BEGIN IMMEDIATE``
   transaction together with the row that records it in ``lcm_migrations``, so a
-  crash leaves the schema at a whole version.
+  crash leaves the schema at a whole version.  A migration runs when its own
+  version is not recorded yet (not merely when it is above the highest), so
+  numbers handed out to parallel work may land out of order; ``MIGRATIONS``
+  stays sorted by version.
 * This file holds the canonical rows only.  The full-text indexes are derived
   data and live in a companion file (see :mod:`lossless.stores.sqlite.index`).
 * Rows an index points at have an ``INTEGER PRIMARY KEY``, so ``VACUUM``
@@ -333,7 +336,33 @@ _V4 = (
     ),
 )
 
+# Background jobs (compaction, integrity), claimed by workers under a lease; see stores/sqlite/jobs.py.
+_V5 = (
+    """
+    CREATE TABLE jobs (
+        job_id           INTEGER PRIMARY KEY,
+        kind             TEXT NOT NULL CHECK (kind IN ('compaction','integrity')),
+        conversation_id  INTEGER REFERENCES conversations(conversation_id) ON DELETE CASCADE,
+        reason           TEXT NOT NULL CHECK (reason IN ('threshold','manual','maintenance')),
+        mode             TEXT,
+        target_tokens    INTEGER,
+        requested_at     TEXT NOT NULL,
+        state            TEXT NOT NULL DEFAULT 'queued' CHECK (state IN ('queued','running','done','failed')),
+        attempts         INTEGER NOT NULL DEFAULT 0,
+        lease_owner      TEXT,
+        lease_expires_ms INTEGER,
+        finished_at      TEXT,
+        result           TEXT,
+        error            TEXT
+    )
+    """,
+    "CREATE INDEX jobs_state_idx ON jobs (state, job_id)",
+    # At most one queued job per (kind, conversation): asking again while one waits adds nothing.
+    "CREATE UNIQUE INDEX jobs_queued_idx ON jobs (kind, coalesce(conversation_id, 0)) WHERE state = 'queued'",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(4, "long-term memory", _V4),
+    Migration(5, "background jobs", _V5),
 )

@@ -45,6 +45,11 @@ SUMMARY_COLUMNS = (
     "descendant_token_count, source_message_token_count, file_ids, provider, model, level, reason, created_at"
 )
 SUMMARY_COLUMN_COUNT = 17
+# Like message ids, summary row ids (the search index's key) are never reused after a prune.
+NEXT_SUMMARY_ROWID = (
+    "(SELECT max(coalesce((SELECT max(summary_rowid) FROM summaries), 0), "
+    "coalesce((SELECT CAST(value AS INTEGER) FROM lcm_meta WHERE key = 'summary_rowid_floor'), 0)) + 1)"
+)
 PART_SELECT = "p.message_id, " + ", ".join(f"p.{c}" for c in PART_COLUMNS)
 PART_INSERT = (
     f"INSERT INTO message_parts (part_id, message_id, ordinal, {', '.join(PART_COLUMNS)}) "
@@ -243,7 +248,8 @@ def replace_range(conn: sqlite3.Connection, summary: Summary, sources: Sequence[
             "nothing was written: read it again and retry"
         )
     conn.execute(
-        f"INSERT INTO summaries ({SUMMARY_COLUMNS}) VALUES ({', '.join('?' * SUMMARY_COLUMN_COUNT)})",
+        f"INSERT INTO summaries (summary_rowid, {SUMMARY_COLUMNS}) VALUES ({NEXT_SUMMARY_ROWID}, "
+        f"{', '.join('?' * SUMMARY_COLUMN_COUNT)})",
         summary_row(summary),
     )
     if summary.kind == "leaf":
@@ -381,6 +387,7 @@ def table_bytes(conn: sqlite3.Connection) -> dict[str, int]:
         "context_items",
         "large_files",
         "conversation_bootstrap_state",
+        "jobs",
     )
     out: dict[str, int] = {}
     for name, size in rows:

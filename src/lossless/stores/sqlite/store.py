@@ -20,8 +20,20 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio.to_thread
+
 from lossless.errors import InputError, NotFoundError
-from lossless.ports import AppendResult, PreparedMessage, StoreStats
+from lossless.ports import (
+    AppendResult,
+    IndexDiscrepancy,
+    Job,
+    JobKind,
+    JobReason,
+    JobState,
+    PreparedMessage,
+    PruneCandidate,
+    StoreStats,
+)
 from lossless.records import (
     BootstrapState,
     ContextEntry,
@@ -35,6 +47,7 @@ from lossless.records import (
     utcnow,
 )
 from lossless.stores.rows import dump_json
+from lossless.stores.sqlite import jobs, maintenance
 from lossless.stores.sqlite.connection import Database
 from lossless.stores.sqlite.statements import (
     CONVERSATION_COLUMNS,
@@ -604,6 +617,109 @@ class SQLiteStore:
             )
 
         return await self._db.read(run)
+
+    # ------------------------------------------------------------ maintenance (MaintainableStore)
+
+    async def search_index_problems(self, limit: int = 1000) -> list[IndexDiscrepancy]:
+        return await self._db.read(lambda conn: maintenance.index_discrepancies(conn, limit))
+
+    async def rebuild_search_index(self) -> None:
+        index = self._db.index
+        if index is None:
+            return
+        await anyio.to_thread.run_sync(index.rebuild)
+        await self._db.wait_indexed()
+
+    async def restore_context_item(self, conversation_id: int, ref: int | str) -> bool:
+        now = format_timestamp(utcnow())
+        return await self._db.write(lambda conn: maintenance.restore_context_item(conn, conversation_id, ref, now))
+
+    async def drop_context_item(self, conversation_id: int, ordinal: int) -> bool:
+        return await self._db.write(lambda conn: maintenance.drop_context_item(conn, conversation_id, ordinal))
+
+    # ------------------------------------------------------------ retention (RetentionStore)
+
+    async def archived_before(self, agent_id: str, before: datetime) -> list[int]:
+        cutoff = format_timestamp(before)
+        return await self._db.read(lambda conn: maintenance.archived_before(conn, agent_id, cutoff))
+
+    async def prune_candidates(self, conversation_ids: Sequence[int]) -> list[PruneCandidate]:
+        ids = list(dict.fromkeys(conversation_ids))
+
+        def run(conn: sqlite3.Connection) -> list[PruneCandidate]:
+            found = (maintenance.prune_candidate(conn, i) for i in ids)
+            return [c for c in found if c is not None]
+
+        return await self._db.read(run)
+
+    async def delete_conversations(self, conversation_ids: Sequence[int]) -> int:
+        ids = list(dict.fromkeys(conversation_ids))
+        if not ids:
+            return 0
+
+        def run(conn: sqlite3.Connection) -> tuple[int, dict[str, list[tuple[int, str]]]]:
+            present = [
+                i for i in ids if conn.execute("SELECT 1 FROM conversations WHERE conversation_id = ?", (i,)).fetchone()
+            ]
+            return len(present), maintenance.delete_conversations(conn, present)
+
+        deleted, forgotten = await self._db.write(run, heavy=True)
+        index = self._db.index
+        if index is not None:
+            await anyio.to_thread.run_sync(index.forget, forgotten)
+        return deleted
+
+    async def vacuum(self) -> tuple[int, int]:
+        return await self._db.vacuum()
+
+    # ------------------------------------------------------------ background jobs (JobQueue)
+
+    async def enqueue_job(
+        self,
+        kind: JobKind,
+        *,
+        reason: JobReason,
+        conversation_id: int | None = None,
+        mode: str | None = None,
+        target_tokens: int | None = None,
+        requested_at: datetime,
+    ) -> Job:
+        if kind not in ("compaction", "integrity"):
+            raise InputError(f"job kind must be 'compaction' or 'integrity', got {kind!r}")
+        if reason not in ("threshold", "manual", "maintenance"):
+            raise InputError(f"job reason must be 'threshold', 'manual' or 'maintenance', got {reason!r}")
+        if kind == "compaction" and conversation_id is None:
+            raise InputError("a compaction job needs a conversation_id")
+        return await self._db.write(
+            lambda conn: jobs.enqueue(conn, kind, reason, conversation_id, mode, target_tokens, requested_at)
+        )
+
+    async def claim_job(self, owner: str, *, lease_ms: int, now_ms: int, max_attempts: int) -> Job | None:
+        return await self._db.write(lambda conn: jobs.claim(conn, owner, lease_ms, now_ms, max_attempts))
+
+    async def renew_job(self, job_id: int, owner: str, *, lease_ms: int, now_ms: int) -> bool:
+        return await self._db.write(lambda conn: jobs.renew(conn, job_id, owner, lease_ms, now_ms))
+
+    async def finish_job(
+        self,
+        job_id: int,
+        owner: str,
+        *,
+        ok: bool,
+        result: JSONValue = None,
+        error: str | None = None,
+        retry: bool = False,
+        finished_at: datetime,
+    ) -> bool:
+        return await self._db.write(
+            lambda conn: jobs.finish(conn, job_id, owner, ok, result, error, retry, finished_at)
+        )
+
+    async def release_job(self, job_id: int, owner: str) -> bool:
+        return await self._db.write(lambda conn: jobs.release(conn, job_id, owner))
+
+    async def list_jobs(self, *, state: JobState | None = None, limit: int = 100) -> list[Job]:
+        return await self._db.read(lambda conn: jobs.list_jobs(conn, state, limit))
 
     # ------------------------------------------------------------ long-term memory
 

@@ -1,0 +1,260 @@
+"""The engine's operations side: integrity checks and repairs, retention, background jobs, and recording.
+
+A mixin of :class:`~lossless.engine.ContextEngine`, kept apart so the engine module stays about
+the conversation lifecycle.  Everything here works through the engine's store, blob store and
+compactor; see :mod:`lossless.integrity`, :mod:`lossless.retention`, :mod:`lossless.workers` and
+:mod:`lossless.observability` for the invariants.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+import anyio
+
+from lossless.compaction import CompactionResult, Compactor, Mode
+from lossless.config import Config
+from lossless.errors import InputError, StoreError
+from lossless.integrity import IntegrityChecker, IntegrityReport, RepairOutcome, RepairPlan, plan_repairs
+from lossless.observability import record
+from lossless.ports import BlobStore, Job, JobQueue, JobReason, PrunableBlobStore, Store
+from lossless.records import Conversation, JSONValue
+from lossless.retention import PrunePlan, PruneResult, plan_prune, require_retention
+from lossless.workers import Worker, WorkerSettings
+
+__all__ = ["MaintenanceMixin"]
+
+log = logging.getLogger("lossless.engine")
+
+
+class MaintenanceMixin:
+    """Integrity, retention, background jobs and metrics for :class:`~lossless.engine.ContextEngine`."""
+
+    store: Store
+    blobs: BlobStore
+    config: Config
+    compactor: Compactor
+    _clock: Callable[[], datetime]
+    _conversations: OrderedDict[tuple[str, str], Conversation]
+
+    if TYPE_CHECKING:
+
+        async def conversation(self, ref: int | str) -> Conversation: ...
+
+    # -------------------------------------------------------------- integrity
+
+    async def check_integrity(self, conversation: int | str | None = None) -> IntegrityReport:
+        """Check one conversation of this agent, or (``None``) the whole store; see :mod:`lossless.integrity`."""
+        conversation_id = None if conversation is None else (await self.conversation(conversation)).id
+        report = await IntegrityChecker(self.store, self.blobs).run(conversation_id)
+        for kind, count in report.counts().items():
+            record("lcm_integrity_failures", count, kind=kind)
+        if report.problems:
+            log.warning(
+                "integrity check found %d problems",
+                len(report.problems),
+                extra={"conversation_id": conversation_id, "problems": report.counts()},
+            )
+        return report
+
+    async def repair_integrity(self, plan: RepairPlan) -> RepairOutcome:
+        """Apply a plan made by :func:`lossless.integrity.plan_repairs` (non-destructive repairs only)."""
+        return await IntegrityChecker(self.store, self.blobs).apply(plan)
+
+    # -------------------------------------------------------------- retention
+
+    async def plan_prune(
+        self, *, archived_before: datetime | None = None, conversations: Sequence[int | str] = ()
+    ) -> PrunePlan:
+        """What an explicit prune would delete: this agent's conversations archived before a time, and/or named ones.
+
+        Reads only.  Carry the plan out with :meth:`prune`.
+        """
+        if archived_before is None and not conversations:
+            raise InputError("say what to prune: archived_before=<time> and/or conversations=[…]")
+        if archived_before is not None and archived_before.tzinfo is None:
+            raise InputError("archived_before must be timezone-aware (e.g. 2026-01-01T00:00:00+00:00)")
+        ids = [(await self.conversation(ref)).id for ref in conversations]
+        if archived_before is not None:
+            ids += await require_retention(self.store).archived_before(self.config.agent_id, archived_before)
+        return await plan_prune(self.store, list(dict.fromkeys(ids)))
+
+    async def prune(self, plan: PrunePlan, *, vacuum: bool = True) -> PruneResult:
+        """Delete the conversations of ``plan`` with their rows and blobs, then (by default) ``VACUUM``."""
+        retention = require_retention(self.store)
+        ids = [c.conversation_id for c in plan.delete]
+        deleted = await retention.delete_conversations(ids)
+        freed = 0
+        if isinstance(self.blobs, PrunableBlobStore):
+            for conversation_id in ids:
+                freed += await self.blobs.remove_conversation(conversation_id)
+        self._conversations.clear()
+        before = after = None
+        if vacuum and deleted:
+            before, after = await retention.vacuum()
+        log.info(
+            "pruned %d conversations",
+            deleted,
+            extra={"conversation_ids": ids, "messages": plan.messages, "blob_bytes": freed},
+        )
+        return PruneResult(deleted, plan.messages, freed, before, after)
+
+    async def vacuum(self) -> tuple[int, int]:
+        """Give the database file's free pages back to the file system; ``(bytes before, after)``."""
+        return await require_retention(self.store).vacuum()
+
+    # -------------------------------------------------------------- observability
+
+    def _compacted(self, result: CompactionResult, trigger: str, session_id: str | None = None) -> CompactionResult:
+        """Record a finished compaction: metrics, and one structured log line (plus one per summary)."""
+        record("lcm_compaction_runs", trigger=trigger, stop_reason=result.stop_reason)
+        for summary in result.summaries:
+            record("lcm_summaries_created", kind=summary.kind)
+        if not result.summaries:
+            return result
+        compaction_id = uuid.uuid4().hex[:16]
+        fields = {
+            "conversation_id": result.conversation_id,
+            "session_id": session_id,
+            "compaction_id": compaction_id,
+            "trigger_reason": trigger,
+        }
+        for summary in result.summaries:
+            log.debug(
+                "summary %s created (%s, depth %d)",
+                summary.id,
+                summary.kind,
+                summary.depth,
+                extra={**fields, "summary_id": summary.id},
+            )
+        log.info(
+            "compacted conversation %d: %d → %d tokens, %d summaries (%s)",
+            result.conversation_id,
+            result.tokens_before,
+            result.tokens_after,
+            len(result.summaries),
+            result.stop_reason,
+            extra={**fields, "token_before": result.tokens_before, "token_after": result.tokens_after},
+        )
+        return result
+
+    # -------------------------------------------------------------- background jobs
+
+    #: The embedded worker while :meth:`background` runs (then ``after_turn`` queues compactions).
+    _background_worker: Worker | None = None
+
+    def _queue(self) -> JobQueue:
+        if not isinstance(self.store, JobQueue):
+            raise StoreError(f"the {self.store.backend} store has no job queue; run compaction directly")
+        return self.store
+
+    async def enqueue_compaction(
+        self,
+        conversation: int | str,
+        *,
+        reason: JobReason = "manual",
+        mode: Mode = "incremental",
+        target_tokens: int | None = None,
+    ) -> Job:
+        """Queue a compaction job for a worker (an equal job already waiting is returned instead)."""
+        if mode not in ("incremental", "full", "until_under"):
+            raise InputError(f"mode must be incremental, full or until_under, got {mode!r}")
+        if target_tokens is not None and (type(target_tokens) is not int or target_tokens < 0):
+            raise InputError(f"target_tokens must be a non-negative integer, got {target_tokens!r}")
+        conv = await self.conversation(conversation)
+        return await self._queue().enqueue_job(
+            "compaction",
+            reason=reason,
+            conversation_id=conv.id,
+            mode=mode,
+            target_tokens=target_tokens,
+            requested_at=self._clock(),
+        )
+
+    async def enqueue_integrity(
+        self, conversation: int | str | None = None, *, mode: str = "scan", reason: JobReason = "maintenance"
+    ) -> Job:
+        """Queue an integrity check (``scan``, or ``scan_and_plan`` to also record the repair plan)."""
+        if mode not in ("scan", "scan_and_plan"):
+            raise InputError(f"mode must be 'scan' or 'scan_and_plan', got {mode!r}")
+        conversation_id = None if conversation is None else (await self.conversation(conversation)).id
+        return await self._queue().enqueue_job(
+            "integrity", reason=reason, conversation_id=conversation_id, mode=mode, requested_at=self._clock()
+        )
+
+    async def run_compaction_job(self, job: Job) -> JSONValue:
+        """Run a compaction job (for :class:`~lossless.workers.Worker`): recompute pressure, compact, record."""
+        assert job.conversation_id is not None
+        conversation = await self.store.get_conversation(job.conversation_id)
+        if conversation is None:
+            return {"skipped": "the conversation no longer exists"}
+        mode: Mode = job.mode if job.mode in ("incremental", "full", "until_under") else "incremental"  # type: ignore[assignment]
+        target = job.target_tokens
+        result = self._compacted(
+            await self.compactor.compact(
+                conversation.id, mode=mode, target_tokens=target if mode == "until_under" else None
+            ),
+            job.reason,
+            conversation.session_id,
+        )
+        if mode == "full" and target is not None and result.tokens_after > target:
+            result = self._compacted(
+                await self.compactor.compact(conversation.id, mode="until_under", target_tokens=target),
+                job.reason,
+                conversation.session_id,
+            )
+        return {
+            "stop_reason": result.stop_reason,
+            "tokens_before": result.tokens_before,
+            "tokens_after": result.tokens_after,
+            "summaries": len(result.summaries),
+        }
+
+    async def run_integrity_job(self, job: Job) -> JSONValue:
+        """Run an integrity job: check, and with ``scan_and_plan`` record the plan (never applied here)."""
+        report = await IntegrityChecker(self.store, self.blobs).run(job.conversation_id)
+        for kind, count in report.counts().items():
+            record("lcm_integrity_failures", count, kind=kind)
+        out: dict[str, JSONValue] = {"ok": report.ok, "problem_counts": dict(report.counts())}
+        if job.mode == "scan_and_plan":
+            out["plan"] = plan_repairs(report).to_dict()
+        if not report.ok:
+            log.warning("integrity job %d found %d problems", job.id, len(report.problems), extra={"job_id": job.id})
+        return out
+
+    def worker(self, settings: WorkerSettings | None = None, *, owner: str | None = None) -> Worker:
+        """A :class:`~lossless.workers.Worker` running this engine's jobs (settings default to the config's)."""
+        settings = settings or WorkerSettings(
+            lease_ms=self.config.worker_lease_ms,
+            poll_ms=self.config.worker_poll_ms,
+            max_attempts=self.config.worker_max_attempts,
+        )
+        return Worker(self._queue(), self, settings, owner=owner)
+
+    @asynccontextmanager
+    async def background(self, settings: WorkerSettings | None = None) -> AsyncIterator[Worker]:
+        """Run an embedded worker while the block runs; ``after_turn`` then queues its compactions.
+
+        ``async with engine.background(): …``.  On exit the worker stops claiming, lets the running
+        job finish within its grace period, and gives it back to the queue otherwise.
+        """
+        if self._background_worker is not None:
+            raise InputError("background() is already running for this engine")
+        worker = self.worker(settings)
+        stop = anyio.Event()
+        self._background_worker = worker
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(worker.run, stop)
+                try:
+                    yield worker
+                finally:
+                    stop.set()
+        finally:
+            self._background_worker = None

@@ -1,0 +1,142 @@
+"""Retention: explicit prune (planned, then applied), vacuum, and what must hold afterwards."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import anyio
+import pytest
+from click.testing import CliRunner
+
+from lossless import ContextEngine, Message
+from lossless.cli import cli
+from lossless.errors import InputError
+
+from .test_integrity import SETTINGS, chat
+
+pytestmark = pytest.mark.anyio
+
+BIG = "\n".join(f"line {i}: " + "data " * 20 for i in range(400))
+
+
+@pytest.fixture
+async def engine(tmp_path: Path) -> AsyncIterator[ContextEngine]:
+    opened = await ContextEngine.open(f"sqlite:///{tmp_path / 'r.db'}", **SETTINGS)  # type: ignore[arg-type]
+    try:
+        yield opened
+    finally:
+        await opened.dispose()
+
+
+async def fill(engine: ContextEngine, session: str, start: int) -> int:
+    result = await engine.ingest_batch(session, chat(40, start=start))
+    await engine.ingest(session, Message.user(f'<file name="big.txt">\n{BIG}{session}\n</file>'))
+    await engine.compact(session, force=True)
+    assert result.conversation_id is not None
+    return result.conversation_id
+
+
+def rows(engine: ContextEngine, sql: str) -> list[tuple[object, ...]]:
+    conn = sqlite3.connect(engine.store.path)  # type: ignore[attr-defined]
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+async def test_prune_archived_conversations(engine: ContextEngine) -> None:
+    old = await fill(engine, "old", 0)
+    keep = await fill(engine, "keep", 1000)
+    await engine.store.archive_conversation(old)
+    await engine.store.wait_indexed()
+    folder = engine.blobs.root / str(old)  # type: ignore[attr-defined]
+    assert folder.is_dir()
+    with pytest.raises(InputError):
+        await engine.plan_prune()
+    with pytest.raises(InputError, match="timezone-aware"):
+        await engine.plan_prune(archived_before=datetime(2030, 1, 1))
+    assert (await engine.plan_prune(archived_before=datetime.now(UTC) - timedelta(days=1))).delete == ()
+
+    plan = await engine.plan_prune(archived_before=datetime.now(UTC) + timedelta(seconds=5))
+    assert [c.conversation_id for c in plan.delete] == [old]
+    [candidate] = plan.delete
+    assert candidate.messages == 41 and candidate.summaries > 0 and candidate.files == 1 and candidate.row_bytes > 8000
+    top_message = rows(engine, "SELECT max(message_id) FROM messages")[0][0]
+    top_summary = rows(engine, "SELECT max(summary_rowid) FROM summaries")[0][0]
+
+    result = await engine.prune(plan)
+    assert result.conversations == 1 and result.messages == 41 and result.blob_bytes > 30_000
+    assert result.bytes_before is not None and result.bytes_after is not None
+    assert result.bytes_after <= result.bytes_before
+    assert not folder.exists()
+    for table in ("messages", "summaries", "context_items", "large_files"):
+        assert rows(engine, f"SELECT count(*) FROM {table} WHERE conversation_id = {old}") == [(0,)]
+    assert rows(engine, "SELECT count(*) FROM message_parts WHERE message_id NOT IN (SELECT message_id FROM messages)")[
+        0
+    ] == (0,)
+    report = await engine.check_integrity()
+    assert report.ok, report.problems  # the search index forgot the deleted rows too
+    assert report.conversations == 1
+
+    # Ids are never reused, so the index (keyed by them) stays exact.
+    fresh = await engine.ingest_batch("new", chat(30, start=5000))
+    assert min(m.id for m in fresh.stored) > top_message
+    await engine.compact("new", force=True)
+    assert (
+        rows(engine, "SELECT min(summary_rowid) FROM summaries WHERE conversation_id <> ?".replace("?", str(keep)))[0][
+            0
+        ]
+        > top_summary
+    )
+    await engine.store.wait_indexed()
+    assert (await engine.check_integrity()).ok
+
+
+async def test_a_conversation_a_fork_points_at_is_kept_unless_both_go(engine: ContextEngine) -> None:
+    parent = await fill(engine, "parent", 0)
+    handle = await engine.prepare_subagent_spawn("parent", "child", mode="fork")
+    await engine.ingest("child", Message.user("hello from the child"))
+    plan = await engine.plan_prune(conversations=["parent"])
+    assert plan.delete == () and [c.conversation_id for c, _ in plan.kept] == [parent]
+    assert str(handle.conversation.id) in plan.kept[0][1]
+    with pytest.raises(InputError, match="still referred to"):
+        await engine.store.delete_conversations([parent])  # type: ignore[attr-defined]
+    both = await engine.plan_prune(conversations=["parent", "child"])
+    assert sorted(c.conversation_id for c in both.delete) == sorted([parent, handle.conversation.id])
+    await engine.prune(both, vacuum=False)
+    assert rows(engine, "SELECT count(*) FROM conversations") == [(0,)]
+    assert (await engine.check_integrity()).ok
+
+
+def test_lcm_prune_and_vacuum(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+
+    async def setup() -> int:
+        async with await ContextEngine.open(url, **SETTINGS) as engine:  # type: ignore[arg-type]
+            cid = await fill(engine, "gone", 0)
+            await fill(engine, "stays", 1000)
+            return cid
+
+    cid = anyio.run(setup)
+
+    def lcm(*args: str) -> tuple[int, str]:
+        result = CliRunner().invoke(cli, ["--database", url, *args], catch_exceptions=False)
+        return result.exit_code, result.stdout
+
+    assert lcm("prune")[0] == 3
+    assert lcm("prune", "--archived-before", "yesterday")[0] == 3
+    code, out = lcm("prune", "--conversation", str(cid))
+    assert code == 0 and "Would delete" in out and "nothing was deleted" in out
+    code, out = lcm("prune", "--conversation", "gone", "--apply", "--json")
+    result = json.loads(out)
+    assert code == 0 and result["result"]["conversations"] == 1 and result["plan"]["messages"] == 41
+    code, out = lcm("prune", "--archived-before", "2020-01-01")
+    assert code == 0 and "nothing matches" in out
+    code, out = lcm("vacuum", "--json")
+    sizes = json.loads(out)
+    assert code == 0 and sizes["bytes_after"] <= sizes["bytes_before"]
+    assert lcm("doctor")[0] == 0
