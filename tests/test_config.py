@@ -180,7 +180,9 @@ SECRET = "sk-test-0123456789abcdef0123456789"
 
 def test_secrets_are_never_shown() -> None:
     config = load_config({"summary_api_key": SECRET}, env={"ANTHROPIC_API_KEY": SECRET + "-env"})
-    assert [s.name for s in SETTINGS if s.secret] == ["summary_api_key", "api_tokens"]
+    assert [s.name for s in SETTINGS if s.secret] == ["summary_api_key", "api_tokens", "memory_rerank_api_key"]
+    rerank = load_config({"memory_rerank_api_key": SECRET})
+    assert SECRET not in repr(rerank) and SECRET not in str(rerank.as_dict())
     assert SECRET not in repr(config) and SECRET not in str(config)
     assert f"summary_api_key='sk-t…(redacted, {len(SECRET)} chars)'" in repr(config)
     assert "provider_environment=[ANTHROPIC_API_KEY]" in repr(config)

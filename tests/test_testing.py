@@ -150,7 +150,8 @@ def test_stub_errors_use_each_providers_error_shape() -> None:
 
 def test_stub_refuses_unknown_routes_and_bad_bodies() -> None:
     with StubProviderServer() as stub:
-        assert post(f"{stub.url}/v1/embeddings", {})[0] == 404
+        assert post(f"{stub.url}/v1/audio/speech", {})[0] == 404
+        assert post(f"{stub.url}/v1/embeddings", {})[0] == 400  # embeddings is a route; it needs "input"
         assert post(f"{stub.openai_base_url}/chat/completions", b"not json")[0] == 400
         with pytest.raises(urllib.error.HTTPError) as caught:
             urllib.request.urlopen(f"{stub.url}/v1/models", timeout=5)

@@ -37,3 +37,14 @@ def test_register_is_idempotent_but_refuses_a_second_contract() -> None:
         register(ToolSpec("lcm_test_only_tool", "other", SCHEMA))
     with pytest.raises(TypeError):
         TOOLS["x"] = spec  # type: ignore[index]
+
+
+def test_memory_tools_are_defined_with_closed_schemas() -> None:
+    names = {"memory_recall", "memory_store", "memory_forget", "memory_update", "memory_list", "memory_stats"}
+    assert names <= set(TOOLS)
+    for name in names:
+        schema = TOOLS[name].input_schema
+        assert schema["additionalProperties"] is False
+        assert set(schema.get("required", ())) <= set(schema["properties"])
+    assert TOOLS["memory_recall"].input_schema["required"] == ["query"]
+    assert TOOLS["memory_store"].anthropic()["input_schema"]["properties"]["category"]["enum"][0] == "profile"

@@ -181,6 +181,22 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("api_tokens", "apiTokens", "list", (), "Bearer tokens accepted by the HTTP API, each as TOKEN=AGENT_ID: a caller acts as that agent and sees only its conversations. Required to listen on a non-loopback address.", "server", secret=True, pattern=r"^[A-Za-z0-9._~+/-]{16,}=[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$", allowed="a list of TOKEN=AGENT_ID entries (a token of 16 or more URL-safe characters; a secret: never shown)"),
     Setting("api_max_request_bytes", "apiMaxRequestBytes", "int", 32 * 1024 * 1024, "Largest HTTP request body the API accepts (larger ones get 413).", "server", minimum=1024, maximum=1 << 30),
     Setting("api_import_roots", "apiImportRoots", "list", (), "Folders the HTTP API's bootstrap endpoint may import transcripts from (empty: the endpoint is off).", "server"),
+    # -- long-term memory
+    Setting("memory_embedder", "memoryEmbedder", "choice", "local", "Embedder for long-term memory: local (all-MiniLM-L6-v2 offline, the embeddings extra), openai (any OpenAI-compatible /embeddings API) or hash (deterministic, for tests only).", "memory", choices=("local", "openai", "hash")),
+    Setting("memory_embedding_model", "memoryEmbeddingModel", "str", "text-embedding-3-small", "Model of the openai memory embedder.", "memory"),
+    Setting("memory_embedding_dimensions", "memoryEmbeddingDimensions", "int", None, "Ask the openai memory embedder for vectors of this size (models that support it).", "memory", minimum=8, maximum=16_384, optional=True),
+    Setting("memory_embedding_base_url", "memoryEmbeddingBaseUrl", "str", "", "Base URL of the OpenAI-compatible embeddings API (empty: OPENAI_BASE_URL, else OpenAI's).", "memory", pattern=r"^(https?://\S+)?$", allowed="empty, or an http:// or https:// URL"),
+    Setting("memory_exact_search_max", "memoryExactSearchMax", "int", 50_000, "Memory vector search is exact up to this many vectors; above it a sign-bit sketch preselects candidates that are then scored exactly.", "memory", minimum=1000, maximum=100_000_000),
+    Setting("memory_rerank_provider", "memoryRerankProvider", "choice", "none", "Cross-encoder that reranks the top 2 × limit memory results: none, or jina, siliconflow, voyage, pinecone, dashscope or tei over HTTP (on any failure the search blends with cosine instead).", "memory", choices=("none", "jina", "siliconflow", "voyage", "pinecone", "dashscope", "tei")),
+    Setting("memory_rerank_model", "memoryRerankModel", "str", "", "Rerank model (empty: the provider's usual one, e.g. jina-reranker-v3).", "memory"),
+    Setting("memory_rerank_endpoint", "memoryRerankEndpoint", "str", "", "Rerank URL (empty: the provider's own; required for tei).", "memory", pattern=r"^(https?://\S+)?$", allowed="empty, or an http:// or https:// URL"),
+    Setting("memory_rerank_api_key", "memoryRerankApiKey", "str", "", "API key of the rerank provider.", "memory", secret=True),
+    Setting("memory_rerank_timeout_ms", "memoryRerankTimeoutMs", "int", 5000, "Deadline of one rerank call; past it the search blends with cosine instead.", "memory", minimum=100, maximum=120_000),
+    Setting("memory_admission", "memoryAdmission", "choice", "off", "Admission control for extracted memories (AMAC-v1): off, or the balanced, conservative or high-recall preset.", "memory", choices=("off", "balanced", "conservative", "high-recall")),
+    Setting("memory_auto_extract", "memoryAutoExtract", "bool", False, "After each turn, mine the turn's user messages for long-term memories (offline extractor, dedup decisions, provenance); a failure is logged and never fails the turn.", "memory"),
+    Setting("memory_extractor", "memoryExtractor", "choice", "offline", "Who extracts memories from conversations: offline (deterministic rules) or openai (any OpenAI-compatible chat model; falls back to offline when a call fails).", "memory", choices=("offline", "openai")),
+    Setting("memory_extraction_model", "memoryExtractionModel", "str", "", "Model of the openai memory extractor (empty: summary_model).", "memory"),
+    Setting("memory_fusion", "memoryFusion", "choice", "weighted", "How memory search fuses vector and keyword results: weighted (the reference's 0.7/0.3 with the exact-match floor) or rrf (reciprocal-rank fusion).", "memory", choices=("weighted", "rrf")),
 )
 # fmt: on
 
@@ -260,6 +276,21 @@ class Config:
     api_tokens: tuple[str, ...] = ()
     api_max_request_bytes: int = 32 * 1024 * 1024
     api_import_roots: tuple[str, ...] = ()
+    memory_embedder: str = "local"
+    memory_embedding_model: str = "text-embedding-3-small"
+    memory_embedding_dimensions: int | None = None
+    memory_embedding_base_url: str = ""
+    memory_exact_search_max: int = 50_000
+    memory_rerank_provider: str = "none"
+    memory_rerank_model: str = ""
+    memory_rerank_endpoint: str = ""
+    memory_rerank_api_key: str = ""
+    memory_rerank_timeout_ms: int = 5000
+    memory_admission: str = "off"
+    memory_auto_extract: bool = False
+    memory_extractor: str = "offline"
+    memory_extraction_model: str = ""
+    memory_fusion: str = "weighted"
     #: Where each value came from: "default", "file:<path>", "env:<NAME>" or "argument".
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     #: The :data:`PROVIDER_ENV_VARS` that were set when the config was loaded (may hold keys).

@@ -35,7 +35,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from zoneinfo import ZoneInfo
 
 import anyio
@@ -71,7 +71,20 @@ from lossless.retrieval.expansion import expand_query as run_expand_query
 from lossless.sessions import SessionPolicy
 from lossless.tokens import RecentCounter, TokenCounter, token_counter_for
 
-__all__ = ["AfterTurnResult", "ContextEngine", "EngineInfo", "FileDescription", "ImportProgress", "SpawnHandle"]
+if TYPE_CHECKING:
+    from lossless.memory.scopes import Caller as MemoryCaller
+    from lossless.memory.service import MemoryService, Remembered
+
+__all__ = [
+    "AfterTurnResult",
+    "ContextEngine",
+    "EngineInfo",
+    "FileDescription",
+    "ImportProgress",
+    "MemorySession",
+    "SpawnHandle",
+    "open_memory",
+]
 
 log = logging.getLogger("lossless.engine")
 
@@ -455,6 +468,11 @@ class ContextEngine(MaintenanceMixin):
             return AfterTurnResult(IngestResult(None), error=f"ingest failed: {exc}")
         if ingested.conversation_id is None:
             return AfterTurnResult(ingested)
+        if self.config.memory_auto_extract:
+            try:
+                await self.remember(ingested)
+            except Exception as exc:  # memory is a side line: it never fails the turn
+                log.warning("after_turn memory extraction for %r failed: %s", session_id, exc, exc_info=exc)
         try:
             return await self._maybe_compact(ingested, token_budget)
         except Exception as exc:
@@ -831,3 +849,87 @@ class ContextEngine(MaintenanceMixin):
             timeout_s=timeout_s,
             clock=self._clock,
         )
+
+    # -------------------------------------------------------------- long-term memory
+
+    _memory_service: MemoryService | None = None
+
+    def memory(self) -> MemoryService:
+        """Long-term memory on this engine's store, as the configured agent (built on first use)."""
+        if self._memory_service is None:
+            from lossless.memory.scopes import Caller as MemoryCaller
+
+            self._memory_service = _memory_service(self.store, self.config, MemoryCaller.agent(self.config.agent_id))
+        return self._memory_service
+
+    async def remember(self, ingested: IngestResult) -> Remembered | None:
+        """Mine a stored turn's user messages for memories (``after_turn`` does it when ``memory_auto_extract``)."""
+        users = [m for m in ingested.stored if m.role == "user"]
+        if ingested.conversation_id is None or not users:
+            return None
+        return await self.memory().remember(ingested.conversation_id, users)
+
+
+# ------------------------------------------------------------------ long-term memory
+
+
+class MemorySession:
+    """A :class:`~lossless.memory.service.MemoryService` with the store it runs on (close it when done)."""
+
+    def __init__(self, store: Store, service: MemoryService) -> None:
+        self.store = store
+        self.service = service
+
+    async def aclose(self) -> None:
+        closer = getattr(self.service.embedder, "aclose", None)
+        if closer is not None:
+            await closer()
+        await self.store.close()
+
+    async def __aenter__(self) -> MemorySession:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+async def open_memory(
+    config: Config | None = None, *, agent_id: str | None = None, system: bool = False
+) -> MemorySession:
+    """Open long-term memory on the configured database, as ``agent_id`` (or, explicitly, the system).
+
+    The embedder is ``memory_embedder``'s (the offline local model by default) and the
+    fusion ``memory_fusion``'s.  ``system=True`` reaches every scope; nothing else does.
+    """
+    from lossless.memory.scopes import Caller as MemoryCaller
+    from lossless.stores import open_store
+
+    config = config or load_config({})
+    store = await open_store(config.resolved_database_url, config)
+    try:
+        caller = MemoryCaller.system() if system else MemoryCaller.agent(agent_id or config.agent_id)
+        service = _memory_service(store, config, caller)
+    except BaseException:
+        await store.close()
+        raise
+    return MemorySession(store, service)
+
+
+def _memory_service(store: Store, config: Config, caller: MemoryCaller) -> MemoryService:
+    """The memory service the settings describe, on ``store``'s file."""
+    from lossless.memory.admission import PRESETS
+    from lossless.memory.ranking import RetrievalConfig
+    from lossless.memory.service import MemoryService
+    from lossless.providers import embedder_for, extractor_for, reranker_for
+    from lossless.stores import memory_store_for
+
+    return MemoryService(
+        memory_store_for(store),
+        embedder_for(config),
+        caller,
+        retrieval=RetrievalConfig(fusion="rrf" if config.memory_fusion == "rrf" else "weighted"),
+        exact_search_max=config.memory_exact_search_max,
+        reranker=reranker_for(config),
+        admission=PRESETS.get(config.memory_admission),
+        extractor=extractor_for(config),
+    )

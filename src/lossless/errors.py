@@ -8,6 +8,7 @@ tree is shallow so callers can catch at the level they care about::
     ├── InputError (ValueError)     a caller passed something unusable (bad role, naive datetime, …)
     │   └── TranscriptError         a transcript file is corrupt (names the file and the line)
     ├── NotFoundError (LookupError) a conversation, message, summary or file id does not exist
+    ├── AccessDeniedError           the caller may not reach that memory scope (names how to grant it)
     ├── StoreError                  the database failed or is unusable
     │   ├── SchemaError             the schema is newer than this code, or a migration failed
     │   └── ConflictError           another writer holds the lock; safe to retry (``retryable``)
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 __all__ = [
     "EXIT_CODES",
+    "AccessDeniedError",
     "ConfigError",
     "ConflictError",
     "InputError",
@@ -94,6 +96,10 @@ class NotFoundError(LcmError, LookupError):
         self.ident = ident
 
 
+class AccessDeniedError(LcmError, PermissionError):
+    """The caller may not reach a memory scope; the message names the scope and how to grant it."""
+
+
 class StoreError(LcmError):
     """The database failed, or is in a state this code cannot use."""
 
@@ -150,6 +156,7 @@ EXIT_CODES: tuple[tuple[type[LcmError], int], ...] = (
     (InputError, 3),
     (ConfigError, 4),
     (NotFoundError, 5),
+    (AccessDeniedError, 11),
     (ConflictError, 6),
     (StoreError, 7),
     (ProviderError, 9),

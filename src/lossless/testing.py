@@ -31,12 +31,14 @@ from typing import Any, Literal, Self
 
 import anyio
 
+from lossless.memory.hashing import HashEmbedder
 from lossless.ports import SummaryRequest, SummaryResult
 from lossless.prompts import EXPAND_FOOTER, FILES_NONE, level_of
 
 __all__ = [
     "FakeStep",
     "FakeSummarizer",
+    "HashEmbedder",
     "RecordedRequest",
     "StubProviderServer",
     "StubReply",
@@ -421,6 +423,9 @@ class _StubHandler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         api: Api | None
+        if self.path.rstrip("/").endswith("/embeddings"):
+            self._embeddings()
+            return
         if self.path.rstrip("/").endswith("/chat/completions"):
             api = "openai"
         elif self.path.rstrip("/").endswith("/messages"):
@@ -446,6 +451,37 @@ class _StubHandler(BaseHTTPRequestHandler):
             self._send(reply.status, _error_body(api, reply.status, message, reply.error_type, reply.param))
             return
         self._send(200, _answer_body(api, request, reply))
+
+    def _embeddings(self) -> None:
+        """OpenAI's embeddings route: vectors from :class:`HashEmbedder` (``dimensions`` honoured, default 64)."""
+        length = int(self.headers.get("content-length") or 0)
+        try:
+            body = json.loads(self.rfile.read(length) or b"{}")
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or not isinstance(body.get("input"), list | str):
+            self._send(400, _error_body("openai", 400, "input must be a string or a list of strings"))
+            return
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        request = RecordedRequest(api="openai", method="POST", path=self.path, headers=headers, body=body)
+        reply = self.owner._next(request)
+        self.owner._wait(reply.delay_s)
+        if reply.status != 200:
+            self._send(reply.status, _error_body("openai", reply.status, reply.message, reply.error_type))
+            return
+        texts = [body["input"]] if isinstance(body["input"], str) else body["input"]
+        embedder = HashEmbedder(int(body.get("dimensions") or 64))
+        data = [{"object": "embedding", "index": i, "embedding": embedder.vector(str(t))} for i, t in enumerate(texts)]
+        tokens = sum(len(str(t)) // _CHARS_PER_TOKEN + 1 for t in texts)
+        self._send(
+            200,
+            {
+                "object": "list",
+                "data": data,
+                "model": body.get("model") or "stub-embed",
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            },
+        )
 
     def _send(self, status: int, payload: Mapping[str, Any]) -> None:
         data = json.dumps(payload).encode()

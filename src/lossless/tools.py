@@ -268,3 +268,128 @@ register(
         },
     )
 )
+
+
+# ---------------------------------------------------------------- long-term memory tools
+
+_CATEGORY_SCHEMA: dict[str, Any] = {
+    "type": "string",
+    "enum": ["profile", "preferences", "entities", "events", "cases", "patterns"],
+    "description": "Kind of memory: profile (who the user is), preferences, entities (named things and facts), "
+    "events (what happened, decisions), cases (problems and their fixes), patterns (habits, workflows).",
+}
+_SCOPE_SCHEMA: dict[str, Any] = {
+    "type": "string",
+    "pattern": r"^(global|(agent|custom|project|user|reflection:agent):[A-Za-z0-9][A-Za-z0-9._:@-]{0,127})$",
+    "description": "Memory scope: global, agent:<id>, custom:<name>, project:<id>, user:<id> or "
+    "reflection:agent:<id>. Only scopes this agent may reach are accepted.",
+}
+_MEMORY_ID_SCHEMA: dict[str, Any] = {
+    "type": "string",
+    "minLength": 8,
+    "maxLength": 64,
+    "pattern": "^[A-Za-z0-9_]+$",
+    "description": "A memory id (mem_…) or an unambiguous prefix of at least 8 characters.",
+}
+
+MEMORY_RECALL = register(
+    ToolSpec(
+        "memory_recall",
+        "Search long-term memory for facts, preferences and past decisions relevant to a query. Returns the best "
+        "matches with their scores, categories and the ids of the conversation messages each came from.",
+        {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "minLength": 1, "maxLength": 2000, "description": "What to look for."},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 20, "default": 5},
+                "scope": _SCOPE_SCHEMA,
+                "category": _CATEGORY_SCHEMA,
+                "as_of": {
+                    "type": "string",
+                    "format": "date-time",
+                    "description": "Answer as things stood at this time (superseded memories included).",
+                },
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+    )
+)
+MEMORY_STORE = register(
+    ToolSpec(
+        "memory_store",
+        "Save one durable fact to long-term memory (a preference, a decision, a fix, a name). Keep it to one "
+        "self-contained statement; do not store greetings, questions or tool output.",
+        {
+            "type": "object",
+            "properties": {
+                "text": {"type": "string", "minLength": 1, "maxLength": 64000},
+                "category": _CATEGORY_SCHEMA,
+                "importance": {"type": "number", "minimum": 0, "maximum": 1},
+                "scope": _SCOPE_SCHEMA,
+                "fact_key": {
+                    "type": "string",
+                    "maxLength": 200,
+                    "description": "What the fact is about, e.g. preferences:drink; a new value supersedes the old.",
+                },
+            },
+            "required": ["text"],
+            "additionalProperties": False,
+        },
+    )
+)
+MEMORY_FORGET = register(
+    ToolSpec(
+        "memory_forget",
+        "Delete one memory by id (use memory_recall or memory_list to find it).",
+        {
+            "type": "object",
+            "properties": {"memory_id": _MEMORY_ID_SCHEMA},
+            "required": ["memory_id"],
+            "additionalProperties": False,
+        },
+    )
+)
+MEMORY_UPDATE = register(
+    ToolSpec(
+        "memory_update",
+        "Change a memory: new text (re-indexed), importance or category. With supersede=true the old text is kept "
+        "as history and the new text becomes the current version.",
+        {
+            "type": "object",
+            "properties": {
+                "memory_id": _MEMORY_ID_SCHEMA,
+                "text": {"type": "string", "minLength": 1, "maxLength": 64000},
+                "importance": {"type": "number", "minimum": 0, "maximum": 1},
+                "category": _CATEGORY_SCHEMA,
+                "supersede": {"type": "boolean", "default": False},
+            },
+            "required": ["memory_id"],
+            "additionalProperties": False,
+        },
+    )
+)
+MEMORY_LIST = register(
+    ToolSpec(
+        "memory_list",
+        "List stored memories in the order they were saved, optionally by scope or category.",
+        {
+            "type": "object",
+            "properties": {
+                "scope": _SCOPE_SCHEMA,
+                "category": _CATEGORY_SCHEMA,
+                "include_superseded": {"type": "boolean", "default": False},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 20},
+                "after": {"type": "integer", "minimum": 0, "default": 0, "description": "Paging cursor."},
+            },
+            "additionalProperties": False,
+        },
+    )
+)
+MEMORY_STATS = register(
+    ToolSpec(
+        "memory_stats",
+        "Counts of the memories this agent can reach, by category, tier and scope.",
+        {"type": "object", "properties": {}, "additionalProperties": False},
+    )
+)

@@ -5,6 +5,8 @@ Commands: ``import``, ``conversations``, ``messages``, ``files``, ``file``, ``co
 ``prune``, ``vacuum``, ``worker``, ``jobs``, ``serve`` (the HTTP API) and ``mcp`` (the MCP server).
 Every command honours ``--database`` (else ``LCM_DATABASE_URL``, the config file, or SQLite in the
 data directory) and prints JSON with ``--json``.
+``memory …`` (add, search, explain, list, forget, update, export, import, stats,
+maintain, extract, grant, revoke) works on long-term memory.
 Exit codes are documented in ``docs/cli.md`` and defined by
 :data:`lossless.errors.EXIT_CODES`.
 """
@@ -22,6 +24,7 @@ from lossless.cli.doctor import doctor_command
 from lossless.cli.files import file_command, files_command
 from lossless.cli.imports import import_command
 from lossless.cli.inspect import conversations_command, messages_command, stats_command
+from lossless.cli.memory import memory_group
 from lossless.cli.replay import replay_command
 from lossless.cli.retention import prune_command, vacuum_command
 from lossless.cli.retrieval import describe_command, expand_command, grep_command
@@ -70,6 +73,7 @@ cli.add_command(mcp_command)
 cli.add_command(grep_command)
 cli.add_command(describe_command)
 cli.add_command(expand_command)
+cli.add_command(memory_group)
 
 
 def main() -> None:

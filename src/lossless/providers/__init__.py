@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from lossless.config import Config, default_key_file, resolve_api_key, resolve_base_url
 from lossless.errors import ConfigError, MissingDependencyError
+from lossless.memory.ports import Embedder, Extractor, Reranker
 from lossless.ports import Summarizer
 from lossless.providers.guards import GuardedSummarizer, GuardPolicy
 from lossless.providers.offline import OfflineSummarizer
@@ -36,7 +37,16 @@ if TYPE_CHECKING:
     from lossless.providers.anthropic import AnthropicSummarizer
     from lossless.providers.openai import OpenAISummarizer
 
-__all__ = ["SUMMARY_PROVIDERS", "GuardPolicy", "GuardedSummarizer", "file_summarizer_for", "summarizer_for"]
+__all__ = [
+    "SUMMARY_PROVIDERS",
+    "GuardPolicy",
+    "GuardedSummarizer",
+    "embedder_for",
+    "extractor_for",
+    "file_summarizer_for",
+    "reranker_for",
+    "summarizer_for",
+]
 
 #: The values ``summary_provider`` accepts (the empty string also means offline).
 SUMMARY_PROVIDERS = ("offline", "openai", "anthropic")
@@ -137,3 +147,63 @@ def file_summarizer_for(
     except ConfigError as exc:
         setting = "large_file_summary_provider" if provider else exc.setting
         raise ConfigError(f"large-file summaries: {exc}", setting=setting) from exc
+
+
+def embedder_for(config: Config) -> Embedder:
+    """The memory embedder named by ``memory_embedder`` (local, openai or hash)."""
+    if config.memory_embedder == "hash":
+        from lossless.memory.hashing import HashEmbedder
+
+        return HashEmbedder()
+    if config.memory_embedder == "openai":
+        from lossless.providers.embeddings import OpenAIEmbedder
+
+        credential = resolve_api_key(config, "openai")
+        base_url = config.memory_embedding_base_url or resolve_base_url(config, "openai")
+        return OpenAIEmbedder(
+            config.memory_embedding_model,
+            api_key=credential.value if credential else None,
+            base_url=base_url or None,
+            dimensions=config.memory_embedding_dimensions,
+        )
+    from lossless.providers.embeddings import LocalEmbedder
+
+    return LocalEmbedder()
+
+
+def reranker_for(config: Config) -> Reranker | None:
+    """The memory reranker named by ``memory_rerank_provider`` (``None`` for none)."""
+    if config.memory_rerank_provider == "none":
+        return None
+    from lossless.providers.rerank import HttpReranker
+
+    return HttpReranker(
+        config.memory_rerank_provider,
+        model=config.memory_rerank_model,
+        api_key=config.memory_rerank_api_key or None,
+        endpoint=config.memory_rerank_endpoint,
+        timeout_s=config.memory_rerank_timeout_ms / 1000,
+    )
+
+
+def extractor_for(config: Config) -> Extractor | None:
+    """The model-backed memory extractor named by ``memory_extractor`` (``None``: the offline one)."""
+    if config.memory_extractor == "offline":
+        return None
+    from lossless.memory.llm_extraction import LlmExtractor
+    from lossless.providers.chat import openai_chat
+
+    model = config.memory_extraction_model or config.summary_model
+    if not model:
+        raise ConfigError(
+            "memory_extractor = openai needs a model: set memory_extraction_model (or summary_model)",
+            setting="memory_extraction_model",
+        )
+    credential = resolve_api_key(config, "openai")
+    chat = openai_chat(
+        model,
+        api_key=credential.value if credential else None,
+        base_url=resolve_base_url(config, "openai"),
+        timeout_s=config.summary_timeout_ms / 1000,
+    )
+    return LlmExtractor(chat, name=f"openai:{model}")

@@ -17,9 +17,10 @@ from urllib.parse import unquote, urlsplit
 
 from lossless.config import Config
 from lossless.errors import ConfigError
+from lossless.memory.ports import MemoryStore
 from lossless.ports import BlobStore, Store
 
-__all__ = ["blob_store_for", "open_store", "sqlite_path_from_url"]
+__all__ = ["blob_store_for", "memory_store_for", "open_store", "sqlite_path_from_url"]
 
 SCHEMES = ("sqlite", "postgresql", "postgres")
 
@@ -89,3 +90,16 @@ def blob_store_for(config: Config | None = None) -> BlobStore:
         else:
             folder = config.resolved_large_files_dir
     return FileBlobStore(folder)
+
+
+def memory_store_for(store: Store) -> MemoryStore:
+    """The long-term memory store that lives beside ``store`` (same file, same transactions)."""
+    factory = getattr(store, "memory_store", None)
+    if factory is None:
+        raise ConfigError(
+            f"the {getattr(store, 'backend', type(store).__name__)} backend has no long-term memory yet; "
+            "use a sqlite:/// database",
+            setting="database_url",
+        )
+    memory_store: MemoryStore = factory()
+    return memory_store

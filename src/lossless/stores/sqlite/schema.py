@@ -236,6 +236,125 @@ _V2 = (
     "CREATE INDEX expansion_grants_live_idx ON expansion_grants (expires_at) WHERE revoked_at IS NULL",
 )
 
+_MEMORY_CATEGORIES = "'profile','preferences','entities','events','cases','patterns'"
+_MEMORY_FTS_COLUMNS = "abstract, overview, content"
+
+# Long-term memory (issue 10).  Unlike the message index, the memory full-text
+# tables live in this file and are kept in sync by triggers, in the same
+# transaction as the rows: memories are few and written rarely, and an update
+# must never be visible half-indexed.  Two FTS5 tables: porter/unicode61 for
+# words, trigram for substrings (Chinese, Japanese and Korean have no spaces).
+_V4 = (
+    f"""
+    CREATE TABLE memories (
+        memory_rowid     INTEGER PRIMARY KEY,
+        memory_id        TEXT NOT NULL UNIQUE,
+        scope            TEXT NOT NULL,
+        category         TEXT NOT NULL CHECK (category IN ({_MEMORY_CATEGORIES})),
+        tier             TEXT NOT NULL DEFAULT 'working' CHECK (tier IN ('core','working','peripheral')),
+        abstract         TEXT NOT NULL,
+        overview         TEXT NOT NULL,
+        content          TEXT NOT NULL,
+        importance       REAL NOT NULL CHECK (importance BETWEEN 0 AND 1),
+        confidence       REAL NOT NULL CHECK (confidence BETWEEN 0 AND 1),
+        temporal_type    TEXT NOT NULL DEFAULT 'static' CHECK (temporal_type IN ('static','dynamic')),
+        valid_from       TEXT NOT NULL,
+        valid_until      TEXT,
+        fact_key         TEXT,
+        supersedes       TEXT,
+        superseded_by    TEXT,
+        invalidated_at   TEXT,
+        access_count     INTEGER NOT NULL DEFAULT 0 CHECK (access_count >= 0),
+        last_accessed_at TEXT,
+        access_gap_days  REAL NOT NULL DEFAULT 0,
+        conversation_id  INTEGER REFERENCES conversations(conversation_id) ON DELETE SET NULL,
+        source           TEXT NOT NULL DEFAULT 'manual' CHECK (source IN ('manual','extraction','import')),
+        content_hash     TEXT NOT NULL,
+        metadata         TEXT,
+        created_at       TEXT NOT NULL,
+        updated_at       TEXT NOT NULL
+    )
+    """,
+    "CREATE INDEX memories_scope_idx ON memories (scope, invalidated_at)",
+    "CREATE INDEX memories_fact_key_idx ON memories (fact_key, valid_from) WHERE fact_key IS NOT NULL",
+    "CREATE INDEX memories_conversation_idx ON memories (conversation_id) WHERE conversation_id IS NOT NULL",
+    """
+    CREATE TABLE memory_sources (
+        memory_rowid INTEGER NOT NULL REFERENCES memories(memory_rowid) ON DELETE CASCADE,
+        ordinal      INTEGER NOT NULL,
+        message_id   INTEGER NOT NULL,
+        PRIMARY KEY (memory_rowid, ordinal)
+    ) WITHOUT ROWID
+    """,
+    "CREATE INDEX memory_sources_message_idx ON memory_sources (message_id)",
+    """
+    CREATE TABLE memory_vectors (
+        memory_rowid INTEGER NOT NULL REFERENCES memories(memory_rowid) ON DELETE CASCADE,
+        chunk        INTEGER NOT NULL,
+        model        TEXT NOT NULL,
+        dim          INTEGER NOT NULL CHECK (dim > 0),
+        vector       BLOB NOT NULL CHECK (length(vector) = 4 * dim),
+        PRIMARY KEY (memory_rowid, model, chunk)
+    ) WITHOUT ROWID
+    """,
+    """
+    CREATE TABLE embedding_cache (
+        content_hash TEXT NOT NULL,
+        model        TEXT NOT NULL,
+        dim          INTEGER NOT NULL CHECK (dim > 0),
+        vector       BLOB NOT NULL CHECK (length(vector) = 4 * dim),
+        created_at   TEXT NOT NULL,
+        PRIMARY KEY (content_hash, model)
+    ) WITHOUT ROWID
+    """,
+    """
+    CREATE TABLE memory_access (
+        agent_id   TEXT NOT NULL,
+        scope      TEXT NOT NULL,
+        granted_at TEXT NOT NULL,
+        PRIMARY KEY (agent_id, scope)
+    ) WITHOUT ROWID
+    """,
+    "INSERT INTO lcm_meta (key, value) VALUES ('memory_revision', '0')",
+    f"""
+    CREATE VIRTUAL TABLE memories_fts USING fts5(
+        {_MEMORY_FTS_COLUMNS}, content='memories', content_rowid='memory_rowid',
+        tokenize='porter unicode61 remove_diacritics 2'
+    )
+    """,
+    f"""
+    CREATE VIRTUAL TABLE memories_trigram USING fts5(
+        {_MEMORY_FTS_COLUMNS}, content='memories', content_rowid='memory_rowid', tokenize='trigram'
+    )
+    """,
+    *(
+        stmt
+        for table in ("memories_fts", "memories_trigram")
+        for stmt in (
+            f"""
+            CREATE TRIGGER {table}_ai AFTER INSERT ON memories BEGIN
+                INSERT INTO {table} (rowid, {_MEMORY_FTS_COLUMNS})
+                VALUES (new.memory_rowid, new.abstract, new.overview, new.content);
+            END
+            """,
+            f"""
+            CREATE TRIGGER {table}_ad AFTER DELETE ON memories BEGIN
+                INSERT INTO {table} ({table}, rowid, {_MEMORY_FTS_COLUMNS})
+                VALUES ('delete', old.memory_rowid, old.abstract, old.overview, old.content);
+            END
+            """,
+            f"""
+            CREATE TRIGGER {table}_au AFTER UPDATE OF abstract, overview, content ON memories BEGIN
+                INSERT INTO {table} ({table}, rowid, {_MEMORY_FTS_COLUMNS})
+                VALUES ('delete', old.memory_rowid, old.abstract, old.overview, old.content);
+                INSERT INTO {table} (rowid, {_MEMORY_FTS_COLUMNS})
+                VALUES (new.memory_rowid, new.abstract, new.overview, new.content);
+            END
+            """,
+        )
+    ),
+)
+
 # Background jobs (compaction, integrity), claimed by workers under a lease; see stores/sqlite/jobs.py.
 _V5 = (
     """
@@ -264,5 +383,6 @@ _V5 = (
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "expansion grants", _V2),
+    Migration(4, "long-term memory", _V4),
     Migration(5, "background jobs", _V5),
 )

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
@@ -70,6 +70,9 @@ from lossless.stores.sqlite.statements import (
     timestamp,
     with_parts,
 )
+
+if TYPE_CHECKING:
+    from lossless.stores.sqlite.memory import SQLiteMemoryStore
 
 
 class SQLiteStore:
@@ -749,3 +752,11 @@ class SQLiteStore:
 
     async def sweep_grants(self, now: datetime) -> int:
         return await self._db.write(lambda conn: retrieval.sweep(conn, now))
+
+    # ------------------------------------------------------------ long-term memory
+
+    def memory_store(self) -> SQLiteMemoryStore:
+        """The long-term memory tables of this same file (see :mod:`lossless.memory`)."""
+        from lossless.stores.sqlite.memory import SQLiteMemoryStore
+
+        return SQLiteMemoryStore(self._db)

@@ -1,0 +1,141 @@
+"""The memory layer's ports: where memories are kept, and what turns text into vectors.
+
+Invariants a :class:`MemoryStore` keeps (``tests/test_memory_store.py`` checks them):
+
+* **Transactional.**  Each method is one transaction: ``insert`` stores every
+  draft with its source links and vectors or nothing; ``update`` changes a row
+  in place (never delete-then-add); ``supersede`` inserts the new version and
+  invalidates the old one together.
+* **History is kept.**  Superseding never deletes; only ``delete`` removes a
+  memory (with its vectors and source links).
+* **Provenance is checked.**  A draft naming a conversation and source messages
+  is refused (``NotFoundError``) unless they exist and belong together.
+* **Scopes are filters, not hints.**  Every read taking ``scopes`` returns only
+  memories in those scopes; ``None`` (all scopes) is for system callers only —
+  the memory service decides, the store obeys.
+* Keyword search is safe for any query text (no FTS syntax reaches SQLite) and
+  finds Chinese, Japanese and Korean text (trigram index plus a bigram scan).
+
+An :class:`Embedder` is deterministic for a given model and returns unit-length
+``float32`` vectors of ``dimensions`` each, one per input, in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal, Protocol, TypeAlias, runtime_checkable
+
+from lossless.memory.records import Memory, MemoryDraft, MemoryPatch, MemoryStats, Tier
+from lossless.records import MessageRecord
+
+__all__ = ["Embedder", "EmbeddingTask", "Extractor", "KeywordHit", "MemoryStore", "Reranker", "StoredVectors"]
+
+#: (model name, one float32 blob per chunk).  An empty tuple of blobs stores no vectors.
+StoredVectors: TypeAlias = tuple[str, tuple[bytes, ...]]
+EmbeddingTask: TypeAlias = Literal["query", "passage"]
+
+
+@dataclass(frozen=True, slots=True)
+class KeywordHit:
+    """A keyword match and its raw BM25-style score (higher is better, unbounded)."""
+
+    memory_id: str
+    score: float
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Text in, unit vectors out."""
+
+    @property
+    def model(self) -> str:
+        """Identifies the vector space: vectors of different models are never compared."""
+        ...
+
+    @property
+    def dimensions(self) -> int: ...
+
+    @property
+    def max_chars(self) -> int:
+        """Longest text embedded as one vector; longer texts are chunked by the caller."""
+        ...
+
+    async def embed(self, texts: Sequence[str], *, task: EmbeddingTask = "passage") -> list[list[float]]: ...
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """A cross-encoder: relevance of each document to the query, by document index (any failure raises)."""
+
+    @property
+    def name(self) -> str: ...
+
+    async def rerank(self, query: str, documents: Sequence[str]) -> dict[int, float]: ...
+
+
+@runtime_checkable
+class Extractor(Protocol):
+    """Turns a conversation segment into at most five memory drafts with provenance (failures raise)."""
+
+    name: str
+
+    async def extract(self, conversation_id: int, messages: Sequence[MessageRecord]) -> list[MemoryDraft]: ...
+
+
+class MemoryStore(Protocol):
+    """Memories with their vectors, keyword index, embedding cache and scope grants."""
+
+    async def insert(self, drafts: Sequence[MemoryDraft], vectors: Sequence[StoredVectors]) -> list[Memory]: ...
+
+    async def supersede(self, old_id: str, draft: MemoryDraft, vectors: StoredVectors) -> Memory: ...
+
+    async def update(self, memory_id: str, patch: MemoryPatch, vectors: StoredVectors | None) -> Memory: ...
+
+    async def delete(self, memory_ids: Sequence[str]) -> int: ...
+
+    async def import_memories(self, memories: Sequence[Memory], vectors: Sequence[StoredVectors]) -> int: ...
+
+    async def record_access(self, memory_ids: Sequence[str], when: datetime) -> list[Memory]: ...
+
+    async def set_tiers(self, changes: Mapping[str, Tier]) -> None: ...
+
+    async def get(self, memory_ids: Sequence[str]) -> list[Memory]: ...
+
+    async def find_by_prefix(self, prefix: str, scopes: Sequence[str] | None) -> list[Memory]: ...
+
+    async def list_memories(
+        self,
+        scopes: Sequence[str] | None,
+        *,
+        category: str | None = None,
+        include_superseded: bool = False,
+        fact_key: str | None = None,
+        after_rowid: int = 0,
+        limit: int = 100,
+    ) -> list[tuple[int, Memory]]: ...
+
+    async def keyword_search(
+        self, query: str, scopes: Sequence[str] | None, *, limit: int, include_superseded: bool = False
+    ) -> list[KeywordHit]: ...
+
+    async def load_vectors(self, model: str) -> tuple[int, list[tuple[str, str, bool, bytes]]]: ...
+
+    async def revision(self) -> int: ...
+
+    async def memories_without_vectors(self, model: str, limit: int = 500) -> list[Memory]: ...
+
+    async def put_vectors(self, memory_id: str, vectors: StoredVectors) -> None: ...
+
+    async def stats(self, scopes: Sequence[str] | None) -> MemoryStats: ...
+
+    async def cached_embeddings(self, hashes: Sequence[str], model: str) -> dict[str, bytes]: ...
+
+    async def cache_embeddings(self, items: Mapping[str, bytes], model: str) -> None: ...
+
+    async def grants(self) -> dict[str, list[str]]: ...
+
+    async def grant(self, agent_id: str, scopes: Iterable[str]) -> None: ...
+
+    async def revoke(self, agent_id: str, scopes: Iterable[str]) -> int: ...

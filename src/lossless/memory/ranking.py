@@ -1,0 +1,259 @@
+"""The hybrid retrieval pipeline: fusion, then the post-fusion stages, with every score recorded.
+
+Stages, in order (spec/001 defaults in :class:`RetrievalConfig`):
+
+1. **fusion** — ``weighted``: vector score ``s_v = 1/(1 + (1 - cos))``, BM25
+   score ``s_b = sigmoid(raw/5)``; with a vector hit the fused score is
+   ``max(0.7·s_v + 0.3·s_b, 0.92·s_b if s_b ≥ 0.75)`` (the exact-match floor), a
+   keyword-only hit keeps ``s_b``; clamped to [0, 1].  ``rrf``: reciprocal-rank
+   fusion ``Σ 1/(60 + rank)`` normalised so rank 1 in both lists scores 1 — a
+   calibrated alternative whose scores mean the same whatever the embedder.
+   Keyword hits whose memory no longer exists (ghosts) are dropped here.
+2. **min_score** (0.3; weighted fusion only) → the candidate pool.
+3. **rerank** — over the top ``2·limit`` only: ``0.6·cross-encoder + 0.4·fused``
+   with preservation floors for strong keyword matches; candidates the
+   reranker did not return get ``0.8·fused`` (or their floor); on any reranker
+   failure ``0.7·fused + 0.3·cosine``.  No reranker: unchanged.
+4. **recency** ``+ 0.1·e^(-age/14 d)``; 5. **importance** ``× (0.7 + 0.3·importance)``;
+6. **length** ``× max(0.3, 1/(1 + 0.5·log2(max(chars/500, 1))))``;
+7. **time_decay** — the Weibull search boost (:mod:`lossless.memory.decay`), or the
+   reference's legacy half-life formula, or off;
+8. **hard_min_score** (0.35; weighted fusion only); 9. **noise** filter;
+10. **mmr** — a result whose cosine with an already chosen one exceeds 0.85 is
+    moved behind the others; 11. **limit**.
+
+Invariants: pure (no I/O, ``now`` is an argument), deterministic (ties broken
+by memory id), every score lies in [0, 1] after fusion and rerank and in
+[0, 1 + recency_weight] after the additive recency boost (later stages only
+multiply by factors ≤ 1), and every
+candidate's path is recorded — kept results with the score after each stage,
+dropped ones with the stage that dropped them (the explain mode).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Literal
+
+from lossless.memory import decay
+from lossless.memory.records import Memory
+
+__all__ = ["Candidate", "RankResult", "RetrievalConfig", "Scored", "finish", "fuse", "rerank_window"]
+
+Fusion = Literal["weighted", "rrf"]
+TimeDecay = Literal["weibull", "legacy", "off"]
+
+_NOISE = re.compile(
+    r"^\s*(?:"
+    r"(?:hi|hello|hey|thanks|thank you|ok|okay|sure|good (?:morning|night))\b[\s!.]*$"
+    r"|(?:i (?:don't|do not) (?:know|remember|have (?:any )?(?:information|memory)))"
+    r"|(?:do you remember|what did i (?:say|tell you)|can you recall)"
+    r"|(?:\[?(?:debug|trace|diagnostic)\]?[: ])"
+    r")",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievalConfig:
+    fusion: Fusion = "weighted"
+    vector_weight: float = 0.7
+    bm25_weight: float = 0.3
+    bm25_floor_at: float = 0.75
+    bm25_floor_factor: float = 0.92
+    rrf_k: int = 60
+    min_score: float = 0.3
+    candidate_pool: int = 20
+    rerank_blend: float = 0.6
+    rerank_unreturned_penalty: float = 0.8
+    recency_half_life_days: float = 14.0
+    recency_weight: float = 0.1
+    length_norm_anchor: int = 500
+    time_decay: TimeDecay = "weibull"
+    time_decay_half_life_days: float = 60.0
+    reinforcement_factor: float = 0.5
+    max_half_life_multiplier: float = 3.0
+    hard_min_score: float = 0.35
+    noise_filter: bool = True
+    mmr_threshold: float = 0.85
+
+    def pool_size(self, limit: int) -> int:
+        return max(self.candidate_pool, 2 * limit)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One memory found by vector search, keyword search or both."""
+
+    memory: Memory
+    cosine: float | None = None
+    bm25_raw: float | None = None
+    vector_rank: int | None = None
+    keyword_rank: int | None = None
+
+    @property
+    def vector_score(self) -> float | None:
+        return None if self.cosine is None else 1.0 / (1.0 + (1.0 - self.cosine))
+
+    @property
+    def bm25_score(self) -> float | None:
+        return None if self.bm25_raw is None else 1.0 / (1.0 + math.exp(-self.bm25_raw / 5.0))
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    candidate: Candidate
+    score: float
+    stages: tuple[tuple[str, float], ...] = ()
+    dropped_at: str | None = None
+
+    @property
+    def memory(self) -> Memory:
+        return self.candidate.memory
+
+    def at(self, stage: str, value: float, *, clamp: bool = True) -> Scored:
+        value = max(0.0, value)
+        if clamp:
+            value = min(1.0, value)
+        return replace(self, score=value, stages=(*self.stages, (stage, value)))
+
+    def drop(self, stage: str) -> Scored:
+        return replace(self, dropped_at=stage)
+
+
+@dataclass(frozen=True, slots=True)
+class RankResult:
+    results: tuple[Scored, ...]
+    dropped: tuple[Scored, ...] = field(default=())
+    reranker: str = "none"
+
+
+def _order(items: Sequence[Scored]) -> list[Scored]:
+    return sorted(items, key=lambda s: (-s.score, s.memory.memory_id))
+
+
+def fuse(candidates: Sequence[Candidate], config: RetrievalConfig) -> tuple[list[Scored], list[Scored]]:
+    """Stages 1–2: (pool above min_score best first, dropped)."""
+    kept: list[Scored] = []
+    dropped: list[Scored] = []
+    for c in candidates:
+        s = Scored(c, 0.0)
+        if config.fusion == "rrf":
+            total = sum(1.0 / (config.rrf_k + r) for r in (c.vector_rank, c.keyword_rank) if r is not None)
+            s = s.at("fusion", total / (2.0 / (config.rrf_k + 1)))
+        else:
+            sv = c.vector_score if c.vector_rank is not None else None  # a vector *hit*, not just a known cosine
+            sb = c.bm25_score
+            if sv is not None:
+                weighted = config.vector_weight * sv + config.bm25_weight * (sb or 0.0)
+                floor = config.bm25_floor_factor * sb if sb is not None and sb >= config.bm25_floor_at else 0.0
+                s = s.at("fusion", max(weighted, floor))
+            else:
+                s = s.at("fusion", sb or 0.0)
+        if config.fusion == "weighted" and s.score < config.min_score:
+            dropped.append(s.drop("min_score"))
+        else:
+            kept.append(s)
+    return _order(kept), dropped
+
+
+def rerank_window(pool: Sequence[Scored], limit: int) -> list[Scored]:
+    return list(pool[: 2 * limit])
+
+
+def _rerank(
+    pool: list[Scored],
+    limit: int,
+    rerank_scores: Mapping[str, float] | None,
+    failed: bool,
+    config: RetrievalConfig,
+) -> list[Scored]:
+    window = {s.memory.memory_id for s in rerank_window(pool, limit)}
+    out: list[Scored] = []
+    for s in pool:
+        if s.memory.memory_id not in window or (rerank_scores is None and not failed):
+            out.append(s)
+            continue
+        fused = s.score
+        if failed or rerank_scores is None:
+            out.append(s.at("rerank", 0.7 * fused + 0.3 * max(0.0, s.candidate.cosine or 0.0)))
+            continue
+        sb = s.candidate.bm25_score or 0.0
+        returned = s.memory.memory_id in rerank_scores
+        if sb >= 0.75:
+            floor = fused * (0.95 if returned else 1.0)
+        elif sb >= 0.6:
+            floor = fused * (0.9 if returned else 0.95)
+        else:
+            floor = fused * (0.5 if returned else 0.8)
+        if returned:
+            blended = config.rerank_blend * rerank_scores[s.memory.memory_id] + (1 - config.rerank_blend) * fused
+        else:
+            blended = config.rerank_unreturned_penalty * fused
+        out.append(s.at("rerank", max(blended, floor)))
+    return _order(out)
+
+
+def _legacy_decay(memory: Memory, now: datetime, config: RetrievalConfig) -> float:
+    age = max(0.0, (now - memory.created_at).total_seconds() / 86_400)
+    half_life = config.time_decay_half_life_days / (3.0 if memory.temporal_type == "dynamic" else 1.0)
+    if memory.access_count and memory.last_accessed_at:
+        since = max(0.0, (now - memory.last_accessed_at).total_seconds() / 86_400)
+        reinforced = 1 + config.reinforcement_factor * math.log(1 + memory.access_count * 2 ** (-since / 30))
+        half_life = min(half_life * reinforced, half_life * config.max_half_life_multiplier)
+    return 0.5 + 0.5 * math.exp(-age / half_life)
+
+
+def finish(
+    pool: Sequence[Scored],
+    *,
+    limit: int,
+    now: datetime,
+    config: RetrievalConfig,
+    decay_config: decay.DecayConfig = decay.DEFAULT,
+    rerank_scores: Mapping[str, float] | None = None,
+    rerank_failed: bool = False,
+    similarity: Callable[[str, str], float] | None = None,
+) -> tuple[list[Scored], list[Scored]]:
+    """Stages 3–11 on the fused pool: (results best first, dropped)."""
+    dropped: list[Scored] = []
+    items = _rerank(list(pool), limit, rerank_scores, rerank_failed, config)
+    staged: list[Scored] = []
+    for s in items:
+        m = s.memory
+        age = max(0.0, (now - m.created_at).total_seconds() / 86_400)
+        # Additive, as specified, and not clamped: clamping here would tie every strong match at 1.
+        boost = config.recency_weight * math.exp(-age / config.recency_half_life_days)
+        s = s.at("recency", s.score + boost, clamp=False)
+        s = s.at("importance", s.score * (0.7 + 0.3 * m.importance), clamp=False)
+        ratio = max(len(m.content) / config.length_norm_anchor, 1.0)
+        s = s.at("length", s.score * max(0.3, 1.0 / (1.0 + 0.5 * math.log2(ratio))), clamp=False)
+        if config.time_decay == "weibull":
+            s = s.at("time_decay", s.score * decay.search_boost(m, now, decay_config), clamp=False)
+        elif config.time_decay == "legacy":
+            s = s.at("time_decay", s.score * _legacy_decay(m, now, config), clamp=False)
+        if config.fusion == "weighted" and s.score < config.hard_min_score:
+            dropped.append(s.drop("hard_min_score"))
+        elif config.noise_filter and (_NOISE.search(m.abstract) or _NOISE.search(m.content)):
+            dropped.append(s.drop("noise"))
+        else:
+            staged.append(s)
+    ordered = _order(staged)
+    if similarity is not None and config.mmr_threshold < 1.0:
+        chosen: list[Scored] = []
+        demoted: list[Scored] = []
+        for position, s in enumerate(ordered):
+            if len(chosen) == limit:  # the rest falls beyond the limit whatever its similarity
+                demoted += ordered[position:]
+                break
+            if any(similarity(s.memory.memory_id, c.memory.memory_id) > config.mmr_threshold for c in chosen):
+                demoted.append(s.at("mmr", s.score, clamp=False))
+            else:
+                chosen.append(s)
+        ordered = chosen + demoted
+    dropped.extend(s.drop("limit") for s in ordered[limit:])
+    return ordered[:limit], dropped

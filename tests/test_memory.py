@@ -1,0 +1,592 @@
+"""Long-term memory: storage, provenance, scopes, search pipeline, decay/tiers, extraction, dedup."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lossless.errors import AccessDeniedError, InputError, NotFoundError
+from lossless.memory import decay
+from lossless.memory.ranking import Candidate, RetrievalConfig, finish, fuse
+from lossless.memory.records import Memory, MemoryDraft, MemoryPatch
+from lossless.memory.scopes import Caller, check_scope, reachable_scopes
+from lossless.memory.service import MemoryService
+from lossless.memory.vectors import VectorIndex, chunk_text, normalize, to_blob
+from lossless.ports import PreparedMessage
+from lossless.records import Message, utcnow
+from lossless.stores import memory_store_for, open_store
+from lossless.stores.sqlite import SQLiteStore
+from lossless.testing import HashEmbedder
+
+pytestmark = pytest.mark.anyio
+
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+async def sqlite_store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
+    store = await open_store(f"sqlite:///{tmp_path / 'mem.db'}")
+    assert isinstance(store, SQLiteStore)
+    yield store
+    await store.close()
+
+
+@pytest.fixture
+def embedder() -> HashEmbedder:
+    return HashEmbedder()
+
+
+@pytest.fixture
+def service(sqlite_store: SQLiteStore, embedder: HashEmbedder) -> MemoryService:
+    return MemoryService(memory_store_for(sqlite_store), embedder, Caller.agent("main"))
+
+
+def _memory(**overrides: object) -> Memory:
+    values: dict[str, object] = {
+        "memory_id": "mem_x",
+        "scope": "global",
+        "category": "preferences",
+        "tier": "working",
+        "abstract": "a",
+        "overview": "a",
+        "content": "a",
+        "importance": 0.8,
+        "confidence": 0.7,
+        "temporal_type": "static",
+        "valid_from": NOW,
+        "valid_until": None,
+        "fact_key": None,
+        "supersedes": None,
+        "superseded_by": None,
+        "invalidated_at": None,
+        "access_count": 0,
+        "last_accessed_at": None,
+        "access_gap_days": 0.0,
+        "conversation_id": None,
+        "source_message_ids": (),
+        "source": "manual",
+        "created_at": NOW,
+        "updated_at": NOW,
+    }
+    values.update(overrides)
+    return Memory(**values)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ records and storage
+
+
+def test_draft_validates_and_derives_levels() -> None:
+    draft = MemoryDraft("I prefer tea. Always green, never black.", category="preferences")
+    assert draft.abstract == "I prefer tea."
+    assert draft.effective_importance == 0.8
+    with pytest.raises(InputError, match="category"):
+        MemoryDraft("x", category="facts")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="between 0 and 1"):
+        MemoryDraft("x", importance=1.5)
+    with pytest.raises(InputError, match="conversation_id"):
+        MemoryDraft("x", source_message_ids=(1,))
+    with pytest.raises(InputError, match="NUL"):
+        MemoryDraft("a\x00b")
+    with pytest.raises(InputError, match="change something"):
+        MemoryPatch()
+
+
+async def test_add_update_in_place_and_roundtrip(service: MemoryService) -> None:
+    memory = await service.add(MemoryDraft("The staging database is on host db-7.", category="entities"))
+    assert memory.scope == "agent:main" and memory.tier == "working"
+    updated = await service.update(memory.memory_id, MemoryPatch(content="The staging database moved to db-9."))
+    assert updated.memory_id == memory.memory_id and "db-9" in updated.content
+    assert updated.abstract == "The staging database moved to db-9."
+    found = await service.search("db-9", record_access=False)
+    assert [h.memory.memory_id for h in found.hits] == [memory.memory_id]
+    assert not (await service.search("db-7", record_access=False)).hits or "db-9" in found.hits[0].memory.content
+    assert Memory.from_dict(updated.to_dict()) == updated
+
+
+async def test_provenance_is_checked_and_kept(sqlite_store: SQLiteStore, service: MemoryService) -> None:
+    conversation = await sqlite_store.get_or_create_conversation(agent_id="main", session_id="s1")
+    now = utcnow()
+    await sqlite_store.append_messages(
+        conversation.id,
+        [PreparedMessage(Message(role="user", content=f"message {i}"), 3, now) for i in range(3)],
+    )
+    ids = [m.id for m in await sqlite_store.get_messages(conversation.id)]
+    memory = await service.add(
+        MemoryDraft(
+            "I live in Lyon.", category="profile", conversation_id=conversation.id, source_message_ids=(ids[2], ids[0])
+        )
+    )
+    assert memory.conversation_id == conversation.id and memory.source_message_ids == (ids[2], ids[0])
+    with pytest.raises(NotFoundError):
+        await service.add(MemoryDraft("x y z", conversation_id=conversation.id, source_message_ids=(999_999,)))
+    assert (await service.stats()).total == 1  # the refused draft wrote nothing
+
+
+async def test_supersede_keeps_history_queryable(service: MemoryService) -> None:
+    old = await service.add(MemoryDraft("I prefer coffee.", category="preferences", fact_key="preferences:drink"))
+    new = await service.supersede(old.memory_id, MemoryDraft("I prefer tea now.", category="preferences"))
+    assert new.supersedes == old.memory_id and new.fact_key == "preferences:drink"
+    (stored_old,) = await service.store.get([old.memory_id])
+    assert stored_old.superseded_by == new.memory_id and stored_old.invalidated_at is not None
+    current = await service.search("prefer", record_access=False)
+    assert [h.memory.memory_id for h in current.hits] == [new.memory_id]
+    before = stored_old.invalidated_at - timedelta(microseconds=1)
+    history = await service.search("prefer coffee", as_of=before)
+    assert [h.memory.memory_id for h in history.hits] == [old.memory_id]
+    listed = await service.list(fact_key="preferences:drink", include_superseded=True)
+    assert [m.memory_id for _, m in listed] == [old.memory_id, new.memory_id]
+    with pytest.raises(InputError, match="already superseded"):
+        await service.supersede(old.memory_id, MemoryDraft("I prefer water."))
+
+
+async def test_forget_by_prefix_and_export_import_without_cap(tmp_path: Path, service: MemoryService) -> None:
+    drafts = [MemoryDraft(f"Fact number {i} about project apollo.", category="events") for i in range(1205)]
+    vectors = [("hash-256", ()) for _ in drafts]
+    await service.store.insert([MemoryDraft(d.content, category="events", scope="agent:main") for d in drafts], vectors)
+    exported = [m async for m in service.export(batch=500)]
+    assert len(exported) == 1205  # the reference stopped at 1000
+    target = exported[0]
+    forgotten = await service.forget(target.memory_id[:12])
+    assert forgotten.memory_id == target.memory_id
+    other = await open_store(f"sqlite:///{tmp_path / 'other.db'}")
+    try:
+        clone = MemoryService(memory_store_for(other), HashEmbedder(), Caller.agent("main"))
+        assert await clone.import_(exported[:50]) == 50
+        assert await clone.import_(exported[:60]) == 10  # ids already present are skipped
+        assert (await clone.stats()).total == 60
+    finally:
+        await other.close()
+
+
+# ------------------------------------------------------------------ embedding and vectors
+
+
+async def test_embeddings_are_cached_by_content_hash(service: MemoryService, embedder: HashEmbedder) -> None:
+    await service.embed(["alpha beta", "gamma"])
+    await service.embed(["gamma", "alpha beta"])
+    assert embedder.calls == [["alpha beta", "gamma"]]
+
+
+async def test_long_text_matched_by_best_chunk_not_average(sqlite_store: SQLiteStore) -> None:
+    import numpy as np
+
+    embedder = HashEmbedder(max_chars=200)
+    service = MemoryService(memory_store_for(sqlite_store), embedder, Caller.agent("main"))
+    filler = " ".join(f"word{i}" for i in range(400))
+    long = await service.add(MemoryDraft(f"{filler} the kubernetes ingress certificate expired", category="cases"))
+    (_, stored) = await service.store.load_vectors(embedder.model)
+    rows = [row for row in stored if row[0] == long.memory_id]
+    assert len(rows) > 10
+    index = VectorIndex(0, stored)
+    query = embedder.vector("kubernetes ingress certificate expired")
+    (hit,) = index.search(query, limit=1)
+    averaged = normalize(index.matrix.mean(axis=0))[0]
+    assert hit.memory_id == long.memory_id
+    assert hit.similarity > 0.5 > 2 * float(averaged @ np.asarray(query, dtype=np.float32))
+
+
+@given(st.text(min_size=0, max_size=3000), st.integers(min_value=50, max_value=800))
+@settings(max_examples=60, deadline=None)
+def test_chunks_cover_the_text_and_respect_the_size(text: str, size: int) -> None:
+    pieces = chunk_text(text, size)
+    assert all(len(p) <= size for p in pieces)
+    words = text.split()
+    joined = " ".join(pieces)
+    assert all(w in joined for w in words if len(w) < size // 2)  # longer words may be cut
+
+
+def test_vector_index_is_exact_against_brute_force() -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    vectors = normalize(rng.normal(size=(300, 16)))
+    rows = [(f"mem_{i:04d}", "global" if i % 3 else "agent:a", True, to_blob(v)) for i, v in enumerate(vectors)]
+    index = VectorIndex(1, rows)
+    query = normalize(rng.normal(size=16))[0]
+    expected = sorted(range(300), key=lambda i: -float(vectors[i] @ query))[:10]
+    assert [h.memory_id for h in index.search(query, limit=10)] == [f"mem_{i:04d}" for i in expected]
+    scoped = index.search(query, limit=5, scopes=["agent:a"])
+    assert all(int(h.memory_id[4:]) % 3 == 0 for h in scoped)
+
+
+# ------------------------------------------------------------------ keyword search
+
+
+async def test_cjk_and_exact_tokens_are_found_by_keyword(service: MemoryService) -> None:
+    zh = await service.add(MemoryDraft("我喜欢喝咖啡，尤其是拿铁。", category="preferences"))
+    ja = await service.add(MemoryDraft("私は東京に住んでいます。", category="profile"))
+    ko = await service.add(MemoryDraft("저는 김치찌개를 좋아합니다.", category="preferences"))
+    key = await service.add(MemoryDraft("The deploy token is ZX-4471-QQ.", category="entities"))
+    for query, expected in (("咖啡", zh), ("拿铁咖啡", zh), ("東京", ja), ("김치찌개", ko), ("ZX-4471-QQ", key)):
+        hits = await service.store.keyword_search(query, None, limit=5)
+        assert hits and hits[0].memory_id == expected.memory_id, query
+
+
+@given(st.text(max_size=80))
+@settings(max_examples=40, deadline=None)
+def test_keyword_search_accepts_any_text(tmp_path_factory: pytest.TempPathFactory, text: str) -> None:
+    import anyio
+
+    async def run() -> None:
+        store = await open_store(f"sqlite:///{tmp_path_factory.mktemp('kw') / 'k.db'}")
+        try:
+            await memory_store_for(store).keyword_search(text, ["global"], limit=5)
+        finally:
+            await store.close()
+
+    anyio.run(run)
+
+
+# ------------------------------------------------------------------ scopes
+
+
+def test_scope_names_and_default_reach() -> None:
+    assert check_scope("project:lossless") == "project:lossless"
+    for bad in ("", "agents:x", "global;drop", "agent:", "custom:a b"):
+        with pytest.raises(InputError):
+            check_scope(bad)
+    assert reachable_scopes(Caller.agent("bot"), {}) == ("global", "agent:bot", "reflection:agent:bot")
+    assert reachable_scopes(Caller.agent("bot"), {"bot": ["project:x"]}) == ("project:x", "reflection:agent:bot")
+    assert reachable_scopes(Caller.agent("system"), {}) == ("global", "agent:system", "reflection:agent:system")
+    assert reachable_scopes(Caller.system(), {}) is None
+
+
+async def test_scopes_filter_reads_and_refuse_writes(sqlite_store: SQLiteStore, embedder: HashEmbedder) -> None:
+    memories = memory_store_for(sqlite_store)
+    alice = MemoryService(memories, embedder, Caller.agent("alice"))
+    bob = MemoryService(memories, embedder, Caller.agent("bob"))
+    secret = await alice.add(MemoryDraft("Alice's private launch code is 8812.", category="entities"))
+    await alice.add(MemoryDraft("The office wifi is called Ganymede.", category="entities"), scope="global")
+    assert not [h for h in (await bob.search("launch code 8812")).hits if h.memory.memory_id == secret.memory_id]
+    assert (await bob.search("wifi Ganymede")).hits
+    with pytest.raises(AccessDeniedError, match="grant"):
+        await bob.add(MemoryDraft("sneaky"), scope="agent:alice")
+    with pytest.raises(AccessDeniedError):
+        await bob.search("x", scopes=["agent:alice"])
+    with pytest.raises(NotFoundError):
+        await bob.forget(secret.memory_id)
+    await memories.grant("bob", ["agent:alice"])
+    assert (await bob.search("launch code 8812")).hits[0].memory.memory_id == secret.memory_id
+    everything = MemoryService(memories, embedder, Caller.system())
+    assert (await everything.stats()).total == 2
+
+
+# ------------------------------------------------------------------ decay and tiers
+
+
+@given(
+    importance=st.floats(0, 1),
+    confidence=st.floats(0, 1),
+    accesses=st.integers(0, 500),
+    gap=st.floats(0, 1000),
+    age=st.floats(0, 5000),
+    tier=st.sampled_from(["core", "working", "peripheral"]),
+    dynamic=st.booleans(),
+)
+def test_decay_scores_are_bounded(
+    importance: float, confidence: float, accesses: int, gap: float, age: float, tier: str, dynamic: bool
+) -> None:
+    memory = _memory(
+        importance=importance,
+        confidence=confidence,
+        access_count=accesses,
+        access_gap_days=gap,
+        tier=tier,
+        temporal_type="dynamic" if dynamic else "static",
+        created_at=NOW - timedelta(days=age),
+        last_accessed_at=NOW - timedelta(days=age / 2) if accesses else None,
+    )
+    scores = decay.score(memory, NOW)
+    for value in (scores.recency, scores.frequency, scores.intrinsic, scores.composite):
+        assert 0.0 <= value <= 1.0
+    assert 0.3 <= decay.search_boost(memory, NOW) <= 1.0
+    assert decay.next_tier(memory, NOW) in {"core", "working", "peripheral"}
+
+
+def test_weibull_formula_and_dynamic_third_half_life() -> None:
+    memory = _memory(importance=0.0, created_at=NOW - timedelta(days=30))
+    assert decay.score(memory, NOW).recency == pytest.approx(0.5)
+    dynamic = _memory(importance=0.0, temporal_type="dynamic", created_at=NOW - timedelta(days=10))
+    assert decay.score(dynamic, NOW).recency == pytest.approx(0.5)
+
+
+def test_tier_transitions() -> None:
+    fresh = NOW - timedelta(hours=1)
+    busy = {
+        "access_count": 12,
+        "last_accessed_at": fresh,
+        "access_gap_days": 0.1,
+        "created_at": NOW - timedelta(days=5),
+    }
+    assert decay.next_tier(_memory(tier="peripheral", **busy), NOW) == "working"
+    assert decay.next_tier(_memory(tier="working", importance=0.9, confidence=1.0, **busy), NOW) == "core"
+    assert decay.next_tier(_memory(tier="working", importance=0.5, **busy), NOW) == "working"
+    stale = _memory(tier="working", created_at=NOW - timedelta(days=61), access_count=1, last_accessed_at=fresh)
+    assert decay.next_tier(stale, NOW) == "peripheral"
+    gone = _memory(tier="core", importance=0.0, confidence=0.0, created_at=NOW - timedelta(days=3000))
+    assert decay.next_tier(gone, NOW) == "working"
+
+
+async def test_tiers_move_on_access(sqlite_store: SQLiteStore, embedder: HashEmbedder) -> None:
+    clock = [NOW]
+    service = MemoryService(memory_store_for(sqlite_store), embedder, Caller.agent("main"), clock=lambda: clock[0])
+    memory = await service.add(MemoryDraft("My favourite editor is helix.", category="preferences", importance=0.9))
+    for _ in range(11):
+        clock[0] += timedelta(minutes=5)
+        result = await service.search("favourite editor helix")
+        assert result.hits[0].memory.memory_id == memory.memory_id
+    (stored,) = await service.store.get([memory.memory_id])
+    assert stored.access_count == 11 and stored.tier == "core"
+    clock[0] += timedelta(days=4000)
+    await service.store.update(memory.memory_id, MemoryPatch(importance=0.0, confidence=0.0), None)
+    assert await service.maintain() == {}  # 11 accesses: core stays core (needs < 3 to demote)
+
+
+# ------------------------------------------------------------------ ranking pipeline
+
+
+def test_pipeline_records_every_stage_and_explains_drops() -> None:
+    good = Candidate(_memory(memory_id="mem_good", content="green tea"), cosine=0.9, bm25_raw=8.0, vector_rank=1)
+    weak = Candidate(_memory(memory_id="mem_weak"), cosine=-0.9, vector_rank=2)
+    exact = Candidate(_memory(memory_id="mem_exact"), bm25_raw=30.0, keyword_rank=1)
+    pool, dropped = fuse([good, weak, exact], RetrievalConfig())
+    assert [d.memory.memory_id for d in dropped] == ["mem_weak"] and dropped[0].dropped_at == "min_score"
+    results, late = finish(pool, limit=1, now=NOW, config=RetrievalConfig())
+    assert len(results) == 1 and [s.dropped_at for s in late] == ["limit"]
+    names = [name for name, _ in results[0].stages]
+    assert names == ["fusion", "recency", "importance", "length", "time_decay"]
+
+
+@given(
+    st.lists(
+        st.tuples(st.one_of(st.none(), st.floats(-1, 1)), st.one_of(st.none(), st.floats(0, 200))),
+        min_size=1,
+        max_size=30,
+    ),
+    st.sampled_from(["weighted", "rrf"]),
+)
+def test_pipeline_scores_stay_in_unit_interval(pairs: list[tuple[float | None, float | None]], fusion: str) -> None:
+    config = RetrievalConfig(fusion=fusion)  # type: ignore[arg-type]
+    candidates = [
+        Candidate(
+            _memory(memory_id=f"mem_{i}"),
+            cosine=c,
+            bm25_raw=b,
+            vector_rank=i + 1 if c is not None else None,
+            keyword_rank=i + 1 if b is not None else None,
+        )
+        for i, (c, b) in enumerate(pairs)
+        if c is not None or b is not None
+    ]
+    pool, dropped = fuse(candidates, config)
+    results, late = finish(pool, limit=5, now=NOW, config=config, rerank_failed=True)
+    assert len(results) + len(late) + len(dropped) == len(candidates)
+    assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)
+    for scored in (*results, *late, *dropped):
+        for name, value in scored.stages:
+            assert 0.0 <= value <= (1.0 if name in ("fusion", "rerank") else 1.0 + config.recency_weight)
+
+
+def test_rerank_blend_and_mmr_demotion() -> None:
+    a = Candidate(_memory(memory_id="mem_a"), cosine=0.9, vector_rank=1)
+    b = Candidate(_memory(memory_id="mem_b"), cosine=0.88, vector_rank=2)
+    c = Candidate(_memory(memory_id="mem_c"), cosine=0.5, vector_rank=3)
+    pool, _ = fuse([a, b, c], RetrievalConfig())
+    results, _ = finish(pool, limit=3, now=NOW, config=RetrievalConfig(), rerank_scores={"mem_c": 1.0})
+    stages = dict(next(r for r in results if r.memory.memory_id == "mem_c").stages)
+    assert stages["rerank"] == pytest.approx(0.6 * 1.0 + 0.4 * stages["fusion"])
+    twins = {frozenset({"mem_a", "mem_b"})}
+    results, _ = finish(
+        pool, limit=3, now=NOW, config=RetrievalConfig(), similarity=lambda x, y: 0.99 if {x, y} in twins else 0.0
+    )
+    assert [r.memory.memory_id for r in results][-1] == "mem_b"
+
+
+async def test_explain_lists_dropped_candidates(service: MemoryService) -> None:
+    await service.add(MemoryDraft("Deploys happen on Tuesdays.", category="patterns"))
+    await service.add(MemoryDraft("Unrelated note about llamas.", category="entities"))
+    result = await service.search("deploys tuesdays", explain=True, record_access=False)
+    assert result.hits[0].memory.content.startswith("Deploys")
+    assert {stage for _, stage, _ in result.dropped} <= {"min_score", "hard_min_score", "noise", "limit"}
+    assert set(result.timings_ms) == {"embed", "vector", "keyword", "rank"}
+
+
+async def test_rrf_mode_ranks_agreeing_lists_first(sqlite_store: SQLiteStore, embedder: HashEmbedder) -> None:
+    service = MemoryService(
+        memory_store_for(sqlite_store), embedder, Caller.agent("main"), retrieval=RetrievalConfig(fusion="rrf")
+    )
+    await service.add(MemoryDraft("Postgres runs on port 5433 in staging.", category="entities"))
+    await service.add(MemoryDraft("Redis runs on port 6380.", category="entities"))
+    result = await service.search("postgres staging port", record_access=False)
+    assert result.hits[0].memory.content.startswith("Postgres")
+
+
+# ------------------------------------------------------------------ extraction and dedup
+
+
+async def test_remember_extracts_with_provenance_and_versions_preferences(
+    sqlite_store: SQLiteStore, service: MemoryService
+) -> None:
+    conversation = await sqlite_store.get_or_create_conversation(agent_id="main", session_id="chat")
+    now = utcnow()
+    turns = [
+        ("user", "Hi there!"),
+        ("user", "My name is Ada Lovelace. I prefer coffee in the morning."),
+        ("assistant", "Noted, I prefer nothing."),
+        ("user", "Do you remember my name?"),
+        ("user", "We decided to ship the parser on Friday."),
+    ]
+    await sqlite_store.append_messages(
+        conversation.id, [PreparedMessage(Message(role=r, content=c), 5, now) for r, c in turns]
+    )
+    messages = await sqlite_store.get_messages(conversation.id)
+    first = await service.remember(conversation.id, messages)
+    kinds = {d.category: (decision.kind, touched) for d, decision, touched in first.decisions}
+    assert set(kinds) == {"profile", "preferences", "events"}
+    assert all(kind == "create" for kind, _ in kinds.values())
+    (pref,) = await service.store.get([kinds["preferences"][1] or ""])
+    assert pref.fact_key == "preferences:drink" and pref.source_message_ids == (messages[1].id,)
+    assert pref.conversation_id == conversation.id and pref.source == "extraction"
+
+    await sqlite_store.append_messages(
+        conversation.id,
+        [PreparedMessage(Message(role="user", content="These days I prefer tea in the morning."), 5, utcnow())],
+    )
+    later = await sqlite_store.get_messages(conversation.id)
+    second = await service.remember(conversation.id, later[-1:])
+    ((draft, decision, _touched),) = second.decisions
+    assert decision.kind == "supersede" and decision.target == pref.memory_id
+    history = await service.list(fact_key="preferences:drink", include_superseded=True)
+    assert [m.content for _, m in history] == [pref.content, draft.content]
+    again = await service.remember(conversation.id, later[-1:])
+    assert again.decisions[0][1].kind == "support"
+    assert (await service.stats()).current == 3
+
+
+# ------------------------------------------------------------------ a random history keeps the store consistent
+
+
+@given(st.lists(st.tuples(st.sampled_from(["add", "update", "supersede", "forget"]), st.integers(0, 9)), max_size=25))
+@settings(max_examples=15, deadline=None)
+def test_random_histories_keep_index_rows_and_vectors_in_step(
+    tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, int]]
+) -> None:
+    import anyio
+
+    async def run() -> None:
+        store = await open_store(f"sqlite:///{tmp_path_factory.mktemp('hist') / 'h.db'}")
+        try:
+            service = MemoryService(memory_store_for(store), HashEmbedder(64), Caller.agent("main"))
+            live: dict[str, str] = {}  # memory id -> its unique token
+            history: set[str] = set()
+            for counter, (op, pick) in enumerate(ops, 1):
+                token = f"tok{counter}x"
+                ids = sorted(live)
+                target = ids[pick % len(ids)] if ids else None
+                if op == "add" or target is None:
+                    memory = await service.add(MemoryDraft(f"note {token} here", category="events"))
+                    live[memory.memory_id] = token
+                elif op == "update":
+                    await service.update(target, MemoryPatch(content=f"changed {token} now"))
+                    live[target] = token
+                elif op == "supersede":
+                    memory = await service.supersede(target, MemoryDraft(f"replaced {token} later", category="events"))
+                    history.add(target)
+                    del live[target]
+                    live[memory.memory_id] = token
+                else:
+                    await service.forget(target)
+                    del live[target]
+            for memory_id, token in live.items():
+                hits = await service.store.keyword_search(token, None, limit=5)
+                assert [h.memory_id for h in hits] == [memory_id]
+            stats = await service.stats()
+            assert stats.current == len(live) and stats.vectors >= len(live)
+            listed = {m.memory_id for _, m in await service.list(limit=1000)}
+            assert listed == set(live)
+            everything = {m.memory_id for _, m in await service.list(limit=1000, include_superseded=True)}
+            assert set(live) <= everything and everything - set(live) <= history
+        finally:
+            await store.close()
+
+    anyio.run(run)
+
+
+def test_sketch_preselection_keeps_recall_and_exact_scores() -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(11)
+    centres = normalize(rng.normal(size=(50, 64)))
+    vectors = normalize(centres[rng.integers(0, 50, size=6000)] + 0.6 * normalize(rng.normal(size=(6000, 64))))
+    rows = [(f"mem_{i:05d}", "global", True, to_blob(v)) for i, v in enumerate(vectors)]
+    exact = VectorIndex(1, rows)
+    sketched = VectorIndex(1, rows, exact_max=1000)
+    assert sketched.approximate and not exact.approximate
+    found = 0
+    for q in normalize(vectors[:40] + 0.3 * normalize(rng.normal(size=(40, 64)))):
+        truth = exact.search(q, limit=10)
+        guess = sketched.search(q, limit=10)
+        found += len({h.memory_id for h in truth} & {h.memory_id for h in guess})
+        scores = {h.memory_id: h.similarity for h in truth}
+        assert all(h.similarity == pytest.approx(scores[h.memory_id]) for h in guess if h.memory_id in scores)
+    assert found / 400 >= 0.95
+
+
+@given(st.text(max_size=300))
+@settings(max_examples=40, deadline=None)
+def test_any_query_text_gives_results_or_a_clear_input_error(
+    tmp_path_factory: pytest.TempPathFactory, text: str
+) -> None:
+    import anyio
+
+    async def run() -> None:
+        store = await open_store(f"sqlite:///{tmp_path_factory.mktemp('q') / 'q.db'}")
+        try:
+            service = MemoryService(memory_store_for(store), HashEmbedder(32), Caller.agent("main"))
+            await service.add(MemoryDraft("Seed memory about søme ünïcode and 漢字.", category="entities"))
+            try:
+                await service.search(text)
+            except InputError:
+                assert not text.strip() or any(0xD800 <= ord(c) <= 0xDFFF for c in text)
+        finally:
+            await store.close()
+
+    anyio.run(run)
+
+
+def test_drafts_refuse_lone_surrogates() -> None:
+    with pytest.raises(InputError, match="invalid Unicode"):
+        MemoryDraft("bad \ud800 text")
+
+
+@pytest.mark.parametrize(
+    ("text", "category"),
+    [
+        ("I'm allergic to shellfish.", "profile"),
+        ("My manager is called Tomasz.", "profile"),
+        ("私は抹茶が大好きです。", "preferences"),
+        ("The cause was an expired TLS certificate.", "cases"),
+        ("We booked the boat ride for Tuesday.", "events"),
+        ("The backup job runs every Monday at noon.", "patterns"),
+        ("Our Postgres primary runs on version 16.", "entities"),
+        ("My editor is Helix.", "entities"),
+        ("The weather is nice today.", None),
+        ("Can you list the files?", None),
+        ("Thanks, that works!", None),
+    ],
+)
+def test_offline_extractor_categories(text: str, category: str | None) -> None:
+    from lossless.memory.extraction import extract
+    from lossless.records import MessageRecord
+
+    record = MessageRecord(
+        id=7, conversation_id=1, seq=0, role="user", content=text, parts=(), token_count=1, created_at=NOW
+    )
+    drafts = extract(1, [record])
+    assert [d.category for d in drafts] == ([category] if category else [])
+    assert all(d.source_message_ids == (7,) and d.conversation_id == 1 for d in drafts)

@@ -1,0 +1,137 @@
+"""``lcm memory …`` end to end on a real SQLite file (hash embedder: fast, deterministic)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from lossless.cli import cli
+
+
+@pytest.fixture
+def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("LCM_DATABASE_URL", f"sqlite:///{tmp_path / 'cli.db'}")
+    monkeypatch.setenv("LCM_MEMORY_EMBEDDER", "hash")
+    runner = CliRunner()
+
+    def invoke(*args: str, code: int = 0, stdin: str | None = None) -> str:
+        result = runner.invoke(cli, list(args), input=stdin, catch_exceptions=False)
+        assert result.exit_code == code, result.output
+        return result.output
+
+    return invoke
+
+
+def test_add_search_explain_update_forget(run) -> None:  # type: ignore[no-untyped-def]
+    added = json.loads(run("memory", "add", "I prefer green tea.", "--category", "preferences", "--json"))
+    assert added["scope"] == "agent:main" and added["category"] == "preferences"
+    run("memory", "add", "Der Server läuft auf Port 8443.", "--category", "entities")
+    found = json.loads(run("memory", "search", "green tea", "--json"))
+    assert found["hits"][0]["memory"]["memory_id"] == added["memory_id"]
+    explained = run("memory", "explain", "green tea")
+    assert "fusion" in explained and "#1" in explained
+    run("memory", "update", added["memory_id"], "--text", "I prefer oolong tea.")
+    assert "oolong" in json.loads(run("memory", "search", "oolong", "--json"))["hits"][0]["memory"]["content"]
+    newer = json.loads(
+        run("memory", "update", added["memory_id"][:14], "--text", "I prefer coffee.", "--supersede", "--json")
+    )
+    assert newer["supersedes"] == added["memory_id"]
+    history = json.loads(run("memory", "list", "--history", "--json"))
+    assert len(history) == 3
+    run("memory", "forget", newer["memory_id"])
+    assert len(json.loads(run("memory", "list", "--json"))) == 1
+
+
+def test_export_import_roundtrip_and_bad_input(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    for i in range(3):
+        run("memory", "add", f"Fact {i} about the build.")
+    out = tmp_path / "mem.jsonl"
+    run("memory", "export", str(out))
+    lines = out.read_text().splitlines()
+    assert len(lines) == 3
+    other = tmp_path / "other.db"
+    imported = run("--database", f"sqlite:///{other}", "memory", "import", str(out), "--json")
+    assert json.loads(imported) == {"read": 3, "added": 3}
+    again = run("--database", f"sqlite:///{other}", "memory", "import", "-", "--json", stdin="\n".join(lines))
+    assert json.loads(again) == {"read": 3, "added": 0}
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"memory_id": "m"}\n')
+    assert "nothing was imported" in run("memory", "import", str(bad), code=3)
+
+
+def test_scopes_are_enforced_and_system_is_explicit(run) -> None:  # type: ignore[no-untyped-def]
+    run("memory", "add", "Main's secret is 42.")
+    assert "No memory" in run("--agent", "other", "memory", "search", "secret 42")
+    assert "may not write" in run("--agent", "other", "memory", "add", "x y", "--scope", "agent:main", code=11)
+    assert "1 current" in run("memory", "--all-scopes", "stats")
+    run("memory", "grant", "other", "agent:main", "global")
+    assert "42" in run("--agent", "other", "memory", "search", "secret 42")
+    assert "not a memory scope" in run("memory", "grant", "other", "bogus", code=3)
+    stats = json.loads(run("memory", "stats", "--json"))
+    assert stats["current"] == 1 and stats["by_tier"] == {"working": 1}
+    assert json.loads(run("memory", "maintain", "--json")) == {"moved": {}}
+
+
+def test_every_memory_command_is_documented() -> None:
+    from lossless.cli.memory import memory_group
+
+    from .conftest import ROOT
+
+    doc = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    for name in memory_group.commands:
+        assert f"lcm memory {name}" in doc, name
+
+
+def test_extract_mines_a_stored_conversation(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    transcript = tmp_path / "chat.jsonl"
+    lines = [
+        {"role": "user", "content": "My name is Grace Hopper."},
+        {"role": "assistant", "content": "Hello Grace."},
+        {"role": "user", "content": "I prefer tabs over spaces."},
+    ]
+    transcript.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    run("import", str(transcript), "--format", "openai-chat", "--session-id", "chat-1")
+    decisions = json.loads(run("memory", "extract", "chat-1", "--json"))
+    assert [d["category"] for d in decisions] == ["profile", "preferences"]
+    assert all(d["decision"] == "create" and d["source_message_ids"] for d in decisions)
+    again = json.loads(run("memory", "extract", "chat-1", "--json"))
+    assert {d["decision"] for d in again} == {"support"}
+    assert "no conversation" in run("memory", "extract", "nope", code=5)
+
+
+def test_every_memory_command_accepts_json() -> None:
+    from lossless.cli.memory import memory_group
+
+    for name, command in memory_group.commands.items():
+        assert any(p.name == "as_json" for p in command.params), name
+
+
+async def _after_turn_extracts(tmp_path: Path, enabled: bool) -> tuple[int, str | None]:
+    from lossless import ContextEngine, Message
+
+    engine = await ContextEngine.open(
+        f"sqlite:///{tmp_path / 'turns.db'}", memory_embedder="hash", memory_auto_extract=enabled
+    )
+    try:
+        result = await engine.after_turn(
+            "s-1",
+            [Message("user", "My favourite editor is Helix."), Message("assistant", "I prefer nothing.")],
+            token_budget=100_000,
+        )
+        stats = await engine.memory().stats()
+        if enabled:
+            (memory,) = [m for _, m in await engine.memory().list()]
+            assert memory.source_message_ids == (result.ingest.stored[0].id,)
+            assert memory.conversation_id == result.ingest.conversation_id
+        return stats.current, result.error
+    finally:
+        await engine.dispose()
+
+
+@pytest.mark.anyio
+async def test_after_turn_extracts_memories_only_when_enabled(tmp_path: Path) -> None:
+    assert await _after_turn_extracts(tmp_path / "on", True) == (1, None)
+    assert await _after_turn_extracts(tmp_path / "off", False) == (0, None)

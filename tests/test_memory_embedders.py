@@ -1,0 +1,123 @@
+"""The memory embedders: the offline local model, and the OpenAI-compatible API over real HTTP."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from lossless.config import load_config
+from lossless.errors import ProviderAuthError, ProviderError
+from lossless.memory.hashing import HashEmbedder
+from lossless.memory.scopes import Caller
+from lossless.memory.service import MemoryService
+from lossless.providers import embedder_for
+from lossless.providers.embeddings import LocalEmbedder, OpenAIEmbedder
+from lossless.stores import memory_store_for, open_store
+from lossless.testing import StubProviderServer, StubReply
+
+pytestmark = pytest.mark.anyio
+
+
+def _norm(vector: list[float]) -> float:
+    return math.sqrt(sum(v * v for v in vector))
+
+
+async def test_openai_embedder_batches_dimensions_prefixes_and_order() -> None:
+    with StubProviderServer() as stub:
+        embedder = OpenAIEmbedder(
+            "stub-embed",
+            api_key="sk-test",
+            base_url=stub.openai_base_url,
+            dimensions=32,
+            batch_size=2,
+            query_prefix="query: ",
+        )
+        vectors = await embedder.embed(["alpha", "beta", "gamma"])
+        assert [len(v) for v in vectors] == [32, 32, 32]
+        assert all(abs(_norm(v) - 1) < 1e-6 for v in vectors)
+        assert vectors[2] == pytest.approx(HashEmbedder(32).vector("gamma"))
+        await embedder.embed(["delta"], task="query")
+        bodies = [r.body for r in stub.requests]
+        assert [b["input"] for b in bodies] == [["alpha", "beta"], ["gamma"], ["query: delta"]]
+        assert all(b["dimensions"] == 32 and b["model"] == "stub-embed" for b in bodies)
+        assert stub.requests[0].api_key == "sk-test"
+        assert embedder.model == "stub-embed@32"
+        await embedder.aclose()
+
+
+async def test_openai_embedder_errors_are_wrapped_and_retried() -> None:
+    with StubProviderServer() as stub:
+        embedder = OpenAIEmbedder("m", api_key="sk-bad", base_url=stub.openai_base_url, max_retries=0)
+        stub.script(StubReply.error(401, "bad key {api_key}"))
+        with pytest.raises(ProviderAuthError) as info:
+            await embedder.embed(["x"])
+        assert "sk-bad" not in str(info.value)
+        stub.script(StubReply.error(503, "busy"))
+        with pytest.raises(ProviderError) as unavailable:
+            await embedder.embed(["x"])
+        assert unavailable.value.retryable and unavailable.value.status == 503
+        retrying = OpenAIEmbedder("m", api_key="k", base_url=stub.openai_base_url, max_retries=2)
+        stub.script(StubReply.error(429, "slow down"))
+        assert len(await retrying.embed(["x"])) == 1  # the SDK retried after the 429
+        await embedder.aclose()
+        await retrying.aclose()
+
+
+async def test_memory_service_over_openai_compatible_embeddings(tmp_path: Path) -> None:
+    with StubProviderServer() as stub:
+        config = load_config(
+            {
+                "database_url": f"sqlite:///{tmp_path / 'm.db'}",
+                "memory_embedder": "openai",
+                "memory_embedding_base_url": stub.openai_base_url,
+                "memory_embedding_model": "stub-embed",
+                "memory_embedding_dimensions": 64,
+                "summary_api_key": "sk-x",
+            }
+        )
+        embedder = embedder_for(config)
+        store = await open_store(config.resolved_database_url)
+        try:
+            service = MemoryService(memory_store_for(store), embedder, Caller.agent("main"))
+            from lossless.memory.records import MemoryDraft
+
+            memory = await service.add(MemoryDraft("The nightly backup runs at 02:00 UTC.", category="patterns"))
+            result = await service.search("nightly backup time")
+            assert result.hits[0].memory.memory_id == memory.memory_id
+        finally:
+            await store.close()
+
+
+@pytest.fixture(scope="module")
+def local() -> LocalEmbedder:
+    return LocalEmbedder()
+
+
+async def test_local_embedder_is_offline_unit_and_semantic(local: LocalEmbedder) -> None:
+    vectors = await local.embed(["I prefer green tea", "My favourite drink is tea", "The server listens on port 8080"])
+    assert [len(v) for v in vectors] == [384] * 3
+    assert all(abs(_norm(v) - 1) < 1e-4 for v in vectors)
+
+    def cos(a: list[float], b: list[float]) -> float:
+        return sum(x * y for x, y in zip(a, b, strict=True))
+
+    assert cos(vectors[0], vectors[1]) > 0.5 > cos(vectors[0], vectors[2]) + 0.3
+    again = await local.embed(["My favourite drink is tea"])
+    assert again[0] == pytest.approx(vectors[1], abs=1e-6)  # deterministic, batch-independent
+
+
+def test_embedder_for_picks_by_setting() -> None:
+    assert isinstance(embedder_for(load_config({"memory_embedder": "hash"})), HashEmbedder)
+    assert isinstance(embedder_for(load_config({})), LocalEmbedder)
+
+
+def test_missing_extra_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from lossless.errors import MissingDependencyError
+
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    with pytest.raises(MissingDependencyError, match=r"lossless-context\[embeddings\]"):
+        LocalEmbedder()
