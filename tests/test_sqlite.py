@@ -85,6 +85,20 @@ async def test_search_index_catches_up_in_its_own_file(tmp_path: Path) -> None:
     index.close()
 
 
+async def test_a_relative_path_is_resolved_once_and_indexed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sqlite:///lcm.db`` (relative) once crashed the indexer thread, which needs a file URI."""
+    monkeypatch.chdir(tmp_path)
+    store = await open_store("sqlite:///relative.db")
+    monkeypatch.chdir("/")  # a later chdir must not move the store or its companion files
+    conv = await store.get_or_create_conversation(agent_id="main", session_id="s")
+    await store.append_messages(conv.id, [PreparedMessage(Message.user("findable words"), 1, utcnow())])
+    with anyio.fail_after(30):
+        await store.wait_indexed()  # raises if the index thread failed
+    assert store.url == f"sqlite:///{tmp_path / 'relative.db'}"
+    await store.close()
+    assert (tmp_path / "relative.db-index").is_file()
+
+
 async def test_index_is_rebuilt_when_it_does_not_match(tmp_path: Path) -> None:
     path = tmp_path / "lcm.db"
     store = await SQLiteStore.open(path)

@@ -8,7 +8,7 @@ tree is shallow so callers can catch at the level they care about::
     ├── InputError (ValueError)     a caller passed something unusable (bad role, naive datetime, …)
     │   └── TranscriptError         a transcript file is corrupt (names the file and the line)
     ├── NotFoundError (LookupError) a conversation, message, summary or file id does not exist
-    ├── AccessDeniedError           the caller may not reach that memory scope (names how to grant it)
+    ├── AccessDeniedError           the caller may not reach that conversation, grant or memory scope
     ├── StoreError                  the database failed or is unusable
     │   ├── SchemaError             the schema is newer than this code, or a migration failed
     │   └── ConflictError           another writer holds the lock; safe to retry (``retryable``)
@@ -97,7 +97,9 @@ class NotFoundError(LcmError, LookupError):
 
 
 class AccessDeniedError(LcmError, PermissionError):
-    """The caller may not reach a memory scope; the message names the scope and how to grant it."""
+    """The caller may not reach what it asked for: another agent's conversation, a memory scope, or a
+    grant that has ended.  The message never says whether the thing exists; it names the caller's
+    reach and how to get more."""
 
 
 class StoreError(LcmError):

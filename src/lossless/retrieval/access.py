@@ -25,19 +25,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from lossless.errors import InputError, LcmError
+from lossless.errors import AccessDeniedError, InputError
 from lossless.ports import Store
 from lossless.records import Grant
 
 __all__ = ["AccessDenied", "Caller", "Reach", "resolve_reach"]
 
 
-class AccessDenied(LcmError, PermissionError):
-    """The caller may not read what it asked for (or its grant is no longer valid).
-
-    The message never says whether the thing exists: it names the caller's
-    reach and the way to get more.
-    """
+#: The retrieval tools' name for :class:`lossless.errors.AccessDeniedError` (one error for every refusal).
+AccessDenied = AccessDeniedError
 
 
 @dataclass(frozen=True, slots=True)

@@ -85,7 +85,7 @@ def blob_store_for(config: Config | None = None) -> BlobStore:
     if folder is None:
         url = config.resolved_database_url
         if urlsplit(url).scheme == "sqlite":
-            database = Path(sqlite_path_from_url(url)).expanduser()
+            database = Path(sqlite_path_from_url(url)).expanduser().resolve()
             folder = database.with_name(database.name + "-files")
         else:
             folder = config.resolved_large_files_dir

@@ -92,8 +92,13 @@ class SQLiteStore:
         synchronous: str = "normal",
         busy_timeout_ms: int = 10_000,
     ) -> SQLiteStore:
-        """Open (creating and migrating if needed) the database at ``path``."""
-        database = Database(Path(path), synchronous=synchronous, busy_timeout_ms=busy_timeout_ms)
+        """Open (creating and migrating if needed) the database at ``path``.
+
+        A relative path is resolved against the working directory now, once: the store's threads
+        (the search indexer) and its companion files must not depend on a later ``chdir``.
+        """
+        resolved = await anyio.Path(path).expanduser().resolve()
+        database = Database(Path(resolved), synchronous=synchronous, busy_timeout_ms=busy_timeout_ms)
         await database.open()
         return cls(database, f"sqlite:///{database.path}")
 
