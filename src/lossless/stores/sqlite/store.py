@@ -97,7 +97,7 @@ class SQLiteStore:
         A relative path is resolved against the working directory now, once: the store's threads
         (the search indexer) and its companion files must not depend on a later ``chdir``.
         """
-        resolved = await anyio.Path(path).expanduser().resolve()
+        resolved = await (await anyio.Path(path).expanduser()).resolve()
         database = Database(Path(resolved), synchronous=synchronous, busy_timeout_ms=busy_timeout_ms)
         await database.open()
         return cls(database, f"sqlite:///{database.path}")
