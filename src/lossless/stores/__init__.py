@@ -4,7 +4,7 @@
 lazily, so a missing optional dependency only matters to those who use it:
 
 * ``sqlite:///relative/or/absolute/path.db`` (``sqlite:////abs/path.db`` also works)
-* ``postgresql://user@host/db`` — the ``postgres`` extra (not available yet)
+* ``postgresql://user@host/db`` — the ``postgres`` extra (psycopg 3 + psycopg-pool)
 
 :func:`blob_store_for` picks where the bytes of large files go: files under
 ``large_files_dir`` (a database-backed blob store joins with PostgreSQL).
@@ -16,7 +16,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from lossless.config import Config
-from lossless.errors import ConfigError
+from lossless.errors import ConfigError, MissingDependencyError
 from lossless.memory.ports import MemoryStore
 from lossless.ports import BlobStore, Store
 
@@ -61,9 +61,12 @@ async def open_store(url: str, config: Config | None = None) -> Store:
             busy_timeout_ms=config.sqlite_busy_timeout_ms,
         )
     if scheme in ("postgresql", "postgres"):
-        raise ConfigError(
-            "the PostgreSQL backend is not available in this version yet; use a sqlite:/// URL",
-            setting="database_url",
+        try:
+            from lossless.stores.postgres import PostgresStore
+        except ImportError as exc:
+            raise MissingDependencyError("the PostgreSQL backend", "postgres", exc.name or "psycopg") from exc
+        return await PostgresStore.open(
+            url, pool_size=config.postgres_pool_size, lock_timeout_ms=config.postgres_lock_timeout_ms
         )
     raise ConfigError(
         f"unsupported database URL {url!r}: use one of {', '.join(s + '://' for s in SCHEMES)}",

@@ -1,0 +1,295 @@
+"""One PostgreSQL store: a connection pool, transactions, ``atomic()``, migrations and error translation.
+
+Invariants:
+
+* **Every store call is one transaction** (``READ COMMITTED``) on a pooled
+  connection; inside :meth:`Database.atomic` the calls of the owning task share
+  the block's connection, each in a savepoint of its transaction, so a failed
+  call undoes only itself and the block commits or rolls back as a whole.
+* **Writers to one conversation are serialised by a row lock** on that
+  conversation (``SELECT … FOR UPDATE``, taken first by every statement group
+  that assigns ``seq`` or context ordinals); writers to different conversations
+  never wait for each other.  Compaction additionally holds a session-level
+  advisory lock per conversation (:meth:`Database.conversation_lock`), so two
+  hosts never summarise the same conversation at once.
+* **Driver errors never leak**: lock timeouts, deadlocks and serialization
+  failures become :class:`~lossless.errors.ConflictError` (retryable, nothing
+  written); text PostgreSQL cannot hold (U+0000) becomes
+  :class:`~lossless.errors.InputError`; anything else a
+  :class:`~lossless.errors.StoreError` naming the server's message.
+* **Migrations** run once per version, each in its own transaction together
+  with its ``lcm_migrations`` row, under a transaction-level advisory lock so
+  that several processes opening a fresh database at once apply them once.
+* A transaction that is cancelled is rolled back, shielded from the
+  cancellation; the connection goes back to the pool clean.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import psycopg
+import psycopg.errors
+from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool
+
+from lossless.errors import ConflictError, InputError, SchemaError, StoreError
+from lossless.stores.postgres.schema import MIGRATIONS
+
+__all__ = ["Connection", "Database", "translate"]
+
+#: The connection type every backend function takes (rows come back as tuples).
+Connection = AsyncConnection[tuple[Any, ...]]
+
+#: Key space of this package's advisory locks (first argument of the two-int form).
+_LOCK_SPACE_MIGRATION = 0x4C434D00  # "LCM\0"
+_LOCK_SPACE_CONVERSATION = 0x4C434D01
+
+
+@dataclass(slots=True)
+class _Atomic:
+    database: Database
+    owner: int
+    connection: Connection
+
+
+_CURRENT: contextvars.ContextVar[_Atomic | None] = contextvars.ContextVar("lcm_pg_atomic", default=None)
+
+
+def translate(exc: psycopg.Error) -> Exception:
+    """The package error for a driver error (see the module invariants)."""
+    if isinstance(
+        exc,
+        psycopg.errors.SerializationFailure
+        | psycopg.errors.DeadlockDetected
+        | psycopg.errors.LockNotAvailable
+        | psycopg.errors.QueryCanceled,
+    ):
+        return ConflictError(
+            f"another writer got in the way ({exc.diag.message_primary}); nothing was written, try again"
+        )
+    if isinstance(exc, psycopg.errors.UntranslatableCharacter | psycopg.errors.CharacterNotInRepertoire) or (
+        isinstance(exc, psycopg.DataError) and "0x00" in str(exc)
+    ):
+        return InputError(
+            "PostgreSQL cannot store the NUL character (U+0000) in text; nothing was written. "
+            "Remove it from the text, or use a sqlite:/// database"
+        )
+    if isinstance(exc, ValueError | psycopg.DataError) and "NUL" in str(exc):
+        return InputError(
+            "PostgreSQL cannot store the NUL character (U+0000) in text; nothing was written. "
+            "Remove it from the text, or use a sqlite:/// database"
+        )
+    message = exc.diag.message_primary or str(exc)
+    return StoreError(f"PostgreSQL error: {message}")
+
+
+def advisory_key(conversation_id: int) -> tuple[int, int]:
+    """The two-int advisory lock key of a conversation."""
+    return _LOCK_SPACE_CONVERSATION, int(conversation_id) & 0x7FFFFFFF
+
+
+class Database:
+    """A pool of connections to one PostgreSQL database, with the package's transaction rules."""
+
+    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 8, lock_timeout_ms: int = 10_000) -> None:
+        self.url = url
+        self._lock_timeout_ms = lock_timeout_ms
+        self._pool = AsyncConnectionPool(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            open=False,
+            kwargs={"autocommit": True},
+            configure=self._configure,
+            name="lossless",
+        )
+        self._closed = False
+
+    async def _configure(self, conn: Connection) -> None:
+        # A writer that cannot get a row lock in time gives up with a retryable ConflictError.
+        await conn.execute(f"SET lock_timeout = {int(self._lock_timeout_ms)}")
+        await conn.execute("SET TIME ZONE 'UTC'")
+
+    async def open(self) -> None:
+        try:
+            await self._pool.open(wait=True, timeout=30)
+        except psycopg.Error as exc:
+            await self._pool.close()
+            raise StoreError(f"cannot connect to PostgreSQL at {_redacted(self.url)}: {exc}") from exc
+        except Exception as exc:  # pool timeouts are not psycopg.Error
+            await self._pool.close()
+            raise StoreError(f"cannot connect to PostgreSQL at {_redacted(self.url)}: {exc}") from exc
+        await self._migrate()
+
+    async def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            await self._pool.close()
+
+    # -- transactions
+
+    def _own_atomic(self) -> _Atomic | None:
+        current = _CURRENT.get()
+        if current is not None and current.database is self and current.owner == _task_id():
+            return current
+        return None
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Connection]:
+        """One atomic unit of work: a transaction, or a savepoint inside :meth:`atomic`."""
+        if self._closed:
+            raise StoreError("the store is closed")
+        owned = self._own_atomic()
+        try:
+            if owned is not None:
+                async with owned.connection.transaction():
+                    yield owned.connection
+                return
+            async with self._pool.connection() as conn:
+                try:
+                    async with conn.transaction():
+                        yield conn
+                except BaseException:
+                    # psycopg rolls back on exit; make sure a cancellation cannot interrupt that.
+                    raise
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
+        except ValueError as exc:
+            if "NUL" in str(exc) or "0x00" in str(exc):
+                raise translate(psycopg.DataError(str(exc))) from exc
+            raise
+
+    @asynccontextmanager
+    async def atomic(self) -> AsyncIterator[None]:
+        """One transaction for every store call the current task makes inside the block."""
+        if self._own_atomic() is not None:
+            async with self.transaction():
+                yield
+            return
+        if self._closed:
+            raise StoreError("the store is closed")
+        try:
+            async with self._pool.connection() as conn:
+                token = _CURRENT.set(_Atomic(self, _task_id(), conn))
+                try:
+                    with anyio.CancelScope(shield=True):
+                        await conn.execute("BEGIN")
+                    try:
+                        yield
+                    except BaseException:
+                        with anyio.CancelScope(shield=True):
+                            await conn.execute("ROLLBACK")
+                        raise
+                    with anyio.CancelScope(shield=True):
+                        await conn.execute("COMMIT")
+                finally:
+                    _CURRENT.reset(token)
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
+
+    @asynccontextmanager
+    async def conversation_lock(self, conversation_id: int, *, wait: bool = True) -> AsyncIterator[bool]:
+        """Hold the conversation's advisory lock (session level) for the block; yields whether it was taken.
+
+        With ``wait=False`` the block runs at once with ``False`` when another session holds it.
+        The lock lives on a connection of its own, so the block's own transactions are unaffected.
+        """
+        space, key = advisory_key(conversation_id)
+        try:
+            async with self._pool.connection() as conn:
+                if wait:
+                    await conn.execute("SET lock_timeout = 0")
+                    try:
+                        await conn.execute("SELECT pg_advisory_lock(%s, %s)", (space, key))
+                    finally:
+                        await conn.execute(f"SET lock_timeout = {int(self._lock_timeout_ms)}")
+                    taken = True
+                else:
+                    row = await (await conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (space, key))).fetchone()
+                    taken = bool(row and row[0])
+                try:
+                    yield taken
+                finally:
+                    if taken:
+                        with anyio.CancelScope(shield=True):
+                            await conn.execute("SELECT pg_advisory_unlock(%s, %s)", (space, key))
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
+
+    # -- schema
+
+    async def _migrate(self) -> None:
+        """Apply pending migrations, one transaction each; refuse a schema newer than this code."""
+        latest = max(m.version for m in MIGRATIONS)
+        try:
+            async with self._pool.connection() as conn:
+                for migration in MIGRATIONS:
+                    async with conn.transaction():
+                        await conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (_LOCK_SPACE_MIGRATION,))
+                        await conn.execute(
+                            "CREATE TABLE IF NOT EXISTS lcm_migrations ("
+                            "version integer PRIMARY KEY, name text NOT NULL, "
+                            "applied_at timestamptz NOT NULL DEFAULT now())"
+                        )
+                        row = await (
+                            await conn.execute("SELECT coalesce(max(version), 0) FROM lcm_migrations")
+                        ).fetchone()
+                        current = int(row[0]) if row else 0
+                        if current > latest:
+                            raise SchemaError(
+                                f"the database schema is version {current} but this lossless knows only up to "
+                                f"{latest}: upgrade lossless-context to open it"
+                            )
+                        applied = await (
+                            await conn.execute("SELECT 1 FROM lcm_migrations WHERE version = %s", (migration.version,))
+                        ).fetchone()
+                        if applied is not None:
+                            continue
+                        try:
+                            for statement in migration.statements:
+                                await conn.execute(statement)  # trusted constant SQL
+                        except psycopg.Error as exc:
+                            raise SchemaError(
+                                f"migration {migration.version} ({migration.name}) failed: {exc}"
+                            ) from exc
+                        await conn.execute(
+                            "INSERT INTO lcm_migrations (version, name) VALUES (%s, %s)",
+                            (migration.version, migration.name),
+                        )
+        except psycopg.Error as exc:
+            raise SchemaError(f"cannot migrate the PostgreSQL schema: {exc}") from exc
+
+    async def schema_version(self) -> int:
+        async with self.transaction() as conn:
+            row = await (await conn.execute("SELECT coalesce(max(version), 0) FROM lcm_migrations")).fetchone()
+            return int(row[0]) if row else 0
+
+
+def _task_id() -> int:
+    try:
+        return anyio.get_current_task().id
+    except RuntimeError:  # pragma: no cover - outside an event loop
+        return 0
+
+
+def _redacted(url: str) -> str:
+    """``url`` with any password replaced (errors never print secrets)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return url
+
+
+def stable_lock_key(name: str) -> int:
+    """A 31-bit advisory lock key for an arbitrary name (e.g. a job kind)."""
+    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=4).digest(), "big") & 0x7FFFFFFF

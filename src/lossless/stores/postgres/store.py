@@ -1,0 +1,77 @@
+"""The :class:`~lossless.ports.Store` on PostgreSQL: many agent hosts and workers on one database.
+
+The class is assembled from one mixin per concern, each in its own module and each
+working through :class:`~lossless.stores.postgres.connection.Database` (``self._db``):
+
+* :mod:`~lossless.stores.postgres.core` — conversations, messages and parts, the
+  active context, the summary DAG, bootstrap state, large files, statistics;
+* :mod:`~lossless.stores.postgres.retrieval` — search (``tsvector`` + ``pg_trgm``),
+  DAG lookups for expansion, conversation links, delegation grants;
+* :mod:`~lossless.stores.postgres.maintenance` — integrity repairs, retention, the
+  job queue (``FOR UPDATE SKIP LOCKED``).
+
+Invariants beyond the port's: writers to one conversation are serialised by a row lock
+on the conversation (never a table lock), so different conversations are written
+concurrently; compaction holds the conversation's advisory lock
+(:meth:`PostgresStore.conversation_lock`); nothing here keeps state between calls
+except the pool, so any number of processes may share the database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING
+
+from lossless.stores.postgres.connection import Database
+from lossless.stores.postgres.core import CoreStatements
+from lossless.stores.postgres.maintenance import MaintenanceStatements
+from lossless.stores.postgres.retrieval import RetrievalStatements
+
+if TYPE_CHECKING:
+    from lossless.stores.postgres.memory import PostgresMemoryStore
+
+__all__ = ["PostgresStore"]
+
+
+class PostgresStore(CoreStatements, RetrievalStatements, MaintenanceStatements):
+    """Conversations, messages and the summary DAG in one PostgreSQL database."""
+
+    backend = "postgres"
+
+    def __init__(self, database: Database) -> None:
+        self._db = database
+        self.url = database.url
+
+    @classmethod
+    async def open(cls, url: str, *, pool_size: int = 8, lock_timeout_ms: int = 10_000) -> PostgresStore:
+        """Connect to ``url`` (a ``postgresql://`` URL) and migrate its schema if needed."""
+        database = Database(url, max_size=pool_size, lock_timeout_ms=lock_timeout_ms)
+        await database.open()
+        return cls(database)
+
+    def atomic(self) -> AbstractAsyncContextManager[None]:
+        return self._db.atomic()
+
+    async def close(self) -> None:
+        await self._db.close()
+
+    async def __aenter__(self) -> PostgresStore:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    @asynccontextmanager
+    async def conversation_lock(self, conversation_id: int) -> AsyncIterator[None]:
+        """Hold the conversation's advisory lock: no other host compacts it meanwhile."""
+        async with self._db.conversation_lock(conversation_id):
+            yield
+
+    async def wait_indexed(self) -> None:
+        """Nothing to wait for: PostgreSQL updates its indexes inside the writing transaction."""
+
+    def memory_store(self) -> PostgresMemoryStore:
+        from lossless.stores.postgres.memory import PostgresMemoryStore
+
+        return PostgresMemoryStore(self._db)
