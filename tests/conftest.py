@@ -120,9 +120,10 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         await opened.close()
 
 
-@pytest.fixture
-def config(tmp_path: Path) -> Config:
-    return Config(database_url=f"sqlite:///{tmp_path / 'engine.db'}", data_dir=tmp_path / "data")
+@pytest.fixture(params=BACKENDS)
+def config(request: pytest.FixtureRequest, tmp_path: Path) -> Config:
+    """An engine configuration on each backend in turn (the engine tests run against both)."""
+    return Config(database_url=backend_url(request, request.param, tmp_path, "engine"), data_dir=tmp_path / "data")
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import os
 import pathlib
@@ -137,7 +138,9 @@ def prepare_template(server: Server) -> None:
         store = await open_store(url)
         await store.close()
 
-    anyio.run(migrate)
+    # In a thread of its own: the caller may be inside a running event loop (an async fixture).
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(anyio.run, migrate).result()
 
 
 @contextlib.contextmanager

@@ -62,6 +62,7 @@ def test_every_command_and_exit_code_is_documented() -> None:
         "doctor",
         "prune",
         "vacuum",
+        "migrate",
         "worker",
         "jobs",
         "serve",

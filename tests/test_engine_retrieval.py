@@ -11,13 +11,15 @@ from lossless import ContextEngine, Message
 from lossless.errors import InputError, NotFoundError
 from lossless.retrieval import AccessDenied, Caller, FileView, SummaryDescription
 
+from .conftest import BACKENDS, backend_url
+
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-async def engine(tmp_path: Path) -> AsyncIterator[ContextEngine]:
+@pytest.fixture(params=BACKENDS)
+async def engine(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ContextEngine]:
     opened = await ContextEngine.open(
-        f"sqlite:///{tmp_path / 'e.db'}",
+        backend_url(request, request.param, tmp_path, "e"),
         fresh_tail_count=2,
         leaf_chunk_tokens=600,
         leaf_target_tokens=150,

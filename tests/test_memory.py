@@ -3,37 +3,60 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lossless.errors import AccessDeniedError, InputError, NotFoundError
 from lossless.memory import decay
+from lossless.memory.ports import NearestNeighbours
 from lossless.memory.ranking import Candidate, RetrievalConfig, finish, fuse
 from lossless.memory.records import Memory, MemoryDraft, MemoryPatch
 from lossless.memory.scopes import Caller, check_scope, reachable_scopes
 from lossless.memory.service import MemoryService
 from lossless.memory.vectors import VectorIndex, chunk_text, normalize, to_blob
-from lossless.ports import PreparedMessage
+from lossless.ports import PreparedMessage, Store
 from lossless.records import Message, utcnow
 from lossless.stores import memory_store_for, open_store
-from lossless.stores.sqlite import SQLiteStore
 from lossless.testing import HashEmbedder
+
+from .conftest import BACKENDS, backend_url
 
 pytestmark = pytest.mark.anyio
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
+#: Property tests share one database per backend and test (a PostgreSQL database per example would cost
+#: a fifth of a second each); each example opens its own store on it, and cleans it where it must.
+SHARED_DATABASE = settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+# Every test taking ``store`` (conftest: parametrized by backend) runs on SQLite and on PostgreSQL.
 
 
-@pytest.fixture
-async def sqlite_store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
-    store = await open_store(f"sqlite:///{tmp_path / 'mem.db'}")
-    assert isinstance(store, SQLiteStore)
-    yield store
-    await store.close()
+@pytest.fixture(params=BACKENDS)
+def memory_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A database URL of each backend, for property tests that open stores per example."""
+    return backend_url(request, request.param, tmp_path, "mem")
+
+
+@asynccontextmanager
+async def example_store(url: str, tmp_path_factory: pytest.TempPathFactory, *, clean: bool) -> AsyncIterator[Store]:
+    """A store for one property-test example: a new SQLite file, or the test's PostgreSQL database (emptied)."""
+    if url.startswith("sqlite"):
+        url = f"sqlite:///{tmp_path_factory.mktemp('ex') / 'ex.db'}"
+    elif clean:
+        import psycopg
+
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            await conn.execute("TRUNCATE memories, memory_access, embedding_cache CASCADE")
+    store = await open_store(url)
+    try:
+        yield store
+    finally:
+        await store.close()
 
 
 @pytest.fixture
@@ -42,8 +65,8 @@ def embedder() -> HashEmbedder:
 
 
 @pytest.fixture
-def service(sqlite_store: SQLiteStore, embedder: HashEmbedder) -> MemoryService:
-    return MemoryService(memory_store_for(sqlite_store), embedder, Caller.agent("main"))
+def service(store: Store, embedder: HashEmbedder) -> MemoryService:
+    return MemoryService(memory_store_for(store), embedder, Caller.agent("main"))
 
 
 def _memory(**overrides: object) -> Memory:
@@ -108,14 +131,14 @@ async def test_add_update_in_place_and_roundtrip(service: MemoryService) -> None
     assert Memory.from_dict(updated.to_dict()) == updated
 
 
-async def test_provenance_is_checked_and_kept(sqlite_store: SQLiteStore, service: MemoryService) -> None:
-    conversation = await sqlite_store.get_or_create_conversation(agent_id="main", session_id="s1")
+async def test_provenance_is_checked_and_kept(store: Store, service: MemoryService) -> None:
+    conversation = await store.get_or_create_conversation(agent_id="main", session_id="s1")
     now = utcnow()
-    await sqlite_store.append_messages(
+    await store.append_messages(
         conversation.id,
         [PreparedMessage(Message(role="user", content=f"message {i}"), 3, now) for i in range(3)],
     )
-    ids = [m.id for m in await sqlite_store.get_messages(conversation.id)]
+    ids = [m.id for m in await store.get_messages(conversation.id)]
     memory = await service.add(
         MemoryDraft(
             "I live in Lyon.", category="profile", conversation_id=conversation.id, source_message_ids=(ids[2], ids[0])
@@ -142,6 +165,30 @@ async def test_supersede_keeps_history_queryable(service: MemoryService) -> None
     assert [m.memory_id for _, m in listed] == [old.memory_id, new.memory_id]
     with pytest.raises(InputError, match="already superseded"):
         await service.supersede(old.memory_id, MemoryDraft("I prefer water."))
+
+
+async def test_concurrent_writers_neither_fork_history_nor_lose_accesses(store: Store) -> None:
+    import anyio
+
+    memories = memory_store_for(store)
+    (old,) = await memories.insert([MemoryDraft("I prefer coffee.", category="preferences")], [("m", ())])
+    outcomes: list[str] = []
+
+    async def supersede(text: str) -> None:
+        try:
+            outcomes.append((await memories.supersede(old.memory_id, MemoryDraft(text), ("m", ()))).content)
+        except InputError as exc:
+            outcomes.append(str(exc))
+
+    async with anyio.create_task_group() as group:
+        for text in ("I prefer tea.", "I prefer water.", "I prefer juice."):
+            group.start_soon(supersede, text)
+    assert sum("already superseded" in o for o in outcomes) == 2  # exactly one new version
+    async with anyio.create_task_group() as group:
+        for _ in range(12):
+            group.start_soon(memories.record_access, [old.memory_id], NOW)
+    ((_, stored),) = await memories.list_memories(None, include_superseded=True, fact_key=None, limit=1)
+    assert stored.access_count == 12
 
 
 async def test_forget_by_prefix_and_export_import_without_cap(tmp_path: Path, service: MemoryService) -> None:
@@ -172,11 +219,11 @@ async def test_embeddings_are_cached_by_content_hash(service: MemoryService, emb
     assert embedder.calls == [["alpha beta", "gamma"]]
 
 
-async def test_long_text_matched_by_best_chunk_not_average(sqlite_store: SQLiteStore) -> None:
+async def test_long_text_matched_by_best_chunk_not_average(store: Store) -> None:
     import numpy as np
 
     embedder = HashEmbedder(max_chars=200)
-    service = MemoryService(memory_store_for(sqlite_store), embedder, Caller.agent("main"))
+    service = MemoryService(memory_store_for(store), embedder, Caller.agent("main"))
     filler = " ".join(f"word{i}" for i in range(400))
     long = await service.add(MemoryDraft(f"{filler} the kubernetes ingress certificate expired", category="cases"))
     (_, stored) = await service.store.load_vectors(embedder.model)
@@ -228,16 +275,18 @@ async def test_cjk_and_exact_tokens_are_found_by_keyword(service: MemoryService)
 
 
 @given(st.text(max_size=80))
-@settings(max_examples=40, deadline=None)
-def test_keyword_search_accepts_any_text(tmp_path_factory: pytest.TempPathFactory, text: str) -> None:
+@settings(SHARED_DATABASE, max_examples=40)
+def test_keyword_search_accepts_any_text(memory_url: str, tmp_path_factory: pytest.TempPathFactory, text: str) -> None:
     import anyio
 
     async def run() -> None:
-        store = await open_store(f"sqlite:///{tmp_path_factory.mktemp('kw') / 'k.db'}")
-        try:
-            await memory_store_for(store).keyword_search(text, ["global"], limit=5)
-        finally:
-            await store.close()
+        async with example_store(memory_url, tmp_path_factory, clean=False) as store:
+            memories = memory_store_for(store)
+            if not (await memories.stats(None)).total:
+                await memories.insert(
+                    [MemoryDraft("Seed: ünïcode 漢字かな 한국어 words, ids like ZX-1_2 and 50%.")], [("m", ())]
+                )
+            await memories.keyword_search(text, ["global"], limit=5)
 
     anyio.run(run)
 
@@ -256,8 +305,8 @@ def test_scope_names_and_default_reach() -> None:
     assert reachable_scopes(Caller.system(), {}) is None
 
 
-async def test_scopes_filter_reads_and_refuse_writes(sqlite_store: SQLiteStore, embedder: HashEmbedder) -> None:
-    memories = memory_store_for(sqlite_store)
+async def test_scopes_filter_reads_and_refuse_writes(store: Store, embedder: HashEmbedder) -> None:
+    memories = memory_store_for(store)
     alice = MemoryService(memories, embedder, Caller.agent("alice"))
     bob = MemoryService(memories, embedder, Caller.agent("bob"))
     secret = await alice.add(MemoryDraft("Alice's private launch code is 8812.", category="entities"))
@@ -332,9 +381,9 @@ def test_tier_transitions() -> None:
     assert decay.next_tier(gone, NOW) == "working"
 
 
-async def test_tiers_move_on_access(sqlite_store: SQLiteStore, embedder: HashEmbedder) -> None:
+async def test_tiers_move_on_access(store: Store, embedder: HashEmbedder) -> None:
     clock = [NOW]
-    service = MemoryService(memory_store_for(sqlite_store), embedder, Caller.agent("main"), clock=lambda: clock[0])
+    service = MemoryService(memory_store_for(store), embedder, Caller.agent("main"), clock=lambda: clock[0])
     memory = await service.add(MemoryDraft("My favourite editor is helix.", category="preferences", importance=0.9))
     for _ in range(11):
         clock[0] += timedelta(minutes=5)
@@ -416,9 +465,9 @@ async def test_explain_lists_dropped_candidates(service: MemoryService) -> None:
     assert set(result.timings_ms) == {"embed", "vector", "keyword", "rank"}
 
 
-async def test_rrf_mode_ranks_agreeing_lists_first(sqlite_store: SQLiteStore, embedder: HashEmbedder) -> None:
+async def test_rrf_mode_ranks_agreeing_lists_first(store: Store, embedder: HashEmbedder) -> None:
     service = MemoryService(
-        memory_store_for(sqlite_store), embedder, Caller.agent("main"), retrieval=RetrievalConfig(fusion="rrf")
+        memory_store_for(store), embedder, Caller.agent("main"), retrieval=RetrievalConfig(fusion="rrf")
     )
     await service.add(MemoryDraft("Postgres runs on port 5433 in staging.", category="entities"))
     await service.add(MemoryDraft("Redis runs on port 6380.", category="entities"))
@@ -429,10 +478,8 @@ async def test_rrf_mode_ranks_agreeing_lists_first(sqlite_store: SQLiteStore, em
 # ------------------------------------------------------------------ extraction and dedup
 
 
-async def test_remember_extracts_with_provenance_and_versions_preferences(
-    sqlite_store: SQLiteStore, service: MemoryService
-) -> None:
-    conversation = await sqlite_store.get_or_create_conversation(agent_id="main", session_id="chat")
+async def test_remember_extracts_with_provenance_and_versions_preferences(store: Store, service: MemoryService) -> None:
+    conversation = await store.get_or_create_conversation(agent_id="main", session_id="chat")
     now = utcnow()
     turns = [
         ("user", "Hi there!"),
@@ -441,10 +488,10 @@ async def test_remember_extracts_with_provenance_and_versions_preferences(
         ("user", "Do you remember my name?"),
         ("user", "We decided to ship the parser on Friday."),
     ]
-    await sqlite_store.append_messages(
+    await store.append_messages(
         conversation.id, [PreparedMessage(Message(role=r, content=c), 5, now) for r, c in turns]
     )
-    messages = await sqlite_store.get_messages(conversation.id)
+    messages = await store.get_messages(conversation.id)
     first = await service.remember(conversation.id, messages)
     kinds = {d.category: (decision.kind, touched) for d, decision, touched in first.decisions}
     assert set(kinds) == {"profile", "preferences", "events"}
@@ -453,11 +500,11 @@ async def test_remember_extracts_with_provenance_and_versions_preferences(
     assert pref.fact_key == "preferences:drink" and pref.source_message_ids == (messages[1].id,)
     assert pref.conversation_id == conversation.id and pref.source == "extraction"
 
-    await sqlite_store.append_messages(
+    await store.append_messages(
         conversation.id,
         [PreparedMessage(Message(role="user", content="These days I prefer tea in the morning."), 5, utcnow())],
     )
-    later = await sqlite_store.get_messages(conversation.id)
+    later = await store.get_messages(conversation.id)
     second = await service.remember(conversation.id, later[-1:])
     ((draft, decision, _touched),) = second.decisions
     assert decision.kind == "supersede" and decision.target == pref.memory_id
@@ -468,19 +515,94 @@ async def test_remember_extracts_with_provenance_and_versions_preferences(
     assert (await service.stats()).current == 3
 
 
+# ------------------------------------------------------------------ PostgreSQL: the optional pgvector index
+
+
+def _pgvector_loads() -> bool:
+    """Whether the embedded server's pgvector can load here: it was built for AVX2+FMA (tests/pg.py)."""
+    import platform
+
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return True
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as info:
+            flags = info.read()
+    except OSError:
+        return True
+    return " avx2" in flags and " fma" in flags
+
+
+async def test_pgvector_index_answers_like_exact_search_and_stays_in_step(pg_url: str) -> None:
+    """Above the exact-search size, PostgreSQL with pgvector answers nearest-neighbour queries itself."""
+    import psycopg
+
+    if not _pgvector_loads():
+        pytest.skip("the embedded pgvector needs AVX2 and FMA, which this CPU lacks")
+    store = await open_store(pg_url)
+    try:
+        memories = memory_store_for(store)
+        assert isinstance(memories, NearestNeighbours)
+        embedder = HashEmbedder(64)
+        exact = MemoryService(memories, embedder, Caller.agent("main"), exact_search_max=10**6)
+        import random
+
+        rng = random.Random(7)
+        words = "deploy server coffee tea london paris kube pod cert expired disk route cache queue".split()  # noqa: SIM905
+        added = [
+            await exact.add(
+                MemoryDraft(" ".join(rng.sample(words, 5)) + f" note{i}.", category="events"),
+                scope=None if i % 3 else "global",
+            )
+            for i in range(45)
+        ]
+        probe = to_blob(embedder.vector("deploy server"))
+        assert await memories.nearest("hash-64", probe, limit=5, scopes=None, exact_max=10) is None  # no pgvector
+        async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+            await conn.execute("CREATE EXTENSION vector")
+        ann = MemoryService(memories, embedder, Caller.agent("main"), exact_search_max=20)
+        assert await memories.nearest(embedder.model, probe, limit=5, scopes=None, exact_max=100) is None  # small
+        await exact.supersede(added[0].memory_id, MemoryDraft("deploy server moved to kube pod.", category="events"))
+        await exact.update(added[1].memory_id, MemoryPatch(content="backup disk expired again."))
+        await exact.forget(added[2].memory_id)
+        for query in ("deploy server", "coffee london", "kube pod cert", "backup disk expired", "tea"):
+            for scopes in (None, ["global"]):
+                want = await exact.search(query, scopes=scopes, record_access=False)
+                got = await ann.search(query, scopes=scopes, record_access=False)
+                assert [(h.memory.memory_id, round(h.score, 4)) for h in got.hits] == [
+                    (h.memory.memory_id, round(h.score, 4)) for h in want.hits
+                ], (query, scopes)
+                index = VectorIndex(0, (await memories.load_vectors(embedder.model))[1])
+                vector = embedder.vector(query)
+                found = await memories.nearest(
+                    embedder.model, to_blob(vector), limit=8, scopes=scopes, include_superseded=True, exact_max=20
+                )
+                assert found is not None
+                expected = index.search(vector, limit=8, scopes=scopes, include_superseded=True)
+                # The same similarities, each the memory's own (float32 here, pgvector's arithmetic there:
+                # the hash embedder makes many ties, and near-ties may swap).
+                assert [round(s, 4) for _, s in found] == [round(h.similarity, 4) for h in expected]
+                own = index.similarity(vector, [i for i, _ in found])
+                assert all(abs(own[i] - s) < 1e-5 for i, s in found)
+                assert scopes is None or all(m.scope in scopes for m in await memories.get([i for i, _ in found]))
+        async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+            cursor = await conn.execute("SELECT (SELECT count(*) FROM memory_vector_ann), count(*) FROM memory_vectors")
+            assert await cursor.fetchone() == (len(added) + 1, len(added) + 1)  # +1 superseding, −1 forgotten
+    finally:
+        await store.close()
+
+
 # ------------------------------------------------------------------ a random history keeps the store consistent
 
 
 @given(st.lists(st.tuples(st.sampled_from(["add", "update", "supersede", "forget"]), st.integers(0, 9)), max_size=25))
-@settings(max_examples=15, deadline=None)
+@settings(SHARED_DATABASE, max_examples=15)
 def test_random_histories_keep_index_rows_and_vectors_in_step(
-    tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, int]]
+    memory_url: str, tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, int]]
 ) -> None:
     import anyio
 
     async def run() -> None:
-        store = await open_store(f"sqlite:///{tmp_path_factory.mktemp('hist') / 'h.db'}")
-        try:
+        async with example_store(memory_url, tmp_path_factory, clean=True) as store:
             service = MemoryService(memory_store_for(store), HashEmbedder(64), Caller.agent("main"))
             live: dict[str, str] = {}  # memory id -> its unique token
             history: set[str] = set()
@@ -511,8 +633,6 @@ def test_random_histories_keep_index_rows_and_vectors_in_step(
             assert listed == set(live)
             everything = {m.memory_id for _, m in await service.list(limit=1000, include_superseded=True)}
             assert set(live) <= everything and everything - set(live) <= history
-        finally:
-            await store.close()
 
     anyio.run(run)
 
@@ -538,23 +658,20 @@ def test_sketch_preselection_keeps_recall_and_exact_scores() -> None:
 
 
 @given(st.text(max_size=300))
-@settings(max_examples=40, deadline=None)
+@settings(SHARED_DATABASE, max_examples=40)
 def test_any_query_text_gives_results_or_a_clear_input_error(
-    tmp_path_factory: pytest.TempPathFactory, text: str
+    memory_url: str, tmp_path_factory: pytest.TempPathFactory, text: str
 ) -> None:
     import anyio
 
     async def run() -> None:
-        store = await open_store(f"sqlite:///{tmp_path_factory.mktemp('q') / 'q.db'}")
-        try:
+        async with example_store(memory_url, tmp_path_factory, clean=False) as store:
             service = MemoryService(memory_store_for(store), HashEmbedder(32), Caller.agent("main"))
             await service.add(MemoryDraft("Seed memory about søme ünïcode and 漢字.", category="entities"))
             try:
                 await service.search(text)
             except InputError:
                 assert not text.strip() or any(0xD800 <= ord(c) <= 0xDFFF for c in text)
-        finally:
-            await store.close()
 
     anyio.run(run)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -14,9 +13,9 @@ from lossless.memory.hashing import HashEmbedder
 from lossless.memory.records import CATEGORIES, MemoryDraft
 from lossless.memory.scopes import Caller
 from lossless.memory.service import MemoryService
-from lossless.ports import PreparedMessage
+from lossless.ports import PreparedMessage, Store
 from lossless.records import Message, utcnow
-from lossless.stores import memory_store_for, open_store
+from lossless.stores import memory_store_for
 
 from .test_memory import _memory
 
@@ -83,23 +82,19 @@ def test_score_is_bounded_and_reject_means_below_threshold(
 
 
 @pytest.mark.anyio
-async def test_extraction_rejects_through_admission(tmp_path: Path) -> None:
-    store = await open_store(f"sqlite:///{tmp_path / 'a.db'}")
-    try:
-        conversation = await store.get_or_create_conversation(agent_id="main", session_id="s")
-        await store.append_messages(
-            conversation.id,
-            [PreparedMessage(Message(role="user", content="We decided to move standup to 10:00."), 9, utcnow())],
-        )
-        messages = await store.get_messages(conversation.id)
-        service = MemoryService(
-            memory_store_for(store), HashEmbedder(), Caller.agent("main"), admission=PRESETS["conservative"]
-        )
-        first = await service.remember(conversation.id, messages)
-        assert [d.kind for _, d, _ in first.decisions] == ["create"]
-        again = await service.remember(conversation.id, messages)
-        ((_, decision, touched),) = again.decisions
-        assert decision.kind == "reject" and touched is None and "admission score" in decision.reason
-        assert (await service.stats()).current == 1
-    finally:
-        await store.close()
+async def test_extraction_rejects_through_admission(store: Store) -> None:
+    conversation = await store.get_or_create_conversation(agent_id="main", session_id="s")
+    await store.append_messages(
+        conversation.id,
+        [PreparedMessage(Message(role="user", content="We decided to move standup to 10:00."), 9, utcnow())],
+    )
+    messages = await store.get_messages(conversation.id)
+    service = MemoryService(
+        memory_store_for(store), HashEmbedder(), Caller.agent("main"), admission=PRESETS["conservative"]
+    )
+    first = await service.remember(conversation.id, messages)
+    assert [d.kind for _, d, _ in first.decisions] == ["create"]
+    again = await service.remember(conversation.id, messages)
+    ((_, decision, touched),) = again.decisions
+    assert decision.kind == "reject" and touched is None and "admission score" in decision.reason
+    assert (await service.stats()).current == 1

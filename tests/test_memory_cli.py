@@ -1,4 +1,4 @@
-"""``lcm memory …`` end to end on a real SQLite file (hash embedder: fast, deterministic)."""
+"""``lcm memory …`` end to end on each backend (hash embedder: fast, deterministic)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ from click.testing import CliRunner
 
 from lossless.cli import cli
 
+from .conftest import BACKENDS, backend_url
 
-@pytest.fixture
-def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    monkeypatch.setenv("LCM_DATABASE_URL", f"sqlite:///{tmp_path / 'cli.db'}")
+
+@pytest.fixture(params=BACKENDS)
+def run(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("LCM_DATABASE_URL", backend_url(request, request.param, tmp_path, "cli"))
     monkeypatch.setenv("LCM_MEMORY_EMBEDDER", "hash")
     runner = CliRunner()
 
@@ -109,15 +111,13 @@ def test_every_memory_command_accepts_json() -> None:
         assert any(p.name == "as_json" for p in command.params), name
 
 
-async def _after_turn_extracts(tmp_path: Path, enabled: bool) -> tuple[int, str | None]:
+async def _after_turn_extracts(url: str, session: str, enabled: bool) -> tuple[int, str | None]:
     from lossless import ContextEngine, Message
 
-    engine = await ContextEngine.open(
-        f"sqlite:///{tmp_path / 'turns.db'}", memory_embedder="hash", memory_auto_extract=enabled
-    )
+    engine = await ContextEngine.open(url, memory_embedder="hash", memory_auto_extract=enabled)
     try:
         result = await engine.after_turn(
-            "s-1",
+            session,
             [Message("user", "My favourite editor is Helix."), Message("assistant", "I prefer nothing.")],
             token_budget=100_000,
         )
@@ -132,6 +132,10 @@ async def _after_turn_extracts(tmp_path: Path, enabled: bool) -> tuple[int, str 
 
 
 @pytest.mark.anyio
-async def test_after_turn_extracts_memories_only_when_enabled(tmp_path: Path) -> None:
-    assert await _after_turn_extracts(tmp_path / "on", True) == (1, None)
-    assert await _after_turn_extracts(tmp_path / "off", False) == (0, None)
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_after_turn_extracts_memories_only_when_enabled(
+    request: pytest.FixtureRequest, tmp_path: Path, backend: str
+) -> None:
+    url = backend_url(request, backend, tmp_path, "turns")
+    assert await _after_turn_extracts(url, "s-off", False) == (0, None)
+    assert await _after_turn_extracts(url, "s-on", True) == (1, None)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 
@@ -12,9 +11,10 @@ from lossless.errors import ProviderAuthError, ProviderError
 from lossless.memory.hashing import HashEmbedder
 from lossless.memory.scopes import Caller
 from lossless.memory.service import MemoryService
+from lossless.ports import Store
 from lossless.providers import embedder_for
 from lossless.providers.embeddings import LocalEmbedder, OpenAIEmbedder
-from lossless.stores import memory_store_for, open_store
+from lossless.stores import memory_store_for
 from lossless.testing import StubProviderServer, StubReply
 
 pytestmark = pytest.mark.anyio
@@ -65,11 +65,10 @@ async def test_openai_embedder_errors_are_wrapped_and_retried() -> None:
         await retrying.aclose()
 
 
-async def test_memory_service_over_openai_compatible_embeddings(tmp_path: Path) -> None:
+async def test_memory_service_over_openai_compatible_embeddings(store: Store) -> None:
     with StubProviderServer() as stub:
         config = load_config(
             {
-                "database_url": f"sqlite:///{tmp_path / 'm.db'}",
                 "memory_embedder": "openai",
                 "memory_embedding_base_url": stub.openai_base_url,
                 "memory_embedding_model": "stub-embed",
@@ -78,16 +77,12 @@ async def test_memory_service_over_openai_compatible_embeddings(tmp_path: Path) 
             }
         )
         embedder = embedder_for(config)
-        store = await open_store(config.resolved_database_url)
-        try:
-            service = MemoryService(memory_store_for(store), embedder, Caller.agent("main"))
-            from lossless.memory.records import MemoryDraft
+        service = MemoryService(memory_store_for(store), embedder, Caller.agent("main"))
+        from lossless.memory.records import MemoryDraft
 
-            memory = await service.add(MemoryDraft("The nightly backup runs at 02:00 UTC.", category="patterns"))
-            result = await service.search("nightly backup time")
-            assert result.hits[0].memory.memory_id == memory.memory_id
-        finally:
-            await store.close()
+        memory = await service.add(MemoryDraft("The nightly backup runs at 02:00 UTC.", category="patterns"))
+        result = await service.search("nightly backup time")
+        assert result.hits[0].memory.memory_id == memory.memory_id
 
 
 @pytest.fixture(scope="module")

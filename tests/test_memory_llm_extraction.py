@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -13,10 +12,10 @@ from lossless.memory.hashing import HashEmbedder
 from lossless.memory.llm_extraction import SYSTEM_PROMPT, parse_memories, render_segment
 from lossless.memory.scopes import Caller
 from lossless.memory.service import MemoryService
-from lossless.ports import PreparedMessage
+from lossless.ports import PreparedMessage, Store
 from lossless.providers import extractor_for
 from lossless.records import Message, MessageRecord, utcnow
-from lossless.stores import memory_store_for, open_store
+from lossless.stores import memory_store_for
 from lossless.testing import StubProviderServer, StubReply
 
 pytestmark = pytest.mark.anyio
@@ -66,48 +65,44 @@ def test_parse_is_strict_about_shape_and_provenance() -> None:
             parse_memories(bad, 3, records)
 
 
-async def test_remember_through_an_openai_compatible_model(tmp_path: Path) -> None:
-    store = await open_store(f"sqlite:///{tmp_path / 'x.db'}")
-    try:
-        conversation = await store.get_or_create_conversation(agent_id="main", session_id="c")
-        await store.append_messages(
-            conversation.id,
-            [PreparedMessage(Message(role="user", content="We moved the standup to 10:00 on Mondays."), 9, utcnow())],
+async def test_remember_through_an_openai_compatible_model(store: Store) -> None:
+    conversation = await store.get_or_create_conversation(agent_id="main", session_id="c")
+    await store.append_messages(
+        conversation.id,
+        [PreparedMessage(Message(role="user", content="We moved the standup to 10:00 on Mondays."), 9, utcnow())],
+    )
+    messages = await store.get_messages(conversation.id)
+    answer = {
+        "memories": [
+            {
+                "category": "events",
+                "abstract": "Standup moved",
+                "overview": "Standup at 10:00.",
+                "content": "The team moved the Monday standup to 10:00.",
+                "sources": [messages[0].id],
+            }
+        ]
+    }
+    with StubProviderServer(StubReply.answer(json.dumps(answer)), StubReply.answer("sorry, no JSON")) as stub:
+        config = load_config(
+            {
+                "memory_extractor": "openai",
+                "memory_extraction_model": "stub-model",
+                "summary_base_url": stub.openai_base_url,
+                "summary_api_key": "sk-x",
+            }
         )
-        messages = await store.get_messages(conversation.id)
-        answer = {
-            "memories": [
-                {
-                    "category": "events",
-                    "abstract": "Standup moved",
-                    "overview": "Standup at 10:00.",
-                    "content": "The team moved the Monday standup to 10:00.",
-                    "sources": [messages[0].id],
-                }
-            ]
-        }
-        with StubProviderServer(StubReply.answer(json.dumps(answer)), StubReply.answer("sorry, no JSON")) as stub:
-            config = load_config(
-                {
-                    "memory_extractor": "openai",
-                    "memory_extraction_model": "stub-model",
-                    "summary_base_url": stub.openai_base_url,
-                    "summary_api_key": "sk-x",
-                }
-            )
-            extractor = extractor_for(config)
-            service = MemoryService(memory_store_for(store), HashEmbedder(), Caller.agent("main"), extractor=extractor)
-            first = await service.remember(conversation.id, messages)
-            ((draft, decision, touched),) = first.decisions
-            assert draft.abstract == "Standup moved" and decision.kind == "create"
-            (memory,) = await service.store.get([touched or ""])
-            assert memory.source_message_ids == (messages[0].id,) and memory.overview == "Standup at 10:00."
-            request = stub.requests[0]
-            assert "At most 5" in request.system and f'id="{messages[0].id}"' in request.user
-            fallback = await service.remember(conversation.id, messages)  # the model answers garbage
-            assert [d.kind for _, d, _ in fallback.decisions] == ["create"]  # offline rules took over
-        assert extractor_for(load_config({})) is None
-        with pytest.raises(ConfigError, match="memory_extraction_model"):
-            extractor_for(load_config({"memory_extractor": "openai"}))
-    finally:
-        await store.close()
+        extractor = extractor_for(config)
+        service = MemoryService(memory_store_for(store), HashEmbedder(), Caller.agent("main"), extractor=extractor)
+        first = await service.remember(conversation.id, messages)
+        ((draft, decision, touched),) = first.decisions
+        assert draft.abstract == "Standup moved" and decision.kind == "create"
+        (memory,) = await service.store.get([touched or ""])
+        assert memory.source_message_ids == (messages[0].id,) and memory.overview == "Standup at 10:00."
+        request = stub.requests[0]
+        assert "At most 5" in request.system and f'id="{messages[0].id}"' in request.user
+        fallback = await service.remember(conversation.id, messages)  # the model answers garbage
+        assert [d.kind for _, d, _ in fallback.decisions] == ["create"]  # offline rules took over
+    assert extractor_for(load_config({})) is None
+    with pytest.raises(ConfigError, match="memory_extraction_model"):
+        extractor_for(load_config({"memory_extractor": "openai"}))

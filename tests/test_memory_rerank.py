@@ -7,7 +7,6 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,9 +17,10 @@ from lossless.memory.hashing import HashEmbedder
 from lossless.memory.records import MemoryDraft
 from lossless.memory.scopes import Caller
 from lossless.memory.service import MemoryService
+from lossless.ports import Store
 from lossless.providers import reranker_for
 from lossless.providers.rerank import RERANK_PROVIDERS, HttpReranker
-from lossless.stores import memory_store_for, open_store
+from lossless.stores import memory_store_for
 
 pytestmark = pytest.mark.anyio
 
@@ -128,34 +128,30 @@ async def test_failures_are_provider_errors(stub: RerankStub) -> None:
         HttpReranker("cohere")
 
 
-async def test_search_uses_the_reranker_and_falls_back_to_cosine(stub: RerankStub, tmp_path: Path) -> None:
-    store = await open_store(f"sqlite:///{tmp_path / 'r.db'}")
-    try:
-        config = load_config(
-            {
-                "memory_rerank_provider": "jina",
-                "memory_rerank_endpoint": f"{stub.url}/jina",
-                "memory_rerank_timeout_ms": 300,
-            }
-        )
-        reranker = reranker_for(config)
-        assert reranker is not None
-        service = MemoryService(memory_store_for(store), HashEmbedder(), Caller.agent("main"), reranker=reranker)
-        await service.add(MemoryDraft("The editor on the build box is nano.", category="entities"))
-        favourite = await service.add(MemoryDraft("My favourite editor is helix.", category="preferences"))
-        result = await service.search("editor", explain=True, record_access=False)
-        assert result.hits[0].memory.memory_id == favourite.memory_id
-        assert "rerank" in dict(result.hits[0].stages) and "rerank" in result.timings_ms
-        fused = dict(result.hits[0].stages)["fusion"]
-        assert dict(result.hits[0].stages)["rerank"] == pytest.approx(max(0.6 * 0.9 + 0.4 * fused, 0.5 * fused))
-        stub.status = 500
-        fallback = await service.search("editor", record_access=False)
-        assert fallback.hits  # a failing reranker never breaks search
-        stages = dict(fallback.hits[0].stages)
-        embedder = HashEmbedder()
-        query, text = embedder.vector("editor"), embedder.vector(fallback.hits[0].memory.content)
-        cosine = sum(a * b for a, b in zip(query, text, strict=True))
-        assert stages["rerank"] == pytest.approx(0.7 * stages["fusion"] + 0.3 * cosine, abs=1e-5)
-    finally:
-        await store.close()
+async def test_search_uses_the_reranker_and_falls_back_to_cosine(stub: RerankStub, store: Store) -> None:
+    config = load_config(
+        {
+            "memory_rerank_provider": "jina",
+            "memory_rerank_endpoint": f"{stub.url}/jina",
+            "memory_rerank_timeout_ms": 300,
+        }
+    )
+    reranker = reranker_for(config)
+    assert reranker is not None
+    service = MemoryService(memory_store_for(store), HashEmbedder(), Caller.agent("main"), reranker=reranker)
+    await service.add(MemoryDraft("The editor on the build box is nano.", category="entities"))
+    favourite = await service.add(MemoryDraft("My favourite editor is helix.", category="preferences"))
+    result = await service.search("editor", explain=True, record_access=False)
+    assert result.hits[0].memory.memory_id == favourite.memory_id
+    assert "rerank" in dict(result.hits[0].stages) and "rerank" in result.timings_ms
+    fused = dict(result.hits[0].stages)["fusion"]
+    assert dict(result.hits[0].stages)["rerank"] == pytest.approx(max(0.6 * 0.9 + 0.4 * fused, 0.5 * fused))
+    stub.status = 500
+    fallback = await service.search("editor", record_access=False)
+    assert fallback.hits  # a failing reranker never breaks search
+    stages = dict(fallback.hits[0].stages)
+    embedder = HashEmbedder()
+    query, text = embedder.vector("editor"), embedder.vector(fallback.hits[0].memory.content)
+    cosine = sum(a * b for a, b in zip(query, text, strict=True))
+    assert stages["rerank"] == pytest.approx(0.7 * stages["fusion"] + 0.3 * cosine, abs=1e-5)
     assert reranker_for(load_config({})) is None

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 
 from lossless.errors import AccessDeniedError, InputError
@@ -12,17 +9,16 @@ from lossless.memory.hashing import HashEmbedder
 from lossless.memory.scopes import Caller
 from lossless.memory.service import MemoryService
 from lossless.memory.toolcalls import MEMORY_TOOLS, call_memory_tool, check_arguments
-from lossless.stores import memory_store_for, open_store
+from lossless.ports import Store
+from lossless.stores import memory_store_for
 from lossless.tools import TOOLS
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-async def service(tmp_path: Path) -> AsyncIterator[MemoryService]:
-    store = await open_store(f"sqlite:///{tmp_path / 't.db'}")
-    yield MemoryService(memory_store_for(store), HashEmbedder(), Caller.agent("main"))
-    await store.close()
+def service(store: Store) -> MemoryService:
+    return MemoryService(memory_store_for(store), HashEmbedder(), Caller.agent("main"))
 
 
 def test_every_memory_tool_has_a_spec() -> None:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -16,16 +16,18 @@ from lossless import ContextEngine, Message
 from lossless.cli import cli
 from lossless.errors import InputError
 
-from .test_integrity import SETTINGS, chat
+from .conftest import BACKENDS, backend_url
+from .test_integrity import SETTINGS, chat, query
 
 pytestmark = pytest.mark.anyio
 
 BIG = "\n".join(f"line {i}: " + "data " * 20 for i in range(400))
 
 
-@pytest.fixture
-async def engine(tmp_path: Path) -> AsyncIterator[ContextEngine]:
-    opened = await ContextEngine.open(f"sqlite:///{tmp_path / 'r.db'}", **SETTINGS)  # type: ignore[arg-type]
+@pytest.fixture(params=BACKENDS)
+async def engine(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ContextEngine]:
+    url = backend_url(request, request.param, tmp_path, "r")
+    opened = await ContextEngine.open(url, **SETTINGS)  # type: ignore[arg-type]
     try:
         yield opened
     finally:
@@ -40,12 +42,8 @@ async def fill(engine: ContextEngine, session: str, start: int) -> int:
     return result.conversation_id
 
 
-def rows(engine: ContextEngine, sql: str) -> list[tuple[object, ...]]:
-    conn = sqlite3.connect(engine.store.path)  # type: ignore[attr-defined]
-    try:
-        return conn.execute(sql).fetchall()
-    finally:
-        conn.close()
+def rows(engine: ContextEngine, sql: str) -> list[tuple[Any, ...]]:
+    return query(engine, sql)
 
 
 async def test_prune_archived_conversations(engine: ContextEngine) -> None:
@@ -71,7 +69,8 @@ async def test_prune_archived_conversations(engine: ContextEngine) -> None:
     result = await engine.prune(plan)
     assert result.conversations == 1 and result.messages == 41 and result.blob_bytes > 30_000
     assert result.bytes_before is not None and result.bytes_after is not None
-    assert result.bytes_after <= result.bytes_before
+    if engine.store.backend == "sqlite":  # PostgreSQL's plain VACUUM makes space reusable; it need not shrink
+        assert result.bytes_after <= result.bytes_before
     assert not folder.exists()
     for table in ("messages", "summaries", "context_items", "large_files"):
         assert rows(engine, f"SELECT count(*) FROM {table} WHERE conversation_id = {old}") == [(0,)]

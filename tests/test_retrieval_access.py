@@ -6,19 +6,23 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 
+import anyio
 import pytest
 
 from lossless import ContextEngine, Message
 from lossless.errors import InputError, NotFoundError
+from lossless.ports import Store
 from lossless.records import Grant, utcnow
 from lossless.retrieval import AccessDenied, Caller, GrepOptions, Retriever
+
+from .conftest import BACKENDS, backend_url
 
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-async def engines(tmp_path: Path) -> AsyncIterator[tuple[ContextEngine, ContextEngine]]:
-    url = f"sqlite:///{tmp_path / 'shared.db'}"
+@pytest.fixture(params=BACKENDS)
+async def engines(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[ContextEngine, ContextEngine]]:
+    url = backend_url(request, request.param, tmp_path, "shared")
     settings = {
         "fresh_tail_count": 2,
         "leaf_chunk_tokens": 600,
@@ -167,6 +171,22 @@ async def test_a_grant_cap_bounds_what_expansion_returns(engines: tuple[ContextE
     await alice.store.charge_grant("grant_t3", 50, utcnow())
     with pytest.raises(AccessDenied, match="token cap"):
         await retriever.expand(sub, summary_ids=[summary_id])
+
+
+async def test_concurrent_charges_are_never_lost_and_never_pass_the_cap(store: Store) -> None:
+    now = utcnow()
+    await store.create_grant(Grant("grant_c", "alice", "sub:c", (1,), 1000, now, now + timedelta(minutes=5)))
+    async with anyio.create_task_group() as group:
+        for _ in range(20):
+            group.start_soon(store.charge_grant, "grant_c", 7, now)
+    charged = await store.get_grant("grant_c")
+    assert charged is not None and charged.tokens_used == 140
+    async with anyio.create_task_group() as group:
+        for _ in range(20):
+            group.start_soon(store.charge_grant, "grant_c", 100, now)
+    capped = await store.get_grant("grant_c")
+    assert capped is not None and capped.tokens_used == 1000
+    assert await store.charge_grant("grant_c", 1, now + timedelta(minutes=6)) is None  # expired: not usable
 
 
 def test_caller_validation() -> None:

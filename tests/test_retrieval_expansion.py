@@ -23,15 +23,17 @@ from lossless.retrieval.expansion import (
 )
 from lossless.tokens import EstimatingCounter
 
+from .conftest import BACKENDS, backend_url
+
 pytestmark = pytest.mark.anyio
 COUNTER = EstimatingCounter()
 CALLER = Caller("main", session_key="k")
 
 
-@pytest.fixture
-async def engine(tmp_path: Path) -> AsyncIterator[ContextEngine]:
+@pytest.fixture(params=BACKENDS)
+async def engine(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ContextEngine]:
     opened = await ContextEngine.open(
-        f"sqlite:///{tmp_path / 'x.db'}",
+        backend_url(request, request.param, tmp_path, "x"),
         fresh_tail_count=2,
         leaf_chunk_tokens=600,
         leaf_target_tokens=150,
@@ -62,7 +64,12 @@ async def seeded(engine: ContextEngine) -> int:
 
 
 async def grants(engine: ContextEngine) -> list[tuple[str, str | None]]:
+    """Every stored grant with its revoke reason, read from the table itself."""
     store = engine.store
+    if store.backend == "postgres":
+        async with store._db.transaction() as conn:  # type: ignore[attr-defined]
+            cursor = await conn.execute("SELECT grant_id, revoke_reason FROM expansion_grants ORDER BY created_at")
+            return [(r[0], r[1]) for r in await cursor.fetchall()]
     rows = await store._db.read(  # type: ignore[attr-defined]
         lambda conn: conn.execute("SELECT grant_id, revoke_reason FROM expansion_grants").fetchall()
     )

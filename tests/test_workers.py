@@ -25,6 +25,7 @@ from lossless.ports import Job, JobQueue
 from lossless.records import JSONValue
 from lossless.workers import Worker, WorkerSettings
 
+from .conftest import BACKENDS, backend_url
 from .test_integrity import SETTINGS, chat
 
 pytestmark = pytest.mark.anyio
@@ -32,9 +33,10 @@ pytestmark = pytest.mark.anyio
 NOW = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 
 
-@pytest.fixture
-async def engine(tmp_path: Path) -> AsyncIterator[ContextEngine]:
-    opened = await ContextEngine.open(f"sqlite:///{tmp_path / 'w.db'}", **SETTINGS)  # type: ignore[arg-type]
+@pytest.fixture(params=BACKENDS)
+async def engine(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ContextEngine]:
+    url = backend_url(request, request.param, tmp_path, "w")
+    opened = await ContextEngine.open(url, **SETTINGS)  # type: ignore[arg-type]
     try:
         yield opened
     finally:

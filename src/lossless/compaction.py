@@ -33,9 +33,13 @@ Invariants:
   ``aggressive``, then made by deterministic truncation (``fallback``); the
   summary records the level and the reason.  A summarizer that raises, hangs,
   returns nothing or returns too much only costs an attempt.
-* **One compaction per conversation at a time** in this process; across
-  processes the store refuses a replacement whose sources changed
-  (:class:`ConflictError`), and the pass is planned again.
+  :meth:`Compactor.remake` asks again, later, for a summary that fell back
+  (the ``remake_summary`` repair of :mod:`lossless.integrity`): same sources,
+  same rules, and only a proper (normal or aggressive) answer is returned.
+* **One compaction per conversation at a time** in this process, and across
+  hosts where the store offers :class:`~lossless.ports.ConversationLocks`
+  (PostgreSQL's advisory locks); in any case the store refuses a replacement
+  whose sources changed (:class:`ConflictError`), and the pass is planned again.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, tzinfo
 from typing import Literal
 
@@ -55,7 +59,7 @@ import anyio
 from lossless.config import Config
 from lossless.context import pairs, tail_start
 from lossless.errors import ConflictError, InputError, ProviderUnavailable
-from lossless.ports import Store, Summarizer, SummaryPolicy, SummaryRequest
+from lossless.ports import ConversationLocks, Store, Summarizer, SummaryPolicy, SummaryRequest
 from lossless.records import ContextEntry, Summary, SummaryKind, SummaryLevel, utcnow
 from lossless.segments import render_messages, render_summaries
 from lossless.tokens import TokenCounter
@@ -119,6 +123,18 @@ class _Plan:
     @property
     def tokens(self) -> int:
         return sum(e.token_count for e in self.sources)
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """An acceptable answer of the summarizer."""
+
+    content: str
+    tokens: int
+    provider: str | None
+    model: str | None
+    level: SummaryLevel
+    reason: str | None
 
 
 @dataclass(slots=True)
@@ -204,6 +220,9 @@ class Compactor:
             raise InputError("mode 'until_under' needs a target_tokens of zero or more")
         lock = self._locks.setdefault(conversation_id, anyio.Lock())
         async with lock:
+            if isinstance(self.store, ConversationLocks):  # several hosts share the store
+                async with self.store.conversation_lock(conversation_id):
+                    return await self._compact(conversation_id, mode, target_tokens, progress)
             return await self._compact(conversation_id, mode, target_tokens, progress)
 
     # ------------------------------------------------------------------ the loop
@@ -376,31 +395,54 @@ class Compactor:
         if plan.previous is not None:
             found = await self.store.get_summaries([plan.previous.ref])  # type: ignore[list-item]
             previous = found[0].content if found else None
-        base = self.config.leaf_target_tokens if plan.kind == "leaf" else self.config.condensed_target_tokens
-        target = compression_target(base, plan.tokens)
+        request = SummaryRequest(
+            kind=plan.kind,
+            depth=plan.depth,
+            policy="normal",
+            target_tokens=0,
+            text=text,
+            previous_context=previous,
+            custom_instructions=self.config.custom_instructions,
+            conversation_id=conversation_id,
+            earliest_at=earliest,
+            latest_at=latest,
+        )
+        outcome = await self._ask(request, plan.tokens, pressure=run.pressure)
+        if outcome is None:
+            return None
+        if isinstance(outcome, _Answer):
+            return self._summary(
+                conversation_id, plan, outcome.content, outcome.tokens, children, earliest, latest,
+                provider=outcome.provider, model=outcome.model, level=outcome.level, reason=outcome.reason,
+            )  # fmt: skip
+        fallback = self._fallback(text, plan.tokens)
+        if fallback is None:
+            return "no_progress"
+        return self._summary(
+            conversation_id, plan, fallback, self.counter.count(fallback), children, earliest, latest,
+            provider="truncation", model=None, level="fallback", reason="; ".join(outcome) or None,
+        )  # fmt: skip
+
+    async def _ask(self, request: SummaryRequest, source_tokens: int, *, pressure: bool) -> _Answer | list[str] | None:
+        """The first acceptable answer to ``request`` (``normal``, then ``aggressive``), else why each failed.
+
+        None when the provider is unavailable and nothing presses (``pressure``: carry on to the fallback).
+        """
+        base = self.config.leaf_target_tokens if request.kind == "leaf" else self.config.condensed_target_tokens
+        target = compression_target(base, source_tokens)
         reasons: list[str] = []
         deadline_s = self.config.summary_timeout_ms / 1000 * self.config.summary_max_attempts
         attempts: tuple[tuple[SummaryPolicy, int], ...] = (("normal", target), ("aggressive", max(64, target * 3 // 5)))
         for policy, policy_target in attempts:
-            request = SummaryRequest(
-                kind=plan.kind,
-                depth=plan.depth,
-                policy=policy,
-                target_tokens=policy_target,
-                text=text,
-                previous_context=previous,
-                custom_instructions=self.config.custom_instructions,
-                conversation_id=conversation_id,
-                earliest_at=earliest,
-                latest_at=latest,
-            )
             try:
                 # A guarded summarizer times out and retries each call itself; this outer deadline
                 # only stops one that never answers, whoever built it.
                 with anyio.fail_after(deadline_s):
-                    answer = await self.summarizer.summarize(request)
+                    answer = await self.summarizer.summarize(
+                        replace(request, policy=policy, target_tokens=policy_target)
+                    )
             except ProviderUnavailable as exc:
-                if not run.pressure:
+                if not pressure:
                     return None
                 reasons.append(f"{policy}: {exc}")
                 break
@@ -414,35 +456,73 @@ class Compactor:
             tokens = self.counter.count(content)
             if not content:
                 reasons.append(f"{policy}: empty answer")
-            elif tokens >= plan.tokens:
-                reasons.append(f"{policy}: {tokens} tokens, not shorter than its {plan.tokens}-token sources")
+            elif tokens >= source_tokens:
+                reasons.append(f"{policy}: {tokens} tokens, not shorter than its {source_tokens}-token sources")
             elif tokens > self.config.summary_max_overage_factor * policy_target:
                 reasons.append(
                     f"{policy}: {tokens} tokens, over {self.config.summary_max_overage_factor:g}× the target"
                 )
             else:
-                level: SummaryLevel = policy
-                return self._summary(
-                    conversation_id, plan, content, tokens, children, earliest, latest,
-                    provider=answer.provider, model=answer.model, level=level,
-                    reason="; ".join(reasons) or None,
-                )  # fmt: skip
-        fallback = self._fallback(text, plan.tokens)
-        if fallback is None:
-            return "no_progress"
-        return self._summary(
-            conversation_id, plan, fallback, self.counter.count(fallback), children, earliest, latest,
-            provider="truncation", model=None, level="fallback", reason="; ".join(reasons) or None,
-        )  # fmt: skip
+                reason = "; ".join(reasons) or None
+                return _Answer(content, tokens, answer.provider, answer.model, policy, reason)
+        return reasons
+
+    async def remake(self, summary: Summary) -> Summary | None:
+        """A proper (normal or aggressive) summary of ``summary``'s sources by the current summarizer, or None.
+
+        The result is ``summary`` with a new text, token count, level, provider, model and reason (and
+        any file ids the new text mentions added); id, lineage, times and counts stay.  Nothing is
+        written: store it with :meth:`~lossless.ports.Store.rewrite_summary`.
+        """
+        if summary.kind == "leaf":
+            ids = (await self.store.get_summary_messages([summary.id])).get(summary.id, ())
+            text, _, _, _ = await self._render_leaf(list(ids))
+            source_tokens = summary.source_token_count
+        else:
+            ids_ = (await self.store.get_summary_parents([summary.id])).get(summary.id, ())
+            text, children, _, _ = await self._render_condensed(list(ids_))
+            source_tokens = sum(c.token_count for c in children)
+        if not text.strip() or source_tokens < 1:
+            return None
+        request = SummaryRequest(
+            kind=summary.kind,
+            depth=summary.depth,
+            policy="normal",
+            target_tokens=0,
+            text=text,
+            custom_instructions=self.config.custom_instructions,
+            conversation_id=summary.conversation_id,
+            earliest_at=summary.earliest_at,
+            latest_at=summary.latest_at,
+        )
+        outcome = await self._ask(request, source_tokens, pressure=False)
+        if not isinstance(outcome, _Answer):
+            return None
+        why = f"remade from a truncation fallback ({summary.reason})" if summary.reason else "remade from a fallback"
+        return replace(
+            summary,
+            content=outcome.content,
+            token_count=outcome.tokens,
+            file_ids=tuple(dict.fromkeys([*summary.file_ids, *find_file_ids(outcome.content)])),
+            provider=outcome.provider,
+            model=outcome.model,
+            level=outcome.level,
+            reason=why if outcome.reason is None else f"{why}; {outcome.reason}",
+        )
 
     async def _segment(self, plan: _Plan) -> tuple[str, list[Summary], datetime | None, datetime | None]:
         if plan.kind == "leaf":
-            ids = [e.message_id for e in plan.sources if e.message_id is not None]
-            messages = await self.store.get_messages_by_id(ids)
-            text = render_messages(messages, self.zone, max_chars=self.config.leaf_chunk_tokens * 4)
-            times = [m.created_at for m in messages]
-            return text, [], min(times, default=None), max(times, default=None)
-        summaries = await self.store.get_summaries([e.summary_id for e in plan.sources if e.summary_id is not None])
+            return await self._render_leaf([e.message_id for e in plan.sources if e.message_id is not None])
+        return await self._render_condensed([e.summary_id for e in plan.sources if e.summary_id is not None])
+
+    async def _render_leaf(self, ids: list[int]) -> tuple[str, list[Summary], datetime | None, datetime | None]:
+        messages = await self.store.get_messages_by_id(ids)
+        text = render_messages(messages, self.zone, max_chars=self.config.leaf_chunk_tokens * 4)
+        times = [m.created_at for m in messages]
+        return text, [], min(times, default=None), max(times, default=None)
+
+    async def _render_condensed(self, ids: list[str]) -> tuple[str, list[Summary], datetime | None, datetime | None]:
+        summaries = await self.store.get_summaries(ids)
         text = render_summaries(summaries, self.zone)
         earliest = min((s.earliest_at for s in summaries if s.earliest_at), default=None)
         latest = max((s.latest_at for s in summaries if s.latest_at), default=None)

@@ -57,6 +57,7 @@ from lossless.records import (
 __all__ = [
     "AppendResult",
     "BlobStore",
+    "ConversationLocks",
     "IndexDiscrepancy",
     "Job",
     "JobKind",
@@ -285,6 +286,19 @@ class Store(Protocol):
         """For each summary of the conversation, its sources in order: message ids or summary ids."""
         ...
 
+    async def rewrite_summary(self, summary: Summary, *, replaces: str) -> bool:
+        """Give the stored summary ``summary.id`` a new text, atomically, if its content is still ``replaces``.
+
+        Only ``content``, ``token_count``, ``file_ids``, ``level``, ``provider``, ``model`` and
+        ``reason`` are taken from ``summary``; its id, conversation, kind, depth, times and lineage
+        stay as stored.  The ``descendant_token_count`` of every summary made from it (directly or
+        further up) changes by the difference in ``token_count``, in the same transaction, and the
+        full-text indexes follow the new text.  Returns False (writing nothing) when the summary
+        does not exist or its content is no longer ``replaces`` (a stale plan).  Used only by the
+        explicit ``remake_summary`` repair (:mod:`lossless.integrity`).
+        """
+        ...
+
     # -- transcript bootstrap
 
     async def find_bootstrap_state(self, agent_id: str, path: str) -> BootstrapState | None:
@@ -371,6 +385,18 @@ class Store(Protocol):
 
 
 # ---------------------------------------------------------------------- blobs
+
+
+@runtime_checkable
+class ConversationLocks(Protocol):
+    """A store shared by several hosts offers a lock per conversation that spans processes.
+
+    The compactor holds it for a whole compaction, so two hosts never summarise one conversation at
+    once (PostgreSQL: a session-level advisory lock).  It is an optimisation of work, not of safety:
+    :meth:`Store.replace_with_summary` refuses a stale plan either way.
+    """
+
+    def conversation_lock(self, conversation_id: int) -> AbstractAsyncContextManager[None]: ...
 
 
 @runtime_checkable

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -89,6 +90,49 @@ async def test_release_gives_a_job_back_without_counting_the_attempt(store: Stor
     assert await q.release_job(job.id, "w")
     [back] = await q.list_jobs(state="queued")
     assert back.id == job.id and back.attempts == 0 and back.lease_owner is None
+
+
+async def test_a_retry_or_release_never_makes_a_second_queued_job(store: Store) -> None:
+    q = queue_of(store)
+    a, b = await two_conversations(store)
+    for conversation_id, give_back in ((a, False), (b, True)):
+        job = await q.enqueue_job("compaction", reason="manual", conversation_id=conversation_id, requested_at=NOW)
+        claimed = await q.claim_job("w", lease_ms=1000, now_ms=0, max_attempts=3)
+        assert claimed is not None and claimed.id == job.id
+        waiting = await q.enqueue_job("compaction", reason="manual", conversation_id=conversation_id, requested_at=NOW)
+        if give_back:
+            assert await q.release_job(job.id, "w")
+        else:
+            assert await q.finish_job(job.id, "w", ok=False, error="boom", retry=True, finished_at=NOW)
+        jobs = {j.id: j for j in await q.list_jobs()}
+        assert jobs[job.id].state == "failed" and "queued again" in (jobs[job.id].error or "")
+        assert jobs[waiting.id].state == "queued"
+        again = await q.claim_job("w", lease_ms=1000, now_ms=0, max_attempts=3)  # clear the way for the next round
+        assert again is not None and again.id == waiting.id
+        assert await q.finish_job(waiting.id, "w", ok=True, finished_at=NOW)
+
+
+async def test_concurrent_claims_never_share_a_job_or_a_conversation(store: Store) -> None:
+    q = queue_of(store)
+    conversations = [await new_conversation(store, f"c{n}") for n in range(4)]
+    for conversation_id in conversations:
+        await q.enqueue_job("compaction", reason="manual", conversation_id=conversation_id, requested_at=NOW)
+        await q.enqueue_job("integrity", reason="maintenance", conversation_id=conversation_id, requested_at=NOW)
+    claimed: list[Job] = []
+
+    async def claim(n: int) -> None:
+        job = await q.claim_job(f"w{n}", lease_ms=60_000, now_ms=0, max_attempts=3)
+        if job is not None:
+            claimed.append(job)
+
+    async with anyio.create_task_group() as group:
+        for n in range(12):
+            group.start_soon(claim, n)
+    # Every conversation's first job is taken, by one worker; its second waits for the first to end.
+    assert sorted(j.conversation_id or 0 for j in claimed) == conversations
+    assert len({j.id for j in claimed}) == 4 and all(j.kind == "compaction" for j in claimed)
+    running = await q.list_jobs(state="running")
+    assert sorted(j.id for j in running) == sorted(j.id for j in claimed)
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -215,7 +259,12 @@ async def test_a_conversation_a_fork_shares_is_not_deleted_alone(store: Store) -
     assert await store.get_conversation(parent) is not None
     assert await store.delete_conversations([parent, child]) == 2
     before, after = await store.vacuum()
-    assert after <= before
+    assert before > 0
+    assert after > 0
+    if store.backend == "sqlite":
+        # SQLite rewrites the file.  PostgreSQL runs a plain VACUUM (no exclusive lock: agents keep
+        # writing), which makes the space reusable but may add free-space and visibility maps.
+        assert after <= before
 
 
 async def test_archived_before(store: Store) -> None:

@@ -147,7 +147,15 @@ async def test_single_part_text_is_not_stored_twice_but_reads_back(store: Store)
 
 async def test_unicode_nul_and_surrogate_free_text_round_trip(store: Store) -> None:
     conv = await new_conversation(store)
-    texts = ["静默模式 测试 🚀", "nul\x00inside", "tab\tnewline\n\r\n", "</summary><content>", ""]
+    # U+0000 and U+E000 (the PostgreSQL backend's escape character) must round-trip on every backend.
+    texts = [
+        "静默模式 测试 🚀",
+        "nul\x00inside",
+        "tab\tnewline\n\r\n",
+        "</summary><content>",
+        "",
+        "\ue000\ue002\x00\ue000\ue001",
+    ]
     await store.append_messages(conv, [prep(Message.user(t)) for t in texts])
     assert [m.content for m in await store.get_messages(conv)] == texts
 

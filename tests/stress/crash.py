@@ -1,8 +1,9 @@
 """Crash and concurrency proof: ingest + compaction in subprocesses, killed with SIGKILL at random moments.
 
-``python -m tests.stress.crash [--kills N] [--processes P] [--seed S]`` runs N kill rounds on one
-SQLite file (each round replays a few messages that were already acknowledged, to check they are
-skipped), then P processes ingesting into and compacting that same file at once, and prints::
+``python -m tests.stress.crash [--kills N] [--processes P] [--seed S] [--database URL]`` runs N kill
+rounds on one store — a SQLite file by default, or any ``sqlite:///`` or ``postgresql://`` URL —
+(each round replays a few messages that were already acknowledged, to check they are skipped), then
+P processes ingesting into and compacting that same store at once, and prints::
 
     kills=N acknowledged=A lost=0 duplicates=0 integrity_problems=0
 
@@ -45,6 +46,16 @@ SETTINGS: dict[str, object] = {
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 
 
+def database_url(database: Path | str) -> str:
+    """A store URL: a path is a SQLite file; a string is already a URL."""
+    return f"sqlite:///{database}" if isinstance(database, Path) else database
+
+
+def settings_for(url: str) -> dict[str, object]:
+    # On PostgreSQL the bytes of large files go into the database too: every process sees them.
+    return {**SETTINGS, "large_files_storage": "database"} if url.startswith("postgres") else SETTINGS
+
+
 def message_text(prefix: str, n: int) -> str:
     if n % 17 == 5:  # now and then a large file, stored aside before its message
         body = "\n".join(f"{prefix} row {n}.{i}: " + "value " * 12 for i in range(150))
@@ -52,10 +63,10 @@ def message_text(prefix: str, n: int) -> str:
     return f"{prefix} message {n}: " + " ".join(f"w{n}_{i}" for i in range(30 + n % 20))
 
 
-async def _child(database: str, prefix: str, start: int, count: int, replay: int) -> None:
+async def _child(url: str, prefix: str, start: int, count: int, replay: int) -> None:
     from lossless import ContextEngine, Message
 
-    async with await ContextEngine.open(f"sqlite:///{database}", **SETTINGS) as engine:  # type: ignore[arg-type]
+    async with await ContextEngine.open(url, **settings_for(url)) as engine:  # type: ignore[arg-type]
         print("ready", flush=True)
         sessions = [f"{prefix}-own", "shared"]  # one session of its own, one every process writes to
         for n in range(max(0, start - replay), start + count):
@@ -86,9 +97,10 @@ class Outcome:
         )
 
 
-def _spawn(database: Path, prefix: str, start: int, count: int, replay: int) -> subprocess.Popen[str]:
+def _spawn(database: Path | str, prefix: str, start: int, count: int, replay: int) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    command = [sys.executable, "-m", "tests.stress.crash", "--child", str(database), prefix, str(start), str(count)]
+    url = database_url(database)
+    command = [sys.executable, "-m", "tests.stress.crash", "--child", url, prefix, str(start), str(count)]
     return subprocess.Popen(
         [*command, "--replay", str(replay)],
         cwd=ROOT,
@@ -103,7 +115,7 @@ def _acks(output: str) -> list[str]:
     return [line[4:] for line in output.splitlines() if line.startswith("ack ")]
 
 
-def kill_rounds(database: Path, kills: int, *, seed: int = 0, max_delay: float = 1.2) -> Outcome:
+def kill_rounds(database: Path | str, kills: int, *, seed: int = 0, max_delay: float = 1.2) -> Outcome:
     """Run ``kills`` children one after another, each SIGKILLed a random time after it is ready."""
     rng = random.Random(seed)
     outcome = Outcome()
@@ -127,7 +139,7 @@ def kill_rounds(database: Path, kills: int, *, seed: int = 0, max_delay: float =
     return outcome
 
 
-def concurrent_writers(database: Path, processes: int, count: int) -> Outcome:
+def concurrent_writers(database: Path | str, processes: int, count: int) -> Outcome:
     """``processes`` children at once, each ingesting ``count`` messages and compacting as it goes."""
     outcome = Outcome()
     children = [_spawn(database, f"p{i}", 0, count, replay=0) for i in range(processes)]
@@ -139,20 +151,34 @@ def concurrent_writers(database: Path, processes: int, count: int) -> Outcome:
     return outcome
 
 
-def verify(database: Path, outcome: Outcome) -> Outcome:
+_COUNT_KEYS = "SELECT event_key, count(*) FROM messages WHERE event_key IS NOT NULL GROUP BY event_key"
+
+
+def _event_key_counts(database: Path | str) -> dict[str, int]:
+    url = database_url(database)
+    if url.startswith("sqlite:///"):
+        conn = sqlite3.connect(url[len("sqlite:///") :])
+        try:
+            return dict(conn.execute(_COUNT_KEYS))
+        finally:
+            conn.close()
+    import psycopg
+
+    with psycopg.connect(url) as pg:
+        return {str(k): int(n) for k, n in pg.execute(_COUNT_KEYS)}
+
+
+def verify(database: Path | str, outcome: Outcome) -> Outcome:
     """Reopen the store: every acknowledged key stored exactly once, and the integrity check clean."""
-    conn = sqlite3.connect(database)
-    counts = dict(
-        conn.execute("SELECT event_key, count(*) FROM messages WHERE event_key IS NOT NULL GROUP BY event_key")
-    )
-    conn.close()
+    counts = _event_key_counts(database)
+    url = database_url(database)
     outcome.lost = sorted(k for k in outcome.acknowledged if k not in counts)
     outcome.duplicates = sorted(k for k, n in counts.items() if n > 1)
 
     async def check() -> list[str]:
         from lossless import ContextEngine
 
-        async with await ContextEngine.open(f"sqlite:///{database}", **SETTINGS) as engine:  # type: ignore[arg-type]
+        async with await ContextEngine.open(url, **settings_for(url)) as engine:  # type: ignore[arg-type]
             await engine.store.wait_indexed()
             report = await engine.check_integrity()
             return [f"{p.kind} {p.subject}: {p.detail}" for p in report.problems]
@@ -169,16 +195,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=4)
     parser.add_argument("--count", type=int, default=150, help="messages per concurrent writer")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--database", type=Path)
+    parser.add_argument("--database", help="a sqlite:/// or postgresql:// URL (default: a new SQLite file)")
     args = parser.parse_args(argv)
     if args.child:
-        database, prefix, start, count = args.child
-        anyio.run(_child, database, prefix, int(start), int(count), args.replay)
+        url, prefix, start, count = args.child
+        anyio.run(_child, url, prefix, int(start), int(count), args.replay)
         return 0
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        database = args.database or Path(tmp) / "crash.db"
+        database: Path | str = args.database or Path(tmp) / "crash.db"
         started = time.monotonic()
         kills = verify(database, kill_rounds(database, args.kills, seed=args.seed))
         print("after kill -9 rounds:      ", kills.line(), f"({time.monotonic() - started:.0f} s)", flush=True)

@@ -2,7 +2,7 @@
 
 Commands: ``import``, ``conversations``, ``messages``, ``files``, ``file``, ``compact``,
 ``summaries``, ``replay``, ``stats``, ``config show``, ``grep``, ``describe``, ``expand``, ``doctor``,
-``prune``, ``vacuum``, ``worker``, ``jobs``, ``serve`` (the HTTP API) and ``mcp`` (the MCP server).
+``prune``, ``vacuum``, ``migrate``, ``worker``, ``jobs``, ``serve`` (the HTTP API) and ``mcp`` (the MCP server).
 Every command honours ``--database`` (else ``LCM_DATABASE_URL``, the config file, or SQLite in the
 data directory) and prints JSON with ``--json``.
 ``memory …`` (add, search, explain, list, forget, update, export, import, stats,
@@ -25,6 +25,7 @@ from lossless.cli.files import file_command, files_command
 from lossless.cli.imports import import_command
 from lossless.cli.inspect import conversations_command, messages_command, stats_command
 from lossless.cli.memory import memory_group
+from lossless.cli.migrate import migrate_command
 from lossless.cli.replay import replay_command
 from lossless.cli.retention import prune_command, vacuum_command
 from lossless.cli.retrieval import describe_command, expand_command, grep_command
@@ -54,6 +55,7 @@ def cli(ctx: click.Context, database: str | None, config_file: Path | None, agen
 
 
 cli.add_command(import_command)
+cli.add_command(migrate_command)
 cli.add_command(conversations_command)
 cli.add_command(messages_command)
 cli.add_command(files_command)

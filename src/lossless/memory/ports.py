@@ -30,7 +30,16 @@ from typing import Literal, Protocol, TypeAlias, runtime_checkable
 from lossless.memory.records import Memory, MemoryDraft, MemoryPatch, MemoryStats, Tier
 from lossless.records import MessageRecord
 
-__all__ = ["Embedder", "EmbeddingTask", "Extractor", "KeywordHit", "MemoryStore", "Reranker", "StoredVectors"]
+__all__ = [
+    "Embedder",
+    "EmbeddingTask",
+    "Extractor",
+    "KeywordHit",
+    "MemoryStore",
+    "NearestNeighbours",
+    "Reranker",
+    "StoredVectors",
+]
 
 #: (model name, one float32 blob per chunk).  An empty tuple of blobs stores no vectors.
 StoredVectors: TypeAlias = tuple[str, tuple[bytes, ...]]
@@ -139,3 +148,30 @@ class MemoryStore(Protocol):
     async def grant(self, agent_id: str, scopes: Iterable[str]) -> None: ...
 
     async def revoke(self, agent_id: str, scopes: Iterable[str]) -> int: ...
+
+
+@runtime_checkable
+class NearestNeighbours(Protocol):
+    """Optional: a :class:`MemoryStore` that searches vectors itself (PostgreSQL with pgvector).
+
+    ``nearest`` has the contract of :meth:`lossless.memory.vectors.VectorIndex.search` — memories
+    by their best chunk's cosine with ``query`` (a float32 blob), best first, ties by id, only in
+    ``scopes`` (``None``: all), current ones unless ``include_superseded``, at least
+    ``min_similarity`` — as ``(memory_id, similarity)`` pairs.  It answers ``None`` when the caller
+    should search exactly in memory instead: no index here, or at most ``exact_max`` chunk vectors
+    of ``model``.  ``vectors_of`` returns :meth:`MemoryStore.load_vectors` rows of some memories.
+    """
+
+    async def nearest(
+        self,
+        model: str,
+        query: bytes,
+        *,
+        limit: int,
+        scopes: Sequence[str] | None,
+        include_superseded: bool = False,
+        min_similarity: float = -1.0,
+        exact_max: int,
+    ) -> list[tuple[str, float]] | None: ...
+
+    async def vectors_of(self, model: str, memory_ids: Sequence[str]) -> list[tuple[str, str, bool, bytes]]: ...

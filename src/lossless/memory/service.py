@@ -32,11 +32,28 @@ from lossless.errors import InputError, NotFoundError, ProviderError
 from lossless.memory import admission as amac
 from lossless.memory import decay, extraction
 from lossless.memory.admission import AdmissionConfig
-from lossless.memory.ports import Embedder, EmbeddingTask, Extractor, MemoryStore, Reranker, StoredVectors
+from lossless.memory.ports import (
+    Embedder,
+    EmbeddingTask,
+    Extractor,
+    MemoryStore,
+    NearestNeighbours,
+    Reranker,
+    StoredVectors,
+)
 from lossless.memory.ranking import Candidate, RetrievalConfig, Scored, finish, fuse, rerank_window
 from lossless.memory.records import CATEGORIES, Memory, MemoryDraft, MemoryPatch, MemoryStats
 from lossless.memory.scopes import Caller, check_scope, default_write_scope, reachable_scopes, require_reach
-from lossless.memory.vectors import DEFAULT_EXACT_MAX, F32, VectorIndex, chunk_text, from_blob, normalize, to_blob
+from lossless.memory.vectors import (
+    DEFAULT_EXACT_MAX,
+    F32,
+    VectorHit,
+    VectorIndex,
+    chunk_text,
+    from_blob,
+    normalize,
+    to_blob,
+)
 from lossless.records import MessageRecord, content_hash, utcnow
 
 __all__ = ["MemoryHit", "MemoryService", "Remembered", "SearchResult"]
@@ -183,6 +200,35 @@ class MemoryService:
             self._index = VectorIndex(revision, rows, exact_max=self.exact_search_max)
         return self._index
 
+    async def _nearest(
+        self,
+        vector: F32,
+        *,
+        limit: int,
+        scopes: Sequence[str] | None,
+        include_superseded: bool = False,
+        min_similarity: float = -1.0,
+        revision: int | None = None,
+    ) -> tuple[list[VectorHit], VectorIndex | None]:
+        """Vector hits, from the store's own index where it offers one (then no in-memory index)."""
+        if isinstance(self.store, NearestNeighbours):
+            found = await self.store.nearest(
+                self.embedder.model,
+                to_blob(normalize(vector)[0]),
+                limit=limit,
+                scopes=scopes,
+                include_superseded=include_superseded,
+                min_similarity=min_similarity,
+                exact_max=self.exact_search_max,
+            )
+            if found is not None:
+                return [VectorHit(memory_id, similarity) for memory_id, similarity in found], None
+        index = await self._vector_index(revision)
+        hits = index.search(
+            vector, limit=limit, scopes=scopes, include_superseded=include_superseded, min_similarity=min_similarity
+        )
+        return hits, index
+
     # ------------------------------------------------------------------ writes
 
     async def add(self, draft: MemoryDraft, *, scope: str | None = None) -> Memory:
@@ -312,8 +358,9 @@ class MemoryService:
         history = as_of is not None
         pool = self.retrieval.pool_size(limit)
         clock = time.perf_counter()
-        index = await self._vector_index(revision)
-        vector_hits = index.search(qvec, limit=pool, scopes=filter_, include_superseded=history)
+        vector_hits, index = await self._nearest(
+            qvec, limit=pool, scopes=filter_, include_superseded=history, revision=revision
+        )
         timings["vector"] = (time.perf_counter() - clock) * 1000
         clock = time.perf_counter()
         keyword_hits = await self.store.keyword_search(query, filter_, limit=pool, include_superseded=history)
@@ -321,6 +368,9 @@ class MemoryService:
         clock = time.perf_counter()
         ids = list(dict.fromkeys([h.memory_id for h in vector_hits] + [h.memory_id for h in keyword_hits]))
         memories = {m.memory_id: m for m in await self.store.get(ids)}  # keyword ghosts vanish here
+        if index is None:  # the store searched: the candidates' own vectors serve the cosines and MMR
+            assert isinstance(self.store, NearestNeighbours)
+            index = VectorIndex(revision, await self.store.vectors_of(self.embedder.model, ids))
         vector_rank = {h.memory_id: (h.similarity, rank) for rank, h in enumerate(vector_hits, 1)}
         keyword_rank = {h.memory_id: (h.score, rank) for rank, h in enumerate(keyword_hits, 1)}
         # Keyword-only hits still get their cosine (for the rerank fallback and explain); fusion
@@ -415,12 +465,11 @@ class MemoryService:
             if any(float(vector @ other) >= BATCH_DEDUP_SIMILARITY for _, other in kept):
                 continue
             kept.append((draft, vector))
-        index = await self._vector_index()
         out: list[tuple[MemoryDraft, extraction.Decision, str | None]] = []
         sources = [m.content for m in messages]
         for draft, vector in kept:
             if self.admission is not None:
-                pool = index.search(vector, limit=self.admission.novelty_pool, scopes=[scope])
+                pool, _ = await self._nearest(vector, limit=self.admission.novelty_pool, scopes=[scope])
                 near = {m.memory_id: m for m in await self.store.get([h.memory_id for h in pool])}
                 verdict = amac.admit(
                     draft,
@@ -434,13 +483,14 @@ class MemoryService:
                     reason = f"admission score {verdict.score:.2f} < {self.admission.reject} ({features})"
                     out.append((draft, extraction.Decision("reject", reason=reason), None))
                     continue
-            hits = index.search(vector, limit=PREFILTER_NEIGHBOURS, scopes=[scope], min_similarity=PREFILTER_SIMILARITY)
+            hits, _ = await self._nearest(
+                vector, limit=PREFILTER_NEIGHBOURS, scopes=[scope], min_similarity=PREFILTER_SIMILARITY
+            )
             found = {m.memory_id: m for m in await self.store.get([h.memory_id for h in hits])}
             neighbours = [(found[h.memory_id], h.similarity) for h in hits if h.memory_id in found]
             decision = extraction.decide(draft, neighbours)
             touched = await self._apply(draft, decision)
             out.append((draft, decision, touched))
-            index = await self._vector_index()
         return Remembered(tuple(out))
 
     async def _extract(self, conversation_id: int, messages: Sequence[MessageRecord]) -> Sequence[MemoryDraft]:

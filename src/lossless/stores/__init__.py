@@ -7,7 +7,7 @@ lazily, so a missing optional dependency only matters to those who use it:
 * ``postgresql://user@host/db`` — the ``postgres`` extra (psycopg 3 + psycopg-pool)
 
 :func:`blob_store_for` picks where the bytes of large files go: files under
-``large_files_dir`` (a database-backed blob store joins with PostgreSQL).
+``large_files_dir``, or (PostgreSQL, ``large_files_storage = "database"``) the database itself.
 """
 
 from __future__ import annotations
@@ -74,16 +74,28 @@ async def open_store(url: str, config: Config | None = None) -> Store:
     )
 
 
-def blob_store_for(config: Config | None = None) -> BlobStore:
-    """The blob store for large files: a folder per conversation.
+def blob_store_for(config: Config | None = None, store: Store | None = None) -> BlobStore:
+    """The blob store for large files.
 
-    The folder is ``large_files_dir`` when set; else, for a SQLite database, ``<database>-files``
-    beside the database file (so a database and its files travel together and two databases never
-    share a folder); else ``files`` in the data directory.
+    With ``large_files_storage = "database"`` the bytes go into ``store``'s own database (PostgreSQL:
+    every host sees them).  Otherwise a folder per conversation: ``large_files_dir`` when set; else,
+    for a SQLite database, ``<database>-files`` beside the database file (so a database and its
+    files travel together and two databases never share a folder); else ``files`` in the data
+    directory.
     """
     from lossless.stores.blobs import FileBlobStore
 
     config = config or Config()
+    if config.large_files_storage == "database":
+        factory = getattr(store, "blob_store", None)
+        if factory is None:
+            raise ConfigError(
+                "large_files_storage = 'database' needs a PostgreSQL database (postgresql://…); "
+                "with SQLite, large files are kept in a folder (large_files_storage = 'filesystem')",
+                setting="large_files_storage",
+            )
+        database_blobs: BlobStore = factory()
+        return database_blobs
     folder = config.large_files_dir
     if folder is None:
         url = config.resolved_database_url

@@ -41,7 +41,7 @@ import anyio.to_thread
 
 from lossless.errors import InputError, StoreError
 
-__all__ = ["FileBlobStore"]
+__all__ = ["FileBlobStore", "check_put"]
 
 _HASH = re.compile(r"[0-9a-f]{64}")
 _SUFFIX = re.compile(r"[a-z0-9]{1,8}")
@@ -72,7 +72,7 @@ class FileBlobStore:
         return self.root / conversation / (digest + (f".{suffix}" if suffix else ""))
 
     async def put(self, conversation_id: int, data: bytes, *, content_hash: str, suffix: str = "") -> str:
-        _check_put(conversation_id, content_hash, suffix)
+        check_put(conversation_id, content_hash, suffix)
         uri = f"fs:{conversation_id}/{content_hash}" + (f".{suffix}" if suffix else "")
         path = self.path_for(uri)
         await anyio.to_thread.run_sync(_write_once, path, bytes(data), content_hash)
@@ -101,7 +101,7 @@ class FileBlobStore:
         return await anyio.to_thread.run_sync(_remove_folder, self.root / str(conversation_id))
 
 
-def _check_put(conversation_id: object, content_hash: object, suffix: object) -> None:
+def check_put(conversation_id: object, content_hash: object, suffix: object) -> None:
     if isinstance(conversation_id, bool) or not isinstance(conversation_id, int) or conversation_id < 0:
         raise InputError(f"conversation_id must be a non-negative integer, got {conversation_id!r}")
     if not isinstance(content_hash, str) or not _HASH.fullmatch(content_hash):

@@ -14,9 +14,12 @@ Invariants:
   hosts never summarise the same conversation at once.
 * **Driver errors never leak**: lock timeouts, deadlocks and serialization
   failures become :class:`~lossless.errors.ConflictError` (retryable, nothing
-  written); text PostgreSQL cannot hold (U+0000) becomes
-  :class:`~lossless.errors.InputError`; anything else a
-  :class:`~lossless.errors.StoreError` naming the server's message.
+  written); anything else a :class:`~lossless.errors.StoreError` naming the
+  server's message.
+* **Any text round-trips**, U+0000 included: PostgreSQL text cannot hold it,
+  so every connection escapes it in parameters and unescapes it in results
+  (:func:`escape_text`, :func:`nul_safe`); the stored form differs from the
+  text only where it holds U+0000 or U+E000.
 * **Migrations** run once per version, each in its own transaction together
   with its ``lcm_migrations`` row, under a transaction-level advisory lock so
   that several processes opening a fresh database at once apply them once.
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import contextvars
 import hashlib
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -37,12 +41,14 @@ import anyio
 import psycopg
 import psycopg.errors
 from psycopg import AsyncConnection
+from psycopg.abc import Buffer
+from psycopg.adapt import Dumper, Loader
 from psycopg_pool import AsyncConnectionPool
 
 from lossless.errors import ConflictError, InputError, SchemaError, StoreError
 from lossless.stores.postgres.schema import MIGRATIONS
 
-__all__ = ["Connection", "Database", "translate"]
+__all__ = ["ESC", "Connection", "Database", "escape_text", "nul_safe", "translate", "unescape_text"]
 
 #: The connection type every backend function takes (rows come back as tuples).
 Connection = AsyncConnection[tuple[Any, ...]]
@@ -90,6 +96,51 @@ def translate(exc: psycopg.Error) -> Exception:
     return StoreError(f"PostgreSQL error: {message}")
 
 
+#: PostgreSQL text cannot hold U+0000, so the backend escapes it on the way in and back out:
+#: NUL is written as ``ESC + "\ue002"`` and ESC itself as ``ESC + "\ue001"`` (ESC is U+E000, a
+#: private-use character).  Text holding neither is sent and read unchanged (one scan each way).
+ESC = "\ue000"
+_DECODED = {"\ue001": ESC, "\ue002": "\x00"}
+_ESCAPED = re.compile("\ue000([\ue001\ue002])")
+
+
+def escape_text(text: str) -> str:
+    """``text`` in the form PostgreSQL can store (see :data:`ESC`); the identity for ordinary text."""
+    if "\x00" not in text and ESC not in text:
+        return text
+    return text.replace(ESC, ESC + "\ue001").replace("\x00", ESC + "\ue002")
+
+
+def unescape_text(text: str) -> str:
+    """The inverse of :func:`escape_text`."""
+    if ESC not in text:
+        return text
+    return _ESCAPED.sub(lambda m: _DECODED[m.group(1)], text)
+
+
+class _NulSafeStrDumper(Dumper):
+    """Python ``str`` parameters, escaped (sent with an unknown type, as psycopg does by default)."""
+
+    oid = 0
+
+    def dump(self, obj: str) -> bytes:
+        return escape_text(obj).encode()
+
+
+class _NulSafeTextLoader(Loader):
+    """``text``/``varchar`` results, unescaped."""
+
+    def load(self, data: Buffer) -> str:
+        return unescape_text(bytes(data).decode())
+
+
+def nul_safe(conn: AsyncConnection[Any]) -> None:
+    """Make ``conn`` store and return any text, U+0000 included, exactly (see :data:`ESC`)."""
+    conn.adapters.register_dumper(str, _NulSafeStrDumper)
+    for name in ("text", "varchar", "bpchar", "name"):
+        conn.adapters.register_loader(name, _NulSafeTextLoader)
+
+
 def advisory_key(conversation_id: int) -> tuple[int, int]:
     """The two-int advisory lock key of a conversation."""
     return _LOCK_SPACE_CONVERSATION, int(conversation_id) & 0x7FFFFFFF
@@ -113,12 +164,17 @@ class Database:
         self._closed = False
 
     async def _configure(self, conn: Connection) -> None:
+        nul_safe(conn)
         # A writer that cannot get a row lock in time gives up with a retryable ConflictError.
         await conn.execute(f"SET lock_timeout = {int(self._lock_timeout_ms)}")
         await conn.execute("SET TIME ZONE 'UTC'")
 
     async def open(self) -> None:
         try:
+            # One direct connection first: a wrong host, database or password is reported at once
+            # (the pool would keep retrying until its timeout).
+            probe = await AsyncConnection.connect(self.url, autocommit=True, connect_timeout=10)
+            await probe.close()
             await self._pool.open(wait=True, timeout=30)
         except psycopg.Error as exc:
             await self._pool.close()

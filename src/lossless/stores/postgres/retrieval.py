@@ -1,11 +1,485 @@
-"""(being written) PostgreSQL statements: see store.py for the split."""
+"""Retrieval on PostgreSQL: searches over ``tsvector`` and ``pg_trgm``, DAG lookups, delegation grants.
+
+:class:`RetrievalStatements` is the part of :class:`~lossless.stores.postgres.store.PostgresStore`
+that :mod:`lossless.stores.sqlite.retrieval` implements for SQLite, with the same observable
+behaviour (the retrieval tests run against both backends).
+
+Invariants:
+
+* **No user text ever becomes SQL or ``tsquery`` syntax.**  The restricted FTS5 expression of
+  :attr:`~lossless.ports.SearchRequest.words` (quoted terms, ``*`` for a prefix, ``AND``, ``OR``
+  between parenthesised groups; see :mod:`lossless.retrieval.query`) is parsed here; each term's
+  text is a bound parameter of ``phraseto_tsquery('english', %s)`` (or, for a prefix, of
+  ``to_tsquery`` over one quoted, escaped lexeme).  PostgreSQL turns each term into a ``tsquery``
+  first; the search then binds those values back as ``%s::tsquery`` and combines them with
+  ``&&`` / ``||`` in SQL whose shape comes from the parse, never from the text.
+* **Word terms match like the word index, stop words included.**  Query and index both use the
+  ``english`` configuration (Snowball English, "Porter 2": a few words stem differently from
+  SQLite's original Porter stemmer — ``deploy`` also finds ``deployment`` here).  A term made of
+  stop words only (``the``, ``is not``, ``the*``), which the ``tsvector`` does not hold, is
+  matched instead by a regular expression over whole words in any case (letters and digits only,
+  so nothing in it is a regex operator).  Stop words *inside* a phrase match any word at that
+  place (``"fix the bug"`` also finds ``fix a bug``): there a word search returns more than FTS5
+  would, never less.
+* **Trigram pre-filters only ever over-approximate.**  Each quoted fragment of
+  :attr:`~lossless.ports.SearchRequest.trigrams` becomes ``content ~ %s``, a regular expression
+  that matches the fragment in any case (see :func:`fragment_regex`), which the ``pg_trgm`` GIN
+  index answers; the caller re-checks every row.
+* **Pages as in SQLite.**  ``recency``: newest key first, strictly below ``below``;
+  ``relevance`` (word queries only): ``ts_rank_cd`` best first (ties newest first, so pages are
+  stable), from ``offset``; ``rank`` is the negated score, so lower is better as with FTS5.
+  ``since`` is inclusive and ``before`` exclusive; a summary is in range when the time span it
+  covers overlaps the window.  Everything committed before the call is found: PostgreSQL updates
+  its indexes inside the writing transaction.
+* **Grants are charged atomically**: one ``UPDATE … RETURNING`` adds to ``tokens_used`` (capped at
+  ``token_cap``) only while the grant is unrevoked and unexpired, under the row lock that the
+  update itself takes, so concurrent charges never lose one another.
+* One transaction per call (:meth:`~lossless.stores.postgres.connection.Database.transaction`).
+"""
 
 from __future__ import annotations
 
-from lossless.stores.postgres.connection import Database
+import functools
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
 
-__all__ = ["RetrievalStatements"]
+from lossless.errors import InputError
+from lossless.ports import SearchRequest, SearchRow
+from lossless.records import Grant
+from lossless.stores.postgres.connection import Connection, Database
+from lossless.stores.postgres.statements import aware, chunks
+
+__all__ = ["RetrievalStatements", "WordTerm", "fragment_regex", "parse_trigrams", "parse_words"]
+
+
+# ---------------------------------------------------------------------- the FTS5 expression
+
+
+@dataclass(frozen=True, slots=True)
+class WordTerm:
+    """One quoted term of a word expression: its text, and whether its last word is a prefix."""
+
+    text: str
+    prefix: bool = False
+
+
+_TOKEN = re.compile(r'\s*(?:"((?:[^"]|"")*)"(\*?)|(AND|OR)(?![^\s()"])|(\()|(\)))')
+
+
+def parse_words(expression: str) -> tuple[tuple[WordTerm, ...], ...]:
+    """The groups of an FTS5 word expression as :mod:`lossless.retrieval.query` builds it (OR of ANDs).
+
+    Accepts ``"a" AND "b"*``, ``("a" AND "b") OR ("c")`` and the like; anything else (an unquoted
+    word, nested groups, an operator in the wrong place) is an :class:`InputError`.
+    """
+    groups: list[list[WordTerm]] = [[]]
+    depth = 0
+    expect_term = True
+    position = 0
+    end = len(expression.rstrip())
+    while position < end:
+        match = _TOKEN.match(expression, position)
+        if match is None or match.end() == position:
+            raise InputError(f"not a word-search expression this store understands: {expression!r}")
+        position = match.end()
+        quoted, star, operator, opening, closing = match.groups()
+        if quoted is not None:
+            if not expect_term:
+                raise InputError(f"two terms without an operator in {expression!r}")
+            groups[-1].append(WordTerm(quoted.replace('""', '"'), prefix=bool(star)))
+            expect_term = False
+        elif operator == "AND":
+            if expect_term:
+                raise InputError(f"AND without a term before it in {expression!r}")
+            expect_term = True
+        elif operator == "OR":
+            if expect_term or depth:
+                raise InputError(f"OR must stand between groups in {expression!r}")
+            groups.append([])
+            expect_term = True
+        elif opening is not None:
+            if depth or not expect_term or groups[-1]:
+                raise InputError(f"a group must stand on its own in {expression!r}")
+            depth = 1
+        elif closing is not None:
+            if not depth or expect_term:
+                raise InputError(f"unbalanced parentheses in {expression!r}")
+            depth = 0
+    if depth or expect_term or not all(groups):
+        raise InputError(f"incomplete word-search expression {expression!r}")
+    return tuple(tuple(g) for g in groups)
+
+
+def parse_trigrams(expression: str) -> tuple[str, ...]:
+    """The quoted fragments of a trigram expression (``"abc" AND "bcd"``), unescaped."""
+    groups = parse_words(expression)
+    if len(groups) > 1 or any(t.prefix for t in groups[0]):
+        raise InputError(f"a trigram pre-filter is an AND of quoted fragments, got {expression!r}")
+    return tuple(t.text for t in groups[0])
+
+
+@functools.cache
+def _case_classes() -> dict[str, str]:
+    """For each cased character, every character a case-insensitive match may take its place with.
+
+    The closure of single-character ``lower``/``upper``/``casefold`` mappings (``σ``, ``ς`` and
+    ``Σ``; ``s``, ``S`` and ``ſ``; ``k``, ``K`` and the Kelvin sign …): a superset of the simple case
+    folding that RE2's ``(?i)`` and SQLite's trigram index apply.  Built once (about 0.1 s).
+    """
+    parent: dict[str, str] = {}
+
+    def root(c: str) -> str:
+        while parent[c] != c:
+            c = parent[c]
+        return c
+
+    for code in range(0x20000):  # no character above plane 1 has a case
+        c = chr(code)
+        for variant in (c.lower(), c.upper(), c.casefold()):
+            if len(variant) == 1 and variant != c:
+                parent.setdefault(c, c)
+                parent.setdefault(variant, variant)
+                a, b = root(c), root(variant)
+                if a != b:
+                    parent[a] = b
+    groups: dict[str, list[str]] = {}
+    for c in parent:
+        groups.setdefault(root(c), []).append(c)
+    return {c: "".join(sorted(group)) for group in groups.values() for c in group}
+
+
+def fragment_regex(fragment: str) -> str | None:
+    """A case-insensitive, locale-independent regular expression for a literal ``fragment``.
+
+    Each cased character becomes a bracket of its case variants (``[Σςσ]``), every other ASCII
+    character but a letter or digit is escaped with ``\\`` (a literal in PostgreSQL's regular
+    expressions), and any other character stands for itself; ``pg_trgm`` answers ``~`` from its
+    index.  (``ILIKE`` would depend on the database's ``LC_CTYPE`` and fold ``ς`` and ``Σ`` apart,
+    hiding matches of a case-insensitive pattern.)  None for a fragment no stored text can hold
+    (U+0000).
+    """
+    if "\x00" in fragment:
+        return None
+    table = _case_classes()
+    out: list[str] = []
+    for c in fragment:
+        variants = table.get(c)
+        if variants is not None:
+            out.append(f"[{variants}]")
+        elif c.isascii() and not c.isalnum():
+            out.append("\\" + c)
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+#: Words as the word index's tokenizer sees them (letters and digits; ``_`` separates, as in unicode61).
+_WORD = re.compile(r"[^\W_]+")
+
+
+def _lexeme_prefix(word: str) -> str:
+    """``'word':*`` as ``to_tsquery`` input: one quoted lexeme (quotes and backslashes escaped)."""
+    return "'" + word.replace("\\", "\\\\").replace("'", "''") + "':*"
+
+
+def _term_sql(term: WordTerm) -> tuple[str, list[Any]]:
+    """SQL computing the term's ``tsquery`` (as text) from bound parameters only."""
+    text = term.text.replace("\x00", " ")  # a separator to the word index; PostgreSQL refuses it in text
+    if not term.prefix:
+        return "phraseto_tsquery('english', %s)::text", [text]
+    words = list(_WORD.finditer(text))
+    if not words:
+        return "''", []
+    last = words[-1]
+    head = text[: last.start()]
+    prefix = "to_tsquery('english', %s)"
+    if _WORD.search(head) is None:
+        return f"{prefix}::text", [_lexeme_prefix(last.group())]
+    return f"tsquery_phrase(phraseto_tsquery('english', %s), {prefix})::text", [head, _lexeme_prefix(last.group())]
+
+
+def _term_regex(term: WordTerm) -> str | None:
+    """A regular expression, matching in any case, for a term whose words the word index does not hold.
+
+    The words are letters and digits only (no regex operator can be among them; cased letters
+    become brackets of their case variants, as in :func:`fragment_regex`); they must stand whole
+    (a prefix: only at their start), separated by anything but letters and digits.
+    """
+    words = _WORD.findall(term.text)
+    if not words:
+        return None
+    table = _case_classes()
+    cased = ["".join(f"[{table[c]}]" if c in table else c for c in word) for word in words]
+    return "(^|[^[:alnum:]])" + "[^[:alnum:]]+".join(cased) + ("" if term.prefix else "([^[:alnum:]]|$)")
+
+
+@dataclass(slots=True)
+class _WordCondition:
+    """A word query as SQL: the WHERE condition, the ``tsquery`` for ranking, and their parameters."""
+
+    where: str
+    where_params: list[Any]
+    query: str | None
+    query_params: list[Any]
+
+
+async def _word_condition(conn: Connection, expression: str) -> _WordCondition:
+    """Resolve each term to a ``tsquery`` (or, for stop words only, a regex) and combine them."""
+    groups = parse_words(expression)
+    terms = [t for g in groups for t in g]
+    pieces = [_term_sql(t) for t in terms]
+    cursor = await conn.execute(
+        "SELECT " + ", ".join(sql for sql, _ in pieces),
+        [p for _, params in pieces for p in params],
+    )
+    row = await cursor.fetchone()
+    assert row is not None
+    resolved = iter(row)
+    group_sql: list[str] = []
+    group_params: list[Any] = []
+    query_groups: list[str] = []
+    query_params: list[Any] = []
+    plain = True  # whether every group is a tsquery alone (then one GIN-indexable @@ serves)
+    for group in groups:
+        tsqueries: list[str] = []
+        regexes: list[str | None] = []
+        for term in group:
+            value = next(resolved)
+            if value:
+                tsqueries.append(value)
+            else:
+                regexes.append(_term_regex(term))
+        if None in regexes:  # a term with nothing searchable in it matches nothing, as in FTS5
+            continue
+        conditions: list[str] = []
+        if tsqueries:
+            combined = "(" + " && ".join(["%s::tsquery"] * len(tsqueries)) + ")"
+            conditions.append(f"t.content_tsv @@ {combined}")
+            group_params += tsqueries
+            query_groups.append(combined)
+            query_params += tsqueries
+        for regex in regexes:
+            conditions.append("t.content ~ %s")
+            group_params.append(regex)
+        plain = plain and not regexes
+        group_sql.append("(" + " AND ".join(conditions) + ")")
+    if not group_sql:
+        return _WordCondition("false", [], None, [])
+    query = "(" + " || ".join(query_groups) + ")" if query_groups else None
+    if plain and query is not None:
+        return _WordCondition(f"t.content_tsv @@ {query}", list(query_params), query, query_params)
+    return _WordCondition("(" + " OR ".join(group_sql) + ")", group_params, query, query_params)
+
+
+# ---------------------------------------------------------------------- search
+
+
+def _shape(scope: Literal["messages", "summaries"]) -> tuple[str, str, str, str, str]:
+    """(table, key column, selected columns, time-from column, time-to column) for a scope."""
+    if scope == "messages":
+        return (
+            "messages",
+            "message_id",
+            "t.message_id, t.message_id, t.conversation_id, t.created_at, t.content, t.role::text, NULL, NULL",
+            "t.created_at",
+            "t.created_at",
+        )
+    return (
+        "summaries",
+        "summary_rowid",
+        "t.summary_rowid, t.summary_id, t.conversation_id, coalesce(t.latest_at, t.created_at), t.content, "
+        "NULL, t.kind::text, t.depth",
+        "coalesce(t.latest_at, t.created_at)",
+        "coalesce(t.earliest_at, t.created_at)",
+    )
+
+
+def _row(scope: Literal["messages", "summaries"], values: Sequence[Any], rank: float | None) -> SearchRow:
+    return SearchRow(
+        scope=scope,
+        key=int(values[0]),
+        ref=values[1],
+        conversation_id=int(values[2]),
+        created_at=values[3],
+        content=values[4],
+        role=values[5],
+        kind=values[6],
+        depth=values[7],
+        rank=rank,
+    )
+
+
+async def _search(conn: Connection, request: SearchRequest) -> list[SearchRow]:
+    table, key, columns, time_from, time_to = _shape(request.scope)
+    clauses = ["t.conversation_id = ANY(%s::bigint[])"]
+    params: list[Any] = [list(request.conversation_ids)]
+    if request.since is not None:
+        clauses.append(f"{time_from} >= %s")
+        params.append(aware(request.since))
+    if request.before is not None:
+        clauses.append(f"{time_to} < %s")
+        params.append(aware(request.before))
+    if request.trigrams is not None:
+        for fragment in parse_trigrams(request.trigrams):
+            regex = fragment_regex(fragment)
+            clauses.append("false" if regex is None else "t.content ~ %s")
+            params += [] if regex is None else [regex]
+    words = None if request.words is None else await _word_condition(conn, request.words)
+    if words is not None:
+        clauses.append(words.where)
+        params += words.where_params
+    if request.order == "recency":
+        if request.below is not None:
+            clauses.append(f"t.{key} < %s")
+            params.append(request.below)
+        sql = f"SELECT {columns} FROM {table} t WHERE {' AND '.join(clauses)} ORDER BY t.{key} DESC LIMIT %s"
+        cursor = await conn.execute(sql, [*params, request.limit])
+        return [_row(request.scope, r, None) for r in await cursor.fetchall()]
+    assert words is not None
+    # Normalisation 1 divides by 1 + log(length): long texts do not win on length alone (as BM25).
+    rank_sql = "0::real" if words.query is None else f"ts_rank_cd(t.content_tsv, {words.query}, 1)"
+    sql = (
+        f"SELECT {columns}, {rank_sql} AS score FROM {table} t WHERE {' AND '.join(clauses)} "
+        f"ORDER BY score DESC, t.{key} DESC LIMIT %s OFFSET %s"
+    )
+    cursor = await conn.execute(sql, [*words.query_params, *params, request.limit, max(0, request.offset)])
+    return [_row(request.scope, r, -float(r[8])) for r in await cursor.fetchall()]
+
+
+# ---------------------------------------------------------------------- grants
+
+_GRANT_COLUMNS = (
+    "grant_id, agent_id, grantee, conversation_ids, token_cap, tokens_used, created_at, expires_at, revoked_at, "
+    "revoke_reason"
+)
+
+
+def _grant_from_row(row: Sequence[Any]) -> Grant:
+    return Grant(
+        id=row[0],
+        agent_id=row[1],
+        grantee=row[2],
+        conversation_ids=tuple(int(c) for c in json.loads(row[3])),
+        token_cap=row[4],
+        tokens_used=row[5],
+        created_at=row[6],
+        expires_at=row[7],
+        revoked_at=row[8],
+        revoke_reason=row[9],
+    )
 
 
 class RetrievalStatements:
+    """Search, DAG lookups and grants of :class:`~lossless.ports.Store` (see the module docstring)."""
+
     _db: Database
+
+    async def search(self, request: SearchRequest) -> list[SearchRow]:
+        """One page of candidates (see :meth:`lossless.ports.Store.search`)."""
+        if not request.conversation_ids or request.limit < 1:
+            return []
+        if request.order == "relevance" and request.words is None:
+            raise InputError("relevance order needs a word query")
+        async with self._db.transaction() as conn:
+            return await _search(conn, request)
+
+    # ------------------------------------------------------------ the DAG
+
+    async def get_summary_messages(self, summary_ids: Sequence[str]) -> dict[str, tuple[int, ...]]:
+        found: dict[str, list[int]] = {}
+        async with self._db.transaction() as conn:
+            for chunk in chunks(list(dict.fromkeys(summary_ids))):
+                cursor = await conn.execute(
+                    "SELECT summary_id, message_id FROM summary_messages WHERE summary_id = ANY(%s::text[]) "
+                    "ORDER BY summary_id, ordinal",
+                    (chunk,),
+                )
+                for summary_id, message_id in await cursor.fetchall():
+                    found.setdefault(summary_id, []).append(int(message_id))
+        return {k: tuple(v) for k, v in found.items()}
+
+    async def get_summary_children(self, summary_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        found: dict[str, list[str]] = {}
+        async with self._db.transaction() as conn:
+            for chunk in chunks(list(dict.fromkeys(summary_ids))):
+                cursor = await conn.execute(
+                    "SELECT sp.parent_summary_id, sp.summary_id FROM summary_parents sp "
+                    "JOIN summaries s ON s.summary_id = sp.summary_id "
+                    "WHERE sp.parent_summary_id = ANY(%s::text[]) ORDER BY sp.parent_summary_id, s.summary_rowid",
+                    (chunk,),
+                )
+                for parent, child in await cursor.fetchall():
+                    found.setdefault(parent, []).append(child)
+        return {k: tuple(v) for k, v in found.items()}
+
+    async def list_conversation_links(self, agent_id: str) -> list[tuple[int, int | None, str | None]]:
+        async with self._db.transaction() as conn:
+            cursor = await conn.execute(
+                "SELECT conversation_id, parent_conversation_id, session_key FROM conversations "
+                "WHERE agent_id = %s ORDER BY conversation_id",
+                (agent_id,),
+            )
+            return [(int(r[0]), None if r[1] is None else int(r[1]), r[2]) for r in await cursor.fetchall()]
+
+    # ------------------------------------------------------------ grants
+
+    async def create_grant(self, grant: Grant) -> None:
+        async with self._db.transaction() as conn:
+            cursor = await conn.execute(
+                f"INSERT INTO expansion_grants ({_GRANT_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (grant_id) DO NOTHING RETURNING 1",
+                (
+                    grant.id,
+                    grant.agent_id,
+                    grant.grantee,
+                    json.dumps(list(grant.conversation_ids)),
+                    grant.token_cap,
+                    grant.tokens_used,
+                    aware(grant.created_at),
+                    aware(grant.expires_at),
+                    None if grant.revoked_at is None else aware(grant.revoked_at),
+                    grant.revoke_reason,
+                ),
+            )
+            if await cursor.fetchone() is None:
+                raise InputError(f"grant {grant.id!r} already exists; make a new id")
+
+    async def get_grant(self, grant_id: str) -> Grant | None:
+        async with self._db.transaction() as conn:
+            cursor = await conn.execute(
+                f"SELECT {_GRANT_COLUMNS} FROM expansion_grants WHERE grant_id = %s", (grant_id,)
+            )
+            row = await cursor.fetchone()
+        return None if row is None else _grant_from_row(row)
+
+    async def charge_grant(self, grant_id: str, tokens: int, now: datetime) -> Grant | None:
+        async with self._db.transaction() as conn:
+            cursor = await conn.execute(
+                "UPDATE expansion_grants SET tokens_used = least(token_cap, tokens_used + %s) "
+                f"WHERE grant_id = %s AND revoked_at IS NULL AND expires_at > %s RETURNING {_GRANT_COLUMNS}",
+                (max(0, int(tokens)), grant_id, aware(now)),
+            )
+            row = await cursor.fetchone()
+        return None if row is None else _grant_from_row(row)
+
+    async def revoke_grant(self, grant_id: str, reason: str, now: datetime) -> bool:
+        async with self._db.transaction() as conn:
+            cursor = await conn.execute(
+                "UPDATE expansion_grants SET revoked_at = %s, revoke_reason = %s "
+                "WHERE grant_id = %s AND revoked_at IS NULL",
+                (aware(now), reason, grant_id),
+            )
+            return cursor.rowcount > 0
+
+    async def sweep_grants(self, now: datetime) -> int:
+        async with self._db.transaction() as conn:
+            cursor = await conn.execute(
+                "UPDATE expansion_grants SET revoked_at = %s, revoke_reason = 'expired' "
+                "WHERE revoked_at IS NULL AND expires_at <= %s",
+                (aware(now), aware(now)),
+            )
+            return cursor.rowcount

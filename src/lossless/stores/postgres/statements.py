@@ -1,0 +1,367 @@
+"""Row-level SQL for the PostgreSQL store: column lists, row mappers and the write and read helpers.
+
+Every helper here works on a connection the caller got from
+:meth:`~lossless.stores.postgres.connection.Database.transaction`; none opens a
+transaction or a connection of its own.  The names in ``__all__`` are shared by
+the store's mixins (core, retrieval, maintenance) and stay stable.
+
+Invariants (the same rows as the SQLite backend's, see :mod:`lossless.stores.sqlite.store`):
+
+* **One writer per conversation.**  Whatever assigns ``seq`` or context
+  ordinals first calls :func:`lock_conversation` (``SELECT … FOR UPDATE`` on
+  the conversation row) and reads ``max(seq)``/``max(ordinal)`` in a *later*
+  statement: under ``READ COMMITTED`` each statement takes a fresh snapshot, so
+  it sees everything the previous lock holder committed.  (A subquery in the
+  locking statement itself would read the stale snapshot.)
+* **Ids come from identity sequences**, drawn after the lock, so within a
+  conversation message ids grow with ``seq``; a plain text message (one text
+  part equal to its content, no flags or metadata) stores no part row.
+* **Round trips are per batch, never per row**: inserts go through
+  ``executemany`` inside a pipeline; reads of many messages fetch their parts
+  with one ``= ANY(%s)`` query per :data:`CHUNK` messages.
+* **Types**: booleans are ``boolean`` (:func:`part_params` turns the shared row
+  mapping's 0/1 into ``bool``), JSON is ``text`` written by
+  :func:`~lossless.stores.rows.dump_json` (exact round trip), times are
+  ``timestamptz`` read back as aware UTC datetimes; a naive datetime is an
+  :class:`~lossless.errors.InputError`, as in the SQLite backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from lossless.errors import InputError
+from lossless.records import (
+    ContextEntry,
+    Conversation,
+    LargeFile,
+    Message,
+    MessageRecord,
+    Part,
+    Summary,
+    TextPart,
+)
+from lossless.stores.postgres.connection import Connection
+from lossless.stores.rows import PART_COLUMNS, dump_json, load_json, part_from_row, part_to_row
+
+__all__ = [
+    "CHUNK",
+    "CONVERSATION_COLUMNS",
+    "FILE_COLUMNS",
+    "LOCK_CONVERSATION",
+    "MESSAGE_COLUMNS",
+    "PARTS_PER_MESSAGE",
+    "PART_INSERT",
+    "PART_SELECT",
+    "SUMMARY_COLUMNS",
+    "SUMMARY_INSERT",
+    "aware",
+    "check_sources",
+    "chunks",
+    "conversation_from_row",
+    "implied_parts",
+    "large_file_from_row",
+    "large_file_params",
+    "lock_conversation",
+    "message_from_row",
+    "part_params",
+    "redact_url",
+    "summary_from_row",
+    "summary_params",
+    "table_bytes",
+    "with_parts",
+]
+
+#: Ids per ``= ANY(%s)`` list.
+CHUNK = 2000
+
+# A conversation's updated_at is its last activity: its newest message's time, else its own update time.
+_LAST_MESSAGE = (
+    "(SELECT m.created_at FROM messages m WHERE m.conversation_id = c.conversation_id ORDER BY m.seq DESC LIMIT 1)"
+)
+#: Columns of ``conversations c`` for :func:`conversation_from_row` (the 11th is the last activity).
+CONVERSATION_COLUMNS = (
+    "c.conversation_id, c.agent_id, c.session_id, c.session_key, c.parent_conversation_id, c.title, c.source, "
+    f"c.active, c.archived_at, c.created_at, greatest({_LAST_MESSAGE}, c.updated_at), c.metadata"
+)
+#: Columns of ``messages`` for :func:`message_from_row` / :func:`with_parts`.
+MESSAGE_COLUMNS = "message_id, conversation_id, seq, role, content, token_count, created_at, event_key, metadata"
+#: Columns of ``summaries`` for :func:`summary_from_row`, in :func:`summary_params` order.
+SUMMARY_COLUMNS = (
+    "summary_id, conversation_id, kind, depth, content, token_count, earliest_at, latest_at, descendant_count, "
+    "descendant_token_count, source_message_token_count, file_ids, provider, model, level, reason, created_at"
+)
+SUMMARY_INSERT = f"INSERT INTO summaries ({SUMMARY_COLUMNS}) VALUES ({', '.join(['%s'] * 17)})"
+#: Columns of ``large_files`` for :func:`large_file_from_row`, in :func:`large_file_params` order.
+FILE_COLUMNS = (
+    "file_id, conversation_id, file_name, mime_type, byte_size, content_hash, storage_uri, "
+    "exploration_summary, origin, content_kind, created_at"
+)
+#: ``message_id`` then the :data:`~lossless.stores.rows.PART_COLUMNS` of ``message_parts p``.
+PART_SELECT = "p.message_id, " + ", ".join(f"p.{c}" for c in PART_COLUMNS)
+#: Insert of one part row: ``(message_id, ordinal, *part_params(...))``.
+PART_INSERT = (
+    f"INSERT INTO message_parts (message_id, ordinal, {', '.join(PART_COLUMNS)}) "
+    f"VALUES ({', '.join(['%s'] * (len(PART_COLUMNS) + 2))})"
+)
+PARTS_PER_MESSAGE = 65536
+_BOOLEAN_PART_COLUMNS = tuple(
+    PART_COLUMNS.index(c) for c in ("from_content", "is_ignored", "is_synthetic", "compaction_auto")
+)
+
+
+def chunks(items: Sequence[Any], size: int = CHUNK) -> Iterator[list[Any]]:
+    for start in range(0, len(items), size):
+        yield list(items[start : start + size])
+
+
+def aware(value: datetime) -> datetime:
+    """``value`` if it is timezone-aware, else :class:`InputError` (a naive time is ambiguous)."""
+    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
+        raise InputError(
+            f"timestamp must be timezone-aware, got the naive datetime {value.isoformat()!r}: "
+            "pass e.g. datetime.now(timezone.utc) or attach a tzinfo"
+        )
+    return value
+
+
+def _maybe_aware(value: datetime | None) -> datetime | None:
+    return None if value is None else aware(value)
+
+
+#: The conversation's row lock, held until the transaction ends (one parameter: the conversation id).
+#: In a pipeline, send it and the statements that read counters, then fetch: a fetch forces a sync.
+LOCK_CONVERSATION = "SELECT 1 FROM conversations WHERE conversation_id = %s FOR UPDATE"
+
+
+async def lock_conversation(conn: Connection, conversation_id: int) -> bool:
+    """Take the conversation's row lock (until the transaction ends); False if it does not exist.
+
+    Read ``max(seq)``/``max(ordinal)`` only in a later statement (see the module invariants).
+    """
+    cursor = await conn.execute(LOCK_CONVERSATION, (conversation_id,))
+    return await cursor.fetchone() is not None
+
+
+# ---------------------------------------------------------------- row mappers
+
+
+def conversation_from_row(row: Sequence[Any]) -> Conversation:
+    return Conversation(
+        id=row[0],
+        agent_id=row[1],
+        session_id=row[2],
+        session_key=row[3],
+        parent_id=row[4],
+        title=row[5],
+        source=row[6],
+        active=bool(row[7]),
+        archived_at=row[8],
+        created_at=row[9],
+        updated_at=row[10],
+        metadata=load_json(row[11]),
+    )
+
+
+def message_from_row(row: Sequence[Any], parts: Sequence[Part] | None) -> MessageRecord:
+    """A :data:`MESSAGE_COLUMNS` row with its stored parts (``None``: no part rows, the implied text part)."""
+    return MessageRecord(
+        id=row[0],
+        conversation_id=row[1],
+        seq=row[2],
+        role=row[3],
+        content=row[4],
+        parts=tuple(parts) if parts is not None else ((TextPart(row[4]),) if row[4] else ()),
+        token_count=row[5],
+        created_at=row[6],
+        event_key=row[7],
+        metadata=load_json(row[8]),
+    )
+
+
+def summary_params(summary: Summary) -> tuple[Any, ...]:
+    return (
+        summary.id,
+        summary.conversation_id,
+        summary.kind,
+        summary.depth,
+        summary.content,
+        summary.token_count,
+        _maybe_aware(summary.earliest_at),
+        _maybe_aware(summary.latest_at),
+        summary.descendant_count,
+        summary.descendant_token_count,
+        summary.source_token_count,
+        dump_json(list(summary.file_ids)),
+        summary.provider,
+        summary.model,
+        summary.level,
+        summary.reason,
+        aware(summary.created_at),
+    )
+
+
+def summary_from_row(row: Sequence[Any]) -> Summary:
+    return Summary(
+        id=row[0],
+        conversation_id=row[1],
+        kind=row[2],
+        depth=row[3],
+        content=row[4],
+        token_count=row[5],
+        earliest_at=row[6],
+        latest_at=row[7],
+        descendant_count=row[8],
+        descendant_token_count=row[9],
+        source_token_count=row[10],
+        file_ids=tuple(load_json(row[11]) or ()),
+        provider=row[12],
+        model=row[13],
+        level=row[14],
+        reason=row[15],
+        created_at=row[16],
+    )
+
+
+def large_file_params(f: LargeFile) -> tuple[Any, ...]:
+    return (
+        f.id,
+        f.conversation_id,
+        f.name,
+        f.mime,
+        f.byte_size,
+        f.content_hash,
+        f.storage_uri,
+        f.exploration_summary,
+        f.origin,
+        f.kind,
+        aware(f.created_at),
+    )
+
+
+def large_file_from_row(row: Sequence[Any]) -> LargeFile:
+    return LargeFile(
+        id=row[0],
+        conversation_id=row[1],
+        name=row[2],
+        mime=row[3],
+        byte_size=row[4],
+        content_hash=row[5],
+        storage_uri=row[6],
+        exploration_summary=row[7],
+        origin=row[8],
+        kind=row[9],
+        created_at=row[10],
+    )
+
+
+def part_params(part: Part, content: str, *, only_part: bool) -> list[Any]:
+    """:func:`~lossless.stores.rows.part_to_row` with its 0/1 flags as ``bool`` for the boolean columns."""
+    row = list(part_to_row(part, content, only_part=only_part))
+    for i in _BOOLEAN_PART_COLUMNS:
+        if row[i] is not None:
+            row[i] = bool(row[i])
+    return row
+
+
+def implied_parts(message: Message) -> bool:
+    """A message whose only part is a plain text part equal to its content needs no part row."""
+    part = message.parts[0]
+    return bool(message.content) and type(part) is TextPart and part == TextPart(message.content)
+
+
+def check_sources(summary: Summary, sources: Sequence[ContextEntry]) -> None:
+    """InputError unless ``sources`` can be the sources of ``summary`` (the SQLite backend's same rule)."""
+    if not sources:
+        raise InputError("a summary needs at least one source")
+    if summary.kind == "leaf":
+        if summary.depth != 0 or any(e.kind != "message" for e in sources):
+            raise InputError("a leaf summary (depth 0) is made of messages only")
+    elif summary.depth < 1 or any(e.kind != "summary" or e.depth != summary.depth - 1 for e in sources):
+        raise InputError(
+            f"a condensed summary of depth {summary.depth} is made of summaries of depth {summary.depth - 1}"
+        )
+    ordinals = [e.ordinal for e in sources]
+    if ordinals != sorted(set(ordinals)):
+        raise InputError("summary sources must be distinct context items in context order")
+
+
+# ---------------------------------------------------------------- read helpers
+
+
+async def with_parts(conn: Connection, rows: Sequence[Sequence[Any]]) -> list[MessageRecord]:
+    """Attach parts to :data:`MESSAGE_COLUMNS` rows with one query per :data:`CHUNK` messages."""
+    contents = {row[0]: row[4] for row in rows}
+    parts: dict[int, list[Part]] = {}
+    for chunk in chunks(list(contents)):
+        cursor = await conn.execute(
+            f"SELECT {PART_SELECT} FROM message_parts p WHERE p.message_id = ANY(%s::bigint[]) "
+            "ORDER BY p.message_id, p.ordinal",
+            (chunk,),
+        )
+        for prow in await cursor.fetchall():
+            parts.setdefault(prow[0], []).append(part_from_row(prow[1:], contents[prow[0]]))
+    return [message_from_row(row, parts.get(row[0])) for row in rows]
+
+
+#: Tables reported by name in :func:`table_bytes`; everything else is summed as ``other``.
+_TABLES = (
+    "conversations",
+    "messages",
+    "message_parts",
+    "summaries",
+    "summary_messages",
+    "summary_parents",
+    "context_items",
+    "large_files",
+    "large_file_blobs",
+    "conversation_bootstrap_state",
+    "jobs",
+)
+#: Full-text indexes, reported apart from their table (as the SQLite backend reports its index file).
+_FULL_TEXT = {
+    "messages_tsv_gin_idx": "messages (full-text)",
+    "messages_trgm_idx": "messages (full-text)",
+    "summaries_tsv_gin_idx": "summaries (full-text)",
+    "summaries_trgm_idx": "summaries (full-text)",
+}
+
+
+async def table_bytes(conn: Connection) -> dict[str, int]:
+    """Bytes per table (indexes and TOAST included, full-text indexes apart), largest first."""
+    cursor = await conn.execute(
+        "SELECT c.relname, c.relkind, CASE WHEN c.relkind = 'i' THEN pg_relation_size(c.oid) "
+        "ELSE pg_total_relation_size(c.oid) END "
+        "FROM pg_class c WHERE c.relnamespace = current_schema()::regnamespace "
+        "AND (c.relkind IN ('r', 'p', 'm') OR (c.relkind = 'i' AND c.relname = ANY(%s::text[])))",
+        (list(_FULL_TEXT),),
+    )
+    out: dict[str, int] = {}
+    for name, kind, size in await cursor.fetchall():
+        if kind == "i":
+            owner = _FULL_TEXT[name]
+            table = owner.split(" ", 1)[0]
+            out[table] = out.get(table, 0) - int(size)  # pg_total_relation_size counted it in its table
+        else:
+            owner = name if name in _TABLES else "other"
+        out[owner] = out.get(owner, 0) + int(size)
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password (in the user info or a ``password=`` parameter) replaced by ``***``."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if parts.password:
+        userinfo, _, host = netloc.rpartition("@")
+        user = userinfo.split(":", 1)[0]
+        netloc = f"{user}:***@{host}"
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        if any(k == "password" for k, _ in pairs):
+            query = urlencode([(k, "***" if k == "password" else v) for k, v in pairs], safe="/")
+    return urlunsplit(parts._replace(netloc=netloc, query=query))

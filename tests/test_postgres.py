@@ -1,0 +1,191 @@
+"""The PostgreSQL backend beyond the shared contract: many writers, advisory locks, blobs in the database.
+
+The contract itself runs against PostgreSQL in tests/contract (the ``store`` fixture); these tests
+prove what only matters with a shared server: 16 concurrent writers (tasks, and separate
+processes) on one conversation while compaction and assembly run lose and duplicate nothing and
+leave the lineage whole; two hosts never compact one conversation at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime, timedelta
+
+import anyio
+import pytest
+
+from lossless import ContextEngine, Message
+from lossless.errors import ConfigError, InputError, StoreError
+from lossless.stores import blob_store_for, open_store
+from lossless.stores.postgres import PostgresStore
+
+from .stress.crash import concurrent_writers, kill_rounds, verify
+
+pytestmark = pytest.mark.anyio
+
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+SMALL = {
+    "fresh_tail_count": 4,
+    "leaf_chunk_tokens": 300,
+    "leaf_target_tokens": 80,
+    "condensed_target_tokens": 80,
+    "leaf_min_fanout": 3,
+    "condensed_min_fanout": 3,
+    "condensed_min_fanout_hard": 2,
+}
+
+
+def text(writer: int, n: int) -> str:
+    return f"writer {writer} message {n}: " + " ".join(f"w{writer}x{n}y{i}" for i in range(25))
+
+
+async def counts_by_key(url: str) -> dict[str, int]:
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(url) as conn:
+        rows = await (
+            await conn.execute("SELECT event_key, count(*) FROM messages WHERE event_key IS NOT NULL GROUP BY 1")
+        ).fetchall()
+    return {str(k): int(n) for k, n in rows}
+
+
+async def test_sixteen_writers_while_compaction_and_assembly_run(pg_url: str) -> None:
+    """16 tasks over two engines (two connection pools) write to one conversation at once."""
+    per_writer = 12
+    async with (
+        await ContextEngine.open(pg_url, **SMALL) as first,  # type: ignore[arg-type]
+        await ContextEngine.open(pg_url, **SMALL) as second,  # type: ignore[arg-type]
+    ):
+        await first.ingest("shared", Message.user("start", event_key="start", created_at=T0))
+        done = anyio.Event()
+        assembled: list[int] = []
+        compactions: list[str] = []
+
+        async def writer(w: int) -> None:
+            engine = first if w % 2 else second
+            for n in range(per_writer):
+                when = T0 + timedelta(seconds=1 + n * 16 + w)
+                role = "user" if n % 2 else "assistant"
+                await engine.ingest("shared", Message(role, text(w, n), created_at=when, event_key=f"{w}:{n}"))
+                if n == 3:  # a replayed turn must not duplicate
+                    await engine.ingest("shared", Message(role, text(w, n), created_at=when, event_key=f"{w}:{n}"))
+
+        async def compactor(engine: ContextEngine) -> None:
+            while not done.is_set():
+                result = await engine.compact("shared", force=True)
+                compactions.append(result.stop_reason)
+                await anyio.sleep(0.01)
+
+        async def assembler() -> None:
+            while not done.is_set():
+                context = await second.assemble("shared", token_budget=4_000)
+                assembled.append(len(context.messages))
+                await anyio.sleep(0.01)
+
+        async with anyio.create_task_group() as background:
+            background.start_soon(compactor, first)
+            background.start_soon(compactor, second)
+            background.start_soon(assembler)
+            async with anyio.create_task_group() as writers:
+                for w in range(16):
+                    writers.start_soon(writer, w)
+            done.set()
+
+        final = await first.compact("shared", force=True)
+        report = await first.check_integrity()
+        assert report.ok, report.problems
+    counts = await counts_by_key(pg_url)
+    expected = {"start"} | {f"{w}:{n}" for w in range(16) for n in range(per_writer)}
+    assert set(counts) == expected  # nothing lost
+    assert all(n == 1 for n in counts.values())  # nothing duplicated
+    assert compactions and assembled
+    assert final.tokens_after < final.tokens_before or final.stop_reason in ("nothing_eligible", "budget_met")
+
+
+async def test_separate_processes_write_and_compact_one_database(pg_url: str) -> None:
+    outcome = await anyio.to_thread.run_sync(lambda: verify(pg_url, concurrent_writers(pg_url, 4, 30)))
+    assert len(outcome.acknowledged) == 4 * 30
+    assert outcome.lost == [] and outcome.duplicates == [] and outcome.problems == []
+
+
+async def test_kill_9_loses_no_acknowledged_message(pg_url: str) -> None:
+    outcome = await anyio.to_thread.run_sync(lambda: verify(pg_url, kill_rounds(pg_url, 2, seed=3, max_delay=1.0)))
+    assert outcome.kills == 2 and outcome.acknowledged
+    assert outcome.lost == [] and outcome.duplicates == [] and outcome.problems == []
+
+
+async def test_two_hosts_never_hold_one_conversations_lock(pg_url: str) -> None:
+    a = await open_store(pg_url)
+    b = await open_store(pg_url)
+    try:
+        assert isinstance(a, PostgresStore) and isinstance(b, PostgresStore)
+        async with a._db.conversation_lock(7) as taken:
+            assert taken
+            async with b._db.conversation_lock(7, wait=False) as other:
+                assert not other  # held by the other host
+            async with b._db.conversation_lock(8, wait=False) as unrelated:
+                assert unrelated  # another conversation is free
+        async with b._db.conversation_lock(7, wait=False) as after:
+            assert after  # released with the block
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_concurrent_compactions_of_one_conversation_make_one_lineage(pg_url: str) -> None:
+    async with (
+        await ContextEngine.open(pg_url, **SMALL) as first,  # type: ignore[arg-type]
+        await ContextEngine.open(pg_url, **SMALL) as second,  # type: ignore[arg-type]
+    ):
+        await first.ingest_batch(
+            "s",
+            [Message.user(text(0, n), created_at=T0 + timedelta(minutes=n), event_key=str(n)) for n in range(60)],
+        )
+        async with anyio.create_task_group() as group:
+            group.start_soon(first.compact, "s")
+            group.start_soon(second.compact, "s")
+        assert (await first.check_integrity()).ok
+        conversation = (await first.conversations())[0].id
+        lineage = await first.store.get_lineage(conversation)
+    covered = [ref for sources in lineage.values() for ref in sources if isinstance(ref, int)]
+    assert len(covered) == len(set(covered))  # no message summarised twice
+
+
+async def test_nul_characters_are_stored_verbatim(pg_url: str) -> None:
+    """PostgreSQL text cannot hold U+0000: the backend escapes it (and its escape character) both ways."""
+    texts = ["bad \x00 byte", "\ue000", "\ue000\ue002", "\x00\ue000\ue001\x00", "plain"]
+    async with await ContextEngine.open(pg_url) as engine:
+        await engine.ingest_batch("s", [Message.user(t, event_key=f"k{i}") for i, t in enumerate(texts)])
+        assert [m.content for m in await engine.messages("s")] == texts
+        found = await engine.grep("bad", mode="full_text", all_conversations=True)
+        assert [h.snippet for h in found.hits] == ["bad \x00 byte"]
+
+
+async def test_large_files_can_live_in_the_database(pg_url: str) -> None:
+    payload = "\n".join(f"line {i} of a big log file with some words" for i in range(4000)).encode()
+    async with await ContextEngine.open(
+        pg_url, large_files_storage="database", large_file_token_threshold=1_000
+    ) as engine:
+        result = await engine.ingest("s", Message.user(f'<file name="big.log">{payload.decode()}</file>'))
+        stored = (await engine.messages("s"))[0]
+        assert "[LCM File: file_" in stored.content and len(stored.content) < len(payload) // 10
+        (file,) = await engine.store.list_large_files(result.conversation_id or 0)
+        assert file.storage_uri.startswith("db:")
+        assert await engine.blobs.get(file.storage_uri) == payload
+        assert hashlib.sha256(payload).hexdigest() == file.content_hash
+        with pytest.raises(InputError):
+            await engine.blobs.get("db:1/../../etc/passwd")
+        with pytest.raises(StoreError, match="missing"):
+            await engine.blobs.get(f"db:{result.conversation_id}/{'0' * 64}")
+
+
+async def test_database_blob_storage_needs_postgres(tmp_path: object) -> None:
+    from lossless.config import Config
+
+    with pytest.raises(ConfigError, match="PostgreSQL"):
+        blob_store_for(Config(large_files_storage="database"))
+
+
+async def test_unreachable_server_is_a_clear_store_error(tmp_path: object) -> None:
+    with pytest.raises(StoreError, match="cannot connect"):
+        await open_store("postgresql://nobody@/nowhere?host=/nonexistent-socket-dir&connect_timeout=1")
