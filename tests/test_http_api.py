@@ -17,7 +17,7 @@ import pytest
 import uvicorn
 from click.testing import CliRunner
 
-from lossless.adapters.http import STATUS_BY_ERROR, create_app, is_loopback
+from lossless.adapters.http import RETRIEVAL_ROUTES, STATUS_BY_ERROR, create_app, is_loopback
 from lossless.adapters.service import TOOL_HANDLERS
 from lossless.cli import cli
 from lossless.config import Config, load_config
@@ -58,6 +58,7 @@ def make_config(tmp_path: Path, **settings: Any) -> Config:
         "database_url": f"sqlite:///{tmp_path / 'lcm.db'}",
         "api_tokens": [f"{ALICE}=alice", f"{BOB}=bob"],
         "fresh_tail_count": 4,
+        "memory_embedder": "hash",
         **settings,
     }
     return load_config(values, env={})
@@ -198,6 +199,7 @@ def test_error_statuses_are_fixed() -> None:
     assert statuses == {
         "InputError": 400,
         "NotFoundError": 404,
+        "AccessDeniedError": 403,
         "ConflictError": 409,
         "ProviderAuthError": 502,
         "ProviderUnavailable": 503,
@@ -328,3 +330,148 @@ def test_every_agent_tool_is_an_endpoint_too(base_url: str) -> None:
             400,
             "InputError",
         )
+
+
+def test_retrieval_and_memory_over_http(base_url: str) -> None:
+    with client(base_url) as http:
+        messages = [m for i in range(10) for m in turn(i)]
+        conv_id = http.post("/v1/ingest_batch", json={"session_id": "r", "messages": messages}).json()[
+            "conversation_id"
+        ]
+        summary = http.post("/v1/compact", json={"conversation": "r", "force": True}).json()["summaries"][0]
+
+        found = http.post("/v1/grep", json={"pattern": "topic 3 is settled", "scope": "messages"}).json()
+        assert [m["citation"] for m in found["matches"]] == ["[msg#8]"] and "[msg#8]" in found["text"]
+        assert http.post("/v1/tools/lcm_grep", json={"pattern": "topic 3 is settled", "scope": "messages"}).json() == (
+            found
+        )
+        summaries = http.post("/v1/grep", json={"pattern": "topic", "scope": "summaries", "conversation_id": conv_id})
+        assert summary in {m["id"] for m in summaries.json()["matches"]}
+        described = http.post("/v1/describe", json={"id": summary, "token_cap": 100_000}).json()
+        assert described["summary_id"] == summary and described["fits_token_cap"] is True
+        assert f"[{summary}]" in described["text"]
+        expanded = http.post("/v1/expand", json={"summary_ids": [summary], "include_messages": True}).json()
+        assert expanded["messages"] and expanded["messages"][0]["content"] == messages[0]["content"]
+        answered = http.post("/v1/expand_query", json={"prompt": "What about topic 2?", "query": "topic"}).json()
+        assert answered["status"] == "completed" and answered["cited"] and answered["text"] == answered["answer"]
+
+        for mode in ("regex", "full_text"):  # NUL ends an FTS5 query string: it must not reach SQLite as one
+            assert http.post("/v1/grep", json={"pattern": "topic\u0000 3", "mode": mode}).status_code == 200
+        assert_error(http.post("/v1/grep", json={}), 400, "InputError")
+        assert_error(http.post("/v1/grep", json={"pattern": "x", "mode": "fuzzy"}), 400, "InputError")
+        assert_error(http.post("/v1/grep", json={"pattern": "x", "conversation_id": 999}), 403, "AccessDeniedError")
+        assert_error(http.post("/v1/describe", json={"id": "sum_0000"}), 404, "NotFoundError")
+        assert_error(http.post("/v1/expand_query", json={"prompt": "?", "token_cap": 10**30}), 400, "InputError")
+
+        stored = http.post("/v1/tools/memory_store", json={"text": "The user drinks green tea."}).json()
+        memory_id = stored["stored"]
+        assert stored["scope"] == "agent:alice"
+        recalled = http.post("/v1/tools/memory_recall", json={"query": "green tea"}).json()["memories"]
+        assert [m["id"] for m in recalled] == [memory_id]
+        assert http.post("/v1/tools/memory_update", json={"memory_id": memory_id, "importance": 0.9}).json() == {
+            "updated": memory_id
+        }
+        assert [m["importance"] for m in http.post("/v1/tools/memory_list", json={}).json()["memories"]] == [0.9]
+        assert http.post("/v1/tools/memory_stats", json={}).json()["total"] == 1
+        assert http.post("/v1/tools/memory_forget", json={"memory_id": memory_id}).json() == {"forgotten": memory_id}
+        assert_error(http.post("/v1/tools/memory_recall", json={"query": ""}), 400, "InputError")
+
+
+SECRET = "zebra-secret-4417"
+
+
+def test_no_endpoint_reads_another_agents_conversation(tmp_path: Path) -> None:
+    """Bob, through every route of the OpenAPI document, never gets anything of alice's."""
+    config = make_config(tmp_path, large_file_token_threshold=100)
+    with Running(config) as base_url, client(base_url, ALICE) as alice, client(base_url, BOB) as bob:
+        said = [
+            {"role": "user" if i % 2 == 0 else "assistant", "content": f"note {i}: the code is {SECRET}. " * 12}
+            for i in range(12)
+        ]
+        conv = alice.post("/v1/ingest_batch", json={"session_id": "private", "messages": said}).json()[
+            "conversation_id"
+        ]
+        secret_file = "\n".join(f"line {i}: {SECRET}" for i in range(200))
+        attached = {"role": "user", "content": f'<file name="notes.txt">\n{secret_file}\n</file>'}
+        assert alice.post("/v1/ingest", json={"session_id": "private", "message": attached}).json()["stored"] == 1
+        summary = alice.post("/v1/compact", json={"conversation": "private", "force": True}).json()["summaries"][0]
+        (file_id,) = [f["id"] for f in alice.get("/v1/conversations/private/files").json()["files"]]
+        memory = alice.post("/v1/tools/memory_store", json={"text": f"The code is {SECRET}."}).json()["stored"]
+
+        ids = {"conversation": conv, "file_id": file_id}
+        mine = {"role": "user", "content": "bob's own words"}
+        expand_query = {"prompt": "What is the code?", "summary_ids": [summary]}
+        # (method, route, body, bob's status, whether alice's same request reads the secret)
+        cases: list[tuple[str, str, Any, int, bool]] = [
+            ("GET", "/v1/health", None, 200, False),
+            ("GET", "/v1/metrics", None, 200, False),
+            ("GET", "/v1/stats", None, 200, False),
+            ("POST", "/v1/ingest", {"session_id": "private", "message": mine}, 200, False),
+            ("POST", "/v1/ingest_batch", {"session_id": "private", "messages": [mine]}, 200, False),
+            ("POST", "/v1/assemble", {"session_id": "private", "token_budget": 100_000}, 200, True),
+            ("POST", "/v1/after_turn", {"session_id": "private", "token_budget": 100_000}, 200, False),
+            ("POST", "/v1/compact", {"conversation": str(conv)}, 404, False),
+            ("POST", "/v1/bootstrap", {"path": str(tmp_path / "lcm.db")}, 403, False),
+            ("GET", "/v1/conversations", None, 200, False),
+            ("GET", "/v1/conversations/{conversation}", None, 404, False),
+            ("GET", "/v1/conversations/{conversation}/messages", None, 404, True),
+            ("GET", "/v1/conversations/{conversation}/summaries", None, 404, True),
+            ("GET", "/v1/conversations/{conversation}/files", None, 404, False),
+            ("GET", "/v1/conversations/{conversation}/integrity", None, 404, False),
+            ("GET", "/v1/files/{file_id}", None, 404, True),
+        ]
+        for prefix, names in (("/v1/", RETRIEVAL_ROUTES), ("/v1/tools/", {n: n for n in TOOL_HANDLERS})):
+            for route, tool in names.items():
+                path = route if route.startswith("/") else prefix + route
+                cases += {
+                    "lcm_grep": [
+                        ("POST", path, {"pattern": "zebra.secret"}, 200, True),
+                        ("POST", path, {"pattern": "zebra", "conversation_id": conv}, 403, True),
+                    ],
+                    "lcm_describe": [
+                        ("POST", path, {"id": summary}, 404, True),
+                        ("POST", path, {"id": file_id}, 404, True),
+                    ],
+                    "lcm_expand": [
+                        ("POST", path, {"summary_ids": [summary], "include_messages": True}, 404, True),
+                        ("POST", path, {"query": "zebra", "include_messages": True}, 200, True),
+                    ],
+                    "lcm_expand_query": [
+                        ("POST", path, expand_query, 404, True),
+                        ("POST", path, {**expand_query, "summary_ids": None, "query": "zebra"}, 200, True),
+                        ("POST", path, {**expand_query, "conversation_id": conv}, 403, True),
+                    ],
+                    "lcm_ingest": [("POST", path, {"session_id": "private", "messages": [mine]}, 200, False)],
+                    "lcm_compact": [("POST", path, {"conversation": "private"}, 200, False)],
+                    "memory_recall": [("POST", path, {"query": "zebra code"}, 200, True)],
+                    "memory_store": [
+                        ("POST", path, {"text": "Bob likes maps."}, 200, False),
+                        ("POST", path, {"text": "Bob writes here.", "scope": "agent:alice"}, 403, False),
+                    ],
+                    "memory_forget": [("POST", path, {"memory_id": memory}, 404, False)],
+                    "memory_update": [("POST", path, {"memory_id": memory, "text": "overwritten by bob"}, 404, False)],
+                    "memory_list": [("POST", path, {}, 200, True)],
+                    "memory_stats": [("POST", path, {}, 200, False)],
+                }[tool]
+
+        spec = alice.get("/openapi.json").json()
+        every = {(method.upper(), route) for route, operations in spec["paths"].items() for method in operations}
+        assert {(method, route) for method, route, *_ in cases} == every  # a new endpoint needs a case here
+
+        def send(http: httpx.Client, method: str, route: str, body: Any) -> httpx.Response:
+            if body is not None and "summary_ids" in body and body["summary_ids"] is None:
+                body = {k: v for k, v in body.items() if k != "summary_ids"}
+            return http.request(method, route.format(**ids), json=body)
+
+        for method, route, body, status, alice_reads_it in cases:
+            if alice_reads_it:
+                theirs = send(alice, method, route, body)
+                assert theirs.status_code == 200 and SECRET in theirs.text, (route, body, theirs.text[:300])
+            answer = send(bob, method, route, body)
+            assert answer.status_code == status, (route, body, answer.text[:500])
+            assert SECRET not in answer.text, (route, body)
+            if status >= 400:
+                assert set(answer.json()) == {"error"}
+        # and alice's data is intact: bob's writes went to bob's own conversation and memories
+        assert len(alice.get("/v1/conversations/private/messages").json()["messages"]) == 13
+        assert alice.post("/v1/tools/memory_list", json={}).json()["memories"][0]["content"] == f"The code is {SECRET}."

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -11,21 +13,42 @@ import anyio
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from lossless.adapters.service import TOOL_HANDLERS
+from lossless.adapters.service import GRANTED_TOOLS, MAIN_TOOLS, TOOL_HANDLERS, messages_from
+from lossless.config import load_config
 from lossless.engine import ContextEngine
-from lossless.tools import TOOLS
+from lossless.memory.records import MemoryDraft
+from lossless.records import Grant, utcnow
+from lossless.tools import SUBAGENT_TOOLS, TOOLS
 
 pytestmark = pytest.mark.anyio
 FIXTURES = Path(__file__).parent / "fixtures"
 LCM = Path(sys.executable).with_name("lcm")  # the installed console script
+SECRET = "zebra-secret-4417"
 
 
 def server(tmp_path: Path, *args: str) -> StdioServerParameters:
     return StdioServerParameters(
         command=str(LCM),
         args=["--database", f"sqlite:///{tmp_path / 'lcm.db'}", "mcp", *args],
-        env={"LCM_FRESH_TAIL_COUNT": "2"},
+        env={"LCM_FRESH_TAIL_COUNT": "2", "LCM_MEMORY_EMBEDDER": "hash"},
     )
+
+
+def engine_config(tmp_path: Path, agent: str) -> Any:
+    settings = {"database_url": f"sqlite:///{tmp_path / 'lcm.db'}", "agent_id": agent, "fresh_tail_count": 2}
+    return load_config({**settings, "memory_embedder": "hash"}, env={})
+
+
+async def seed(tmp_path: Path, agent: str, session: str, words: str) -> tuple[int, str]:
+    """A compacted conversation of ``agent`` whose messages say ``words``: its id and a summary id."""
+    messages = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"note {i}: {words}. " * 30, "event_key": f"n{i}"}
+        for i in range(12)
+    ]
+    async with await ContextEngine.open(config=engine_config(tmp_path, agent)) as engine:
+        await engine.ingest_batch(session, messages_from(messages))
+        done = await engine.compact(session, force=True)
+        return done.conversation_id, done.summaries[0].id
 
 
 def payload(result: Any) -> dict[str, Any]:
@@ -36,25 +59,78 @@ def payload(result: Any) -> dict[str, Any]:
 
 
 async def test_a_client_session_lists_and_calls_every_tool(tmp_path: Path) -> None:
+    alice_conversation, alice_summary = await seed(tmp_path, "alice", "private", f"the code is {SECRET}")
+    async with await ContextEngine.open(config=engine_config(tmp_path, "alice")) as alice:
+        alice_memory = (await alice.memory().add(MemoryDraft(f"The code is {SECRET}."))).memory_id
     async with stdio_client(server(tmp_path)) as (read, write), ClientSession(read, write) as session:
         info = await session.initialize()
-        assert info.server_info.name == "lossless"
+        assert info.server_info.name == "lossless" and "lcm_expand_query" in (info.instructions or "")
         tools = {tool.name: tool for tool in (await session.list_tools()).tools}
-        assert list(tools) == list(TOOL_HANDLERS)
+        assert list(tools) == list(MAIN_TOOLS) and "lcm_expand" not in tools  # the main agent delegates expansion
+        assert set(tools) | {"lcm_expand"} == set(TOOL_HANDLERS)
         for name, tool in tools.items():  # the schemas are the core module's, exactly
             assert tool.input_schema == dict(TOOLS[name].input_schema)
             assert tool.description == TOOLS[name].description
+        called: set[str] = set()
+
+        async def call(name: str, arguments: dict[str, Any]) -> Any:
+            called.add(name)
+            return await session.call_tool(name, arguments)
 
         messages = [
             {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} " * 40, "event_key": f"e{i}"}
             for i in range(24)
         ]
-        stored = payload(await session.call_tool("lcm_ingest", {"session_id": "s1", "messages": messages}))
+        stored = payload(await call("lcm_ingest", {"session_id": "s1", "messages": messages}))
         assert stored["stored"] == 24
-        again = payload(await session.call_tool("lcm_ingest", {"session_id": "s1", "messages": messages[:2]}))
+        again = payload(await call("lcm_ingest", {"session_id": "s1", "messages": messages[:2]}))
         assert again["stored"] == 0 and again["duplicates"] == 2
-        compacted = payload(await session.call_tool("lcm_compact", {"conversation": "s1", "force": True}))
+        compacted = payload(await call("lcm_compact", {"conversation": "s1", "force": True}))
         assert compacted["summaries"] and compacted["tokens_after"] < compacted["tokens_before"]
+        summary = compacted["summaries"][0]
+
+        # Retrieval: the agent reads rendered text with citations; the structured result comes along.
+        fourth = stored["message_ids"][3]
+        found = await call("lcm_grep", {"pattern": "message 3 ", "scope": "messages"})
+        assert not found.is_error and f"[msg#{fourth}]" in found.content[0].text
+        assert [m["id"] for m in found.structured_content["matches"]] == [fourth]
+        described = await call("lcm_describe", {"id": summary, "token_cap": 100_000})
+        assert not described.is_error and described.content[0].text.startswith(f"[{summary}]")
+        answered = await call("lcm_expand_query", {"prompt": "What did message 3 say?", "summary_ids": [summary]})
+        assert not answered.is_error and answered.structured_content["status"] == "completed"
+        assert answered.content[0].text == answered.structured_content["answer"] and "[msg#" in answered.content[0].text
+        refused = await session.call_tool("lcm_expand", {"summary_ids": [summary]})
+        assert refused.is_error and "granted expansion sub-agent session" in refused.content[0].text
+
+        # Long-term memory.
+        memory_id = payload(await call("memory_store", {"text": "The user deploys with make ship."}))["stored"]
+        recalled = payload(await call("memory_recall", {"query": "how to deploy"}))["memories"]
+        assert [m["id"] for m in recalled] == [memory_id]
+        assert payload(await call("memory_update", {"memory_id": memory_id, "importance": 0.9})) == {
+            "updated": memory_id
+        }
+        assert [m["importance"] for m in payload(await call("memory_list", {}))["memories"]] == [0.9]
+        assert payload(await call("memory_stats", {}))["by_scope"] == {"agent:main": 1}
+        assert payload(await call("memory_forget", {"memory_id": memory_id})) == {"forgotten": memory_id}
+        assert called == set(MAIN_TOOLS)
+
+        # Another agent's conversation, summaries and memories are out of reach, whatever the arguments.
+        denied = await session.call_tool("lcm_grep", {"pattern": "zebra", "conversation_id": alice_conversation})
+        assert denied.is_error and "not within reach of agent 'main'" in denied.content[0].text
+        searched = await session.call_tool("lcm_grep", {"pattern": "zebra", "all_conversations": True})
+        assert not searched.is_error and searched.structured_content["matches"] == []
+        for name, arguments in [
+            ("lcm_describe", {"id": alice_summary}),
+            ("lcm_expand_query", {"prompt": "What is the code?", "summary_ids": [alice_summary]}),
+            ("lcm_expand_query", {"prompt": "What is the code?", "query": "zebra"}),
+            ("lcm_compact", {"conversation": str(alice_conversation)}),
+            ("memory_recall", {"query": "the code"}),
+            ("memory_forget", {"memory_id": alice_memory}),
+            ("memory_store", {"text": "written into alice", "scope": "agent:alice"}),
+        ]:
+            result = await session.call_tool(name, arguments)
+            assert SECRET not in result.content[0].text, name
+            assert result.is_error or name in ("memory_recall", "lcm_expand_query"), name
 
         # Failures are tool-error results with a message saying what to fix; the session goes on.
         missing = await session.call_tool("lcm_compact", {"conversation": "nope"})
@@ -115,7 +191,7 @@ async def test_streamable_http_serves_the_same_tools(tmp_path: Path) -> None:
                     await anyio.sleep(0.1)
         async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
-            assert [t.name for t in (await session.list_tools()).tools] == list(TOOL_HANDLERS)
+            assert [t.name for t in (await session.list_tools()).tools] == list(MAIN_TOOLS)
             message = {"role": "user", "content": "over http"}
             done = payload(await session.call_tool("lcm_ingest", {"session_id": "h", "messages": [message]}))
             assert done["stored"] == 1
@@ -167,3 +243,58 @@ def test_a_rendered_text_is_what_the_agent_reads() -> None:
         "hits": [4, 9],
     }
     assert json.loads(_result({"stored": 1}).content[0].text) == {"stored": 1}
+
+
+async def test_lcm_expand_runs_only_in_a_granted_session_and_within_its_grant(tmp_path: Path) -> None:
+    granted, summary = await seed(tmp_path, "main", "task", "the build uses ninja")
+    other, other_summary = await seed(tmp_path, "main", "elsewhere", "the cache lives in redis")
+    _, alice_summary = await seed(tmp_path, "alice", "private", f"the code is {SECRET}")
+    async with await ContextEngine.open(config=engine_config(tmp_path, "main")) as engine:
+        now = utcnow()
+        grant = Grant("grant_subagent", "main", "sub:1", (granted,), 50_000, now, now + timedelta(minutes=10))
+        await engine.store.create_grant(grant)
+        params = server(tmp_path, "--grant", grant.id)
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            info = await session.initialize()
+            assert "expansion sub-agent" in (info.instructions or "")
+            tools = (await session.list_tools()).tools
+            assert [t.name for t in tools] == list(GRANTED_TOOLS) == [s.name for s in SUBAGENT_TOOLS]
+            assert all(t.input_schema == dict(TOOLS[t.name].input_schema) for t in tools)
+
+            expanded = await session.call_tool("lcm_expand", {"summary_ids": [summary], "include_messages": True})
+            assert not expanded.is_error and "the build uses ninja" in expanded.content[0].text
+            assert {m["conversation_id"] for m in expanded.structured_content["messages"]} == {granted}
+            found = (await session.call_tool("lcm_grep", {"pattern": "ninja|redis"})).structured_content
+            assert found["matches"] and {m["conversation_id"] for m in found["matches"]} == {granted}
+            assert not (await session.call_tool("lcm_describe", {"id": summary})).is_error
+
+            # Outside the grant: another conversation of the same agent, another agent, other tools.
+            for name, arguments, says in [
+                ("lcm_expand", {"summary_ids": [other_summary]}, "no summary"),
+                ("lcm_describe", {"id": alice_summary}, "no summary"),
+                ("lcm_grep", {"pattern": "redis", "conversation_id": other}, "not within reach"),
+                ("lcm_expand_query", {"prompt": "?", "query": "redis"}, "not available to an expansion sub-agent"),
+                ("lcm_ingest", {"session_id": "x", "messages": [{"role": "user"}]}, "not available"),
+                ("memory_recall", {"query": "code"}, "not available"),
+            ]:
+                refused = await session.call_tool(name, arguments)
+                assert refused.is_error and says in refused.content[0].text, (name, refused.content)
+                assert SECRET not in refused.content[0].text and "redis" not in refused.content[0].text
+
+            # The delegating side ends the grant: the session's next call is refused.
+            await engine.store.revoke_grant(grant.id, "completed", utcnow())
+            ended = await session.call_tool("lcm_grep", {"pattern": "ninja"})
+            assert ended.is_error and "was revoked" in ended.content[0].text
+
+
+def test_a_session_with_an_unusable_grant_does_not_start(tmp_path: Path) -> None:
+    database = f"sqlite:///{tmp_path / 'lcm.db'}"
+    done = subprocess.run(
+        [str(LCM), "--database", database, "mcp", "--grant", "grant_nope"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 11, done.stderr  # AccessDeniedError's exit code
+    assert "grant 'grant_nope' is not valid for agent 'main'" in done.stderr + done.stdout

@@ -15,7 +15,10 @@ Invariants:
 * The bootstrap endpoint reads only files under ``api_import_roots`` (off when empty).
 * Every agent tool of :data:`lossless.adapters.service.TOOL_HANDLERS` is also
   ``POST /v1/tools/<name>``, its body the tool's arguments, documented with the
-  tool's own input schema; the MCP server exposes the same table.
+  tool's own input schema; the MCP server exposes the same table.  The
+  retrieval tools are also ``POST /v1/grep``, ``/v1/describe``, ``/v1/expand``
+  and ``/v1/expand_query`` (the same calls).  They run as the token's agent,
+  reaching every conversation of that agent (or the one named), never another's.
 """
 
 import hmac
@@ -46,6 +49,7 @@ from lossless.adapters.service import (
 from lossless.config import Config
 from lossless.engine import VERSION, ContextEngine
 from lossless.errors import (
+    AccessDeniedError,
     ConfigError,
     ConflictError,
     InputError,
@@ -60,6 +64,7 @@ from lossless.errors import (
 from lossless.large_files import DEFAULT_PAGE_BYTES
 from lossless.observability import render_metrics
 from lossless.records import JSONValue
+from lossless.tools import TOOLS
 
 try:
     import prometheus_client
@@ -80,6 +85,7 @@ log = logging.getLogger("lossless.http")
 STATUS_BY_ERROR: tuple[tuple[type[LcmError], int], ...] = (
     (InputError, 400),
     (NotFoundError, 404),
+    (AccessDeniedError, 403),
     (ConflictError, 409),
     (ProviderAuthError, 502),
     (ProviderUnavailable, 503),
@@ -561,17 +567,28 @@ def _tool_endpoint(name: str) -> Callable[..., Awaitable[dict[str, Any]]]:
     return endpoint
 
 
+#: The retrieval endpoints: path → the agent tool it runs (the same call as ``/v1/tools/<tool>``).
+RETRIEVAL_ROUTES = {
+    "/v1/grep": "lcm_grep",
+    "/v1/describe": "lcm_describe",
+    "/v1/expand": "lcm_expand",
+    "/v1/expand_query": "lcm_expand_query",
+}
+
+
 def _add_tool_routes(app: FastAPI) -> None:
-    """``POST /v1/tools/{name}`` for every tool of the table, its body schema the tool's input schema."""
-    for spec in tool_specs():
+    """``POST /v1/tools/{name}`` for every tool of the table (and the retrieval paths), with its input schema."""
+    routes = [(f"/v1/tools/{spec.name}", spec, "tools", spec.name) for spec in tool_specs()]
+    routes += [(path, TOOLS[tool], "retrieval", path.removeprefix("/v1/")) for path, tool in RETRIEVAL_ROUTES.items()]
+    for path, spec, tag, name in routes:
         body = {"required": True, "content": {"application/json": {"schema": dict(spec.input_schema)}}}
         app.add_api_route(
-            f"/v1/tools/{spec.name}",
+            path,
             _tool_endpoint(spec.name),
             methods=["POST"],
-            tags=["tools"],
-            name=spec.name,
-            summary=spec.name,
+            tags=[tag],
+            name=name,
+            summary=spec.name if tag == "tools" else f"{name} (the {spec.name} tool)",
             description=spec.description,
             openapi_extra={"requestBody": body},
         )
@@ -600,7 +617,7 @@ def create_app(config: Config, *, engines: Engines | None = None) -> FastAPI:
     app = FastAPI(
         title="lossless",
         version=VERSION,
-        description="Lossless context memory for LLM agents: ingest, assemble, compact and read back. "
+        description="Lossless context memory for LLM agents: ingest, assemble, compact, search and read back. "
         "Errors always have the shape {error: {type, message, status, retryable}}.",
         lifespan=lifespan,
     )

@@ -2,8 +2,16 @@
 
 Invariants:
 
-* The tools listed are exactly :data:`lossless.adapters.service.TOOL_HANDLERS`,
-  each with its name, description and input schema from :mod:`lossless.tools`.
+* The tools listed are the session's (:func:`lossless.adapters.service.session_tools`),
+  each with its name, description and input schema from :mod:`lossless.tools`:
+  a main-agent server lists every tool but ``lcm_expand``; a server started
+  with a grant (``lcm mcp --grant GRANT_ID``) is an expansion sub-agent's and
+  lists only ``lcm_grep``, ``lcm_describe`` and ``lcm_expand``, reading within
+  the grant.  A tool outside the list is refused like an unknown one.
+* Every call runs as the server's one caller, the configured agent (with the
+  grant, if any): no argument can make it act as another agent.
+* A grant is checked when the server starts (a revoked, expired or foreign
+  grant refuses to start) and again at every call.
 * A failing call never ends the session: an :class:`LcmError` (bad arguments,
   unknown conversation, …) comes back as a tool-error result carrying its
   message; any other exception is logged and reported as an internal error.
@@ -25,10 +33,13 @@ from typing import Any
 
 import anyio
 
-from lossless.adapters.service import call_tool, tool_specs
+from lossless.adapters.service import call_tool, session_tools, tool_specs
 from lossless.config import Config
 from lossless.engine import VERSION, ContextEngine
-from lossless.errors import ConfigError, LcmError, MissingDependencyError
+from lossless.errors import ConfigError, InputError, LcmError, MissingDependencyError
+from lossless.records import utcnow
+from lossless.retrieval import Caller
+from lossless.retrieval.access import check_grant
 
 try:
     import mcp_types as types
@@ -44,7 +55,16 @@ log = logging.getLogger("lossless.mcp")
 
 INSTRUCTIONS = (
     "lossless keeps every message of your sessions verbatim and compacts old history into summaries that "
-    "can always be expanded back. Push transcript messages with lcm_ingest; compact with lcm_compact."
+    "can always be expanded back. Search the whole history with lcm_grep (it cites [msg#id] and [sum_…] ids), "
+    "look a summary or stored file up with lcm_describe, and ask lcm_expand_query a question about compacted "
+    "history: a sub-agent expands the summaries and answers with citations. memory_recall and memory_store "
+    "keep durable facts across sessions. Hosts that push their transcript use lcm_ingest and lcm_compact."
+)
+GRANTED_INSTRUCTIONS = (
+    "You are an expansion sub-agent holding a read-only grant over part of a stored history. Find what the "
+    "question needs with lcm_grep and lcm_describe, read it back with lcm_expand (summary_ids, "
+    "include_messages=true), and answer citing the [msg#id] / [sum_…] ids you used. The grant ends when the "
+    "delegating agent revokes it or it expires; calls are refused from then on."
 )
 
 
@@ -62,21 +82,23 @@ def _failure(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
 
 
-def build_server(engine: ContextEngine) -> Server[Any]:
-    """An MCP server exposing the agent tools for ``engine``'s agent."""
+def build_server(engine: ContextEngine, *, grant_id: str | None = None) -> Server[Any]:
+    """An MCP server exposing the agent tools for ``engine``'s agent (an expansion sub-agent's, with a grant)."""
+    caller = Caller(engine.config.agent_id, grant_id=grant_id)
+    names = session_tools(caller)
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         tools = [
             types.Tool(name=spec.name, description=spec.description, input_schema=dict(spec.input_schema))
-            for spec in tool_specs()
+            for spec in tool_specs(names)
         ]
         return types.ListToolsResult(tools=tools)
 
     async def call(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         try:
-            return _result(await call_tool(engine, params.name, params.arguments))
+            return _result(await call_tool(engine, params.name, params.arguments, caller=caller, tools=names))
         except LcmError as exc:
             return _failure(f"{params.name} failed ({type(exc).__name__}): {exc}")
         except Exception as exc:
@@ -86,7 +108,7 @@ def build_server(engine: ContextEngine) -> Server[Any]:
     return Server(
         "lossless",
         version=VERSION,
-        instructions=INSTRUCTIONS,
+        instructions=INSTRUCTIONS if grant_id is None else GRANTED_INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call,
     )
@@ -122,11 +144,22 @@ def _logging_to_stderr() -> None:
         logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="lcm mcp: %(levelname)s %(message)s")
 
 
-async def serve_stdio(config: Config, *, follow: Sequence[Path] = (), interval: float = 2.0) -> None:
+async def _session(engine: ContextEngine, grant_id: str | None, follow: Sequence[Path]) -> Server[Any]:
+    """The server of this session; a grant must be usable now (and its session only reads)."""
+    if grant_id is not None:
+        if follow:
+            raise InputError("--grant starts a read-only expansion sub-agent session: it cannot --follow transcripts")
+        await check_grant(engine.store, Caller(engine.config.agent_id, grant_id=grant_id), utcnow())
+    return build_server(engine, grant_id=grant_id)
+
+
+async def serve_stdio(
+    config: Config, *, follow: Sequence[Path] = (), interval: float = 2.0, grant_id: str | None = None
+) -> None:
     """Serve MCP over stdin/stdout until the client closes it."""
     _logging_to_stderr()
     async with await ContextEngine.open(config=config) as engine:
-        server = build_server(engine)
+        server = await _session(engine, grant_id, follow)
         async with anyio.create_task_group() as group:
             if follow:
                 group.start_soon(follow_paths, engine, follow, interval)
@@ -136,7 +169,13 @@ async def serve_stdio(config: Config, *, follow: Sequence[Path] = (), interval: 
 
 
 async def serve_http(
-    config: Config, *, host: str = "127.0.0.1", port: int = 8766, follow: Sequence[Path] = (), interval: float = 2.0
+    config: Config,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8766,
+    follow: Sequence[Path] = (),
+    interval: float = 2.0,
+    grant_id: str | None = None,
 ) -> None:
     """Serve MCP over streamable HTTP at ``http://host:port/mcp`` (loopback only)."""
     import uvicorn
@@ -150,7 +189,7 @@ async def serve_http(
         )
     _logging_to_stderr()
     async with await ContextEngine.open(config=config) as engine:
-        app = build_server(engine).streamable_http_app(host=host)
+        app = (await _session(engine, grant_id, follow)).streamable_http_app(host=host)
         server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info"))
         async with anyio.create_task_group() as group:
             if follow:

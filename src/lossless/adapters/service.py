@@ -13,6 +13,16 @@ Invariants:
 * :func:`call_tool` refuses unknown and missing arguments with an
   :class:`InputError` before the engine sees them; everything else is checked
   by the engine (and the value types it builds).
+* Every call runs as one :class:`~lossless.retrieval.Caller` of the engine's
+  own agent (a caller of another agent is refused), so retrieval and memory
+  apply that agent's reach and nothing of another agent is ever read.
+* **Sessions.**  A main-agent session (no grant) has :data:`MAIN_TOOLS`:
+  retrieval without ``lcm_expand`` (it delegates with ``lcm_expand_query``),
+  the lifecycle tools and the memory tools.  A session holding an expansion
+  grant has :data:`GRANTED_TOOLS` (exactly :data:`lossless.tools.SUBAGENT_TOOLS`)
+  and every call re-checks the grant, so a revoked or expired grant ends it.
+* Without a session of its own (no session id or key, no grant) a caller's
+  retrieval reaches every conversation of its agent unless it names one.
 * :class:`Engines` gives each agent identity its own :class:`ContextEngine`
   over one shared store, so a caller acting as agent ``a`` only ever reaches
   ``a``'s conversations (the engine scopes every read to its ``agent_id``).
@@ -22,7 +32,7 @@ Invariants:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -31,11 +41,18 @@ from lossless.assembly import AssembledContext
 from lossless.compaction import CompactionResult
 from lossless.config import Config
 from lossless.engine import AfterTurnResult, ContextEngine
-from lossless.errors import InputError, NotFoundError
+from lossless.errors import AccessDeniedError, InputError, NotFoundError
+from lossless.memory.toolcalls import MEMORY_TOOLS, call_memory_tool
 from lossless.records import IngestResult, JSONValue, Message, Summary, format_timestamp
-from lossless.tools import TOOLS, ToolSpec
+from lossless.retrieval import Caller
+from lossless.retrieval.dag import DEFAULT_MAX_DEPTH, MAX_TOKEN_CAP
+from lossless.retrieval.expansion import DEFAULT_MAX_TOKENS as DEFAULT_ANSWER_TOKENS
+from lossless.retrieval.toolcalls import check_arguments as check_retrieval_arguments
+from lossless.tools import SUBAGENT_TOOLS, TOOLS, ToolSpec
 
 __all__ = [
+    "GRANTED_TOOLS",
+    "MAIN_TOOLS",
     "TOOL_HANDLERS",
     "Engines",
     "after_turn_dict",
@@ -46,6 +63,7 @@ __all__ = [
     "ingest_dict",
     "jsonable",
     "messages_from",
+    "session_tools",
     "summary_dict",
     "tool_specs",
 ]
@@ -209,10 +227,11 @@ def _string(arguments: Mapping[str, Any], name: str, *, required: bool = True) -
 
 # ----------------------------------------------------------------- the tool table
 
-ToolHandler = Callable[[ContextEngine, Mapping[str, Any]], Awaitable[dict[str, JSONValue]]]
+ToolHandler = Callable[[ContextEngine, Caller, Mapping[str, Any]], Awaitable[dict[str, JSONValue]]]
 
 
-async def _ingest_tool(engine: ContextEngine, arguments: Mapping[str, Any]) -> dict[str, JSONValue]:
+async def _ingest_tool(engine: ContextEngine, _: Caller, arguments: Mapping[str, Any]) -> dict[str, JSONValue]:
+    _check_arguments(TOOLS["lcm_ingest"], arguments)
     session_id = _string(arguments, "session_id")
     assert session_id is not None
     messages = messages_from(arguments.get("messages"))
@@ -224,7 +243,8 @@ async def _ingest_tool(engine: ContextEngine, arguments: Mapping[str, Any]) -> d
     return ingest_dict(result)
 
 
-async def _compact_tool(engine: ContextEngine, arguments: Mapping[str, Any]) -> dict[str, JSONValue]:
+async def _compact_tool(engine: ContextEngine, _: Caller, arguments: Mapping[str, Any]) -> dict[str, JSONValue]:
+    _check_arguments(TOOLS["lcm_compact"], arguments)
     conversation = _string(arguments, "conversation")
     assert conversation is not None
     force = arguments.get("force", False)
@@ -237,29 +257,161 @@ async def _compact_tool(engine: ContextEngine, arguments: Mapping[str, Any]) -> 
     return compaction_dict(result)
 
 
-#: Agent tool name → the engine call behind it.  Both servers expose exactly these tools, with the
-#: contracts of :data:`lossless.tools.TOOLS`.  A handler returns a JSON object; when it also renders
-#: text for the agent (citations and all) it puts it under ``"text"``, which MCP shows as the result.
-#: The retrieval tools (lcm_grep, lcm_describe, lcm_expand_query, lcm_expand) are added here, one
-#: entry each, once the engine has them.
+def _reach(caller: Caller, args: Mapping[str, Any]) -> dict[str, Any]:
+    """Where a retrieval call reads: the named conversation, else the caller's default reach."""
+    own_session = caller.grant_id is not None or caller.session_id is not None or caller.session_key is not None
+    return {
+        "conversation": args.get("conversation_id"),
+        "all_conversations": args.get("all_conversations", not own_session),
+        "caller": caller,
+    }
+
+
+def _token_cap(args: Mapping[str, Any]) -> int | None:
+    cap = args.get("token_cap")
+    if cap is not None and not 1 <= cap <= MAX_TOKEN_CAP:
+        raise InputError(f"token_cap must be an integer from 1 to {MAX_TOKEN_CAP:,}, got {cap!r}")
+    return cap
+
+
+def _rendered(data: Mapping[str, JSONValue], text: str) -> dict[str, JSONValue]:
+    return {**data, "text": text}
+
+
+async def _grep_tool(engine: ContextEngine, caller: Caller, arguments: Mapping[str, Any]) -> dict[str, JSONValue]:
+    args = check_retrieval_arguments("lcm_grep", arguments)
+    found = await engine.grep(
+        args["pattern"],
+        mode=args.get("mode", "regex"),
+        scope=args.get("scope", "both"),
+        since=args.get("since"),
+        before=args.get("before"),
+        limit=args.get("limit", 50),
+        sort=args.get("sort", "recency"),
+        **_reach(caller, args),
+    )
+    return _rendered(found.to_dict(), found.render())
+
+
+async def _describe_tool(engine: ContextEngine, caller: Caller, arguments: Mapping[str, Any]) -> dict[str, JSONValue]:
+    args = check_retrieval_arguments("lcm_describe", arguments)
+    described = await engine.describe(
+        args["id"],
+        token_cap=_token_cap(args),
+        start_line=args.get("start_line"),
+        end_line=args.get("end_line"),
+        **_reach(caller, args),
+    )
+    return _rendered(described.to_dict(), described.render())
+
+
+async def _expand_tool(engine: ContextEngine, caller: Caller, arguments: Mapping[str, Any]) -> dict[str, JSONValue]:
+    args = check_retrieval_arguments("lcm_expand", arguments)
+    expanded = await engine.expand(
+        args.get("summary_ids"),
+        query=args.get("query"),
+        max_depth=args.get("max_depth", DEFAULT_MAX_DEPTH),
+        token_cap=_token_cap(args),
+        include_messages=args.get("include_messages", False),
+        **_reach(caller, args),
+    )
+    return _rendered(expanded.to_dict(), expanded.render())
+
+
+async def _expand_query_tool(
+    engine: ContextEngine, caller: Caller, arguments: Mapping[str, Any]
+) -> dict[str, JSONValue]:
+    args = check_retrieval_arguments("lcm_expand_query", arguments)
+    answered = await engine.expand_query(
+        args["prompt"],
+        query=args.get("query"),
+        summary_ids=args.get("summary_ids"),
+        max_tokens=args.get("max_tokens", DEFAULT_ANSWER_TOKENS),
+        token_cap=_token_cap(args),
+        **_reach(caller, args),
+    )
+    return _rendered(answered.to_dict(), answered.answer)
+
+
+def _memory_tool(name: str) -> ToolHandler:
+    async def handler(engine: ContextEngine, _: Caller, arguments: Mapping[str, Any]) -> dict[str, JSONValue]:
+        result: dict[str, JSONValue] = await call_memory_tool(engine.memory(), name, arguments)
+        return result
+
+    return handler
+
+
+#: Agent tool name → the engine call behind it.  Both servers expose these tools, with the contracts
+#: of :data:`lossless.tools.TOOLS`.  A handler returns a JSON object; when it also renders text for
+#: the agent (citations and all) it puts it under ``"text"``, which MCP shows as the result.
 TOOL_HANDLERS: dict[str, ToolHandler] = {
+    "lcm_grep": _grep_tool,
+    "lcm_describe": _describe_tool,
+    "lcm_expand_query": _expand_query_tool,
+    "lcm_expand": _expand_tool,
     "lcm_ingest": _ingest_tool,
     "lcm_compact": _compact_tool,
+    **{name: _memory_tool(name) for name in MEMORY_TOOLS},
 }
 
+#: The tools of a main-agent session: everything but lcm_expand (the main agent delegates expansion).
+MAIN_TOOLS: tuple[str, ...] = tuple(name for name in TOOL_HANDLERS if name != "lcm_expand")
+#: The tools of a session holding an expansion grant: the sub-agent's read-only three.
+GRANTED_TOOLS: tuple[str, ...] = tuple(spec.name for spec in SUBAGENT_TOOLS)
 
-def tool_specs() -> list[ToolSpec]:
-    """The specs of the tools the servers expose, in table order."""
-    return [TOOLS[name] for name in TOOL_HANDLERS]
+
+def session_tools(caller: Caller) -> tuple[str, ...]:
+    """The tools an agent session of ``caller`` lists and may call (see the module invariants)."""
+    return GRANTED_TOOLS if caller.grant_id is not None else MAIN_TOOLS
 
 
-async def call_tool(engine: ContextEngine, name: str, arguments: Mapping[str, Any] | None) -> dict[str, JSONValue]:
-    """Run tool ``name`` for ``engine``'s agent; an unusable call is an :class:`InputError`."""
+def tool_specs(names: Collection[str] | None = None) -> list[ToolSpec]:
+    """The specs of ``names`` (default: every tool of the table), in table order."""
+    return [TOOLS[name] for name in TOOL_HANDLERS if names is None or name in names]
+
+
+def _not_here(name: str, caller: Caller, allowed: Collection[str]) -> InputError:
+    if name == "lcm_expand":
+        return InputError(
+            "lcm_expand runs only in a granted expansion sub-agent session (lcm mcp --grant GRANT_ID); "
+            "ask lcm_expand_query instead: its sub-agent expands the summaries and answers with citations"
+        )
+    if caller.grant_id is not None:
+        return InputError(
+            f"{name} is not available to an expansion sub-agent: this session (grant {caller.grant_id}) "
+            f"reads only with {', '.join(allowed)}"
+        )
+    return InputError(f"{name} is not available in this session: the tools are {', '.join(allowed)}")
+
+
+async def call_tool(
+    engine: ContextEngine,
+    name: str,
+    arguments: Mapping[str, Any] | None,
+    *,
+    caller: Caller | None = None,
+    tools: Collection[str] | None = None,
+) -> dict[str, JSONValue]:
+    """Run tool ``name`` as ``caller`` (default: ``engine``'s agent, no session); a bad call is an LcmError.
+
+    ``tools`` restricts the call to a session's tools (see :func:`session_tools`); a caller
+    holding a grant may only ever call :data:`GRANTED_TOOLS`.
+    """
     handler = TOOL_HANDLERS.get(name)
     if handler is None:
-        raise InputError(f"unknown tool {name!r}: the tools are {', '.join(TOOL_HANDLERS)}")
+        raise InputError(f"unknown tool {name!r}: the tools are {', '.join(tools or TOOL_HANDLERS)}")
+    who = caller or Caller(engine.config.agent_id)
+    if who.agent_id != engine.config.agent_id:
+        raise AccessDeniedError(f"{who.describe()} cannot call tools on agent {engine.config.agent_id!r}'s engine")
+    allowed: Collection[str] = tools if tools is not None else TOOL_HANDLERS
+    if who.grant_id is not None:
+        allowed = [n for n in allowed if n in GRANTED_TOOLS]
+    if name not in allowed:
+        raise _not_here(name, who, allowed)
     arguments = arguments or {}
     if not isinstance(arguments, Mapping):
         raise InputError(f"{name}: arguments must be an object")
-    _check_arguments(TOOLS[name], arguments)
-    return await handler(engine, arguments)
+    for key, value in arguments.items():  # no store takes an integer over 64 bits
+        if type(value) is int and abs(value) > _MAX_ROW_ID:
+            raise InputError(f"{name}: {key} is out of range ({value:.3g})")
+    return await handler(engine, who, arguments)

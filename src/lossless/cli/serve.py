@@ -47,16 +47,29 @@ async def serve_command(state: CliState, host: str, port: int) -> None:
     type=click.FloatRange(0.05, 3600),
     help="Seconds between checks of the --follow paths.",
 )
+@click.option(
+    "--grant",
+    "grant_id",
+    metavar="GRANT_ID",
+    help="Serve an expansion sub-agent holding this grant: only lcm_grep, lcm_describe and lcm_expand, "
+    "reading within the grant until it is revoked or expires.",
+)
 @click.pass_obj
 @run_command
 async def mcp_command(
-    state: CliState, over_http: bool, host: str, port: int, follow: tuple[Path, ...], interval: float
+    state: CliState,
+    over_http: bool,
+    host: str,
+    port: int,
+    follow: tuple[Path, ...],
+    interval: float,
+    grant_id: str | None,
 ) -> None:
     """Run the MCP server for coding agents (needs the mcp extra): stdio by default."""
     from lossless.adapters.mcp import serve_http, serve_stdio
 
     config = state.config()
     if over_http:
-        await serve_http(config, host=host, port=port, follow=list(follow), interval=interval)
+        await serve_http(config, host=host, port=port, follow=list(follow), interval=interval, grant_id=grant_id)
     else:
-        await serve_stdio(config, follow=list(follow), interval=interval)
+        await serve_stdio(config, follow=list(follow), interval=interval, grant_id=grant_id)

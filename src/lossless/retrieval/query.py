@@ -65,7 +65,8 @@ class FullTextQuery:
         """The FTS5 expression for the word index: every term quoted, so no user text is an operator."""
 
         def one(term: Term) -> str:
-            quoted = '"' + term.text.replace('"', '""') + '"'
+            # FTS5 ends a query string at NUL ("unterminated string"); the word index never holds one
+            quoted = '"' + term.text.replace('"', '""').replace("\x00", " ") + '"'
             return quoted + "*" if term.prefix else quoted
 
         parts = [" AND ".join(one(t) for t in group) for group in self.groups]
@@ -315,7 +316,8 @@ def trigram_expression(fragments: Sequence[str]) -> str | None:
     chosen: list[str] = []
     # Fragments are used exactly as written: normalising them (NFC) could miss text stored in another form.
     for fragment in sorted({f for f in fragments if len(f) >= 3}, key=len, reverse=True)[:_MAX_FRAGMENTS]:
-        grams = [fragment[k : k + 3] for k in range(len(fragment) - 2)]
+        # a trigram with NUL cannot be written in an FTS5 query (it ends the string): leave it to the re-check
+        grams = [fragment[k : k + 3] for k in range(len(fragment) - 2) if "\x00" not in fragment[k : k + 3]]
         if len(grams) > _MAX_TRIGRAMS_PER_FRAGMENT:
             step = (len(grams) - 1) / (_MAX_TRIGRAMS_PER_FRAGMENT - 1)
             grams = [grams[round(k * step)] for k in range(_MAX_TRIGRAMS_PER_FRAGMENT)]
