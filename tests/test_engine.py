@@ -11,6 +11,7 @@ import pytest
 
 from lossless import ContextEngine, FilePart, InputError, Message, NotFoundError, StoreError, TextPart, ToolPart
 from lossless.config import Config
+from lossless.retrieval import FileView
 from lossless.stores import open_store
 from lossless.stores.blobs import FileBlobStore
 from lossless.testing import FakeSummarizer
@@ -172,6 +173,17 @@ def _json(size: int) -> str:
     return '{"version": 2, "items": [' + ", ".join([item] * count) + "]}"
 
 
+def _strings(value: object) -> list[str]:
+    """Every string inside ``value`` (the assembled messages: dicts, lists and text)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
 def _image(size: int) -> bytes:
     header = (
         b"\x89PNG\r\n\x1a\n" + (13).to_bytes(4, "big") + b"IHDR" + (4000).to_bytes(4, "big") * 2 + b"\x08\x06\0\0\0"
@@ -230,6 +242,18 @@ async def test_a_message_of_four_large_files_is_stored_small_and_recovered_exact
     again = await engine.ingest("s", original)  # a replay: same ids, nothing new
     assert (again.stored_count, again.duplicates) == (0, 1)
     assert len(await engine.files("s")) == 4
+
+    # The assembled context holds the references and exploration summaries, never the bodies.
+    assembled = await engine.assemble("s", token_budget=100_000)
+    sent = "\n".join(_strings(assembled.messages))
+    assert len(sent) < 8000 and assembled.estimated_tokens < 2000
+    for f in files:
+        assert f"[LCM File: {f.id} |" in sent
+        assert (f.exploration_summary or "").splitlines()[0] in sent
+    for body in (code, data, log):
+        middle = len(body) // 2
+        assert body[middle : middle + 200] not in sent
+    assert base64.b64encode(image[4096:8192]).decode()[:200] not in sent and "base64," not in sent
 
 
 async def test_the_same_file_pasted_twice_is_stored_once(engine: ContextEngine, config: Config) -> None:
@@ -546,5 +570,57 @@ async def test_concurrent_turns_of_one_conversation_lose_and_duplicate_nothing(t
         assert len(stored) == 48 and len({m.content for m in stored}) == 48
         assert await covered(engine.store, conversation.id) == [m.id for m in stored]
         assert await engine.store.get_lineage(conversation.id), "the turns crossed the thresholds: compacted"
+    finally:
+        await engine.dispose()
+
+
+async def test_a_file_id_in_a_depth_two_summary_describes_the_original_bytes(config: Config) -> None:
+    """Round trip: ingest a large file → compact → condense to depth ≥ 2 → describe returns it byte for byte."""
+    from lossless.compaction import find_file_ids
+
+    from .fakes import ScriptedSummarizer
+
+    def keeps_file_refs(request: object) -> str:  # a summarizer told to keep file references
+        text: str = request.text  # type: ignore[attr-defined]
+        return " ".join(text.split()[:12] + find_file_ids(text))
+
+    settings = {
+        "fresh_tail_count": 4,
+        "leaf_chunk_tokens": 600,
+        "leaf_target_tokens": 200,
+        "condensed_target_tokens": 200,
+        "leaf_min_fanout": 4,
+        "condensed_min_fanout": 3,
+        "condensed_min_fanout_hard": 2,
+        "large_file_token_threshold": 1000,
+    }
+    store = await open_store(config.resolved_database_url, config)
+    engine = ContextEngine(
+        store,
+        config.replace(**settings),
+        summarizer=ScriptedSummarizer([keeps_file_refs]),  # type: ignore[arg-type]
+    )
+    try:
+        content = "".join(f"{n:05d} résumé\tline with trailing spaces   \r\n" for n in range(2000)) + "no newline"
+        chat = [
+            Message("user" if i % 2 == 0 else "assistant", f"turn {i}: " + " ".join(f"w{i}_{k}" for k in range(40)))
+            for i in range(120)
+        ]
+        chat[3] = Message.user(f'Please keep this:\n<file name="notes.txt" mime="text/plain">\n{content}\n</file>\n')
+        await engine.ingest_batch("s", chat)
+        [stored] = await engine.files("s")
+        for _ in range(5):
+            await engine.compact("s", force=True)
+        summaries, _ = await engine.summaries("s")
+        deep = [s for s in summaries if s.depth >= 2 and stored.id in s.file_ids]
+        assert deep, [(s.depth, s.file_ids) for s in summaries]
+        file_id = deep[0].file_ids[0]
+        assert file_id == stored.id
+        view = await engine.describe(file_id, max_bytes=512 * 1024)
+        assert isinstance(view, FileView) and view.page.text is not None and not view.page.truncated
+        assert view.page.text.encode() == content.encode()
+        described = await engine.describe_file(file_id, max_bytes=512 * 1024)
+        assert described.page.text == content
+        assert await engine.read_file(file_id) == content.encode()
     finally:
         await engine.dispose()

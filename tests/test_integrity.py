@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -14,6 +16,8 @@ from hypothesis import strategies as st
 from lossless import ContextEngine, Message
 from lossless.errors import InputError, NotFoundError
 from lossless.integrity import IntegrityChecker, IntegrityReport, Problem, plan_repairs
+
+from .conftest import BACKENDS, backend_url
 
 pytestmark = pytest.mark.anyio
 
@@ -43,9 +47,14 @@ def chat(count: int, start: int = 0) -> list[Message]:
     ]
 
 
-@pytest.fixture
-async def engine(tmp_path: Path) -> AsyncIterator[ContextEngine]:
-    opened = await ContextEngine.open(f"sqlite:///{tmp_path / 'i.db'}", **SETTINGS)  # type: ignore[arg-type]
+#: For tests of what only the SQLite backend can suffer (its separate index file, writes with foreign keys off).
+SQLITE_ONLY = pytest.mark.parametrize("engine", ["sqlite"], indirect=True)
+
+
+@pytest.fixture(params=BACKENDS)
+async def engine(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ContextEngine]:
+    url = backend_url(request, request.param, tmp_path, "i")
+    opened = await ContextEngine.open(url, **SETTINGS)  # type: ignore[arg-type]
     try:
         yield opened
     finally:
@@ -65,7 +74,24 @@ async def populated(engine: ContextEngine) -> int:
 
 
 def damage(engine: ContextEngine, *statements: str) -> None:
-    """Run SQL on the database file behind the engine's back, foreign keys off (as a careless tool would)."""
+    """Run SQL on the database behind the engine's back, foreign keys off (as a careless tool would)."""
+    if engine.store.backend == "postgres":
+        import psycopg
+        from psycopg import sql
+
+        with psycopg.connect(engine.store.url) as pg:
+            # Foreign keys off: drop them (the test owns its database; no superuser needed).
+            keys = pg.execute(
+                "SELECT c.relname, k.conname FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid "
+                "WHERE k.contype = 'f' AND k.connamespace = current_schema()::regnamespace"
+            ).fetchall()
+            for table, key in keys:
+                pg.execute(
+                    sql.SQL("ALTER TABLE {} DROP CONSTRAINT {}").format(sql.Identifier(table), sql.Identifier(key))
+                )
+            for statement in statements:
+                pg.execute(statement.encode())
+        return
     conn = sqlite3.connect(engine.store.path)  # type: ignore[attr-defined]
     conn.execute("PRAGMA foreign_keys = OFF")
     for statement in statements:
@@ -97,6 +123,7 @@ async def test_a_forked_subagent_sharing_its_parents_items_is_clean(engine: Cont
     assert (await engine.check_integrity()).ok
 
 
+@SQLITE_ONLY
 async def test_deleted_source_row_is_reported_and_not_repaired(engine: ContextEngine) -> None:
     cid = await populated(engine)
     [(summary_id, message_id)] = (
@@ -125,15 +152,27 @@ async def test_deleted_source_row_is_reported_and_not_repaired(engine: ContextEn
     assert kinds(after) == {"missing_source": 1}
 
 
+def query(engine: ContextEngine, sql: str) -> list[tuple[Any, ...]]:
+    """Rows of a read-only query on the engine's database (either backend)."""
+    if engine.store.backend == "postgres":
+        import psycopg
+
+        with psycopg.connect(engine.store.url) as pg:
+            return list(pg.execute(sql.encode()).fetchall())
+    conn = sqlite3.connect(engine.store.path)  # type: ignore[attr-defined]
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
 async def test_dangling_context_item_is_dropped_and_its_messages_restored(engine: ContextEngine) -> None:
     cid = await populated(engine)
-    conn = sqlite3.connect(engine.store.path)  # type: ignore[attr-defined]
-    ordinal, summary_id = conn.execute(
-        "SELECT ordinal, summary_id FROM context_items WHERE conversation_id = ? AND item_type = 'summary' "
+    [(ordinal, summary_id)] = query(
+        engine,
+        f"SELECT ordinal, summary_id FROM context_items WHERE conversation_id = {cid} AND item_type = 'summary' "
         "ORDER BY ordinal LIMIT 1",
-        (cid,),
-    ).fetchone()
-    conn.close()
+    )
     # The summary row goes, but not its lineage: the item points at nothing and its messages lose cover.
     damage(engine, f"DELETE FROM summaries WHERE summary_id = '{summary_id}'")
     report = await engine.check_integrity(cid)
@@ -180,6 +219,7 @@ async def test_dangling_message_item_and_uncovered_message(engine: ContextEngine
     assert (await engine.check_integrity(cid)).ok
 
 
+@SQLITE_ONLY
 async def test_stale_fts_row_is_reported_and_the_index_rebuilt(engine: ContextEngine) -> None:
     await populated(engine)
     index = Path(str(engine.store.path) + "-index")  # type: ignore[attr-defined]
@@ -215,14 +255,10 @@ async def test_missing_and_altered_blobs(engine: ContextEngine) -> None:
 
 async def test_lineage_rules(engine: ContextEngine) -> None:
     cid = await populated(engine)
-    conn = sqlite3.connect(engine.store.path)  # type: ignore[attr-defined]
     leaf, condensed = (
-        conn.execute(f"SELECT summary_id FROM summaries WHERE kind = '{k}' ORDER BY summary_rowid LIMIT 1").fetchone()[
-            0
-        ]
+        query(engine, f"SELECT summary_id FROM summaries WHERE kind = '{k}' ORDER BY summary_rowid LIMIT 1")[0][0]
         for k in ("leaf", "condensed")
     )
-    conn.close()
     damage(
         engine,
         f"DELETE FROM summary_messages WHERE summary_id = '{leaf}'",
@@ -234,6 +270,7 @@ async def test_lineage_rules(engine: ContextEngine) -> None:
     assert ("depth_mismatch", f"summary {condensed}") in subjects
 
 
+@SQLITE_ONLY
 async def test_a_cycle_is_reported_without_hanging(engine: ContextEngine) -> None:
     cid = await populated(engine)
     conn = sqlite3.connect(engine.store.path)  # type: ignore[attr-defined]
@@ -350,3 +387,116 @@ async def test_repairs_make_any_lost_context_whole_again(
         # Every message is reached once, in order: the assembled context still holds the newest one.
         assembled = await engine.assemble("s", token_budget=100_000)
         assert f"message {size + 2}:" in str(assembled.messages[-1])
+
+
+async def _with_fallbacks(engine: ContextEngine) -> int:
+    """A compacted conversation whose summaries were all made by truncation (the summarizer was down)."""
+    from .fakes import ScriptedSummarizer
+
+    working = engine.compactor.summarizer
+    engine.compactor.summarizer = ScriptedSummarizer([RuntimeError("provider down")])
+    try:
+        result = await engine.ingest_batch("s", chat(60))
+        await engine.compact("s", force=True)
+    finally:
+        engine.compactor.summarizer = working
+    assert result.conversation_id is not None
+    await engine.store.wait_indexed()
+    return result.conversation_id
+
+
+async def test_fallback_summaries_are_remade_only_when_asked_and_only_properly(engine: ContextEngine) -> None:
+    from .fakes import ScriptedSummarizer
+
+    cid = await _with_fallbacks(engine)
+    before, lineage = await engine.summaries(cid)
+    assert before and all(s.level == "fallback" for s in before)
+    report = await engine.check_integrity()
+    assert report.ok and report.fallback_summaries == len(before)  # not a problem: a plan can re-make them
+    assert {s for _, s in report.fallbacks} == {s.id for s in before}
+    plan = plan_repairs(report)
+    assert [r.action for r in plan.repairs] == ["remake_summary"] * len(before) and not plan.unrepairable
+    assert all("re-make summary" in r.description for r in plan.repairs)
+    assert (await engine.summaries(cid))[0] == before  # planning wrote nothing
+
+    # A summarizer that still fails, or answers with something no shorter than the sources: nothing changes.
+    engine.compactor.summarizer = ScriptedSummarizer([RuntimeError("still down")])
+    failed = await engine.repair_integrity(plan)
+    assert not failed.applied and len(failed.skipped) == len(plan.repairs)
+    engine.compactor.summarizer = ScriptedSummarizer([lambda r: r.text + " and more"])
+    assert not (await engine.repair_integrity(plan)).applied
+    assert (await engine.summaries(cid))[0] == before
+
+    # A working summarizer: each summary gets a proper text; ids, lineage and times stay.
+    engine.compactor.summarizer = ScriptedSummarizer([lambda r: f"zebrafact depth {r.depth}: " + r.text[:200]])
+    outcome = await engine.repair_integrity(plan)
+    assert len(outcome.applied) == len(plan.repairs) and not outcome.skipped
+    after, lineage_after = await engine.summaries(cid)
+    assert lineage_after == lineage and [s.id for s in after] == [s.id for s in before]
+    for old, new in zip(before, after, strict=True):
+        assert new.level == "normal" and new.provider == "scripted" and new.content.startswith("zebrafact")
+        assert (new.kind, new.depth, new.created_at, new.earliest_at, new.latest_at) == (
+            old.kind,
+            old.depth,
+            old.created_at,
+            old.earliest_at,
+            old.latest_at,
+        )
+        assert new.token_count < new.source_token_count or new.kind == "condensed"
+        assert (new.reason or "").startswith("remade from a truncation fallback")
+    # Counts above each summary follow its new size, and the search index follows its new text.
+    checked = await engine.check_integrity()
+    assert checked.ok, checked.problems
+    assert checked.fallback_summaries == 0 and plan_repairs(checked).repairs == ()
+    found = await engine.grep("zebrafact", mode="full_text", scope="summaries", limit=200)
+    assert {h.ref for h in found.hits} == {s.id for s in after}
+    gone = await engine.grep("Truncated context management", mode="full_text", scope="summaries")
+    assert not gone.hits
+    assembled = await engine.assemble("s", token_budget=100_000)
+    assert "zebrafact" in str(assembled.messages)
+    # The same plan again: every summary was re-made already, so nothing is written.
+    again = await engine.repair_integrity(plan)
+    assert not again.applied and len(again.skipped) == len(plan.repairs)
+
+
+async def test_a_stale_remake_never_overwrites_a_newer_text(engine: ContextEngine) -> None:
+    cid = await _with_fallbacks(engine)
+    summaries, _ = await engine.summaries(cid)
+    target = summaries[0]
+    newer = replace(target, content="a newer text", token_count=3, level="normal")
+    assert await engine.store.rewrite_summary(newer, replaces=target.content)
+    assert not await engine.store.rewrite_summary(replace(target, content="late"), replaces=target.content)
+    assert not await engine.store.rewrite_summary(replace(target, id="sum_missing"), replaces=target.content)
+    [stored] = await engine.store.get_summaries([target.id])
+    assert stored.content == "a newer text" and stored.token_count == 3 and stored.level == "normal"
+    assert (await engine.check_integrity()).ok  # the descendant counts above it moved with it
+
+
+def test_lcm_doctor_plans_and_applies_remakes(tmp_path: Path) -> None:
+    import json
+
+    import anyio
+    from click.testing import CliRunner
+
+    from lossless.cli import cli
+
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+
+    async def setup() -> int:
+        async with await ContextEngine.open(url, **SETTINGS) as engine:  # type: ignore[arg-type]
+            return await _with_fallbacks(engine)
+
+    anyio.run(setup)
+
+    def doctor(*args: str) -> tuple[int, str]:
+        result = CliRunner().invoke(cli, ["--database", url, "doctor", *args], catch_exceptions=False)
+        return result.exit_code, result.stdout
+
+    code, out = doctor()
+    assert code == 0 and "made by truncation" in out and "--plan" in out
+    code, out = doctor("--plan")
+    assert code == 0 and "re-make summary sum_" in out
+    code, out = doctor("--apply", "--json")
+    result = json.loads(out)
+    assert code == 0 and result["applied"] and all(r["action"] == "remake_summary" for r in result["applied"])
+    assert result["after"]["fallback_summaries"] == 0 and result["after"]["ok"] is True

@@ -14,7 +14,7 @@ import pytest
 
 from lossless import ContextEngine, Message
 from lossless import observability as obs
-from lossless.errors import MissingDependencyError
+from lossless.errors import MissingDependencyError, NotFoundError
 
 from .test_integrity import SETTINGS, chat, populated
 
@@ -133,3 +133,23 @@ async def test_ingest_latency_is_recorded_when_ingest_fails(engine: ContextEngin
     with pytest.raises(Exception, match="session_id"):
         await engine.ingest_batch("", [Message.user("x")])
     assert sample("lcm_ingest_latency_ms_count") == count + 1
+
+
+async def test_grep_and_expansion_record_their_latency(tmp_path: Path) -> None:
+    async with await ContextEngine.open(f"sqlite:///{tmp_path / 'm.db'}", **SETTINGS) as engine:  # type: ignore[arg-type]
+        cid = await populated(engine)
+        summaries, _ = await engine.summaries(cid)
+        searches = sample("lcm_search_latency_ms_count")
+        expansions = sample("lcm_expand_latency_ms_count")
+        spent = sample("lcm_search_latency_ms_sum")
+        await engine.grep("word1_", scope="messages")
+        await engine.grep("word", mode="full_text", scope="files")
+        assert sample("lcm_search_latency_ms_count") == searches + 2
+        assert sample("lcm_search_latency_ms_sum") > spent
+        await engine.expand([summaries[-1].id], include_messages=True)
+        assert sample("lcm_expand_latency_ms_count") == expansions + 1
+        await engine.expand_query("What was said about word1_3?", query="word1_3")
+        assert sample("lcm_expand_latency_ms_count") == expansions + 2
+        with pytest.raises(NotFoundError):  # a failed call is timed too
+            await engine.expand(["sum_0000000000000000"])
+        assert sample("lcm_expand_latency_ms_count") == expansions + 3

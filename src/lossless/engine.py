@@ -63,6 +63,7 @@ from lossless.records import (
     parse_timestamp,
     utcnow,
 )
+from lossless.retries import retry_conflicts
 from lossless.retrieval import Caller, ExpandResult, FileView, GrepOptions, GrepResult, Retriever, SummaryDescription
 from lossless.retrieval.dag import DEFAULT_MAX_DEPTH
 from lossless.retrieval.expansion import DEFAULT_MAX_TOKENS as DEFAULT_EXPANSION_ANSWER_TOKENS
@@ -72,6 +73,7 @@ from lossless.sessions import SessionPolicy
 from lossless.tokens import RecentCounter, TokenCounter, token_counter_for
 
 if TYPE_CHECKING:
+    from lossless.memory.messages import MessageSearch
     from lossless.memory.scopes import Caller as MemoryCaller
     from lossless.memory.service import MemoryService, Remembered
 
@@ -187,7 +189,7 @@ class ContextEngine(MaintenanceMixin):
             self.store, self.summarizer, config=self.config, counter=self.tokens, zone=self.zone, clock=clock
         )
         self._clock = clock
-        self.blobs = blobs or blob_store_for(self.config)
+        self.blobs = blobs or blob_store_for(self.config, store)
         self.interceptor = Interceptor(
             store,
             self.blobs,
@@ -348,10 +350,11 @@ class ContextEngine(MaintenanceMixin):
         conversation = await self._conversation_for(session_id, session_key)
         # No conversation lock here: an append is one store transaction, and whatever rewrites
         # the context (compaction) re-checks its range when it commits.
+        # A write that lost a race (another host holds the conversation's lock) wrote nothing: retry it.
         if files:
-            result = await self._append_with_files(conversation.id, prepared, files)
+            result = await retry_conflicts(lambda: self._append_with_files(conversation.id, prepared, files))
         else:
-            result = await self.store.append_messages(conversation.id, prepared)
+            result = await retry_conflicts(lambda: self.store.append_messages(conversation.id, prepared))
         return IngestResult(
             conversation.id,
             result.stored,
@@ -718,9 +721,14 @@ class ContextEngine(MaintenanceMixin):
     def _retrieval(self) -> Retriever:
         retriever: Retriever | None = getattr(self, "_retriever", None)
         if retriever is None:
-            retriever = Retriever(self.store, read_file=self._read, clock=self._clock)
+            retriever = Retriever(self.store, read_file=self._read, clock=self._clock, semantic=self._message_search)
             self._retriever = retriever
         return retriever
+
+    def _message_search(self) -> MessageSearch:
+        from lossless.memory.messages import MessageSearch
+
+        return MessageSearch(self.store, self.memory())
 
     async def _retrieval_target(
         self, caller: Caller | None, conversation: int | str | None, all_conversations: bool
@@ -730,12 +738,13 @@ class ContextEngine(MaintenanceMixin):
         conversation_id = await self._retrieval().conversation_id_for(who, conversation)
         return who, conversation_id, True if caller is None else all_conversations
 
+    @timed("lcm_search_latency_ms")
     async def grep(
         self,
         pattern: str,
         *,
-        mode: Literal["regex", "full_text"] = "regex",
-        scope: Literal["messages", "summaries", "both"] = "both",
+        mode: Literal["regex", "full_text", "semantic", "hybrid"] = "regex",
+        scope: Literal["messages", "summaries", "both", "files"] = "both",
         conversation: int | str | None = None,
         all_conversations: bool = False,
         since: datetime | str | None = None,
@@ -744,7 +753,10 @@ class ContextEngine(MaintenanceMixin):
         sort: Literal["recency", "relevance"] = "recency",
         caller: Caller | None = None,
     ) -> GrepResult:
-        """Search stored messages and summaries (see :mod:`lossless.retrieval.grep`).
+        """Search stored messages and summaries, or stored files (``scope="files"``); see :mod:`lossless.retrieval`.
+
+        ``mode`` is ``regex``, ``full_text``, or ``semantic`` / ``hybrid`` (messages by meaning, with
+        the long-term memory's embedder).
 
         Without ``caller`` the search runs as this engine's agent over all its
         conversations (or ``conversation``); an agent's own calls pass its
@@ -787,6 +799,7 @@ class ContextEngine(MaintenanceMixin):
             max_bytes=max_bytes,
         )
 
+    @timed("lcm_expand_latency_ms")
     async def expand(
         self,
         summary_ids: Sequence[str] | None = None,
@@ -812,6 +825,7 @@ class ContextEngine(MaintenanceMixin):
             all_conversations=wide,
         )
 
+    @timed("lcm_expand_latency_ms")
     async def expand_query(
         self,
         prompt: str,

@@ -24,10 +24,14 @@ Invariants of this module:
 * **Checking writes nothing.**  :meth:`IntegrityChecker.run` only reads.
 * **Repairs are non-destructive and explicit.**  :func:`plan_repairs` only proposes; nothing is
   written until :meth:`IntegrityChecker.apply` is called with the plan.  A repair rebuilds derived
-  data (the search index), removes a context item that points at nothing, or puts an uncovered
-  message back into the context at its place; no message, part, summary or lineage row is ever
-  changed or deleted.  Problems with no safe repair (a lost message, a missing blob) are listed
-  in the plan as such.
+  data (the search index), removes a context item that points at nothing, puts an uncovered
+  message back into the context at its place, or re-makes a summary that compaction had to make
+  by truncation (level ``fallback``) with the current summarizer.  No message, part or lineage
+  row is ever changed or deleted, and a summary only by that last repair: its text (and level,
+  provider, model, reason) is replaced only when the summarizer gives a proper (normal or
+  aggressive) summary of the same sources, and only while the text is still the one the plan
+  saw; its id, lineage and times stay.  Problems with no safe repair (a lost message, a missing
+  blob) are listed in the plan as such.
 * No I/O of its own: everything goes through the :class:`~lossless.ports.Store` and
   :class:`~lossless.ports.BlobStore` ports.
 """
@@ -36,7 +40,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -72,7 +76,9 @@ ProblemKind = Literal[
     "bad_storage_uri",
     "search_index",
 ]
-RepairAction = Literal["rebuild_search_index", "drop_context_item", "restore_context_item"]
+RepairAction = Literal["rebuild_search_index", "drop_context_item", "restore_context_item", "remake_summary"]
+#: Re-makes a summary with the current summarizer: the new version, or None when no proper one came.
+Remaker = Callable[[Summary], Awaitable[Summary | None]]
 
 _PAGE = 500
 
@@ -110,6 +116,8 @@ class IntegrityReport:
     fallback_summaries: int = 0
     search_index_checked: bool = False
     problems: tuple[Problem, ...] = ()
+    #: ``(conversation id, summary id)`` of each summary made by truncation (not a problem; re-makable).
+    fallbacks: tuple[tuple[int, str], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -131,6 +139,7 @@ class IntegrityReport:
                 "search_index": self.search_index_checked,
             },
             "fallback_summaries": self.fallback_summaries,
+            "fallback_summary_ids": [summary_id for _, summary_id in self.fallbacks],
             "problem_counts": dict(self.counts()),
             "problems": [p.to_dict() for p in self.problems],
         }
@@ -138,7 +147,7 @@ class IntegrityReport:
 
 @dataclass(frozen=True, slots=True)
 class Repair:
-    """One non-destructive fix: ``action`` on ``conversation_id`` / ``target`` (an ordinal or a message id)."""
+    """One non-destructive fix: ``action`` on ``conversation_id`` / ``target`` (an ordinal, a message or summary id)."""
 
     action: RepairAction
     description: str
@@ -197,7 +206,8 @@ def why_unrepairable(problem: Problem) -> str:
 
 
 def plan_repairs(report: IntegrityReport) -> RepairPlan:
-    """The safe repairs for ``report``'s problems (index first, then dangling items, then uncovered messages)."""
+    """The safe repairs for ``report``'s problems (index first, then dangling items, then uncovered messages),
+    then a ``remake_summary`` for each summary made by truncation."""
     index: list[Repair] = []
     drops: list[Repair] = []
     restores: list[Repair] = []
@@ -230,7 +240,17 @@ def plan_repairs(report: IntegrityReport) -> RepairPlan:
             pass  # under an unreachable summary whose own restore covers it again
         else:
             unrepairable.append(problem)
-    return RepairPlan(tuple(index + drops + restores), tuple(unrepairable))
+    remakes = [
+        Repair(
+            "remake_summary",
+            f"re-make summary {summary_id} of conversation {conversation_id} (made by truncation) with the current "
+            "summarizer; it stays as it is unless a proper summary comes back",
+            conversation_id,
+            summary_id,
+        )
+        for conversation_id, summary_id in report.fallbacks
+    ]
+    return RepairPlan(tuple(index + drops + restores + remakes), tuple(unrepairable))
 
 
 @dataclass(slots=True)
@@ -243,7 +263,7 @@ class _Scan:
     summaries: int = 0
     context_items: int = 0
     files: int = 0
-    fallback: int = 0
+    fallback: list[tuple[int, str]] = field(default_factory=list)
 
     def add(
         self,
@@ -259,9 +279,10 @@ class _Scan:
 class IntegrityChecker:
     """Checks a store (and its blob store) against the rules in the module docstring."""
 
-    def __init__(self, store: Store, blobs: BlobStore | None = None) -> None:
+    def __init__(self, store: Store, blobs: BlobStore | None = None, *, remake: Remaker | None = None) -> None:
         self.store = store
         self.blobs = blobs
+        self.remake = remake
 
     async def run(self, conversation_id: int | None = None) -> IntegrityReport:
         """Check one conversation, or (``None``) every conversation and the store-wide search index."""
@@ -289,9 +310,10 @@ class IntegrityChecker:
             summaries=scan.summaries,
             context_items=scan.context_items,
             files=scan.files,
-            fallback_summaries=scan.fallback,
+            fallback_summaries=len(scan.fallback),
             search_index_checked=index_checked,
             problems=tuple(scan.problems),
+            fallbacks=tuple(scan.fallback),
         )
 
     def plan_repairs(self, report: IntegrityReport) -> RepairPlan:
@@ -314,12 +336,24 @@ class IntegrityChecker:
                 assert repair.conversation_id is not None
                 assert isinstance(repair.target, int)
                 done = await store.drop_context_item(repair.conversation_id, repair.target)
+            elif repair.action == "remake_summary":
+                done = await self._remake(str(repair.target))
             else:
                 assert repair.conversation_id is not None
                 assert repair.target is not None
                 done = await store.restore_context_item(repair.conversation_id, repair.target)
             (applied if done else skipped).append(repair)
         return RepairOutcome(tuple(applied), tuple(skipped))
+
+    async def _remake(self, summary_id: str) -> bool:
+        """Re-make a fallback summary: False (nothing written) without a remaker, or when no proper one came."""
+        found = await self.store.get_summaries([summary_id])
+        if self.remake is None or not found or found[0].level != "fallback":
+            return False
+        remade = await self.remake(found[0])
+        if remade is None or remade.id != summary_id or remade.level == "fallback":
+            return False
+        return await self.store.rewrite_summary(remade, replaces=found[0].content)
 
     # ---------------------------------------------------------------- per conversation
 
@@ -334,7 +368,7 @@ class IntegrityChecker:
         scan.messages += len(messages)
         scan.summaries += len(summaries)
         scan.context_items += len(items)
-        scan.fallback += sum(1 for s in summaries.values() if s.level == "fallback")
+        scan.fallback += [(cid, s.id) for s in summaries.values() if s.level == "fallback"]
 
         # Rows of other conversations that this one points at (a forked sub-agent shares its parent's).
         wanted_messages = {i.message_id for i in items if i.message_id is not None} | {

@@ -64,8 +64,11 @@ class MaintenanceMixin:
         return report
 
     async def repair_integrity(self, plan: RepairPlan) -> RepairOutcome:
-        """Apply a plan made by :func:`lossless.integrity.plan_repairs` (non-destructive repairs only)."""
-        return await IntegrityChecker(self.store, self.blobs).apply(plan)
+        """Apply a plan made by :func:`lossless.integrity.plan_repairs` (non-destructive repairs only).
+
+        ``remake_summary`` repairs ask this engine's summarizer (through its compactor).
+        """
+        return await IntegrityChecker(self.store, self.blobs, remake=self.compactor.remake).apply(plan)
 
     # -------------------------------------------------------------- retention
 

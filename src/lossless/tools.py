@@ -87,18 +87,24 @@ GREP = register(
     ToolSpec(
         "lcm_grep",
         "Search the whole stored history of the conversation, including what compaction summarised away. "
-        "mode 'regex' (default; RE2 syntax, linear time) or 'full_text' (words, \"exact phrases\", prefix*, OR). "
-        "Returns matches newest first with [msg#id] / [sum_…] citations and a snippet each; follow up with "
-        "lcm_describe or lcm_expand.",
+        "mode 'regex' (default; RE2 syntax, linear time), 'full_text' (words, \"exact phrases\", prefix*, OR), "
+        "'semantic' (messages by meaning) or 'hybrid' (meaning and words). scope 'files' searches the lines of "
+        "stored large files. Returns matches newest first (semantic: best first) with [msg#id] / [sum_…] / "
+        "[file_…] citations and a snippet each; follow up with lcm_describe or lcm_expand.",
         {
             "type": "object",
             "properties": {
                 "pattern": {"type": "string", "minLength": 1, "maxLength": 2000, "description": "Regex or query."},
-                "mode": {"type": "string", "enum": ["regex", "full_text"], "description": "Default regex."},
+                "mode": {
+                    "type": "string",
+                    "enum": ["regex", "full_text", "semantic", "hybrid"],
+                    "description": "Default regex; semantic and hybrid search messages only.",
+                },
                 "scope": {
                     "type": "string",
-                    "enum": ["messages", "summaries", "both"],
-                    "description": "What to search (default both).",
+                    "enum": ["messages", "summaries", "both", "files"],
+                    "description": "What to search (default both: messages and summaries; files: stored large "
+                    "files, text only, one match per line).",
                 },
                 **_CONVERSATION,
                 "since": {"type": "string", "description": "ISO-8601 time; only items at or after it."},

@@ -30,7 +30,10 @@ def _print_report(report: IntegrityReport, title: str) -> None:
         + (", search index" if report.search_index_checked else "")
     )
     if report.fallback_summaries:
-        out.print(f"{report.fallback_summaries} summaries were made by truncation (no summarizer answered)")
+        out.print(
+            f"{report.fallback_summaries} summaries were made by truncation (no summarizer answered); "
+            "--plan shows how to re-make them with the current summarizer"
+        )
     if report.ok:
         out.print("[green]no problems found[/]")
         return
@@ -78,6 +81,7 @@ async def doctor_command(
             outcome = await engine.repair_integrity(plan)
             final = await engine.check_integrity(conversation)
             result["applied"] = [r.to_dict() for r in outcome.applied]
+            result["skipped"] = [r.to_dict() for r in outcome.skipped]
             result["after"] = final.to_dict()
     if as_json:
         emit_json(result)
@@ -87,6 +91,11 @@ async def doctor_command(
             _print_plan(plan)
         if final is not report:
             stdout().print(f"applied {len(result['applied'])} repairs")
+            if result["skipped"]:
+                stdout().print(
+                    f"{len(result['skipped'])} repairs changed nothing (no longer needed, or the summarizer "
+                    "gave no proper summary)"
+                )
             _print_report(final, "Check after the repairs")
     if not final.ok:
         sys.exit(PROBLEMS_FOUND)

@@ -29,12 +29,18 @@ def _print(text: str) -> None:
 @click.argument("pattern")
 @click.option(
     "--mode",
-    type=click.Choice(["regex", "full_text"]),
+    type=click.Choice(["regex", "full_text", "semantic", "hybrid"]),
     default="regex",
     show_default=True,
-    help='RE2 regular expression, or words / "phrases" / prefix* / OR.',
+    help='RE2 regular expression; words / "phrases" / prefix* / OR; or messages by meaning (semantic, hybrid).',
 )
-@click.option("--scope", type=click.Choice(["messages", "summaries", "both"]), default="both", show_default=True)
+@click.option(
+    "--scope",
+    type=click.Choice(["messages", "summaries", "both", "files"]),
+    default="both",
+    show_default=True,
+    help="files: the lines of stored large files (text only).",
+)
 @_conversation
 @click.option("--since", metavar="TIME", help="Only items at or after this ISO-8601 time.")
 @click.option("--before", metavar="TIME", help="Only items before this ISO-8601 time.")
@@ -55,7 +61,7 @@ async def grep_command(
     sort: str,
     as_json: bool,
 ) -> None:
-    """Search stored messages and summaries for PATTERN (the whole history, newest first)."""
+    """Search stored messages and summaries (or files, with --scope files) for PATTERN, the whole history."""
     async with await open_engine(state) as engine:
         result = await engine.grep(
             pattern,

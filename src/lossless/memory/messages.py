@@ -97,13 +97,10 @@ class MessageSearch:
         if mode == "semantic":
             return [MessageHit(m, c, s) for m, c, s in hits[:limit]]
         fused = reciprocal_rank_fusion([m for m, _, _ in hits], list(fulltext))
-        out: list[MessageHit] = []
-        for message_id, score in fused[:limit]:
-            conversation = owner.get(message_id)
-            if conversation is None:
-                found = await self.store.get_messages_by_id([message_id])
-                if not found or found[0].conversation_id not in conversation_ids:
-                    continue  # a full-text id outside the permitted conversations is ignored
-                conversation = found[0].conversation_id
-            out.append(MessageHit(message_id, conversation, score))
-        return out
+        unknown = [m for m, _ in fused if m not in owner]
+        if unknown:  # full-text ids the vectors did not rank: one lookup for all of them
+            permitted = set(conversation_ids)
+            found = await self.store.get_messages_by_id(unknown)
+            owner.update((m.id, m.conversation_id) for m in found if m.conversation_id in permitted)
+        # a full-text id outside the permitted conversations is ignored
+        return [MessageHit(m, owner[m], score) for m, score in fused if m in owner][:limit]

@@ -1,11 +1,14 @@
 """Retrieval: finding and reading back what compaction summarised away (grep, describe, expand, expand_query).
 
 Submodules: :mod:`~lossless.retrieval.query` (safe query parsing),
-:mod:`~lossless.retrieval.grep`, :mod:`~lossless.retrieval.dag` (describe,
-expand), :mod:`~lossless.retrieval.access` (callers, reach, grants),
+:mod:`~lossless.retrieval.grep` (messages and summaries),
+:mod:`~lossless.retrieval.files` (the lines of stored large files),
+:mod:`~lossless.retrieval.semantic` (messages by meaning, through a port),
+:mod:`~lossless.retrieval.dag` (describe, expand),
+:mod:`~lossless.retrieval.access` (callers, reach, grants),
 :mod:`~lossless.retrieval.service` (the caller-aware facade) and
 :mod:`~lossless.retrieval.expansion` (expand_query and its sub-agent runners).
-All are core: no I/O beyond the Store port.
+All are core: no I/O beyond the Store port and the callables and ports they are given.
 """
 
 from __future__ import annotations

@@ -1,5 +1,10 @@
 """Searching the whole stored history: regex (linear time) and safe full-text, over messages and summaries.
 
+This module runs ``regex`` and ``full_text`` searches of messages and summaries;
+:mod:`~lossless.retrieval.files` searches stored large files (``scope="files"``)
+and :mod:`~lossless.retrieval.semantic` runs ``semantic`` / ``hybrid`` searches;
+:class:`~lossless.retrieval.service.Retriever` picks the one the options ask for.
+
 Invariants:
 
 * **Whole history, no silent cap.**  Candidates are read page after page until
@@ -39,10 +44,23 @@ from lossless.retrieval.query import (
     trigram_expression,
 )
 
-__all__ = ["MAX_OUTPUT_CHARS", "SNIPPET_CHARS", "GrepHit", "GrepOptions", "GrepResult", "compile_regex", "grep"]
+__all__ = [
+    "MAX_OUTPUT_CHARS",
+    "SEMANTIC_MODES",
+    "SNIPPET_CHARS",
+    "GrepHit",
+    "GrepOptions",
+    "GrepResult",
+    "compile_regex",
+    "grep",
+    "no_matches",
+    "snippet",
+]
 
-Mode = Literal["regex", "full_text"]
-Scope = Literal["messages", "summaries", "both"]
+Mode = Literal["regex", "full_text", "semantic", "hybrid"]
+Scope = Literal["messages", "summaries", "both", "files"]
+#: The modes that search by meaning (messages only; see :mod:`lossless.retrieval.semantic`).
+SEMANTIC_MODES = ("semantic", "hybrid")
 Sort = Literal["recency", "relevance"]
 
 MAX_OUTPUT_CHARS = 40_000
@@ -73,10 +91,15 @@ class GrepOptions:
             raise InputError(f"pattern must be a non-empty string, got {self.pattern!r}")
         if len(self.pattern) > MAX_PATTERN_CHARS:
             raise InputError(f"pattern is {len(self.pattern):,} characters; the most is {MAX_PATTERN_CHARS:,}")
-        if self.mode not in ("regex", "full_text"):
-            raise InputError(f"mode must be 'regex' or 'full_text', got {self.mode!r}")
-        if self.scope not in ("messages", "summaries", "both"):
-            raise InputError(f"scope must be 'messages', 'summaries' or 'both', got {self.scope!r}")
+        if self.mode not in ("regex", "full_text", *SEMANTIC_MODES):
+            raise InputError(f"mode must be 'regex', 'full_text', 'semantic' or 'hybrid', got {self.mode!r}")
+        if self.scope not in ("messages", "summaries", "both", "files"):
+            raise InputError(f"scope must be 'messages', 'summaries', 'both' or 'files', got {self.scope!r}")
+        if self.mode in SEMANTIC_MODES and self.scope in ("summaries", "files"):
+            raise InputError(
+                f"mode={self.mode!r} searches messages by meaning; use scope='messages' (or 'both'), "
+                f"or mode='full_text' / 'regex' to search {self.scope}"
+            )
         if self.sort not in ("recency", "relevance"):
             raise InputError(f"sort must be 'recency' or 'relevance', got {self.sort!r}")
         if type(self.limit) is not int or not 1 <= self.limit <= MAX_LIMIT:
@@ -93,9 +116,14 @@ class GrepOptions:
 
 @dataclass(frozen=True, slots=True)
 class GrepHit:
-    """One match: where it is, when, and a snippet around it."""
+    """One match: where it is, when, and a snippet around it.
 
-    scope: Literal["messages", "summaries"]
+    A file match (``scope="files"``) is one line of a stored file: ``ref`` is the file id, ``line``
+    the 1-based line number and ``name`` the file's name.  ``score`` is the similarity of a
+    semantic or hybrid match.
+    """
+
+    scope: Literal["messages", "summaries", "files"]
     ref: int | str
     conversation_id: int
     created_at: datetime
@@ -104,20 +132,30 @@ class GrepHit:
     kind: str | None = None
     depth: int | None = None
     rank: float | None = None
+    line: int | None = None
+    name: str | None = None
+    score: float | None = None
 
     @property
     def citation(self) -> str:
         return f"[msg#{self.ref}]" if self.scope == "messages" else f"[{self.ref}]"
 
     def render(self) -> str:
-        what = self.role if self.scope == "messages" else f"{self.kind} summary, depth {self.depth}"
         stamp = format_timestamp(self.created_at)[:19].replace("T", " ")
+        if self.scope == "files":
+            return (
+                f"- {self.citation} line {self.line} · {self.name or '(unnamed)'} · conversation "
+                f"{self.conversation_id} · {stamp}\n  {self.snippet}"
+            )
+        what = self.role if self.scope == "messages" else f"{self.kind} summary, depth {self.depth}"
+        if self.score is not None:
+            what = f"{what} · score {self.score:.3f}"
         return f"- {self.citation} conversation {self.conversation_id} · {stamp} · {what}\n  {self.snippet}"
 
     def to_dict(self) -> dict[str, JSONValue]:
-        return {
+        out: dict[str, JSONValue] = {
             "citation": self.citation,
-            "type": "message" if self.scope == "messages" else "summary",
+            "type": {"messages": "message", "summaries": "summary", "files": "file"}[self.scope],
             "id": self.ref,
             "conversation_id": self.conversation_id,
             "created_at": format_timestamp(self.created_at),
@@ -126,6 +164,11 @@ class GrepHit:
             "depth": self.depth,
             "snippet": self.snippet,
         }
+        if self.scope == "files":
+            out |= {"line": self.line, "name": self.name}
+        if self.score is not None:
+            out["score"] = round(self.score, 6)
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,9 +186,10 @@ class GrepResult:
         """Markdown for an agent: a header line, one entry per hit, capped at ``max_chars``."""
         if self.message is not None and not self.hits:
             return self.message
+        order = "best match" if self.options.mode in SEMANTIC_MODES else self.options.sort
         head = (
             f"{len(self.hits)} match{'es' if len(self.hits) != 1 else ''} for {self.options.mode} "
-            f"{self.options.pattern!r} in {self.options.scope} ({self.options.sort} first)"
+            f"{self.options.pattern!r} in {self.options.scope} ({order} first)"
         )
         lines = [head]
         used = len(head) + 1
@@ -200,7 +244,7 @@ def compile_regex(pattern: str) -> tuple[Any, str | None]:
         )
 
 
-def _snippet(text: str, start: int, end: int) -> str:
+def snippet(text: str, start: int, end: int) -> str:
     """About SNIPPET_CHARS characters of ``text`` around ``start``…``end``, on one line."""
     width = SNIPPET_CHARS
     span = max(0, min(end, start + width) - start)
@@ -307,7 +351,7 @@ async def _search_scope(
                     ref=row.ref,
                     conversation_id=row.conversation_id,
                     created_at=row.created_at,
-                    snippet=_snippet(row.content, *span),
+                    snippet=snippet(row.content, *span),
                     role=row.role,
                     kind=row.kind,
                     depth=row.depth,
@@ -323,7 +367,15 @@ async def _search_scope(
 
 
 async def grep(store: Store, options: GrepOptions, conversation_ids: tuple[int, ...]) -> GrepResult:
-    """Search ``conversation_ids`` (already checked against the caller's reach) as ``options`` say."""
+    """Search ``conversation_ids`` (already checked against the caller's reach) as ``options`` say.
+
+    Only regex and full-text searches of messages and summaries run here (see the module docstring).
+    """
+    if options.scope == "files" or options.mode in SEMANTIC_MODES:
+        raise InputError(
+            f"mode={options.mode!r} / scope={options.scope!r} needs file contents or an embedder: "
+            "search through a Retriever (or the engine)"
+        )
     plan = _plan(options)
     if isinstance(plan, str):
         return GrepResult(options, message=plan, conversations=len(conversation_ids))
@@ -349,21 +401,24 @@ async def grep(store: Store, options: GrepOptions, conversation_ids: tuple[int, 
     if not found:
         return GrepResult(
             options,
-            message=_no_matches(options, len(conversation_ids)),
+            message=no_matches(options, len(conversation_ids)),
             conversations=len(conversation_ids),
         )
     return GrepResult(options, tuple(found), conversations=len(conversation_ids), more=more, notes=notes)
 
 
-def _no_matches(options: GrepOptions, conversations: int) -> str:
+def no_matches(options: GrepOptions, conversations: int) -> str:
+    """The "no matches" message, with what to try instead."""
     where = f"{conversations} conversation{'s' if conversations != 1 else ''}"
     tips = []
     if options.mode == "regex":
         tips.append("mode='full_text' for word search (stems words: deploy finds deployed)")
-    else:
+    elif options.mode == "full_text":
         tips.append("fewer or shorter words, prefix* search, or mode='regex' for exact text")
-    if options.scope != "both":
-        tips.append("scope='both'")
+    else:
+        tips.append("other words for what you mean, or mode='full_text' / 'regex' to search summaries and files")
+    if options.scope != "both" and options.mode not in SEMANTIC_MODES:
+        tips.append("scope='both'" if options.scope == "files" else "scope='both' or scope='files'")
     if options.since is not None or options.before is not None:
         tips.append("a wider since/before range")
     tips.append("all_conversations=true to search every conversation of this agent")

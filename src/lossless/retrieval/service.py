@@ -8,8 +8,10 @@ Invariants:
 * Under a grant, what ``expand`` returns is charged to the grant, and a call
   never returns more than the grant has left; a revoked or expired grant
   stops every tool at its next call.
-* No I/O beyond the :class:`~lossless.ports.Store` port and the ``read_file``
-  callable it is given (the engine supplies one that reads the blob store).
+* No I/O beyond the :class:`~lossless.ports.Store` port, the ``read_file``
+  callable it is given (the engine supplies one that reads the blob store) and
+  the ``semantic`` search port (the engine supplies the memory layer's
+  :class:`~lossless.memory.messages.MessageSearch`, built on first use).
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ from lossless.retrieval.dag import (
     expand,
     validate_expand_options,
 )
-from lossless.retrieval.grep import GrepOptions, GrepResult, grep
+from lossless.retrieval.files import grep_files
+from lossless.retrieval.grep import SEMANTIC_MODES, GrepOptions, GrepResult, grep
+from lossless.retrieval.semantic import SemanticSearch, grep_semantic
 
 __all__ = ["FileView", "Retriever"]
 
@@ -75,10 +79,24 @@ class Retriever:
         *,
         read_file: Callable[[LargeFile], Awaitable[bytes]] | None = None,
         clock: Callable[[], datetime] = utcnow,
+        semantic: Callable[[], SemanticSearch] | None = None,
     ) -> None:
         self.store = store
         self._read_file = read_file
         self._clock = clock
+        self._make_semantic = semantic
+        self._semantic: SemanticSearch | None = None
+
+    def semantic_search(self) -> SemanticSearch:
+        """The semantic search port, made by the ``semantic`` factory on first use (then kept: it caches)."""
+        if self._semantic is None:
+            if self._make_semantic is None:
+                raise InputError(
+                    "semantic and hybrid search need an embedder, and this retriever has none; "
+                    "use mode='full_text' or 'regex'"
+                )
+            self._semantic = self._make_semantic()
+        return self._semantic
 
     async def reach(
         self, caller: Caller, *, conversation_id: int | None = None, all_conversations: bool = False
@@ -111,6 +129,10 @@ class Retriever:
         all_conversations: bool = False,
     ) -> GrepResult:
         reach = await self.reach(caller, conversation_id=conversation_id, all_conversations=all_conversations)
+        if options.scope == "files":
+            return await grep_files(self.store, options, reach.conversation_ids, self._read_file)
+        if options.mode in SEMANTIC_MODES:
+            return await grep_semantic(self.store, options, reach.conversation_ids, self.semantic_search())
         return await grep(self.store, options, reach.conversation_ids)
 
     # -- describe

@@ -45,7 +45,7 @@ import anyio.to_thread
 
 from lossless.errors import ConflictError, InputError, SchemaError, StoreError
 from lossless.records import format_timestamp, utcnow
-from lossless.stores.sqlite.index import SearchIndex
+from lossless.stores.sqlite.index import Rewritten, SearchIndex
 from lossless.stores.sqlite.schema import MIGRATIONS
 
 __all__ = ["Database"]
@@ -279,6 +279,32 @@ class Database:
                 self._written()
             finally:
                 _CURRENT.reset(token)
+
+    async def rewrite(self, source: str, fn: Callable[[sqlite3.Connection], list[Rewritten]]) -> list[Rewritten]:
+        """Run ``fn`` as one write that changes indexed rows of ``source`` in place; the index follows.
+
+        ``fn`` returns ``(key, content before, content after)`` for each row it changed.  The index's
+        write lock is held from before the write until the index agrees (see :mod:`.index`); if the
+        index cannot be updated after the write committed, it is rebuilt.
+        """
+        if self._own_transaction() is not None:
+            raise InputError("rows cannot be rewritten inside atomic(); nothing was written")
+        index = self.index
+        if index is None:
+            return await self.write(fn)
+        lock = await anyio.to_thread.run_sync(index.lock_for_rewrite)
+        try:
+            changed = await self.write(fn)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(index.finish_rewrite, lock, source, [])
+            raise
+        with anyio.CancelScope(shield=True):
+            try:
+                await anyio.to_thread.run_sync(index.finish_rewrite, lock, source, changed)
+            except sqlite3.Error:
+                await anyio.to_thread.run_sync(index.rebuild)  # the index is derived: start it over
+        return changed
 
     async def wait_indexed(self) -> None:
         """Wait until the search index covers everything committed so far (tests, benchmarks, tools)."""

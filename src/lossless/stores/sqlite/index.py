@@ -28,6 +28,13 @@ Invariants:
   the main file does not have (e.g. after restoring an older backup).
 * Several processes may index the same store: each batch re-reads the
   watermark inside the index's write transaction, so no row is indexed twice.
+* **Rows changed in place** (only a summary's text, by the explicit
+  ``remake_summary`` repair) are re-indexed under the index's write lock, taken
+  *before* the main file is written and held until the index agrees
+  (:meth:`SearchIndex.lock_for_rewrite`, :meth:`SearchIndex.finish_rewrite`):
+  the indexer cannot index the new text meanwhile, so a row at or below the
+  watermark holds exactly the old text, which is removed before the new text
+  goes in.
 * **Writers first.**  Indexing starts once this process's writes pause for
   25 ms, or at once when 10,000 rows are waiting, so a burst of ingest is not
   slowed by indexing while the number of rows a search must scan stays bounded.
@@ -44,7 +51,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["INDEX_VERSION", "SOURCES", "Forgotten", "SearchIndex", "index_path_for"]
+__all__ = ["INDEX_VERSION", "SOURCES", "Forgotten", "Rewritten", "SearchIndex", "index_path_for"]
 
 log = logging.getLogger("lossless.index")
 
@@ -71,6 +78,8 @@ SOURCES = (Source("messages", "messages", "message_id"), Source("summaries", "su
 
 #: Rows deleted from the main file, by source name: ``(key, the content that was indexed)``.
 Forgotten = dict[str, list[tuple[int, str]]]
+#: A row whose content changed in place: ``(key, content before, content after)``.
+Rewritten = tuple[int, str, str]
 
 
 def index_path_for(main: Path) -> Path:
@@ -213,6 +222,46 @@ class SearchIndex:
                 raise
         finally:
             index.close()
+
+    def lock_for_rewrite(self) -> sqlite3.Connection:
+        """Take the index's write lock before rows change in place (see the module docstring).  Blocking.
+
+        Hand the connection to :meth:`finish_rewrite` (it may be used from another thread).
+        """
+        conn = sqlite3.connect(self.path, isolation_level=None, timeout=self._timeout, check_same_thread=False)
+        try:
+            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+            conn.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def finish_rewrite(self, conn: sqlite3.Connection, source_name: str, rows: list[Rewritten]) -> None:
+        """Replace the indexed text of ``rows`` (committed in the main file), then release the lock.  Blocking.
+
+        A row above the watermark was never indexed: the indexer will index its new text.  With no
+        ``rows`` (the main write failed) this only releases the lock.
+        """
+        try:
+            mark = conn.execute("SELECT watermark FROM index_state WHERE source = ?", (source_name,)).fetchone()
+            indexed = [row for row in rows if mark is not None and row[0] <= mark[0]]
+            for suffix in ("fts", "trigram"):
+                table = f"{source_name}_{suffix}"
+                conn.executemany(
+                    f"INSERT INTO {table}({table}, rowid, content) VALUES ('delete', ?, ?)",
+                    [(key, old) for key, old, _ in indexed],
+                )
+                conn.executemany(
+                    f"INSERT INTO {table}(rowid, content) VALUES (?, ?)", [(key, new) for key, _, new in indexed]
+                )
+            conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise
+        finally:
+            conn.close()
 
     # -- the background thread
 

@@ -3,8 +3,11 @@
 Every function runs inside the store's reader or writer thread on a connection it is given, within
 the caller's transaction.  Invariants:
 
-* **Canonical rows are never touched here.**  Repairs write only context items (a pointer list)
-  and, through :meth:`SearchIndex.rebuild`, the disposable index file.
+* **Canonical rows are never touched here**, with one explicit exception: the ``remake_summary``
+  repair gives a truncation-fallback summary a summarizer's text (:func:`rewrite_summary`: its
+  text and provenance columns, and the token counts above it; never its id, lineage or times).
+  Other repairs write only context items (a pointer list) and, through
+  :meth:`SearchIndex.rebuild`, the disposable index file.
 * A restored context item goes where the message belongs by ``seq``: before the first context
   item that covers a later message of the conversation, so the active context stays in order.
 * Reads of the index use the reader connection's ``idx`` attachment, in one snapshot with the
@@ -23,7 +26,9 @@ from datetime import datetime
 
 from lossless.errors import InputError
 from lossless.ports import IndexDiscrepancy, PruneCandidate
-from lossless.stores.sqlite.index import SOURCES, Forgotten
+from lossless.records import Summary
+from lossless.stores.rows import dump_json
+from lossless.stores.sqlite.index import SOURCES, Forgotten, Rewritten
 
 __all__ = [
     "archived_before",
@@ -32,6 +37,7 @@ __all__ = [
     "index_discrepancies",
     "prune_candidate",
     "restore_context_item",
+    "rewrite_summary",
 ]
 
 
@@ -162,6 +168,42 @@ def drop_context_item(conn: sqlite3.Connection, conversation_id: int, ordinal: i
         return False
     conn.execute("DELETE FROM context_items WHERE conversation_id = ? AND ordinal = ?", (conversation_id, ordinal))
     return True
+
+
+def rewrite_summary(conn: sqlite3.Connection, summary: Summary, replaces: str) -> list[Rewritten]:
+    """Store ``summary``'s new text if the stored one is still ``replaces`` (see ``Store.rewrite_summary``).
+
+    Returns the index row to re-index, ``[(summary_rowid, old content, new content)]``, or ``[]``.
+    """
+    row = conn.execute(
+        "SELECT summary_rowid, content, token_count FROM summaries WHERE summary_id = ?", (summary.id,)
+    ).fetchone()
+    if row is None or row[1] != replaces:
+        return []
+    conn.execute(
+        "UPDATE summaries SET content = ?, token_count = ?, file_ids = ?, level = ?, provider = ?, model = ?, "
+        "reason = ? WHERE summary_id = ?",
+        (
+            summary.content,
+            summary.token_count,
+            dump_json(list(summary.file_ids)),
+            summary.level,
+            summary.provider,
+            summary.model,
+            summary.reason,
+            summary.id,
+        ),
+    )
+    delta = summary.token_count - row[2]
+    if delta:
+        conn.execute(
+            "WITH RECURSIVE above(sid) AS (SELECT summary_id FROM summary_parents WHERE parent_summary_id = ?1 "
+            "UNION SELECT sp.summary_id FROM summary_parents sp JOIN above a ON sp.parent_summary_id = a.sid) "
+            "UPDATE summaries SET descendant_token_count = descendant_token_count + ?2 "
+            "WHERE summary_id IN (SELECT sid FROM above)",
+            (summary.id, delta),
+        )
+    return [(row[0], row[1], summary.content)]
 
 
 # ---------------------------------------------------------------- retention

@@ -645,6 +645,10 @@ class SQLiteStore:
     async def drop_context_item(self, conversation_id: int, ordinal: int) -> bool:
         return await self._db.write(lambda conn: maintenance.drop_context_item(conn, conversation_id, ordinal))
 
+    async def rewrite_summary(self, summary: Summary, *, replaces: str) -> bool:
+        changed = await self._db.rewrite("summaries", lambda conn: maintenance.rewrite_summary(conn, summary, replaces))
+        return bool(changed)
+
     # ------------------------------------------------------------ retention (RetentionStore)
 
     async def archived_before(self, agent_id: str, before: datetime) -> list[int]:
