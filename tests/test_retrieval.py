@@ -14,7 +14,7 @@ from lossless.errors import InputError, NotFoundError
 from lossless.retrieval import Caller, GrepOptions, Retriever
 from lossless.retrieval.dag import SummaryDescription
 from lossless.retrieval.grep import MAX_OUTPUT_CHARS
-from lossless.retrieval.query import parse_full_text, required_literals, trigram_expression
+from lossless.retrieval.query import ignores_case, parse_full_text, required_literals, trigram_expression
 
 from .conftest import BACKENDS, backend_url
 
@@ -385,3 +385,27 @@ async def test_prefilter_never_hides_a_match(engine: ContextEngine) -> None:
     for pattern in ["cafe\u0301 au", "(?i)STRASSE|Straße", "(?i)σίσυφος", "Straße", "ΣΊΣΥΦΟΣ"]:
         found = await retriever.grep(caller(), GrepOptions(pattern, scope="messages"))
         assert len(found.hits) == 1, pattern
+
+
+@pytest.mark.parametrize(
+    ("pattern", "insensitive"),
+    [("Traceback", False), ("(?i)traceback", True), ("a(?i:b)c", True), ("(?s)a.b", False), ("(?is)x", True)],
+)
+def test_ignores_case(pattern: str, insensitive: bool) -> None:
+    assert ignores_case(pattern) is insensitive
+
+
+async def test_exact_fragments_with_like_wildcards_and_nul_find_only_themselves(engine: ContextEngine) -> None:
+    texts = ["progress 100%_done\\ok", "progress 100xydone\\ok", "nul\x00byte here", "nulXbyte here"]
+    await engine.ingest_batch("s1", [Message.user(t) for t in texts], session_key="key-s1")
+    await engine.store.wait_indexed()
+    retriever = Retriever(engine.store)
+    cases = [
+        (r"100%_done\\ok", [texts[0]]),
+        ("nul\x00byte", [texts[2]]),
+        (r"(?i)NUL\x00BYTE", [texts[2]]),
+        ("byte here", [texts[3], texts[2]]),  # text after a NUL is searchable too (newest first)
+    ]
+    for pattern, expected in cases:
+        found = await retriever.grep(caller(), GrepOptions(pattern, scope="messages"))
+        assert [h.snippet for h in found.hits] == expected, pattern

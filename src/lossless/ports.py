@@ -120,7 +120,11 @@ class SearchRequest:
     """A page of a search over one table (``scope``), limited to ``conversation_ids``.
 
     ``words`` is an FTS5 expression for the word index (porter, unicode61);
-    ``trigrams`` one for the trigram index (substring pre-filter).  ``since`` is
+    ``trigrams`` one for the trigram index (substring pre-filter, case-insensitive).
+    ``literals``, when given, are substrings every match contains exactly as
+    written (a case-sensitive regex's required fragments): a backend may
+    pre-filter with them instead of ``trigrams`` (PostgreSQL does: ``LIKE`` on
+    its trigram index); either way the caller re-checks every row.  ``since`` is
     inclusive, ``before`` exclusive (a summary is in range when the time span of
     what it covers overlaps it).
     """
@@ -129,6 +133,7 @@ class SearchRequest:
     conversation_ids: tuple[int, ...]
     words: str | None = None
     trigrams: str | None = None
+    literals: tuple[str, ...] = ()
     since: datetime | None = None
     before: datetime | None = None
     order: Literal["recency", "relevance"] = "recency"

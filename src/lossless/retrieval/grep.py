@@ -39,6 +39,7 @@ from lossless.records import JSONValue, format_timestamp
 from lossless.retrieval.query import (
     FullTextQuery,
     QuerySyntax,
+    ignores_case,
     parse_full_text,
     required_literals,
     trigram_expression,
@@ -286,6 +287,7 @@ def _term_locator(query: FullTextQuery, exact: bool) -> Matcher:
 class _Plan:
     words: str | None = None
     trigrams: str | None = None
+    literals: tuple[str, ...] = ()
     matcher: Matcher | None = None
     exact: bool = True  # whether candidate rows still need the matcher to decide
 
@@ -295,7 +297,12 @@ def _plan(options: GrepOptions) -> _Plan | str:
         compiled, problem = compile_regex(options.pattern)
         if problem is not None:
             return problem
-        return _Plan(trigrams=trigram_expression(required_literals(options.pattern)), matcher=_regex_matcher(compiled))
+        fragments = required_literals(options.pattern)
+        return _Plan(
+            trigrams=trigram_expression(fragments),
+            literals=() if ignores_case(options.pattern) else tuple(f for f in fragments if len(f) >= 3),
+            matcher=_regex_matcher(compiled),
+        )
     parsed = parse_full_text(options.pattern)
     if isinstance(parsed, QuerySyntax):
         return parsed.message
@@ -328,6 +335,7 @@ async def _search_scope(
             conversation_ids=conversation_ids,
             words=plan.words,
             trigrams=plan.trigrams,
+            literals=plan.literals,
             since=options.since,
             before=options.before,
             order="relevance" if relevance else "recency",

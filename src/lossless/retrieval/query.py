@@ -27,6 +27,7 @@ __all__ = [
     "QuerySyntax",
     "Term",
     "has_cjk",
+    "ignores_case",
     "parse_full_text",
     "required_literals",
     "trigram_expression",
@@ -296,7 +297,20 @@ def _next_atom(pattern: str, i: int) -> tuple[str | None, int]:
         if nxt in "pPx" and i + 2 < n and pattern[i + 2] == "{":  # \p{Greek}, \x{263a}
             end = pattern.find("}", i + 2)
             return None, n if end < 0 else end + 1
-        return None, i + 2  # \d, \w, \b, \x41, \Q …: not a plain literal
+        if nxt == "x":  # \x41: exactly two hex digits (anything else is not a literal we can read)
+            digits = pattern[i + 2 : i + 4]
+            if len(digits) == 2 and all(c in "0123456789abcdefABCDEF" for c in digits):
+                return chr(int(digits, 16)), i + 4
+            return None, min(n, i + 4)
+        if nxt in "01234567":  # \0, \12, \123: an octal character code of up to three digits
+            end = i + 1
+            while end < n and end < i + 4 and pattern[end] in "01234567":
+                end += 1
+            return chr(int(pattern[i + 1 : end], 8)), end
+        if nxt == "Q":  # \Q…\E quotes text: skip all of it (it ends the fragment)
+            end = pattern.find("\\E", i + 2)
+            return None, n if end < 0 else end + 2
+        return None, i + 2  # \d, \w, \b, \C …: not a plain literal
     if ch == "[":
         return None, _skip_class(pattern, i)
     if ch == "(":
@@ -304,6 +318,18 @@ def _next_atom(pattern: str, i: int) -> tuple[str | None, int]:
     if ch in _META:
         return None, i + 1
     return ch, i + 1
+
+
+_FLAGS = re.compile(r"\(\?[a-zA-Z]*i[a-zA-Z]*[:)]")
+
+
+def ignores_case(pattern: str) -> bool:
+    """Whether any part of ``pattern`` matches case-insensitively (an ``(?i)`` or ``(?i:…)`` flag).
+
+    Errs towards True (a flag-like text inside a class or after a backslash counts too): then the
+    caller just pre-filters case-insensitively, which is never wrong.
+    """
+    return _FLAGS.search(pattern) is not None
 
 
 def trigram_expression(fragments: Sequence[str]) -> str | None:

@@ -298,6 +298,11 @@ def _shape(scope: Literal["messages", "summaries"]) -> tuple[str, str, str, str,
     )
 
 
+def like_escape(text: str) -> str:
+    """``text`` as a LIKE pattern that matches exactly it (``\\`` is LIKE's default escape)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
 def _row(scope: Literal["messages", "summaries"], values: Sequence[Any], rank: float | None) -> SearchRow:
     return SearchRow(
         scope=scope,
@@ -323,7 +328,13 @@ async def _search(conn: Connection, request: SearchRequest) -> list[SearchRow]:
     if request.before is not None:
         clauses.append(f"{time_to} < %s")
         params.append(aware(request.before))
-    if request.trigrams is not None:
+    if request.literals:
+        # Exact, case-sensitive fragments: LIKE is answered by the pg_trgm index and re-checked by a
+        # byte comparison, far cheaper than the case-insensitive regular expressions below.
+        for literal in request.literals:
+            clauses.append("t.content LIKE %s")
+            params.append("%" + like_escape(literal) + "%")
+    elif request.trigrams is not None:
         for fragment in parse_trigrams(request.trigrams):
             regex = fragment_regex(fragment)
             clauses.append("false" if regex is None else "t.content ~ %s")

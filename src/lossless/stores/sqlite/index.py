@@ -22,6 +22,11 @@ Invariants:
   ``*_fts`` use ``porter unicode61`` (word search); ``*_trigram`` use the
   trigram tokenizer with ``detail=none`` (substring search for CJK text and
   regex pre-filtering), about a fifth of the size of a full-detail index.
+* **NUL does not end the text.**  SQLite's trigram tokenizer stops at U+0000,
+  which would hide everything after one from the substring pre-filter, so the
+  trigram tables index the text with NUL replaced by a space (:func:`trigram_text`;
+  the same mapping on every insert and delete).  A query's trigrams never hold
+  NUL, so the pre-filter stays a superset of the true matches.
 * **Disposable.**  The file can be deleted at any time; it is rebuilt from the
   main file.  It is also rebuilt (in a transaction, safe with other processes)
   when it belongs to another store, has another layout version, or claims rows
@@ -55,7 +60,22 @@ __all__ = ["INDEX_VERSION", "SOURCES", "Forgotten", "Rewritten", "SearchIndex", 
 
 log = logging.getLogger("lossless.index")
 
-INDEX_VERSION = 1
+#: What the trigram tables index for a text: NUL (where SQLite's trigram tokenizer would stop) as a
+#: space.  SQL's own text functions stop at NUL too, so the test is on the bytes and the replacement
+#: is a Python function (called only for the rare text that holds a NUL).
+_TRIGRAM_TEXT_SQL = "CASE WHEN instr(CAST(content AS BLOB), x'00') > 0 THEN lcm_trigram_text(content) ELSE content END"
+
+
+def trigram_text(text: str) -> str:
+    """The text the trigram tables index for ``text`` (what ``_TRIGRAM_TEXT_SQL`` computes)."""
+    return text.replace("\x00", " ")
+
+
+def _trigram_text_sql(value: str | bytes | None) -> str | bytes | None:
+    return trigram_text(value) if isinstance(value, str) else value
+
+
+INDEX_VERSION = 2  # 2: NUL is indexed as a space in the trigram tables
 _BATCH = 256
 _CHECKPOINT_BYTES = 8 * 1024 * 1024
 #: The indexer waits for this long a pause in this process's writes before it starts …
@@ -140,6 +160,7 @@ class SearchIndex:
         )
         conn.execute(f"PRAGMA synchronous = {self._synchronous}")
         conn.execute("ATTACH DATABASE ? AS src", (f"{self.main_path.resolve().as_uri()}?mode=ro",))
+        conn.create_function("lcm_trigram_text", 1, _trigram_text_sql, deterministic=True)
         return conn
 
     # -- set-up
@@ -214,7 +235,8 @@ class SearchIndex:
                     for suffix in ("fts", "trigram"):
                         table = f"{source.name}_{suffix}"
                         index.executemany(
-                            f"INSERT INTO {table}({table}, rowid, content) VALUES ('delete', ?, ?)", indexed
+                            f"INSERT INTO {table}({table}, rowid, content) VALUES ('delete', ?, ?)",
+                            indexed if suffix == "fts" else [(key, trigram_text(text)) for key, text in indexed],
                         )
                 index.execute("COMMIT")
             except BaseException:
@@ -248,12 +270,14 @@ class SearchIndex:
             indexed = [row for row in rows if mark is not None and row[0] <= mark[0]]
             for suffix in ("fts", "trigram"):
                 table = f"{source_name}_{suffix}"
+                shown = (lambda text: text) if suffix == "fts" else trigram_text
                 conn.executemany(
                     f"INSERT INTO {table}({table}, rowid, content) VALUES ('delete', ?, ?)",
-                    [(key, old) for key, old, _ in indexed],
+                    [(key, shown(old)) for key, old, _ in indexed],
                 )
                 conn.executemany(
-                    f"INSERT INTO {table}(rowid, content) VALUES (?, ?)", [(key, new) for key, _, new in indexed]
+                    f"INSERT INTO {table}(rowid, content) VALUES (?, ?)",
+                    [(key, shown(new)) for key, _, new in indexed],
                 )
             conn.execute("COMMIT")
         except BaseException:
@@ -359,8 +383,9 @@ class SearchIndex:
                 ).fetchone()
                 if top[0] is not None:
                     for suffix in ("fts", "trigram"):
+                        text = "content" if suffix == "fts" else _TRIGRAM_TEXT_SQL
                         conn.execute(
-                            f"INSERT INTO {source.name}_{suffix}(rowid, content) SELECT {source.key}, content "
+                            f"INSERT INTO {source.name}_{suffix}(rowid, content) SELECT {source.key}, {text} "
                             f"FROM src.{source.table} WHERE {source.key} > ? AND {source.key} <= ?",
                             (mark, top[0]),
                         )
