@@ -16,12 +16,16 @@ Invariants:
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
+from lossless.errors import InputError
 from lossless.records import (
     AgentPart,
     CompactionPart,
+    ContextEntry,
     FilePart,
+    Message,
     Part,
     PatchPart,
     ReasoningPart,
@@ -30,11 +34,12 @@ from lossless.records import (
     StepFinishPart,
     StepStartPart,
     SubtaskPart,
+    Summary,
     TextPart,
     ToolPart,
 )
 
-__all__ = ["PART_COLUMNS", "dump_json", "load_json", "part_from_row", "part_to_row"]
+__all__ = ["PART_COLUMNS", "check_sources", "dump_json", "implied_parts", "load_json", "part_from_row", "part_to_row"]
 
 #: The ``message_parts`` columns written for a part, after ``message_id`` and ``ordinal``.
 PART_COLUMNS: tuple[str, ...] = (
@@ -237,3 +242,25 @@ def part_from_row(row: Any, content: str) -> Part:
     if kind == "retry":
         return RetryPart(attempt=extra.get("attempt"), error=get("tool_error"), metadata=meta)
     raise ValueError(f"unknown part type in the database: {kind!r}")
+
+
+def implied_parts(message: Message) -> bool:
+    """A message whose only part is a plain text part equal to its content needs no part row."""
+    part = message.parts[0]
+    return bool(message.content) and type(part) is TextPart and part == TextPart(message.content)
+
+
+def check_sources(summary: Summary, sources: Sequence[ContextEntry]) -> None:
+    """InputError unless ``sources`` can be the sources of ``summary`` (every backend's same rule)."""
+    if not sources:
+        raise InputError("a summary needs at least one source")
+    if summary.kind == "leaf":
+        if summary.depth != 0 or any(e.kind != "message" for e in sources):
+            raise InputError("a leaf summary (depth 0) is made of messages only")
+    elif summary.depth < 1 or any(e.kind != "summary" or e.depth != summary.depth - 1 for e in sources):
+        raise InputError(
+            f"a condensed summary of depth {summary.depth} is made of summaries of depth {summary.depth - 1}"
+        )
+    ordinals = [e.ordinal for e in sources]
+    if ordinals != sorted(set(ordinals)):
+        raise InputError("summary sources must be distinct context items in context order")

@@ -55,10 +55,8 @@ from lossless.stores.postgres.statements import (
     SUMMARY_COLUMNS,
     SUMMARY_INSERT,
     aware,
-    check_sources,
     chunks,
     conversation_from_row,
-    implied_parts,
     large_file_from_row,
     large_file_params,
     part_params,
@@ -68,7 +66,7 @@ from lossless.stores.postgres.statements import (
     table_bytes,
     with_parts,
 )
-from lossless.stores.rows import dump_json
+from lossless.stores.rows import check_sources, dump_json, implied_parts
 
 __all__ = ["CoreStatements"]
 

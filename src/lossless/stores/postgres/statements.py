@@ -35,10 +35,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from lossless.errors import InputError
 from lossless.records import (
-    ContextEntry,
     Conversation,
     LargeFile,
-    Message,
     MessageRecord,
     Part,
     Summary,
@@ -59,10 +57,8 @@ __all__ = [
     "SUMMARY_COLUMNS",
     "SUMMARY_INSERT",
     "aware",
-    "check_sources",
     "chunks",
     "conversation_from_row",
-    "implied_parts",
     "large_file_from_row",
     "large_file_params",
     "lock_conversation",
@@ -265,28 +261,6 @@ def part_params(part: Part, content: str, *, only_part: bool) -> list[Any]:
         if row[i] is not None:
             row[i] = bool(row[i])
     return row
-
-
-def implied_parts(message: Message) -> bool:
-    """A message whose only part is a plain text part equal to its content needs no part row."""
-    part = message.parts[0]
-    return bool(message.content) and type(part) is TextPart and part == TextPart(message.content)
-
-
-def check_sources(summary: Summary, sources: Sequence[ContextEntry]) -> None:
-    """InputError unless ``sources`` can be the sources of ``summary`` (the SQLite backend's same rule)."""
-    if not sources:
-        raise InputError("a summary needs at least one source")
-    if summary.kind == "leaf":
-        if summary.depth != 0 or any(e.kind != "message" for e in sources):
-            raise InputError("a leaf summary (depth 0) is made of messages only")
-    elif summary.depth < 1 or any(e.kind != "summary" or e.depth != summary.depth - 1 for e in sources):
-        raise InputError(
-            f"a condensed summary of depth {summary.depth} is made of summaries of depth {summary.depth - 1}"
-        )
-    ordinals = [e.ordinal for e in sources]
-    if ordinals != sorted(set(ordinals)):
-        raise InputError("summary sources must be distinct context items in context order")
 
 
 # ---------------------------------------------------------------- read helpers

@@ -18,7 +18,6 @@ from lossless.records import (
     ContextEntry,
     Conversation,
     LargeFile,
-    Message,
     MessageRecord,
     Part,
     Summary,
@@ -26,7 +25,7 @@ from lossless.records import (
     format_timestamp,
     utcnow,
 )
-from lossless.stores.rows import PART_COLUMNS, dump_json, load_json, part_from_row, part_to_row
+from lossless.stores.rows import PART_COLUMNS, dump_json, implied_parts, load_json, part_from_row, part_to_row
 
 CHUNK = 500  # ids per IN (…) list; well under SQLite's variable limit
 
@@ -218,21 +217,6 @@ def append(conn: sqlite3.Connection, conversation_id: int, messages: Sequence[Pr
     return AppendResult(tuple(stored), duplicates)
 
 
-def check_sources(summary: Summary, sources: Sequence[ContextEntry]) -> None:
-    if not sources:
-        raise InputError("a summary needs at least one source")
-    if summary.kind == "leaf":
-        if summary.depth != 0 or any(e.kind != "message" for e in sources):
-            raise InputError("a leaf summary (depth 0) is made of messages only")
-    elif summary.depth < 1 or any(e.kind != "summary" or e.depth != summary.depth - 1 for e in sources):
-        raise InputError(
-            f"a condensed summary of depth {summary.depth} is made of summaries of depth {summary.depth - 1}"
-        )
-    ordinals = [e.ordinal for e in sources]
-    if ordinals != sorted(set(ordinals)):
-        raise InputError("summary sources must be distinct context items in context order")
-
-
 def replace_range(conn: sqlite3.Connection, summary: Summary, sources: Sequence[ContextEntry]) -> None:
     conversation_id = summary.conversation_id
     first, last = sources[0].ordinal, sources[-1].ordinal
@@ -319,12 +303,6 @@ def summary_from_row(row: Sequence[Any]) -> Summary:
 
 def format_time(value: datetime | None) -> str | None:
     return None if value is None else format_timestamp(value)
-
-
-def implied_parts(message: Message) -> bool:
-    """A message whose only part is a plain text part equal to its content needs no part row."""
-    part = message.parts[0]
-    return bool(message.content) and type(part) is TextPart and part == TextPart(message.content)
 
 
 def insert_rows(conn: sqlite3.Connection, sql: str, rows: list[tuple[Any, ...]]) -> None:

@@ -49,7 +49,7 @@ from lossless.records import (
     format_timestamp,
     utcnow,
 )
-from lossless.stores.rows import dump_json
+from lossless.stores.rows import check_sources, dump_json
 from lossless.stores.sqlite import jobs, maintenance, retrieval
 from lossless.stores.sqlite.connection import Database
 from lossless.stores.sqlite.statements import (
@@ -60,7 +60,6 @@ from lossless.stores.sqlite.statements import (
     MESSAGE_COLUMNS,
     SUMMARY_COLUMNS,
     append,
-    check_sources,
     chunks,
     conversation_from_row,
     large_file_from_row,
