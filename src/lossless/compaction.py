@@ -40,11 +40,15 @@ Invariants:
   hosts where the store offers :class:`~lossless.ports.ConversationLocks`
   (PostgreSQL's advisory locks); in any case the store refuses a replacement
   whose sources changed (:class:`ConflictError`), and the pass is planned again.
+* **Leaf hooks are best-effort.**  ``on_leaf`` (e.g. memory extraction) runs for
+  each new leaf summary after the call's passes, outside the lock; its failure is
+  logged and never fails or changes the compaction.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import re
 import time
@@ -79,6 +83,8 @@ Mode = Literal["incremental", "full", "until_under"]
 StopReason = Literal[
     "budget_met", "nothing_eligible", "no_progress", "irreducible_tail", "deadline", "provider_unavailable"
 ]
+
+log = logging.getLogger("lossless.compaction")
 
 TRUNCATION_MARKER = "[Truncated for context management]"
 _FILE_ID = re.compile(r"\bfile_[0-9a-f]{16}\b")
@@ -190,9 +196,11 @@ class Compactor:
         counter: TokenCounter,
         zone: tzinfo,
         clock: Callable[[], datetime] = utcnow,
+        on_leaf: Callable[[Summary], Awaitable[object]] | None = None,
     ) -> None:
         self.store = store
         self.summarizer = summarizer
+        self.on_leaf = on_leaf
         self.config = config
         self.counter = counter
         self.zone = zone
@@ -222,8 +230,18 @@ class Compactor:
         async with lock:
             if isinstance(self.store, ConversationLocks):  # several hosts share the store
                 async with self.store.conversation_lock(conversation_id):
-                    return await self._compact(conversation_id, mode, target_tokens, progress)
-            return await self._compact(conversation_id, mode, target_tokens, progress)
+                    result = await self._compact(conversation_id, mode, target_tokens, progress)
+            else:
+                result = await self._compact(conversation_id, mode, target_tokens, progress)
+        if self.on_leaf is not None:
+            for summary in result.summaries:
+                if summary.kind != "leaf":
+                    continue
+                try:
+                    await self.on_leaf(summary)
+                except Exception as exc:  # a hook never fails compaction
+                    log.warning("the hook on leaf summary %s failed: %s", summary.id, exc, exc_info=exc)
+        return result
 
     # ------------------------------------------------------------------ the loop
 

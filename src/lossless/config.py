@@ -196,9 +196,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("memory_rerank_api_key", "memoryRerankApiKey", "str", "", "API key of the rerank provider.", "memory", secret=True),
     Setting("memory_rerank_timeout_ms", "memoryRerankTimeoutMs", "int", 5000, "Deadline of one rerank call; past it the search blends with cosine instead.", "memory", minimum=100, maximum=120_000),
     Setting("memory_admission", "memoryAdmission", "choice", "off", "Admission control for extracted memories (AMAC-v1): off, or the balanced, conservative or high-recall preset.", "memory", choices=("off", "balanced", "conservative", "high-recall")),
-    Setting("memory_auto_extract", "memoryAutoExtract", "bool", False, "After each turn, mine the turn's user messages for long-term memories (offline extractor, dedup decisions, provenance); a failure is logged and never fails the turn.", "memory"),
+    Setting("memory_auto_extract", "memoryAutoExtract", "bool", False, "Mine conversations for long-term memories after each turn (the turn's messages) and when a leaf summary is made (its source messages), each message once, with dedup decisions and provenance; a failure is logged and never fails the turn or the compaction.", "memory"),
     Setting("memory_extractor", "memoryExtractor", "choice", "offline", "Who extracts memories from conversations: offline (deterministic rules) or openai (any OpenAI-compatible chat model; falls back to offline when a call fails).", "memory", choices=("offline", "openai")),
-    Setting("memory_extraction_model", "memoryExtractionModel", "str", "", "Model of the openai memory extractor (empty: summary_model).", "memory"),
+    Setting("memory_extraction_model", "memoryExtractionModel", "str", "", "Model of the openai memory extractor and dedup step (empty: summary_model).", "memory"),
+    Setting("memory_dedup", "memoryDedup", "choice", "auto", "Who makes the dedup decision for an extracted memory that has similar ones: auto (openai when memory_extractor is openai, else offline), offline (deterministic rules) or openai (a chat model picks one of the seven decisions, writes merged texts and rates utility for admission control; the category rules still hold, and any failure falls back to the rules).", "memory", choices=("auto", "offline", "openai")),
+    Setting("memory_dedup_timeout_ms", "memoryDedupTimeoutMs", "int", 20_000, "Deadline of one model call of the dedup step (decision, merge or utility rating); past it the rules decide.", "memory", minimum=100, maximum=600_000),
     Setting("memory_fusion", "memoryFusion", "choice", "weighted", "How memory search fuses vector and keyword results: weighted (the reference's 0.7/0.3 with the exact-match floor) or rrf (reciprocal-rank fusion).", "memory", choices=("weighted", "rrf")),
 )
 # fmt: on
@@ -296,6 +298,8 @@ class Config:
     memory_auto_extract: bool = False
     memory_extractor: str = "offline"
     memory_extraction_model: str = ""
+    memory_dedup: str = "auto"
+    memory_dedup_timeout_ms: int = 20_000
     memory_fusion: str = "weighted"
     #: Where each value came from: "default", "file:<path>", "env:<NAME>" or "argument".
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)

@@ -180,8 +180,9 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
         self.summarizer = summarizer or summarizer_for(self.config, self.tokens)
         self.zone: tzinfo = ZoneInfo(self.config.timezone) if self.config.timezone else _local_zone()
         self.compactor = Compactor(
-            self.store, self.summarizer, config=self.config, counter=self.tokens, zone=self.zone, clock=clock
-        )
+            self.store, self.summarizer, config=self.config, counter=self.tokens, zone=self.zone, clock=clock,
+            on_leaf=(lambda leaf: self.memory().mine_summary(store, leaf)) if self.config.memory_auto_extract else None,
+        )  # fmt: skip
         self._clock = clock
         self.blobs = blobs or blob_store_for(self.config, store)
         self.interceptor = Interceptor(
@@ -723,11 +724,10 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
         return self._memory_service
 
     async def remember(self, ingested: IngestResult) -> Remembered | None:
-        """Mine a stored turn's user messages for memories (``after_turn`` does it when ``memory_auto_extract``)."""
-        users = [m for m in ingested.stored if m.role == "user"]
-        if ingested.conversation_id is None or not users:
+        """Mine a stored turn for memories, once (``after_turn`` does it when ``memory_auto_extract``)."""
+        if ingested.conversation_id is None or not any(m.role == "user" for m in ingested.stored):
             return None
-        return await self.memory().remember(ingested.conversation_id, users)
+        return await self.memory().mine(ingested.stored)
 
 
 # ------------------------------------------------------------------ long-term memory
@@ -780,7 +780,7 @@ def _memory_service(store: Store, config: Config, caller: MemoryCaller) -> Memor
     from lossless.memory.admission import PRESETS
     from lossless.memory.ranking import RetrievalConfig
     from lossless.memory.service import MemoryService
-    from lossless.providers import embedder_for, extractor_for, reranker_for
+    from lossless.providers import dedup_judge_for, embedder_for, extractor_for, reranker_for
     from lossless.stores import memory_store_for
 
     return MemoryService(
@@ -792,4 +792,5 @@ def _memory_service(store: Store, config: Config, caller: MemoryCaller) -> Memor
         reranker=reranker_for(config),
         admission=PRESETS.get(config.memory_admission),
         extractor=extractor_for(config),
+        judge=dedup_judge_for(config),
     )

@@ -414,6 +414,7 @@ async def extract_command(ctx: click.Context, conversation: str, as_json: bool) 
             if message.role != "user":
                 continue
             outcome = await session.service.remember(found.id, [message])
+            await session.service.store.claim_messages([message.id], session.service.clock())  # not mined again
             for draft, decision, touched in outcome.decisions:
                 decisions.append(
                     {

@@ -169,9 +169,14 @@ def extract(conversation_id: int, messages: Sequence[MessageRecord]) -> list[Mem
 
 @dataclass(frozen=True, slots=True)
 class Decision:
+    """What to do with a candidate: the kind, the memory it is about, why, and who decided."""
+
     kind: DecisionKind
     target: str | None = None
     reason: str = ""
+    #: For ``contextualize``: the situation the candidate holds in (``evening``, ``work``, …).
+    context_label: str | None = None
+    by: Literal["rules", "model"] = "rules"
 
 
 def decide(draft: MemoryDraft, neighbours: Sequence[tuple[Memory, float]]) -> Decision:

@@ -13,6 +13,9 @@ Invariants a :class:`MemoryStore` keeps (``tests/test_memory_store.py`` checks t
 * **Scopes are filters, not hints.**  Every read taking ``scopes`` returns only
   memories in those scopes; ``None`` (all scopes) is for system callers only —
   the memory service decides, the store obeys.
+* **Mining is claimed once.**  ``claim_messages`` records each stored message at
+  most once (rows vanish with their conversation); of two claims of the same
+  message, one gets it — so no message is mined for memories twice.
 * Keyword search is safe for any query text (no FTS syntax reaches SQLite) and
   finds Chinese, Japanese and Korean text (trigram index plus a bigram scan).
 
@@ -27,10 +30,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
+from lossless.memory.extraction import Decision
 from lossless.memory.records import Memory, MemoryDraft, MemoryPatch, MemoryStats, Tier
 from lossless.records import MessageRecord
 
 __all__ = [
+    "DedupJudge",
     "Embedder",
     "EmbeddingTask",
     "Extractor",
@@ -93,6 +98,25 @@ class Extractor(Protocol):
     async def extract(self, conversation_id: int, messages: Sequence[MessageRecord]) -> list[MemoryDraft]: ...
 
 
+@runtime_checkable
+class DedupJudge(Protocol):
+    """A model that makes the dedup decisions, writes merged texts and rates utility (failures raise).
+
+    ``decide`` returns ``None`` where the deterministic rules decide alone; whatever it returns
+    already obeys the category rules.
+    """
+
+    name: str
+
+    async def decide(self, draft: MemoryDraft, neighbours: Sequence[tuple[Memory, float]]) -> Decision | None: ...
+
+    async def merge(
+        self, existing: Memory, draft: MemoryDraft, *, context_label: str | None
+    ) -> tuple[str, str, str]: ...
+
+    async def rate(self, drafts: Sequence[MemoryDraft], sources: Sequence[str]) -> list[float]: ...
+
+
 class MemoryStore(Protocol):
     """Memories with their vectors, keyword index, embedding cache and scope grants."""
 
@@ -144,6 +168,14 @@ class MemoryStore(Protocol):
     async def cache_embeddings(self, items: Mapping[str, bytes], model: str) -> None: ...
 
     async def grants(self) -> dict[str, list[str]]: ...
+
+    async def claim_messages(self, message_ids: Sequence[int], when: datetime) -> list[int]:
+        """Record stored messages as mined for memories; returns those not recorded before (in the given order)."""
+        ...
+
+    async def release_messages(self, message_ids: Sequence[int]) -> None:
+        """Forget that these messages were mined (a mining that failed gives its claim back)."""
+        ...
 
     async def grant(self, agent_id: str, scopes: Iterable[str]) -> None: ...
 

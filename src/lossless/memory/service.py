@@ -14,8 +14,17 @@ Invariants:
   applies them to every memory.
 * Extraction (:meth:`MemoryService.remember`) drops candidates that repeat one
   another (cosine ≥ 0.85), compares each with its three nearest current
-  memories at similarity ≥ 0.7, and applies the decision; superseded memories
-  stay queryable with ``as_of``.
+  memories at similarity ≥ 0.7, and applies the decision — the rules', or a
+  :class:`~lossless.memory.ports.DedupJudge`'s under the same category rules;
+  superseded and contradicted memories stay queryable with ``as_of``.  A
+  statement older than the memory it would supersede or contradict is skipped
+  (mining old history never overwrites a newer value).
+* The judge is a side line: any failure of it (timeout, garbage, refusal) is
+  logged and the rules decide (the rules' merge text, utility 0.5) — a
+  candidate is never lost to it and no error reaches the caller.
+* :meth:`MemoryService.mine` mines each stored message at most once: it claims
+  the messages in the store's mining record first, and gives back the claims of
+  what it could not finish.
 """
 
 from __future__ import annotations
@@ -24,15 +33,16 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from lossless.errors import InputError, NotFoundError, ProviderError
 from lossless.memory import admission as amac
-from lossless.memory import decay, extraction
+from lossless.memory import decay, extraction, llm_dedup
 from lossless.memory.admission import AdmissionConfig
 from lossless.memory.ports import (
+    DedupJudge,
     Embedder,
     EmbeddingTask,
     Extractor,
@@ -54,7 +64,8 @@ from lossless.memory.vectors import (
     normalize,
     to_blob,
 )
-from lossless.records import MessageRecord, content_hash, utcnow
+from lossless.ports import Store
+from lossless.records import MessageRecord, Summary, content_hash, utcnow
 
 __all__ = ["MemoryHit", "MemoryService", "Remembered", "SearchResult"]
 
@@ -63,6 +74,8 @@ log = logging.getLogger("lossless.memory")
 BATCH_DEDUP_SIMILARITY = 0.85
 PREFILTER_SIMILARITY = 0.7
 PREFILTER_NEIGHBOURS = 3
+#: Messages are mined in segments of about this many characters (an extraction yields at most five memories).
+MINING_SEGMENT_CHARS = 6000
 MAX_LIMIT = 100
 RECENT_EMBEDDINGS = 2048
 
@@ -116,6 +129,7 @@ class MemoryService:
         reranker: Reranker | None = None,
         admission: AdmissionConfig | None = None,
         extractor: Extractor | None = None,
+        judge: DedupJudge | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
@@ -127,6 +141,7 @@ class MemoryService:
         self.reranker = reranker
         self.admission = admission
         self.extractor = extractor
+        self.judge = judge
         self._index: VectorIndex | None = None
         self._grants: tuple[int, dict[str, list[str]]] | None = None
         self._recent: OrderedDict[str, bytes] = OrderedDict()  # in-process front of the embedding cache
@@ -467,7 +482,8 @@ class MemoryService:
             kept.append((draft, vector))
         out: list[tuple[MemoryDraft, extraction.Decision, str | None]] = []
         sources = [m.content for m in messages]
-        for draft, vector in kept:
+        utilities = await self._utilities([d for d, _ in kept], sources)
+        for (draft, vector), utility in zip(kept, utilities, strict=True):
             if self.admission is not None:
                 pool, _ = await self._nearest(vector, limit=self.admission.novelty_pool, scopes=[scope])
                 near = {m.memory_id: m for m in await self.store.get([h.memory_id for h in pool])}
@@ -477,6 +493,7 @@ class MemoryService:
                     [(near[h.memory_id], h.similarity) for h in pool if h.memory_id in near],
                     self.clock(),
                     self.admission,
+                    utility=utility,
                 )
                 if not verdict.admitted:
                     features = ", ".join(f"{k} {v:.2f}" for k, v in verdict.features.items())
@@ -488,10 +505,35 @@ class MemoryService:
             )
             found = {m.memory_id: m for m in await self.store.get([h.memory_id for h in hits])}
             neighbours = [(found[h.memory_id], h.similarity) for h in hits if h.memory_id in found]
-            decision = extraction.decide(draft, neighbours)
+            decision = await self._decide(draft, neighbours)
+            if decision.by == "model" and decision.kind == "create":
+                draft = llm_dedup.keyless(draft, neighbours)
             touched = await self._apply(draft, decision)
             out.append((draft, decision, touched))
         return Remembered(tuple(out))
+
+    async def mine(self, messages: Sequence[MessageRecord]) -> Remembered:
+        """:meth:`remember` over the messages never mined before, in segments, recording them as mined.
+
+        The messages may come from several conversations (a forked context); each segment is mined
+        as its own conversation's.  Segments without a user message are recorded and skipped.
+        """
+        claimed = set(await self.store.claim_messages([m.id for m in messages], self.clock()))
+        segments = _segments(sorted((m for m in messages if m.id in claimed), key=lambda m: m.id))
+        out: list[tuple[MemoryDraft, extraction.Decision, str | None]] = []
+        for done, segment in enumerate(segments):
+            try:
+                if any(m.role == "user" for m in segment):
+                    out.extend((await self.remember(segment[0].conversation_id, segment)).decisions)
+            except Exception:
+                await self.store.release_messages([m.id for s in segments[done:] for m in s])
+                raise
+        return Remembered(tuple(out))
+
+    async def mine_summary(self, store: Store, summary: Summary) -> Remembered:
+        """:meth:`mine` over the source messages of a leaf summary of ``store`` (the compactor's hook)."""
+        ids = (await store.get_summary_messages([summary.id])).get(summary.id, ())
+        return await self.mine(await store.get_messages_by_id(list(ids)))
 
     async def _extract(self, conversation_id: int, messages: Sequence[MessageRecord]) -> Sequence[MemoryDraft]:
         if self.extractor is not None:
@@ -501,30 +543,84 @@ class MemoryService:
                 log.warning("extractor %s failed (%s); using the offline extractor", self.extractor.name, exc)
         return extraction.extract(conversation_id, messages)
 
+    async def _utilities(self, drafts: Sequence[MemoryDraft], sources: Sequence[str]) -> Sequence[float | None]:
+        """The judge's utility rating of each draft when admission control runs (``None``: not rated)."""
+        if self.judge is not None and self.admission is not None and drafts:
+            try:
+                return await self.judge.rate(drafts, sources)
+            except Exception as exc:  # the judge is a side line: utility falls back to 0.5
+                log.warning("memory judge %s could not rate utility (%s); using 0.5", self.judge.name, exc)
+        return [None] * len(drafts)
+
+    async def _decide(self, draft: MemoryDraft, neighbours: Sequence[tuple[Memory, float]]) -> extraction.Decision:
+        decision = extraction.decide(draft, neighbours)
+        if self.judge is not None:
+            try:
+                decision = await self.judge.decide(draft, neighbours) or decision
+            except Exception as exc:  # the judge is a side line: the rules decide instead
+                log.warning("memory judge %s failed (%s); the dedup rules decide", self.judge.name, exc)
+        if decision.kind in ("supersede", "contradict") and draft.valid_from is not None:
+            target = next((m for m, _ in neighbours if m.memory_id == decision.target), None)
+            if target is not None and draft.valid_from < target.valid_from:
+                why = f"older than {target.memory_id} (valid from {target.valid_from:%Y-%m-%d %H:%M}), which stays"
+                return extraction.Decision("skip", target.memory_id, why, by=decision.by)
+        return decision
+
     async def _apply(self, draft: MemoryDraft, decision: extraction.Decision) -> str | None:
-        if decision.kind in ("create", "contextualize", "contradict") or decision.target is None:
+        if decision.kind == "create" or decision.target is None:
             return (await self.add(draft)).memory_id
         if decision.kind == "supersede":
             return (await self.supersede(decision.target, draft)).memory_id
+        if decision.kind == "contradict":
+            note = {"dedup": "contradict", "contradicts": decision.target, "reason": decision.reason}
+            draft = replace(draft, metadata={**(draft.metadata or {}), **note})
+            return (await self.supersede(decision.target, draft)).memory_id
         target = await self._visible(decision.target)
-        if decision.kind == "merge":
-            merged = target.content if draft.content in target.content else f"{target.content}\n{draft.content}"
-            return (await self.update(target.memory_id, MemoryPatch(content=merged))).memory_id
+        if decision.kind in ("merge", "contextualize"):
+            label = (decision.context_label or "general") if decision.kind == "contextualize" else None
+            patch = await self._merged(target, draft, label)
+            return (await self.update(target.memory_id, patch)).memory_id if patch else target.memory_id
         if decision.kind == "support":
             boosted = min(1.0, target.confidence + 0.05)
             return (await self.update(target.memory_id, MemoryPatch(confidence=boosted))).memory_id
         return target.memory_id  # skip
 
+    async def _merged(self, target: Memory, draft: MemoryDraft, label: str | None) -> MemoryPatch | None:
+        """The patch that folds ``draft`` into ``target``: the judge's text, else appended (None: nothing new)."""
+        if self.judge is not None:
+            try:
+                abstract, overview, content = await self.judge.merge(target, draft, context_label=label)
+                return MemoryPatch(content=content, abstract=abstract or None, overview=overview or None)
+            except Exception as exc:  # the judge is a side line: the candidate is appended instead
+                log.warning("memory judge %s could not merge (%s); appending the text", self.judge.name, exc)
+        if draft.content in target.content:
+            return None
+        addition = f"({label}) {draft.content}" if label else draft.content
+        return MemoryPatch(content=f"{target.content}\n{addition}")
+
+
+def _segments(messages: Sequence[MessageRecord]) -> list[list[MessageRecord]]:
+    """Consecutive messages of one conversation, about :data:`MINING_SEGMENT_CHARS` characters each."""
+    out: list[list[MessageRecord]] = []
+    size = 0
+    for message in messages:
+        if (
+            not out
+            or out[-1][-1].conversation_id != message.conversation_id
+            or size + len(message.content) > MINING_SEGMENT_CHARS
+        ):
+            out.append([])
+            size = 0
+        out[-1].append(message)
+        size += len(message.content)
+    return out
+
 
 def _with_scope(draft: MemoryDraft, scope: str) -> MemoryDraft:
-    from dataclasses import replace
-
     return replace(draft, scope=scope)
 
 
 def _with_fact_key(draft: MemoryDraft, fact_key: str) -> MemoryDraft:
-    from dataclasses import replace
-
     return replace(draft, fact_key=fact_key)
 
 

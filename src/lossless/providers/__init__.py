@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from lossless.config import Config, default_key_file, resolve_api_key, resolve_base_url
 from lossless.errors import ConfigError, MissingDependencyError
-from lossless.memory.ports import Embedder, Extractor, Reranker
+from lossless.memory.ports import DedupJudge, Embedder, Extractor, Reranker
 from lossless.ports import Summarizer
 from lossless.providers.guards import GuardedSummarizer, GuardPolicy
 from lossless.providers.offline import OfflineSummarizer
@@ -41,6 +41,7 @@ __all__ = [
     "SUMMARY_PROVIDERS",
     "GuardPolicy",
     "GuardedSummarizer",
+    "dedup_judge_for",
     "embedder_for",
     "extractor_for",
     "file_summarizer_for",
@@ -207,3 +208,32 @@ def extractor_for(config: Config) -> Extractor | None:
         timeout_s=config.summary_timeout_ms / 1000,
     )
     return LlmExtractor(chat, name=f"openai:{model}")
+
+
+def dedup_judge_for(config: Config) -> DedupJudge | None:
+    """The model that makes memory dedup decisions, by ``memory_dedup`` (``None``: the rules decide)."""
+    mode = config.memory_dedup
+    if mode == "auto":
+        mode = "openai" if config.memory_extractor == "openai" else "offline"
+    if mode == "offline":
+        return None
+    from lossless.memory.llm_dedup import LlmJudge
+    from lossless.providers.chat import openai_chat
+
+    model = config.memory_extraction_model or config.summary_model
+    if not model:
+        raise ConfigError(
+            "memory_dedup = openai needs a model: set memory_extraction_model (or summary_model)",
+            setting="memory_extraction_model",
+        )
+    credential = resolve_api_key(config, "openai")
+    timeout_s = config.memory_dedup_timeout_ms / 1000
+    chat = openai_chat(
+        model,
+        api_key=credential.value if credential else None,
+        base_url=resolve_base_url(config, "openai"),
+        timeout_s=timeout_s,
+        max_retries=1,
+        label="openai memory dedup",
+    )
+    return LlmJudge(chat, timeout_s=timeout_s, name=f"openai:{model}")

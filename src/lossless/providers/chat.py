@@ -1,4 +1,4 @@
-"""A plain chat call over any OpenAI-compatible API, for the memory extractor.
+"""A plain chat call over any OpenAI-compatible API, for the memory extractor and dedup step.
 
 Invariants: one request per call with ``temperature`` 0 and a JSON answer asked
 for in the prompt (not through ``response_format``, which many compatible
@@ -16,7 +16,13 @@ __all__ = ["openai_chat"]
 
 
 def openai_chat(
-    model: str, *, api_key: str | None, base_url: str | None, timeout_s: float = 60.0, max_retries: int = 2
+    model: str,
+    *,
+    api_key: str | None,
+    base_url: str | None,
+    timeout_s: float = 60.0,
+    max_retries: int = 2,
+    label: str = "openai extractor",
 ) -> Callable[[str, str], Awaitable[str]]:
     try:
         import openai
@@ -34,14 +40,14 @@ def openai_chat(
                 temperature=0,
             )
         except openai.AuthenticationError as exc:
-            raise ProviderAuthError("openai extractor", "the API key was refused", status=exc.status_code) from exc
+            raise ProviderAuthError(label, "the API key was refused", status=exc.status_code) from exc
         except openai.APIStatusError as exc:
             retryable = exc.status_code in (408, 409, 429) or exc.status_code >= 500
-            raise ProviderError("openai extractor", f"HTTP {exc.status_code}", retryable=retryable) from exc
+            raise ProviderError(label, f"HTTP {exc.status_code}", retryable=retryable) from exc
         except openai.APIError as exc:
-            raise ProviderError("openai extractor", f"request failed: {type(exc).__name__}", retryable=True) from exc
+            raise ProviderError(label, f"request failed: {type(exc).__name__}", retryable=True) from exc
         if not response.choices:
-            raise ProviderError("openai extractor", "the answer has no choices")
+            raise ProviderError(label, "the answer has no choices")
         return response.choices[0].message.content or ""
 
     return chat

@@ -55,6 +55,7 @@ TABLES: tuple[tuple[str, str | None], ...] = (
     ("memory_vectors", "memory_rowid"),
     ("embedding_cache", None),
     ("memory_access", None),
+    ("memory_mined", "message_id"),
     ("jobs", "job_id"),
 )
 

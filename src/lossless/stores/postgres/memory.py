@@ -55,7 +55,7 @@ from lossless.errors import InputError, NotFoundError
 from lossless.memory.ports import KeywordHit, StoredVectors
 from lossless.memory.records import Memory, MemoryDraft, MemoryPatch, MemoryStats, Tier, derive_levels
 from lossless.records import content_hash, utcnow
-from lossless.stores.postgres import memory_ann
+from lossless.stores.postgres import memory_ann, memory_mining
 from lossless.stores.postgres.connection import Connection, Database
 from lossless.stores.postgres.schema import MEMORY_TRGM_TEXT
 from lossless.stores.sqlite.memory import STOP_WORDS, fts_terms
@@ -166,7 +166,7 @@ async def _fetchone(conn: Connection, sql: str, params: Sequence[Any] = ()) -> t
     return await cursor.fetchone()
 
 
-class PostgresMemoryStore:
+class PostgresMemoryStore(memory_mining.MinedMessages):
     """Memories, their vectors, the embedding cache and the scope grants, in the store's PostgreSQL database."""
 
     def __init__(self, database: Database) -> None:

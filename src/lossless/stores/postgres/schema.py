@@ -407,9 +407,22 @@ _V5 = (
     "CREATE UNIQUE INDEX jobs_queued_idx ON jobs (kind, coalesce(conversation_id, 0)) WHERE state = 'queued'",
 )
 
+#: Which messages long-term memory has mined, so that no message is mined twice (rows go with their conversation).
+_V6 = (
+    """
+    CREATE TABLE memory_mined (
+        message_id      bigint PRIMARY KEY,
+        conversation_id bigint NOT NULL REFERENCES conversations(conversation_id) ON DELETE CASCADE,
+        mined_at        timestamptz NOT NULL
+    )
+    """,
+    "CREATE INDEX memory_mined_conversation_idx ON memory_mined (conversation_id)",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "expansion grants", _V2),
     Migration(4, "long-term memory", _V4),
     Migration(5, "background jobs", _V5),
+    Migration(6, "memory mining record", _V6),
 )

@@ -643,3 +643,35 @@ class SQLiteMemoryStore:
             return removed
 
         return await self._db.write(run)
+
+    # ------------------------------------------------------------------ mining record
+
+    async def claim_messages(self, message_ids: Sequence[int], when: datetime) -> list[int]:
+        ids = list(dict.fromkeys(message_ids))
+        stamp = format_timestamp(when)
+
+        def run(conn: sqlite3.Connection) -> set[int]:
+            claimed: set[int] = set()
+            for part in chunks(ids):
+                marks = ",".join("?" * len(part))
+                rows = conn.execute(
+                    "INSERT OR IGNORE INTO memory_mined (message_id, conversation_id, mined_at) "
+                    f"SELECT message_id, conversation_id, ? FROM messages WHERE message_id IN ({marks}) "
+                    "RETURNING message_id",
+                    (stamp, *part),
+                ).fetchall()
+                claimed.update(int(r[0]) for r in rows)
+            return claimed
+
+        claimed = await self._db.write(run) if ids else set()
+        return [i for i in ids if i in claimed]
+
+    async def release_messages(self, message_ids: Sequence[int]) -> None:
+        ids = list(dict.fromkeys(message_ids))
+
+        def run(conn: sqlite3.Connection) -> None:
+            for part in chunks(ids):
+                conn.execute(f"DELETE FROM memory_mined WHERE message_id IN ({','.join('?' * len(part))})", part)
+
+        if ids:
+            await self._db.write(run)

@@ -1,0 +1,131 @@
+"""Memories mined when a leaf summary is made: provenance, each message once, best-effort."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from lossless.config import Config
+from lossless.engine import ContextEngine
+from lossless.records import Message
+from lossless.stores import open_store
+from lossless.testing import FakeSummarizer
+
+pytestmark = pytest.mark.anyio
+
+LONG_AGO = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+async def engine(config: Config) -> AsyncIterator[ContextEngine]:
+    settings = config.replace(
+        memory_auto_extract=True,
+        memory_embedder="hash",
+        fresh_tail_count=2,
+        leaf_chunk_tokens=300,
+        leaf_target_tokens=60,
+        leaf_min_fanout=2,
+        summary_max_attempts=1,
+    )
+    store = await open_store(settings.resolved_database_url, settings)
+    opened = ContextEngine(store, settings, summarizer=FakeSummarizer())
+    try:
+        yield opened
+    finally:
+        await opened.dispose()
+
+
+def _history() -> list[Message]:
+    """An imported conversation: two durable statements among filler, written long ago."""
+    said = [
+        "My name is Ada Lovelace. " + " ".join(f"intro{i}" for i in range(40)),
+        "I prefer coffee in the morning before work. " + " ".join(f"drink{i}" for i in range(40)),
+    ]
+    out: list[Message] = []
+    for i in range(8):
+        text = said[i] if i < len(said) else " ".join(f"chat{i}_{j}" for j in range(40))
+        at = LONG_AGO + timedelta(minutes=2 * i)
+        out += [Message.user(text, created_at=at), Message.assistant(f"reply {i}", created_at=at)]
+    return out
+
+
+async def test_a_leaf_summary_mines_its_messages_once_with_provenance(engine: ContextEngine) -> None:
+    imported = await engine.ingest_batch("imported", _history())
+    assert (await engine.memory().stats()).current == 0  # a bulk import mines nothing by itself
+    # A live turn (mined at once, before any compaction it triggers) gives the drink preference a newer value.
+    turn = await engine.after_turn(
+        "imported", [Message.user("I prefer tea in the morning before work.")], token_budget=1_000_000
+    )
+    assert turn.error is None
+    (tea,) = [m for _, m in await engine.memory().list(category="preferences")]
+    await engine.ingest_batch("imported", [Message.user(" ".join(f"later{i}" for i in range(60))) for _ in range(3)])
+
+    result = await engine.compact("imported", force=True)
+    leaves = [s for s in result.summaries if s.kind == "leaf"]
+    assert len(leaves) >= 2
+    sources = await engine.store.get_summary_messages([s.id for s in leaves])
+    assert turn.ingest.stored[0].id in {i for ids in sources.values() for i in ids}
+    memories = {m.category: m for _, m in await engine.memory().list(include_superseded=True)}
+    profile = memories["profile"]
+    assert profile.source == "extraction" and profile.conversation_id == imported.conversation_id
+    assert profile.source_message_ids == (imported.stored[0].id,)
+    # The old "coffee" statement was mined after the newer "tea": it does not overwrite it.
+    drinks = [m for _, m in await engine.memory().list(category="preferences", include_superseded=True)]
+    assert [(m.content, m.current) for m in drinks] == [(tea.content, True)]
+    assert drinks[0].confidence == tea.confidence  # the turn's message was not mined a second time
+
+    before = [(m.memory_id, m.updated_at, m.confidence) for _, m in await engine.memory().list(include_superseded=True)]
+    for leaf in leaves:  # the hook run again (a re-compaction of the same messages): nothing new
+        again = await engine.memory().mine_summary(engine.store, leaf)
+        assert again.decisions == ()
+    assert await engine.compact("imported", force=True) is not None
+    after = [(m.memory_id, m.updated_at, m.confidence) for _, m in await engine.memory().list(include_superseded=True)]
+    assert after == before
+
+
+async def test_a_failing_extraction_never_fails_compaction(
+    engine: ContextEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await engine.ingest_batch("broken", _history())
+
+    async def broken(*args: object) -> None:
+        raise RuntimeError("embedder on fire")
+
+    monkeypatch.setattr(engine.memory(), "mine", broken)
+    result = await engine.compact("broken", force=True)
+    assert result.compacted and any(s.kind == "leaf" for s in result.summaries)
+    assert (await engine.memory().stats()).current == 0
+
+
+async def test_failed_mining_gives_its_claim_back(engine: ContextEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    stored = await engine.ingest_batch("retry", _history())
+    service = engine.memory()
+    real = service.remember
+
+    async def flaky(*args: object) -> object:
+        raise RuntimeError("store hiccup")
+
+    monkeypatch.setattr(service, "remember", flaky)
+    with pytest.raises(RuntimeError):
+        await service.mine(stored.stored)
+    monkeypatch.setattr(service, "remember", real)
+    mined = await service.mine(stored.stored)  # nothing was recorded as mined: all of it is mined now
+    assert {d.category for d, _, _ in mined.decisions} == {"profile", "preferences"}
+    assert (await service.mine(stored.stored)).decisions == ()
+
+
+async def test_without_auto_extract_compaction_mines_nothing(config: Config) -> None:
+    settings = config.replace(
+        memory_embedder="hash", fresh_tail_count=2, leaf_chunk_tokens=300, leaf_target_tokens=60, leaf_min_fanout=2
+    )
+    store = await open_store(settings.resolved_database_url, settings)
+    engine = ContextEngine(store, settings, summarizer=FakeSummarizer())
+    try:
+        assert engine.compactor.on_leaf is None
+        await engine.ingest_batch("quiet", _history())
+        assert (await engine.compact("quiet", force=True)).compacted
+        assert (await engine.memory().stats()).current == 0
+    finally:
+        await engine.dispose()
