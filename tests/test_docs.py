@@ -67,6 +67,7 @@ def test_every_command_and_exit_code_is_documented() -> None:
         "jobs",
         "serve",
         "mcp",
+        "grants",
         "grep",
         "describe",
         "expand",

@@ -1,5 +1,8 @@
 """The engine's recall side: the agent tools ``grep``, ``describe``, ``expand`` and ``expand_query``.
 
+It also mints, shows and revokes expansion grants for sub-agents that a host runs itself
+(``grant_expansion``, ``expansion_grant``, ``revoke_expansion_grant``; ``lcm grants``).
+
 A mixin of :class:`~lossless.engine.ContextEngine`, kept apart so the engine module stays about the
 conversation lifecycle.  Everything here goes through one :class:`~lossless.retrieval.Retriever`
 over the engine's store; see :mod:`lossless.retrieval` for the invariants (complete search,
@@ -10,19 +13,21 @@ calls pass its :class:`~lossless.retrieval.Caller` so its reach applies.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 
 from lossless.config import Config
+from lossless.errors import AccessDeniedError, InputError, NotFoundError
 from lossless.large_files import DEFAULT_PAGE_BYTES
 from lossless.observability import timed
 from lossless.ports import Store
-from lossless.records import LargeFile, parse_timestamp
+from lossless.records import Grant, LargeFile, parse_timestamp
 from lossless.retrieval import Caller, ExpandResult, FileView, GrepOptions, GrepResult, Retriever, SummaryDescription
 from lossless.retrieval.dag import DEFAULT_MAX_DEPTH
 from lossless.retrieval.expansion import DEFAULT_MAX_TOKENS as DEFAULT_EXPANSION_ANSWER_TOKENS
-from lossless.retrieval.expansion import ExpandQueryResult, ExpansionRunner
+from lossless.retrieval.expansion import ExpandQueryResult, ExpansionRunner, new_grant_id
 from lossless.retrieval.expansion import expand_query as run_expand_query
 from lossless.tokens import TokenCounter
 
@@ -30,7 +35,15 @@ if TYPE_CHECKING:
     from lossless.memory.messages import MessageSearch
     from lossless.memory.service import MemoryService
 
-__all__ = ["RecallMixin"]
+__all__ = ["DEFAULT_GRANT_TTL", "MAX_GRANT_TOKEN_CAP", "MAX_GRANT_TTL", "MIN_GRANT_TTL", "RecallMixin"]
+
+#: How long a grant minted by :meth:`RecallMixin.grant_expansion` lasts unless told, and its bounds.
+DEFAULT_GRANT_TTL = timedelta(minutes=10)
+MIN_GRANT_TTL = timedelta(seconds=1)
+MAX_GRANT_TTL = timedelta(hours=24)
+#: The largest token cap a grant may carry (that of the ``max_expand_tokens`` setting).
+MAX_GRANT_TOKEN_CAP = 10_000_000
+_MAX_LABEL = 200
 
 
 class RecallMixin:
@@ -192,3 +205,101 @@ class RecallMixin:
             timeout_s=timeout_s,
             clock=self._clock,
         )
+
+    # -- expansion grants for sub-agents the host runs itself (``lcm mcp --grant``)
+
+    async def grant_expansion(
+        self,
+        conversations: Sequence[int | str],
+        *,
+        token_cap: int | None = None,
+        ttl: timedelta = DEFAULT_GRANT_TTL,
+        grantee: str | None = None,
+    ) -> Grant:
+        """Mint a durable expansion grant over ``conversations`` (ids or session ids) of this engine's agent.
+
+        The grant lets a sub-agent read exactly those conversations (``lcm mcp --grant ID``: only
+        ``lcm_grep``, ``lcm_describe`` and ``lcm_expand``), at most ``token_cap`` tokens of expansion
+        (default ``max_expand_tokens``), until ``ttl`` (1 s to 24 h, default 10 minutes) has passed
+        or :meth:`revoke_expansion_grant` ends it.  ``grantee`` names the sub-agent (its session key).
+        A conversation of another agent is refused (:class:`AccessDeniedError`), an unknown session
+        id is :class:`NotFoundError`, and the grant is not created.
+        """
+        given: object = conversations
+        if isinstance(given, (str, bytes)) or not isinstance(given, Sequence) or not given:
+            raise InputError(
+                f"conversations must be a non-empty list of conversation ids or session ids, got {conversations!r}"
+            )
+        cap: object = self.config.max_expand_tokens if token_cap is None else token_cap
+        if type(cap) is not int or not 1 <= cap <= MAX_GRANT_TOKEN_CAP:
+            raise InputError(f"token_cap must be an integer from 1 to {MAX_GRANT_TOKEN_CAP:,}, got {token_cap!r}")
+        span: object = ttl
+        if not isinstance(span, timedelta) or not MIN_GRANT_TTL <= span <= MAX_GRANT_TTL:
+            shown = str(span) if isinstance(span, timedelta) else repr(ttl)
+            raise InputError(f"ttl must be a duration from 1 second to 24 hours, got {shown}")
+        label: object = grantee
+        if label is not None and (
+            not isinstance(label, str) or not label.strip() or len(label) > _MAX_LABEL or not label.isprintable()
+        ):
+            raise InputError(
+                f"grantee must be a non-empty printable name of at most {_MAX_LABEL} characters, got {grantee!r}"
+            )
+        agent = self.config.agent_id
+        retriever = self._retrieval()
+        operator = Caller(agent)
+        own = {cid for cid, _, _ in await self.store.list_conversation_links(agent)}
+        chosen: list[int] = []
+        for conversation in conversations:
+            if isinstance(conversation, int) and not isinstance(conversation, bool) and conversation < 1:
+                raise InputError(f"a conversation id must be a positive integer, got {conversation!r}")
+            cid = await retriever.conversation_id_for(operator, conversation)
+            assert cid is not None
+            if cid not in own:
+                raise AccessDeniedError(
+                    f"conversation {cid} is not a conversation of agent {agent!r}: a grant covers only "
+                    "conversations of the agent that grants it (run as that agent with --agent)"
+                )
+            chosen.append(cid)
+        now = self._clock()
+        await self.store.sweep_grants(now)
+        grant = Grant(
+            id=new_grant_id(),
+            agent_id=agent,
+            grantee=f"lcm-subagent:{secrets.token_hex(4)}" if grantee is None else grantee,
+            conversation_ids=tuple(sorted(set(chosen))),
+            token_cap=cap,
+            created_at=now,
+            expires_at=now + span,
+        )
+        await self.store.create_grant(grant)
+        return grant
+
+    async def expansion_grant(self, grant_id: str) -> Grant:
+        """The stored grant ``grant_id`` of this engine's agent (:class:`NotFoundError` if none or another's)."""
+        given: object = grant_id
+        if not isinstance(given, str) or not given:
+            raise InputError(f"grant_id must be a grant id like grant_…, got {grant_id!r}")
+        grant = await self.store.get_grant(grant_id)
+        if grant is None or grant.agent_id != self.config.agent_id:
+            raise NotFoundError(
+                "grant", grant_id, f"grants are per agent; this is agent {self.config.agent_id!r} (see --agent)"
+            )
+        return grant
+
+    async def revoke_expansion_grant(self, grant_id: str, reason: str = "revoked") -> bool:
+        """End grant ``grant_id`` now: a sub-agent holding it is refused at its next call.
+
+        True if this call revoked it; False if it had already ended (revoked, or expired).
+        """
+        why: object = reason
+        if not isinstance(why, str) or not why.strip() or len(why) > _MAX_LABEL or not why.isprintable():
+            raise InputError(
+                f"reason must be a non-empty printable text of at most {_MAX_LABEL} characters, got {reason!r}"
+            )
+        grant = await self.expansion_grant(grant_id)
+        now = self._clock()
+        if not grant.usable(now):
+            if grant.revoked_at is None:
+                await self.store.revoke_grant(grant.id, "expired", now)
+            return False
+        return await self.store.revoke_grant(grant.id, reason, now)

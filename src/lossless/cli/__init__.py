@@ -2,7 +2,8 @@
 
 Commands: ``import``, ``conversations``, ``messages``, ``files``, ``file``, ``compact``,
 ``summaries``, ``replay``, ``stats``, ``config show``, ``grep``, ``describe``, ``expand``, ``doctor``,
-``prune``, ``vacuum``, ``migrate``, ``worker``, ``jobs``, ``serve`` (the HTTP API) and ``mcp`` (the MCP server).
+``prune``, ``vacuum``, ``migrate``, ``worker``, ``jobs``, ``serve`` (the HTTP API), ``mcp`` (the MCP server)
+and ``grants`` (create, show, revoke expansion grants for ``mcp --grant``).
 Every command honours ``--database`` (else ``LCM_DATABASE_URL``, the config file, or SQLite in the
 data directory) and prints JSON with ``--json``.
 ``memory …`` (add, search, explain, list, forget, update, export, import, stats,
@@ -22,6 +23,7 @@ from lossless.cli.compact import compact_command, summaries_command
 from lossless.cli.config_cmd import config_group
 from lossless.cli.doctor import doctor_command
 from lossless.cli.files import file_command, files_command
+from lossless.cli.grants import grants_group
 from lossless.cli.imports import import_command
 from lossless.cli.inspect import conversations_command, messages_command, stats_command
 from lossless.cli.memory import memory_group
@@ -72,6 +74,7 @@ cli.add_command(worker_command)
 cli.add_command(jobs_group)
 cli.add_command(serve_command)
 cli.add_command(mcp_command)
+cli.add_command(grants_group)
 cli.add_command(grep_command)
 cli.add_command(describe_command)
 cli.add_command(expand_command)

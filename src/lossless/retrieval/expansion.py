@@ -49,6 +49,7 @@ __all__ = [
     "ExpansionTools",
     "OfflineExpansionRunner",
     "expand_query",
+    "new_grant_id",
 ]
 
 DEFAULT_MAX_TOKENS = 2000
@@ -301,6 +302,11 @@ def _pieces(text: str, width: int = 400) -> list[str]:
 # ---------------------------------------------------------------------- orchestration
 
 
+def new_grant_id() -> str:
+    """A fresh, unguessable grant id (``grant_`` and 16 hex digits)."""
+    return "grant_" + secrets.token_hex(8)
+
+
 def _cut(text: str, max_tokens: int, counter: TokenCounter) -> str:
     if counter.count(text) <= max_tokens:
         return text
@@ -367,7 +373,7 @@ async def expand_query(
         conversations = {h.conversation_id for h in hits.hits}
     now = clock()
     grant = Grant(
-        id="grant_" + secrets.token_hex(8),
+        id=new_grant_id(),
         agent_id=caller.agent_id,
         grantee=f"lcm-expansion:{secrets.token_hex(4)}",
         conversation_ids=tuple(sorted(conversations)),
