@@ -129,6 +129,35 @@ async def test_index_is_rebuilt_when_it_does_not_match(tmp_path: Path) -> None:
     await store.close()
 
 
+async def test_the_wal_stays_short_during_a_long_burst_of_single_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no pause in the writes, the index thread's passive checkpoints alone never let the WAL start
+    over: it grew by gigabytes over 100,000 single-message writes and every commit slowed down."""
+    from lossless.stores.sqlite import index as index_module
+
+    monkeypatch.setattr(index_module, "RESTART_FRAMES", 64)  # 256 KB instead of 64 MB
+    monkeypatch.setattr(index_module, "_CHECKPOINT_SECONDS", 0.01)
+    path = tmp_path / "lcm.db"
+    wal = tmp_path / "lcm.db-wal"
+    store = await SQLiteStore.open(path)
+    conv = await store.get_or_create_conversation(agent_id="main", session_id="s")
+    text = "words " * 500  # 3 KB: a page of its own, plus the index pages, for every write
+    count, largest = 10_000, 0
+    for i in range(count):
+        message = Message.user(f"{i} {text}", event_key=str(i))
+        await store.append_messages(conv.id, [PreparedMessage(message, 1, utcnow())])
+        if i % 50 == 0:
+            largest = max(largest, wal.stat().st_size)
+    # Unbounded, the WAL would hold every page written: about six per write (270 MB here); kept short,
+    # it holds what the writes add between two checkpoints of the index thread (about 10 MB here).
+    assert largest < count * 4096 * 2
+    assert await store.count_messages(conv.id) == count
+    index = store._db.index
+    assert index is not None and index.failure is None
+    await store.close()
+
+
 async def test_lone_surrogates_are_refused_not_crashing(tmp_path: Path) -> None:
     store = await SQLiteStore.open(tmp_path / "lcm.db")
     conv = await store.get_or_create_conversation(agent_id="main", session_id="s")

@@ -74,11 +74,15 @@ PART_COLUMNS: tuple[str, ...] = (
 _INDEX = {name: i for i, name in enumerate(PART_COLUMNS)}
 
 
+# One encoder for every call: ``json.dumps`` with these options builds a new one each time.
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
 def dump_json(value: Any) -> str | None:
     """Compact JSON text, or None for None."""
     if value is None:
         return None
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _ENCODE(value)
 
 
 def load_json(text: str | None) -> Any:

@@ -10,7 +10,14 @@ Invariants:
   any write that finds another *process* holding the write lock (the inline
   attempt never waits: it uses a zero busy timeout and falls back to a thread
   that does).  The writer never checkpoints the WAL on commit; the index
-  thread does, in the background.
+  thread does, in the background, without waiting for or blocking writers.
+  Such a checkpoint cannot make the WAL start over while writes keep coming,
+  so when the index thread finds the WAL long (``restart_due``, see
+  :mod:`.index`), the next write, still holding the write lock after it
+  committed, runs a ``RESTART`` checkpoint in a worker thread: it has little
+  left to copy and waits for no one (a reader still in the WAL makes it give
+  up until the next time), and the WAL file stays bounded during a sustained
+  burst.
 * **Writes are serialised** in this process by an ``anyio.Lock`` and across
   processes by ``BEGIN IMMEDIATE``; a write that cannot get the lock within
   ``busy_timeout_ms`` raises :class:`ConflictError` having written nothing.
@@ -199,9 +206,13 @@ class Database:
                         pass  # another process is writing: wait for it in a worker thread
                     else:
                         self._written()
+                        if self.index is not None and self.index.restart_due:
+                            await self._restart_wal(conn)
                         return result
                 result = await anyio.to_thread.run_sync(_in_transaction, conn, fn, self._busy_timeout_ms)
                 self._written()
+                if self.index is not None and self.index.restart_due:
+                    await self._restart_wal(conn)
                 return result
         except sqlite3.Error as exc:
             raise _translate(exc) from exc
@@ -210,6 +221,15 @@ class Database:
                 f"text with invalid Unicode (a lone surrogate at position {exc.start}) cannot be stored; "
                 "nothing was written"
             ) from exc
+
+    async def _restart_wal(self, conn: sqlite3.Connection) -> None:
+        """Make the WAL start over (the caller holds the write lock and has committed; see the invariants)."""
+        assert self.index is not None
+        try:
+            with anyio.CancelScope(shield=True):  # the write it follows has committed: its result must get back
+                await anyio.to_thread.run_sync(_restart_wal, conn)
+        finally:
+            self.index.wal_restarted()
 
     def _in_savepoint(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         conn = self._writer_conn()
@@ -375,6 +395,12 @@ def _commit(conn: sqlite3.Connection) -> None:
     except sqlite3.Error as exc:
         conn.execute("ROLLBACK")
         raise StoreError(f"commit failed, nothing was written: {exc}") from exc
+
+
+def _restart_wal(conn: sqlite3.Connection) -> None:
+    """``RESTART`` checkpoint on the writer, which waits for nothing (its busy timeout is 0)."""
+    with contextlib.suppress(sqlite3.OperationalError):  # another process writing, a reader in the WAL
+        conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
 
 
 def _rollback_to(conn: sqlite3.Connection, name: str) -> None:

@@ -43,6 +43,15 @@ Invariants:
 * **Writers first.**  Indexing starts once this process's writes pause for
   25 ms, or at once when 10,000 rows are waiting, so a burst of ingest is not
   slowed by indexing while the number of rows a search must scan stays bounded.
+* **The main file's WAL stays short, also during a burst.**  This thread
+  checkpoints it (``PASSIVE``: never waiting for, nor blocking, a writer or a
+  reader) at most every 100 ms, between index batches and while it waits for a
+  pause in the writes alike.  A passive checkpoint cannot make the WAL start
+  over while writes keep coming, so once it holds :data:`RESTART_FRAMES` frames
+  this thread sets :attr:`SearchIndex.restart_due` and the writer, between two
+  of its transactions, restarts it (see :mod:`.connection`); a restart needs
+  every reader out of the WAL, so this thread pauses its own reads of the main
+  file (50 ms at most) until the writer has tried.
 """
 
 from __future__ import annotations
@@ -77,7 +86,12 @@ def _trigram_text_sql(value: str | bytes | None) -> str | bytes | None:
 
 INDEX_VERSION = 2  # 2: NUL is indexed as a space in the trigram tables
 _BATCH = 256
-_CHECKPOINT_BYTES = 8 * 1024 * 1024
+#: The main file's WAL is checkpointed (PASSIVE) at most this often …
+_CHECKPOINT_SECONDS = 0.1
+#: … and made to start over once it holds this many frames (64 MB with 4 KB pages); the thread
+#: stops reading the main file for up to this long meanwhile.
+RESTART_FRAMES = 16_384
+_RESTART_WAIT_SECONDS = 0.05
 #: The indexer waits for this long a pause in this process's writes before it starts …
 _QUIET_SECONDS = 0.025
 #: … unless this many rows are waiting: then it indexes at once, whatever the writers do.
@@ -136,6 +150,10 @@ class SearchIndex:
         self._idle = threading.Event()
         self._thread: threading.Thread | None = None
         self._failure: BaseException | None = None
+        self._checkpointed = 0.0
+        #: Set by this thread when the main file's WAL is long: the writer restarts it (see :mod:`.connection`).
+        self.restart_due = False
+        self._restarted = threading.Event()
         self.on_error: Callable[[BaseException], None] | None = None
 
     # -- connections (each thread makes its own)
@@ -296,8 +314,14 @@ class SearchIndex:
     def kick(self) -> None:
         """New rows were committed: index them soon."""
         self._last_write = time.monotonic()
-        self._idle.clear()
-        self._wake.set()
+        # Event.set and Event.clear take a lock each; on the ingest path, skip the ones with nothing to do.
+        # Skipping is safe: the thread clears _wake *before* it reads the main file, so a _wake seen set
+        # here is cleared only after this commit, and the catch-up that follows sees it (_idle matters only
+        # to wait_idle, which clears it itself).
+        if self._idle.is_set():
+            self._idle.clear()
+        if not self._wake.is_set():
+            self._wake.set()
 
     def stop(self, timeout: float = 30.0) -> None:
         self._stop.set()
@@ -324,7 +348,7 @@ class SearchIndex:
                 self._wake.wait(1.0)  # also polls for rows written by other processes
                 self._wake.clear()
                 try:
-                    self._catch_up(conn)
+                    self._catch_up(conn, main)
                     self._checkpoint(main)
                 except sqlite3.OperationalError as exc:
                     if "locked" not in str(exc) and "busy" not in str(exc):
@@ -344,8 +368,9 @@ class SearchIndex:
             conn.close()
             main.close()
 
-    def _catch_up(self, conn: sqlite3.Connection) -> None:
+    def _catch_up(self, conn: sqlite3.Connection, main: sqlite3.Connection) -> None:
         while not self._stop.is_set():
+            self._checkpoint(main)  # also during a burst: the thread may not leave this loop for long
             quiet = time.monotonic() - self._last_write
             if quiet < _QUIET_SECONDS and not self._urgent.is_set() and self.lag(conn) < _MAX_LAG:
                 self._stop.wait(_QUIET_SECONDS - quiet)
@@ -398,14 +423,30 @@ class SearchIndex:
         return done
 
     def _checkpoint(self, conn: sqlite3.Connection) -> None:
-        """Keep the main file's WAL short (the writer itself never checkpoints, so commits stay fast)."""
-        try:
-            size = self.main_path.with_name(self.main_path.name + "-wal").stat().st_size
-        except OSError:
+        """Copy the main file's WAL into the database, without waiting (at most every 100 ms).
+
+        The writer never checkpoints on commit, so commits stay short; without this, a long burst of
+        single-message writes grows the WAL by gigabytes and every commit slows down.
+        """
+        now = time.monotonic()
+        if now - self._checkpointed < _CHECKPOINT_SECONDS:
             return
-        if size > _CHECKPOINT_BYTES:
-            with contextlib.suppress(sqlite3.OperationalError):
-                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        self._checkpointed = now
+        try:
+            row = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        except sqlite3.OperationalError:
+            return
+        if row is not None and row[1] >= RESTART_FRAMES:
+            # The restart needs every reader out of the WAL, this thread's reads of the main file
+            # included: hold them back until the writer has done it (one write away, in a burst).
+            self._restarted.clear()
+            self.restart_due = True
+            self._restarted.wait(_RESTART_WAIT_SECONDS)
+
+    def wal_restarted(self) -> None:
+        """The writer has tried the restart :attr:`restart_due` asked for (whether a reader let it or not)."""
+        self.restart_due = False
+        self._restarted.set()
 
 
 def _reset(index: sqlite3.Connection, store_id: str) -> None:
