@@ -658,7 +658,10 @@ class JobQueue(Protocol):
         ...
 
     async def claim_job(self, owner: str, *, lease_ms: int, now_ms: int, max_attempts: int) -> Job | None:
-        """The oldest claimable job, now leased to ``owner``; ``None`` when there is none."""
+        """The oldest claimable job, now leased to ``owner``; ``None`` when there is none.
+
+        A conversation's jobs are claimed one at a time, in the order they were queued.
+        """
         ...
 
     async def renew_job(self, job_id: int, owner: str, *, lease_ms: int, now_ms: int) -> bool:

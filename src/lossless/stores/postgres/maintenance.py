@@ -267,13 +267,21 @@ WHERE job_id IN (SELECT job_id FROM jobs WHERE state = 'running' AND lease_expir
 """
 
 # The oldest claimable job above %(after)s, locked; jobs other claimers hold are skipped, not waited for.
+# A conversation's jobs run in the order they were asked for: only its oldest claimable job is a
+# candidate, so a claimer that finds that one locked by another claimer moves on to other
+# conversations instead of taking the conversation's next job out of turn.
 _CANDIDATE = """
 SELECT j.job_id, j.conversation_id FROM jobs j
 WHERE j.job_id > %(after)s
   AND (j.state = 'queued' OR (j.state = 'running' AND j.lease_expires_ms < %(now)s AND j.attempts < %(max)s))
-  AND (j.conversation_id IS NULL OR NOT EXISTS (
-      SELECT 1 FROM jobs r WHERE r.state = 'running' AND r.lease_expires_ms >= %(now)s
-      AND r.conversation_id = j.conversation_id AND r.job_id <> j.job_id))
+  AND (j.conversation_id IS NULL OR (
+      NOT EXISTS (
+          SELECT 1 FROM jobs r WHERE r.state = 'running' AND r.lease_expires_ms >= %(now)s
+          AND r.conversation_id = j.conversation_id AND r.job_id <> j.job_id)
+      AND NOT EXISTS (
+          SELECT 1 FROM jobs e WHERE e.conversation_id = j.conversation_id AND e.job_id < j.job_id
+          AND (e.state = 'queued'
+               OR (e.state = 'running' AND e.lease_expires_ms < %(now)s AND e.attempts < %(max)s)))))
 ORDER BY j.job_id LIMIT 1 FOR UPDATE SKIP LOCKED
 """
 
