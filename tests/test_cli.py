@@ -181,6 +181,26 @@ def test_compact_and_summaries(db: str) -> None:
     assert until["stop_reason"] == "irreducible_tail"
 
 
+def test_compactions_lists_every_pass(db: str) -> None:
+    run("import", str(SAMPLE), db=db)
+    assert "has not been compacted yet" in run("compactions", "1", db=db).output
+    full = json.loads(run("compact", "1", "--full", "--json", db=db).stdout)
+    listed = json.loads(run("compactions", "1", "--json", db=db).stdout)
+    events = listed["events"]
+    assert [e["summary_id"] for e in events] == full["summaries"]
+    assert {(e["run_id"], e["trigger"], e["mode"]) for e in events} == {(full["run_id"], "manual", "full")}
+    assert events[0]["tokens_before"] == full["tokens_before"]
+    assert events[-1]["tokens_after"] == full["tokens_after"]
+    assert [e["kind"] for e in events] == ["leaf", "leaf", "condensed"]  # the sample makes two leaves, one node
+    newest = json.loads(run("compactions", "1", "--limit", "1", "--json", db=db).stdout)["events"]
+    assert newest == events[-1:]
+    human = run("compactions", "1", db=db)
+    assert human.exit_code == 0
+    assert events[0]["summary_id"] in human.output and "manual" in human.output
+    assert f"{events[0]['tokens_before']:,}" in human.output
+    assert run("compactions", "1", "--limit", "0", db=db).exit_code != 0
+
+
 LOG = "".join(f"2026-02-14T08:00:{i % 60:02d}Z INFO line {i} of the worker log\n" for i in range(3000))
 IMAGE = b"\x89PNG\r\n\x1a\n" + (13).to_bytes(4, "big") + b"IHDR" + (64).to_bytes(4, "big") * 2 + bytes(300_000)
 

@@ -193,6 +193,47 @@ async def test_full_sweep_condenses_and_incremental_respects_fanout(engine: Cont
     assert await covered(engine.store, conversation) == await all_ids(engine, "s")
 
 
+async def test_every_pass_records_a_compaction_event(engine: ContextEngine) -> None:
+    result = await engine.ingest_batch("s", chat(120))
+    conversation = result.conversation_id
+    assert conversation is not None
+    first = await compactor(engine).compact(conversation, mode="incremental", trigger="threshold")
+    full = await compactor(engine).compact(conversation, mode="full")
+    events = await engine.store.get_compaction_events(conversation)
+    made = [*first.summaries, *full.summaries]
+    assert [e.summary_id for e in events] == [s.id for s in made]
+    assert [(e.run_id, e.trigger, e.mode) for e in events] == [
+        *[(first.run_id, "threshold", "incremental")] * len(first.summaries),
+        *[(full.run_id, "manual", "full")] * len(full.summaries),
+    ]
+    assert first.run_id != full.run_id and full.trigger == "manual"
+    lineage = await engine.store.get_lineage(conversation)
+    assert [e.source_items for e in events] == [len(lineage[s.id]) for s in made]
+    # Each pass starts where the one before ended, and the call's totals are the ends of the chain.
+    assert events[0].tokens_before == first.tokens_before
+    assert [e.tokens_before for e in events[1:]] == [e.tokens_after for e in events[:-1]]
+    assert events[-1].tokens_after == full.tokens_after
+    sizes: dict[int | str, int] = {m.id: m.token_count for m in await engine.messages("s")}
+    sizes.update({s.id: s.token_count for s in made})
+    for event, summary in zip(events, made, strict=True):
+        replaced = sum(sizes[source] for source in lineage[summary.id])
+        assert event.tokens_before - event.tokens_after == replaced - summary.token_count
+        assert event.elapsed_ms >= 0 and event.created_at.tzinfo is not None
+    part = events[0].to_part()
+    assert (part.type, part.summary, part.auto, part.tokens_before) == (
+        "compaction",
+        events[0].summary_id,
+        True,
+        events[0].tokens_before,
+    )
+    assert part.metadata is not None and part.metadata["tokens_after"] == events[0].tokens_after
+    assert await engine.compaction_events("s", limit=2) == events[-2:]
+    with pytest.raises(InputError):
+        await compactor(engine).compact(conversation, trigger="cron")  # type: ignore[arg-type]
+    with pytest.raises(InputError):
+        await engine.compaction_events("s", limit=0)
+
+
 async def test_until_under_meets_a_budget_or_says_why(engine: ContextEngine) -> None:
     result = await engine.ingest_batch("s", chat(60))
     conversation = result.conversation_id

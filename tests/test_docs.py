@@ -56,6 +56,7 @@ def test_every_command_and_exit_code_is_documented() -> None:
         "file",
         "compact",
         "summaries",
+        "compactions",
         "stats",
         "config",
         "memory",

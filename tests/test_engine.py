@@ -407,6 +407,9 @@ async def test_a_leaf_pass_runs_once_raw_history_outside_the_tail_reaches_the_ch
         out = await engine.assemble("leafy", token_budget=1_000_000)
         assert out.summaries_included >= 1 and out.system_prompt_addition is not None
         assert out.messages[-1] == {"role": "assistant", "content": "answer 11"}
+        events = await engine.compaction_events("leafy")
+        assert events and {e.trigger for e in events} == {"threshold"}  # after_turn asked, not a person
+        assert {e.mode for e in events} == {"incremental"}
     finally:
         await engine.dispose()
 

@@ -125,6 +125,13 @@ def test_the_lifecycle_over_http(base_url: str) -> None:
         assert [m["event_key"] for m in tail] == ["u11", "a11"]
         summaries = http.get("/v1/conversations/s1/summaries").json()["summaries"]
         assert summaries and all(s["sources"] for s in summaries)
+        events = http.get("/v1/conversations/s1/compactions").json()["events"]
+        assert [e["summary_id"] for e in events] == [s["id"] for s in summaries]
+        assert events[-1]["trigger"] == "manual" and events[-1]["tokens_after"] == compacted["tokens_after"]
+        assert events[0]["kind"] == "leaf" and events[0]["source_items"] >= 1
+        newest = http.get("/v1/conversations/s1/compactions", params={"limit": 1}).json()["events"]
+        assert newest == events[-1:]
+        assert_error(http.get("/v1/conversations/s1/compactions", params={"limit": 0}), 422, "ValidationError")
         assert http.get("/v1/conversations/s1/files").json() == {"files": []}
         checked = http.get("/v1/conversations/s1/integrity").json()
         assert checked["ok"] is True and checked["checked"]["messages"] == 24
@@ -153,6 +160,7 @@ def test_a_caller_sees_only_its_own_agent(tmp_path: Path) -> None:
             "/v1/conversations/private",
             f"/v1/conversations/{conv_id}/messages",
             "/v1/conversations/private/summaries",
+            "/v1/conversations/private/compactions",
             "/v1/conversations/private/files",
             "/v1/conversations/private/integrity",
         ):
@@ -416,6 +424,7 @@ def test_no_endpoint_reads_another_agents_conversation(tmp_path: Path) -> None:
             ("GET", "/v1/conversations/{conversation}", None, 404, False),
             ("GET", "/v1/conversations/{conversation}/messages", None, 404, True),
             ("GET", "/v1/conversations/{conversation}/summaries", None, 404, True),
+            ("GET", "/v1/conversations/{conversation}/compactions", None, 404, False),
             ("GET", "/v1/conversations/{conversation}/files", None, 404, False),
             ("GET", "/v1/conversations/{conversation}/integrity", None, 404, False),
             ("GET", "/v1/files/{file_id}", None, 404, True),

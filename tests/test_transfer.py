@@ -62,6 +62,7 @@ def test_migrate_copies_everything_and_verifies(tmp_path: Path, pg_url: str) -> 
     assert all(t["source"] == t["target"] for t in tables.values())
     assert tables["messages"]["copied"] == tables["messages"]["source"] > 100
     assert report["blobs_copied"] == tables["large_files"]["source"] >= 1
+    assert tables["compaction_events"]["copied"] == tables["summaries"]["source"] >= 1
 
     async def read_back() -> None:
         async with await ContextEngine.open(pg_url, **SETTINGS) as engine:  # type: ignore[arg-type]
@@ -69,6 +70,8 @@ def test_migrate_copies_everything_and_verifies(tmp_path: Path, pg_url: str) -> 
             assert [(m.id, m.content) for m in await engine.messages(imported.id)] == before["messages"]
             summaries, _ = await engine.summaries(imported.id)
             assert sorted(s.id for s in summaries) == before["summaries"]
+            events = await engine.compaction_events(imported.id)
+            assert sorted(e.summary_id for e in events) == before["summaries"]
             assert await engine.read_file(str(before["file"])) == before["file_bytes"]
             assert len(await engine.memory().list()) == before["memories"]
             word = next(w for w in str(before["messages"][-1][1]).split() if w.isalpha() and len(w) > 4)  # type: ignore[index]

@@ -163,6 +163,8 @@ async def test_embedded_background_worker_takes_over_after_turn_compaction(engin
     [job] = await queue_of(engine).list_jobs()
     assert job.reason == "threshold" and job.kind == "compaction"
     assert await engine.store.list_summaries(turn.ingest.conversation_id)  # type: ignore[arg-type]
+    events = await engine.compaction_events("s")
+    assert events and {e.trigger for e in events} == {"threshold"}  # the job's reason is the passes' trigger
     assert (await engine.check_integrity()).ok
     # Outside background(), after_turn compacts inline again.
     inline = await engine.after_turn("s", chat(40, start=40), token_budget=2000)

@@ -18,8 +18,10 @@ with one summary a level deeper.  Modes:
 Invariants:
 
 * **Nothing is lost.**  A summary replaces context items only together with
-  the lineage rows that lead back to them, in one store transaction; messages
-  are never changed or deleted.
+  the lineage rows that lead back to them and the pass's
+  :class:`~lossless.records.CompactionEvent` (trigger, mode, context tokens
+  before and after, time taken), in one store transaction; messages are never
+  changed or deleted.
 * **Never split a tool call from its result.**  The fresh tail grows backwards
   to take in the calls whose results it holds, and a leaf chunk grows forwards
   to take in the results of the calls it holds.
@@ -52,6 +54,7 @@ import logging
 import math
 import re
 import time
+import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -64,7 +67,16 @@ from lossless.config import Config
 from lossless.context import pairs, tail_start
 from lossless.errors import ConflictError, InputError, ProviderUnavailable
 from lossless.ports import ConversationLocks, Store, Summarizer, SummaryPolicy, SummaryRequest
-from lossless.records import ContextEntry, Summary, SummaryKind, SummaryLevel, utcnow
+from lossless.records import (
+    CompactionEvent,
+    CompactionMode,
+    CompactionTrigger,
+    ContextEntry,
+    Summary,
+    SummaryKind,
+    SummaryLevel,
+    utcnow,
+)
 from lossless.segments import render_messages, render_summaries
 from lossless.tokens import TokenCounter
 
@@ -79,7 +91,7 @@ __all__ = [
     "truncate_to_tokens",
 ]
 
-Mode = Literal["incremental", "full", "until_under"]
+Mode = CompactionMode
 StopReason = Literal[
     "budget_met", "nothing_eligible", "no_progress", "irreducible_tail", "deadline", "provider_unavailable"
 ]
@@ -105,6 +117,8 @@ class CompactionResult:
     passes: int = 0
     seconds: float = 0.0
     target_tokens: int | None = None
+    trigger: CompactionTrigger = "manual"
+    run_id: str = ""
 
     @property
     def compacted(self) -> bool:
@@ -151,6 +165,8 @@ class _Run:
     target: int | None
     deadline: float
     pressure: bool
+    trigger: CompactionTrigger
+    run_id: str
     created: list[Summary] = field(default_factory=list)
     passes: int = 0
 
@@ -221,18 +237,25 @@ class Compactor:
         *,
         mode: Mode = "full",
         target_tokens: int | None = None,
+        trigger: CompactionTrigger = "manual",
         progress: Callable[[CompactionResult], Awaitable[None] | None] | None = None,
     ) -> CompactionResult:
-        """Compact one conversation; see the module docstring for the modes and guarantees."""
+        """Compact one conversation; see the module docstring for the modes and guarantees.
+
+        ``trigger`` (who asked: ``threshold``, ``manual`` or ``maintenance``) is recorded on each
+        pass's :class:`~lossless.records.CompactionEvent`.
+        """
         if mode == "until_under" and (target_tokens is None or target_tokens < 0):
             raise InputError("mode 'until_under' needs a target_tokens of zero or more")
+        if trigger not in ("threshold", "manual", "maintenance"):
+            raise InputError(f"trigger must be 'threshold', 'manual' or 'maintenance', got {trigger!r}")
         lock = self._locks.setdefault(conversation_id, anyio.Lock())
         async with lock:
             if isinstance(self.store, ConversationLocks):  # several hosts share the store
                 async with self.store.conversation_lock(conversation_id):
-                    result = await self._compact(conversation_id, mode, target_tokens, progress)
+                    result = await self._compact(conversation_id, mode, target_tokens, trigger, progress)
             else:
-                result = await self._compact(conversation_id, mode, target_tokens, progress)
+                result = await self._compact(conversation_id, mode, target_tokens, trigger, progress)
         if self.on_leaf is not None:
             for summary in result.summaries:
                 if summary.kind != "leaf":
@@ -250,13 +273,15 @@ class Compactor:
         conversation_id: int,
         mode: Mode,
         target: int | None,
+        trigger: CompactionTrigger,
         progress: Callable[[CompactionResult], Awaitable[None] | None] | None,
     ) -> CompactionResult:
         started = time.monotonic()
         limit_ms = (
             self.config.compact_until_under_deadline_ms if mode == "until_under" else self.config.sweep_deadline_ms
         )
-        run = _Run(mode, target, started + limit_ms / 1000, pressure=mode == "until_under")
+        deadline = started + limit_ms / 1000
+        run = _Run(mode, target, deadline, mode == "until_under", trigger, uuid.uuid4().hex[:16])
         entries = await self.store.get_context(conversation_id)
         before = sum(e.token_count for e in entries)
         conflicts = 0
@@ -276,6 +301,8 @@ class Compactor:
                 run.passes,
                 time.monotonic() - started,
                 target,
+                trigger,
+                run.run_id,
             )
 
         while True:
@@ -292,6 +319,7 @@ class Compactor:
             if plan is None:
                 stop = self._why_nothing(entries, run)
                 break
+            pass_started = time.monotonic()
             outcome = await self._summarize(conversation_id, plan, run)
             if outcome is None:
                 stop = "provider_unavailable"
@@ -299,8 +327,21 @@ class Compactor:
             if outcome == "no_progress":
                 stop = "no_progress"
                 break
+            tokens_now = sum(e.token_count for e in entries)
+            event = CompactionEvent(
+                conversation_id=conversation_id,
+                summary_id=outcome.id,
+                run_id=run.run_id,
+                trigger=run.trigger,
+                mode=mode,
+                source_items=len(plan.sources),
+                tokens_before=tokens_now,
+                tokens_after=tokens_now - plan.tokens + outcome.token_count,
+                elapsed_ms=round((time.monotonic() - pass_started) * 1000),
+                created_at=self._clock(),
+            )
             try:
-                await self.store.replace_with_summary(outcome, plan.sources)
+                await self.store.replace_with_summary(outcome, plan.sources, event)
             except ConflictError:
                 conflicts += 1
                 if conflicts > _CONFLICT_RETRIES:

@@ -497,14 +497,19 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
                 )
             return AfterTurnResult(ingested, None, tokens)
         if tokens > threshold:
-            compaction = self._compacted(await self.compactor.compact(conversation_id, mode="full"), "threshold")
+            compaction = self._compacted(
+                await self.compactor.compact(conversation_id, mode="full", trigger="threshold")
+            )
             if compaction.tokens_after > threshold:
                 compaction = self._compacted(
-                    await self.compactor.compact(conversation_id, mode="until_under", target_tokens=threshold),
-                    "threshold",
+                    await self.compactor.compact(
+                        conversation_id, mode="until_under", target_tokens=threshold, trigger="threshold"
+                    )
                 )
         elif self.compactor.needs_leaf_pass(entries):
-            compaction = self._compacted(await self.compactor.compact(conversation_id, mode="incremental"), "threshold")
+            compaction = self._compacted(
+                await self.compactor.compact(conversation_id, mode="incremental", trigger="threshold")
+            )
         after = compaction.tokens_after if compaction else tokens
         return AfterTurnResult(ingested, compaction, after)
 
@@ -578,13 +583,10 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
         """
         conv = await self.conversation(conversation)
         chosen: Mode = mode or ("until_under" if target_tokens is not None else "full" if force else "incremental")
-        result = await self.compactor.compact(conv.id, mode=chosen, target_tokens=target_tokens, progress=progress)
-        return self._compacted(result, "manual", conv.session_id)
-
-    async def summaries(self, conversation: int | str) -> tuple[list[Summary], dict[str, tuple[int | str, ...]]]:
-        """All summaries of a conversation (oldest first) and, for each, its sources in order."""
-        conv = await self.conversation(conversation)
-        return await self.store.list_summaries(conv.id), await self.store.get_lineage(conv.id)
+        result = await self.compactor.compact(
+            conv.id, mode=chosen, target_tokens=target_tokens, trigger="manual", progress=progress
+        )
+        return self._compacted(result, conv.session_id)
 
     async def _append_with_files(
         self, conversation_id: int, prepared: list[PreparedMessage], files: Sequence[PendingFile]

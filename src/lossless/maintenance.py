@@ -9,7 +9,6 @@ compactor; see :mod:`lossless.integrity`, :mod:`lossless.retention`, :mod:`lossl
 from __future__ import annotations
 
 import logging
-import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -24,7 +23,7 @@ from lossless.errors import InputError, StoreError
 from lossless.integrity import IntegrityChecker, IntegrityReport, RepairOutcome, RepairPlan, plan_repairs
 from lossless.observability import record
 from lossless.ports import BlobStore, Job, JobQueue, JobReason, PrunableBlobStore, Store
-from lossless.records import Conversation, JSONValue
+from lossless.records import CompactionEvent, Conversation, JSONValue, Summary
 from lossless.retention import PrunePlan, PruneResult, plan_prune, require_retention
 from lossless.workers import Worker, WorkerSettings
 
@@ -114,14 +113,34 @@ class MaintenanceMixin:
 
     # -------------------------------------------------------------- observability
 
-    def _compacted(self, result: CompactionResult, trigger: str, session_id: str | None = None) -> CompactionResult:
+    # -------------------------------------------------------------- the compaction record
+
+    async def summaries(self, conversation: int | str) -> tuple[list[Summary], dict[str, tuple[int | str, ...]]]:
+        """All summaries of a conversation (oldest first) and, for each, its sources in order."""
+        conv = await self.conversation(conversation)
+        return await self.store.list_summaries(conv.id), await self.store.get_lineage(conv.id)
+
+    async def compaction_events(self, conversation: int | str, *, limit: int | None = None) -> list[CompactionEvent]:
+        """The conversation's compaction passes, oldest first (with ``limit``: the newest ``limit`` of them).
+
+        Each was recorded in the transaction that put its summary in place: who asked (``trigger``),
+        the ``mode``, how many context items it replaced, the context's tokens before and after, and
+        how long the summary took; ``run_id`` groups the passes of one compaction call.
+        """
+        if limit is not None and limit < 1:
+            raise InputError(f"limit must be a positive whole number, got {limit!r}")
+        conv = await self.conversation(conversation)
+        return await self.store.get_compaction_events(conv.id, limit=limit)
+
+    def _compacted(self, result: CompactionResult, session_id: str | None = None) -> CompactionResult:
         """Record a finished compaction: metrics, and one structured log line (plus one per summary)."""
+        trigger = result.trigger
         record("lcm_compaction_runs", trigger=trigger, stop_reason=result.stop_reason)
         for summary in result.summaries:
             record("lcm_summaries_created", kind=summary.kind)
         if not result.summaries:
             return result
-        compaction_id = uuid.uuid4().hex[:16]
+        compaction_id = result.run_id
         fields = {
             "conversation_id": result.conversation_id,
             "session_id": session_id,
@@ -201,15 +220,18 @@ class MaintenanceMixin:
         target = job.target_tokens
         result = self._compacted(
             await self.compactor.compact(
-                conversation.id, mode=mode, target_tokens=target if mode == "until_under" else None
+                conversation.id,
+                mode=mode,
+                target_tokens=target if mode == "until_under" else None,
+                trigger=job.reason,
             ),
-            job.reason,
             conversation.session_id,
         )
         if mode == "full" and target is not None and result.tokens_after > target:
             result = self._compacted(
-                await self.compactor.compact(conversation.id, mode="until_under", target_tokens=target),
-                job.reason,
+                await self.compactor.compact(
+                    conversation.id, mode="until_under", target_tokens=target, trigger=job.reason
+                ),
                 conversation.session_id,
             )
         return {

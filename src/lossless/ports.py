@@ -42,6 +42,8 @@ from typing import Literal, Protocol, runtime_checkable
 
 from lossless.records import (
     BootstrapState,
+    CompactionEvent,
+    CompactionTrigger,
     ContextEntry,
     ContextItem,
     Conversation,
@@ -263,16 +265,24 @@ class Store(Protocol):
 
     # -- the summary DAG
 
-    async def replace_with_summary(self, summary: Summary, sources: Sequence[ContextEntry]) -> None:
+    async def replace_with_summary(
+        self, summary: Summary, sources: Sequence[ContextEntry], event: CompactionEvent | None = None
+    ) -> None:
         """Atomically store ``summary`` with its lineage and put it in place of the context items ``sources``.
 
         ``sources`` are contiguous context items of ``summary.conversation_id``
         exactly as the store holds them now: all messages for a leaf, or all
-        summaries one level shallower for a condensed summary.  If the context
-        changed in the meantime nothing is written and :class:`ConflictError`
-        is raised (read the context again and retry); if ``sources`` cannot be
-        the sources of ``summary`` it is an :class:`InputError`.
+        summaries one level shallower for a condensed summary.  ``event``, when
+        given, is recorded in the same transaction (its ``event_id`` is ignored).
+        If the context changed in the meantime nothing is written and
+        :class:`ConflictError` is raised (read the context again and retry); if
+        ``sources`` cannot be the sources of ``summary``, or ``event`` is not an
+        event of this replacement, it is an :class:`InputError`.
         """
+        ...
+
+    async def get_compaction_events(self, conversation_id: int, *, limit: int | None = None) -> list[CompactionEvent]:
+        """The conversation's compaction events, oldest first; with ``limit``, only the newest ``limit``."""
         ...
 
     async def get_summaries(self, summary_ids: Sequence[str]) -> list[Summary]:
@@ -604,7 +614,7 @@ class PrunableBlobStore(Protocol):
 # ---------------------------------------------------------------------- background jobs
 
 JobKind = Literal["compaction", "integrity"]
-JobReason = Literal["threshold", "manual", "maintenance"]
+JobReason = CompactionTrigger  # a job is asked for for the same reasons a compaction runs
 JobState = Literal["queued", "running", "done", "failed"]
 
 

@@ -51,12 +51,16 @@ from lossless.parts import (
 )
 
 __all__ = [
+    "COMPACTION_TRIGGERS",
     "FILE_ORIGINS",
     "PART_TYPES",
     "ROLES",
     "AgentPart",
     "BootstrapState",
+    "CompactionEvent",
+    "CompactionMode",
     "CompactionPart",
+    "CompactionTrigger",
     "ContextEntry",
     "ContextItem",
     "Conversation",
@@ -99,6 +103,9 @@ ROLES: tuple[Role, ...] = get_args(Role)
 
 SummaryKind = Literal["leaf", "condensed"]
 SummaryLevel = Literal["normal", "aggressive", "fallback"]
+CompactionMode = Literal["incremental", "full", "until_under"]
+CompactionTrigger = Literal["threshold", "manual", "maintenance"]
+COMPACTION_TRIGGERS: tuple[CompactionTrigger, ...] = get_args(CompactionTrigger)
 
 #: Longest accepted event key.  Keys are identifiers (entry ids, hashes), not content.
 MAX_EVENT_KEY_LENGTH = 512
@@ -411,6 +418,50 @@ class Summary:
     model: str | None = None
     level: SummaryLevel = "normal"
     reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionEvent:
+    """One compaction pass, written in the same transaction that put its summary in place.
+
+    The pass replaced ``source_items`` context items with summary ``summary_id``
+    and took the conversation's context from ``tokens_before`` to
+    ``tokens_after`` tokens; making the summary took ``elapsed_ms``.  ``run_id``
+    groups the passes of one compaction call, ``trigger`` says who asked for it
+    (``threshold``: the engine after a turn; ``manual``: a user or host call;
+    ``maintenance``: a scheduled job) and ``mode`` how far it went.  The kind,
+    depth, level and provenance are the summary's own.  ``event_id`` is given
+    by the store (increasing per store).
+    """
+
+    conversation_id: int
+    summary_id: str
+    run_id: str
+    trigger: CompactionTrigger
+    mode: CompactionMode
+    source_items: int
+    tokens_before: int
+    tokens_after: int
+    elapsed_ms: int
+    created_at: datetime
+    event_id: int | None = None
+
+    def to_part(self) -> CompactionPart:
+        """The event as a ``compaction`` message part (the reference schema's form of it), e.g. for an export."""
+        return CompactionPart(
+            summary=self.summary_id,
+            auto=self.trigger != "manual",
+            tokens_before=self.tokens_before,
+            metadata={
+                "run_id": self.run_id,
+                "trigger": self.trigger,
+                "mode": self.mode,
+                "source_items": self.source_items,
+                "tokens_after": self.tokens_after,
+                "elapsed_ms": self.elapsed_ms,
+                "created_at": format_timestamp(self.created_at),
+            },
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import anyio
@@ -11,6 +12,7 @@ from lossless.errors import ConflictError, InputError, NotFoundError
 from lossless.ports import PreparedMessage, Store
 from lossless.records import (
     BootstrapState,
+    CompactionEvent,
     CompactionPart,
     ContextEntry,
     FilePart,
@@ -463,6 +465,101 @@ async def test_replace_with_summary_refuses_stale_or_invalid_sources(store: Stor
     with pytest.raises(InputError):  # a depth-1 node made of messages
         await store.replace_with_summary(leaf_for(conv, current[1:3], "sum_0000000000000012", depth=1), current[1:3])
     assert len(await store.list_summaries(conv)) == 1
+
+
+def event_for(summary: Summary, sources: list[ContextEntry], **changes: object) -> CompactionEvent:
+    tokens = sum(e.token_count for e in sources)
+    event = CompactionEvent(
+        conversation_id=summary.conversation_id,
+        summary_id=summary.id,
+        run_id="run0000000000001",
+        trigger="threshold",
+        mode="incremental",
+        source_items=len(sources),
+        tokens_before=100 + tokens,
+        tokens_after=100 + summary.token_count,
+        elapsed_ms=12,
+        created_at=T0,
+    )
+    return replace(event, **changes)  # type: ignore[arg-type]
+
+
+async def test_compaction_events_are_written_with_their_summary(store: Store) -> None:
+    conv = await new_conversation(store)
+    other = await new_conversation(store, "s2")
+    await store.append_messages(conv, [prep(Message.user(str(i)), 10) for i in range(6)])
+    entries = await store.get_context(conv)
+    first = leaf_for(conv, entries[0:3], "sum_00000000000000e1")
+    first_event = event_for(first, entries[0:3])
+    await store.replace_with_summary(first, entries[0:3], first_event)
+    entries = await store.get_context(conv)
+    second = leaf_for(conv, entries[1:4], "sum_00000000000000e2")
+    later = T0 + timedelta(seconds=1)
+    await store.replace_with_summary(
+        second, entries[1:4], event_for(second, entries[1:4], trigger="manual", mode="full", created_at=later)
+    )
+    leaves = [e for e in await store.get_context(conv) if e.kind == "summary"]
+    node = leaf_for(conv, leaves, "sum_00000000000000e3", depth=1)
+    await store.replace_with_summary(node, leaves)  # a caller may record no event
+    events = await store.get_compaction_events(conv)
+    assert [(e.summary_id, e.trigger, e.mode, e.source_items) for e in events] == [
+        (first.id, "threshold", "incremental", 3),
+        (second.id, "manual", "full", 3),
+    ]
+    assert events[0].event_id is not None and events[1].event_id is not None
+    assert events[0].event_id < events[1].event_id
+    assert [e.created_at for e in events] == [T0, later]
+    assert events[0] == replace(first_event, event_id=events[0].event_id)  # every field round-trips
+    assert await store.get_compaction_events(conv, limit=1) == events[1:]
+    assert await store.get_compaction_events(conv, limit=0) == []
+    assert await store.get_compaction_events(other) == []
+    with pytest.raises(InputError):
+        await store.get_compaction_events(conv, limit=-1)
+
+
+async def test_a_compaction_event_that_does_not_match_writes_nothing(store: Store) -> None:
+    conv = await new_conversation(store)
+    await store.append_messages(conv, [prep(Message.user(str(i)), 10) for i in range(4)])
+    entries = await store.get_context(conv)
+    leaf = leaf_for(conv, entries[0:2])
+    for wrong, message in (
+        ({"summary_id": "sum_00000000000000f0"}, "not summary"),
+        ({"conversation_id": conv + 1}, "not summary"),
+        ({"source_items": 3}, "counts 3 source items"),
+        ({"trigger": "cron"}, "trigger must be one of"),
+        ({"mode": "sometimes"}, "mode must be"),
+        ({"tokens_after": -1}, "cannot be negative"),
+    ):
+        with pytest.raises(InputError, match=message):
+            await store.replace_with_summary(leaf, entries[0:2], event_for(leaf, entries[0:2], **wrong))
+    stale = [replace(e, ordinal=e.ordinal + 100) for e in entries[0:2]]
+    with pytest.raises(ConflictError):  # stale sources: neither the summary nor its event is written
+        await store.replace_with_summary(leaf, stale, event_for(leaf, stale))
+    assert await store.get_context(conv) == entries
+    assert await store.list_summaries(conv) == []
+    assert await store.get_compaction_events(conv) == []
+
+
+async def test_a_failing_event_insert_rolls_the_whole_replacement_back(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The event is written in the summary's transaction: when the database refuses it, nothing stays."""
+    import lossless.stores.postgres.core as pg_core
+    import lossless.stores.sqlite.store as sqlite_store
+
+    monkeypatch.setattr(sqlite_store, "check_event", lambda *_: None)
+    monkeypatch.setattr(pg_core, "check_event", lambda *_: None)
+    conv = await new_conversation(store)
+    await store.append_messages(conv, [prep(Message.user(str(i)), 10) for i in range(4)])
+    entries = await store.get_context(conv)
+    leaf = leaf_for(conv, entries[0:2])
+    with pytest.raises(Exception):  # noqa: B017, PT011 - the backend's own CHECK violation, whatever it is called
+        await store.replace_with_summary(leaf, entries[0:2], event_for(leaf, entries[0:2], elapsed_ms=-5))
+    assert await store.get_context(conv) == entries
+    assert await store.list_summaries(conv) == []
+    assert await store.get_lineage(conv) == {}
+    await store.replace_with_summary(leaf, entries[0:2], event_for(leaf, entries[0:2]))  # and it can be retried
+    assert [e.summary_id for e in await store.get_compaction_events(conv)] == [leaf.id]
 
 
 # ------------------------------------------------------------------ retrieval (issue 5)

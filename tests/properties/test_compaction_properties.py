@@ -121,5 +121,13 @@ def test_compaction_terminates_and_keeps_every_message_once(
             if done.stop_reason == "budget_met":
                 assert target is None or done.tokens_after <= target
             assert [e.ordinal for e in after] == sorted({e.ordinal for e in after})
+            # One event per pass, recorded with its summary, and the events chain the token totals.
+            events = await engine.store.get_compaction_events(conversation)
+            assert [e.summary_id for e in events] == [s.id for s in done.summaries]
+            assert {e.run_id for e in events} <= {done.run_id}
+            totals = [total] + [e.tokens_after for e in events]
+            assert [e.tokens_before for e in events] == totals[:-1]
+            assert totals[-1] == done.tokens_after
+            assert all(e.tokens_after < e.tokens_before and e.mode == mode for e in events)
 
     anyio.run(scenario)

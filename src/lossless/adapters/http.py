@@ -40,6 +40,7 @@ from lossless.adapters.service import (
     call_tool,
     check_conversation_ref,
     compaction_dict,
+    event_dict,
     ingest_dict,
     jsonable,
     messages_from,
@@ -516,6 +517,17 @@ async def summaries(conversation: str, engine: Caller) -> dict[str, Any]:
     """Every summary of a conversation, oldest first, each with the ids it was made from."""
     found, lineage = await engine.summaries(check_conversation_ref(conversation))
     return {"summaries": [summary_dict(s, lineage.get(s.id, ())) for s in found]}
+
+
+@router.get("/v1/conversations/{conversation}/compactions", tags=["conversations"])
+async def compactions(
+    conversation: str, engine: Caller, limit: Annotated[int | None, Query(ge=1, le=10_000)] = None
+) -> dict[str, Any]:
+    """The conversation's compaction passes, oldest first (with limit: the newest ones), with their summaries' kind,
+    depth and level."""
+    events = await engine.compaction_events(check_conversation_ref(conversation), limit=limit)
+    found = {s.id: s for s in await engine.store.get_summaries([e.summary_id for e in events])}
+    return {"events": [event_dict(e, found.get(e.summary_id)) for e in events]}
 
 
 @router.get("/v1/conversations/{conversation}/integrity", tags=["conversations"])

@@ -43,7 +43,7 @@ from lossless.config import Config
 from lossless.engine import AfterTurnResult, ContextEngine
 from lossless.errors import AccessDeniedError, InputError, NotFoundError
 from lossless.memory.toolcalls import MEMORY_TOOLS, call_memory_tool
-from lossless.records import IngestResult, JSONValue, Message, Summary, format_timestamp
+from lossless.records import CompactionEvent, IngestResult, JSONValue, Message, Summary, format_timestamp
 from lossless.retrieval import Caller
 from lossless.retrieval.dag import DEFAULT_MAX_DEPTH, MAX_TOKEN_CAP
 from lossless.retrieval.expansion import DEFAULT_MAX_TOKENS as DEFAULT_ANSWER_TOKENS
@@ -178,6 +178,25 @@ def summary_dict(summary: Summary, sources: tuple[int | str, ...] = ()) -> dict[
     out: dict[str, JSONValue] = jsonable(summary)
     out["sources"] = list(sources)
     return out
+
+
+def event_dict(event: CompactionEvent, summary: Summary | None) -> dict[str, JSONValue]:
+    """A compaction event as JSON, with what its summary says about the pass (kind, depth, level)."""
+    return {
+        "event_id": event.event_id,
+        "run_id": event.run_id,
+        "created_at": event.created_at.isoformat(),
+        "trigger": event.trigger,
+        "mode": event.mode,
+        "summary_id": event.summary_id,
+        "kind": summary.kind if summary else None,
+        "depth": summary.depth if summary else None,
+        "level": summary.level if summary else None,
+        "source_items": event.source_items,
+        "tokens_before": event.tokens_before,
+        "tokens_after": event.tokens_after,
+        "elapsed_ms": event.elapsed_ms,
+    }
 
 
 # ----------------------------------------------------------------- argument checks

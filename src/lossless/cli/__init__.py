@@ -1,7 +1,7 @@
 """The ``lcm`` command.
 
 Commands: ``import``, ``conversations``, ``messages``, ``files``, ``file``, ``compact``,
-``summaries``, ``replay``, ``stats``, ``config show``, ``grep``, ``describe``, ``expand``, ``doctor``,
+``summaries``, ``compactions``, ``replay``, ``stats``, ``config show``, ``grep``, ``describe``, ``expand``, ``doctor``,
 ``prune``, ``vacuum``, ``migrate``, ``worker``, ``jobs``, ``serve`` (the HTTP API), ``mcp`` (the MCP server)
 and ``grants`` (create, show, revoke expansion grants for ``mcp --grant``).
 Every command honours ``--database`` (else ``LCM_DATABASE_URL``, the config file, or SQLite in the
@@ -19,7 +19,7 @@ from pathlib import Path
 import click
 
 from lossless.cli._common import CliState
-from lossless.cli.compact import compact_command, summaries_command
+from lossless.cli.compact import compact_command, compactions_command, summaries_command
 from lossless.cli.config_cmd import config_group
 from lossless.cli.doctor import doctor_command
 from lossless.cli.files import file_command, files_command
@@ -65,6 +65,7 @@ cli.add_command(file_command)
 cli.add_command(stats_command)
 cli.add_command(compact_command)
 cli.add_command(summaries_command)
+cli.add_command(compactions_command)
 cli.add_command(replay_command)
 cli.add_command(config_group)
 cli.add_command(doctor_command)

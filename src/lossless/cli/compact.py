@@ -1,4 +1,5 @@
-"""``lcm compact`` and ``lcm summaries``: compact a conversation, and show its summary DAG as a tree."""
+"""``lcm compact``, ``lcm summaries`` and ``lcm compactions``: compact a conversation, show its summary DAG
+as a tree, and list the compaction passes that built it."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.tree import Tree
 
+from lossless.adapters.service import event_dict
 from lossless.cli._common import CliState, emit_json, json_option, open_engine, run_command, stderr, stdout
 from lossless.compaction import CompactionResult, Mode
 from lossless.records import ContextEntry, Summary
 from lossless.segments import format_time
 
-__all__ = ["compact_command", "summaries_command", "summary_tree"]
+__all__ = ["compact_command", "compactions_command", "summaries_command", "summary_tree"]
 
 
 def _result_dict(result: CompactionResult) -> dict[str, Any]:
@@ -30,6 +32,8 @@ def _result_dict(result: CompactionResult) -> dict[str, Any]:
         "summaries_by_depth": {str(k): v for k, v in result.by_depth.items()},
         "summaries_by_level": result.by_level,
         "summaries": [s.id for s in result.summaries],
+        "trigger": result.trigger,
+        "run_id": result.run_id,
     }
 
 
@@ -159,3 +163,48 @@ def summary_tree(
     if raw:
         tree.add(f"{raw} raw messages (not compacted)")
     return tree
+
+
+@click.command("compactions")
+@click.argument("conversation")
+@click.option(
+    "--limit", type=click.IntRange(1), default=50, show_default=True, help="Show only the newest LIMIT passes."
+)
+@json_option
+@click.pass_obj
+@run_command
+async def compactions_command(state: CliState, conversation: str, limit: int, as_json: bool) -> None:
+    """List the compaction passes of CONVERSATION, oldest first: when, who asked, what each replaced."""
+    async with await open_engine(state) as engine:
+        conv = await engine.conversation(conversation)
+        events = await engine.compaction_events(conv.id, limit=limit)
+        summaries = {s.id: s for s in await engine.store.get_summaries([e.summary_id for e in events])}
+        zone = engine.zone
+    if as_json:
+        emit_json({"conversation_id": conv.id, "events": [event_dict(e, summaries.get(e.summary_id)) for e in events]})
+        return
+    table = Table(title=f"Compaction passes of conversation {conv.id} · {conv.session_id}", title_justify="left")
+    for name in ("when", "run", "trigger", "mode", "summary"):
+        table.add_column(name)
+    for name in ("replaced", "context tokens", "time"):
+        table.add_column(name, justify="right")
+    for event in events:
+        summary = summaries.get(event.summary_id)
+        made = f"{event.summary_id} (depth {summary.depth}" if summary else event.summary_id
+        if summary:
+            made += ")" if summary.level == "normal" else f", [yellow]{summary.level}[/])"
+        unit = "messages" if summary is None or summary.kind == "leaf" else "summaries"
+        table.add_row(
+            format_time(event.created_at, zone),
+            event.run_id[:8],
+            event.trigger,
+            event.mode.replace("_", " "),
+            made,
+            f"{event.source_items} {unit}",
+            f"{event.tokens_before:,} → {event.tokens_after:,}",
+            f"{event.elapsed_ms:,} ms",
+        )
+    if not events:
+        stdout().print(f"conversation {conv.id} has not been compacted yet")
+        return
+    stdout().print(table)

@@ -16,12 +16,15 @@ Invariants:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 from lossless.errors import InputError
 from lossless.records import (
+    COMPACTION_TRIGGERS,
     AgentPart,
+    CompactionEvent,
     CompactionPart,
     ContextEntry,
     FilePart,
@@ -39,7 +42,19 @@ from lossless.records import (
     ToolPart,
 )
 
-__all__ = ["PART_COLUMNS", "check_sources", "dump_json", "implied_parts", "load_json", "part_from_row", "part_to_row"]
+__all__ = [
+    "EVENT_COLUMNS",
+    "PART_COLUMNS",
+    "check_event",
+    "check_sources",
+    "dump_json",
+    "event_from_row",
+    "event_values",
+    "implied_parts",
+    "load_json",
+    "part_from_row",
+    "part_to_row",
+]
 
 #: The ``message_parts`` columns written for a part, after ``message_id`` and ``ordinal``.
 PART_COLUMNS: tuple[str, ...] = (
@@ -252,6 +267,63 @@ def implied_parts(message: Message) -> bool:
     """A message whose only part is a plain text part equal to its content needs no part row."""
     part = message.parts[0]
     return bool(message.content) and type(part) is TextPart and part == TextPart(message.content)
+
+
+#: The ``compaction_events`` columns, in the order :func:`event_values` and :func:`event_from_row` use.
+EVENT_COLUMNS = (
+    "conversation_id, summary_id, run_id, trigger_reason, mode, source_items, tokens_before, tokens_after, "
+    "elapsed_ms, created_at"
+)
+
+
+def event_values(event: CompactionEvent, time: Callable[[datetime], object]) -> tuple[object, ...]:
+    """The values of ``EVENT_COLUMNS`` for ``event``; ``time`` converts the timestamp for the backend."""
+    return (
+        event.conversation_id,
+        event.summary_id,
+        event.run_id,
+        event.trigger,
+        event.mode,
+        event.source_items,
+        event.tokens_before,
+        event.tokens_after,
+        event.elapsed_ms,
+        time(event.created_at),
+    )
+
+
+def event_from_row(row: Sequence[Any], time: Callable[[Any], datetime]) -> CompactionEvent:
+    """The event of a row holding ``event_id`` then ``EVENT_COLUMNS``."""
+    return CompactionEvent(
+        event_id=row[0],
+        conversation_id=row[1],
+        summary_id=row[2],
+        run_id=row[3],
+        trigger=row[4],
+        mode=row[5],
+        source_items=row[6],
+        tokens_before=row[7],
+        tokens_after=row[8],
+        elapsed_ms=row[9],
+        created_at=time(row[10]),
+    )
+
+
+def check_event(summary: Summary, sources: Sequence[ContextEntry], event: CompactionEvent) -> None:
+    """InputError unless ``event`` records the replacement of ``sources`` by ``summary``."""
+    if event.summary_id != summary.id or event.conversation_id != summary.conversation_id:
+        raise InputError(
+            f"the compaction event is about summary {event.summary_id} of conversation {event.conversation_id}, "
+            f"not summary {summary.id} of conversation {summary.conversation_id}"
+        )
+    if event.source_items != len(sources):
+        raise InputError(f"the compaction event counts {event.source_items} source items, not {len(sources)}")
+    if event.trigger not in COMPACTION_TRIGGERS:
+        raise InputError(f"compaction trigger must be one of {', '.join(COMPACTION_TRIGGERS)}, got {event.trigger!r}")
+    if event.mode not in ("incremental", "full", "until_under"):
+        raise InputError(f"compaction mode must be 'incremental', 'full' or 'until_under', got {event.mode!r}")
+    if min(event.tokens_before, event.tokens_after, event.elapsed_ms) < 0:
+        raise InputError("a compaction event's token counts and elapsed time cannot be negative")
 
 
 def check_sources(summary: Summary, sources: Sequence[ContextEntry]) -> None:

@@ -3,7 +3,7 @@
 Invariants:
 
 * **Rows are copied as they are**, ids included (conversation, message, summary,
-  memory and job ids), so every reference — lineage, context items, memory
+  memory, job and compaction-event ids), so every reference — lineage, context items, memory
   provenance, large-file ids quoted in summaries — stays valid; afterwards each
   identity sequence is moved past the highest copied id, so new rows never
   collide.  Columns are matched by name; a value is converted by the target
@@ -47,6 +47,7 @@ TABLES: tuple[tuple[str, str | None], ...] = (
     ("summary_messages", None),
     ("summary_parents", None),
     ("context_items", None),
+    ("compaction_events", "event_id"),
     ("large_files", None),
     ("conversation_bootstrap_state", None),
     ("expansion_grants", None),

@@ -35,6 +35,7 @@ from lossless.errors import ConflictError, InputError, NotFoundError
 from lossless.ports import AppendResult, PreparedMessage, StoreStats
 from lossless.records import (
     BootstrapState,
+    CompactionEvent,
     ContextEntry,
     ContextItem,
     Conversation,
@@ -66,7 +67,15 @@ from lossless.stores.postgres.statements import (
     table_bytes,
     with_parts,
 )
-from lossless.stores.rows import check_sources, dump_json, implied_parts
+from lossless.stores.rows import (
+    EVENT_COLUMNS,
+    check_event,
+    check_sources,
+    dump_json,
+    event_from_row,
+    event_values,
+    implied_parts,
+)
 
 __all__ = ["CoreStatements"]
 
@@ -381,11 +390,27 @@ class CoreStatements:
 
     # ------------------------------------------------------------ the summary DAG
 
-    async def replace_with_summary(self, summary: Summary, sources: Sequence[ContextEntry]) -> None:
+    async def replace_with_summary(
+        self, summary: Summary, sources: Sequence[ContextEntry], event: CompactionEvent | None = None
+    ) -> None:
         check_sources(summary, sources)
+        if event is not None:
+            check_event(summary, sources, event)
         params = summary_params(summary)
         async with self._db.transaction() as conn:
-            await _replace_range(conn, summary, params, sources)
+            await _replace_range(conn, summary, params, sources, event)
+
+    async def get_compaction_events(self, conversation_id: int, *, limit: int | None = None) -> list[CompactionEvent]:
+        if limit is not None and limit < 0:
+            raise InputError(f"limit must be zero or more, got {limit}")
+        async with self._db.transaction() as conn:
+            cursor = await conn.execute(
+                f"SELECT event_id, {EVENT_COLUMNS} FROM compaction_events WHERE conversation_id = %s "
+                "ORDER BY event_id DESC LIMIT %s",
+                (conversation_id, limit),
+            )
+            rows = await cursor.fetchall()
+        return [event_from_row(row, aware) for row in reversed(rows)]
 
     async def get_summaries(self, summary_ids: Sequence[str]) -> list[Summary]:
         ids = list(dict.fromkeys(summary_ids))
@@ -664,7 +689,11 @@ async def _append(conn: Connection, conversation_id: int, messages: Sequence[Pre
 
 
 async def _replace_range(
-    conn: Connection, summary: Summary, params: tuple[Any, ...], sources: Sequence[ContextEntry]
+    conn: Connection,
+    summary: Summary,
+    params: tuple[Any, ...],
+    sources: Sequence[ContextEntry],
+    event: CompactionEvent | None,
 ) -> None:
     conversation_id = summary.conversation_id
     first, last = sources[0].ordinal, sources[-1].ordinal
@@ -703,3 +732,8 @@ async def _replace_range(
             "VALUES (%s, %s, 'summary', %s, %s)",
             (conversation_id, first, summary.id, utcnow()),
         )
+        if event is not None:
+            await cur.execute(
+                f"INSERT INTO compaction_events ({EVENT_COLUMNS}) VALUES ({', '.join(['%s'] * 10)})",
+                event_values(event, aware),
+            )

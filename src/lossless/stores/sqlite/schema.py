@@ -393,10 +393,33 @@ _V6 = (
     "CREATE INDEX memory_mined_conversation_idx ON memory_mined (conversation_id)",
 )
 
+# One row per compaction pass, written in the transaction that put the pass's summary in place (see
+# records.CompactionEvent); the rows go with their summary and their conversation.
+_V7 = (
+    """
+    CREATE TABLE compaction_events (
+        event_id        INTEGER PRIMARY KEY,
+        conversation_id INTEGER NOT NULL REFERENCES conversations(conversation_id) ON DELETE CASCADE,
+        summary_id      TEXT NOT NULL REFERENCES summaries(summary_id) ON DELETE CASCADE,
+        run_id          TEXT NOT NULL,
+        trigger_reason  TEXT NOT NULL CHECK (trigger_reason IN ('threshold','manual','maintenance')),
+        mode            TEXT NOT NULL CHECK (mode IN ('incremental','full','until_under')),
+        source_items    INTEGER NOT NULL CHECK (source_items > 0),
+        tokens_before   INTEGER NOT NULL CHECK (tokens_before >= 0),
+        tokens_after    INTEGER NOT NULL CHECK (tokens_after >= 0),
+        elapsed_ms      INTEGER NOT NULL CHECK (elapsed_ms >= 0),
+        created_at      TEXT NOT NULL
+    )
+    """,
+    "CREATE INDEX compaction_events_conversation_idx ON compaction_events (conversation_id, event_id)",
+    "CREATE INDEX compaction_events_summary_idx ON compaction_events (summary_id)",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "expansion grants", _V2),
     Migration(4, "long-term memory", _V4),
     Migration(5, "background jobs", _V5),
     Migration(6, "memory mining record", _V6),
+    Migration(7, "compaction events", _V7),
 )

@@ -15,6 +15,7 @@ from typing import Any
 from lossless.errors import ConflictError, InputError, NotFoundError
 from lossless.ports import AppendResult, PreparedMessage
 from lossless.records import (
+    CompactionEvent,
     ContextEntry,
     Conversation,
     LargeFile,
@@ -25,7 +26,17 @@ from lossless.records import (
     format_timestamp,
     utcnow,
 )
-from lossless.stores.rows import PART_COLUMNS, dump_json, implied_parts, load_json, part_from_row, part_to_row
+from lossless.stores.rows import (
+    EVENT_COLUMNS,
+    PART_COLUMNS,
+    dump_json,
+    event_from_row,
+    event_values,
+    implied_parts,
+    load_json,
+    part_from_row,
+    part_to_row,
+)
 
 CHUNK = 500  # ids per IN (…) list; well under SQLite's variable limit
 
@@ -217,7 +228,9 @@ def append(conn: sqlite3.Connection, conversation_id: int, messages: Sequence[Pr
     return AppendResult(tuple(stored), duplicates)
 
 
-def replace_range(conn: sqlite3.Connection, summary: Summary, sources: Sequence[ContextEntry]) -> None:
+def replace_range(
+    conn: sqlite3.Connection, summary: Summary, sources: Sequence[ContextEntry], event: CompactionEvent | None
+) -> None:
     conversation_id = summary.conversation_id
     first, last = sources[0].ordinal, sources[-1].ordinal
     current = conn.execute(
@@ -255,6 +268,20 @@ def replace_range(conn: sqlite3.Connection, summary: Summary, sources: Sequence[
         "VALUES (?, ?, 'summary', ?, ?)",
         (conversation_id, first, summary.id, format_timestamp(utcnow())),
     )
+    if event is not None:
+        conn.execute(
+            f"INSERT INTO compaction_events ({EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            event_values(event, format_timestamp),
+        )
+
+
+def compaction_events(conn: sqlite3.Connection, conversation_id: int, limit: int | None) -> list[CompactionEvent]:
+    rows = conn.execute(
+        f"SELECT event_id, {EVENT_COLUMNS} FROM compaction_events WHERE conversation_id = ? "
+        "ORDER BY event_id DESC LIMIT ?",
+        (conversation_id, -1 if limit is None else limit),
+    ).fetchall()
+    return [event_from_row(row, datetime.fromisoformat) for row in reversed(rows)]
 
 
 def summary_row(summary: Summary) -> tuple[Any, ...]:

@@ -38,6 +38,7 @@ from lossless.ports import (
 )
 from lossless.records import (
     BootstrapState,
+    CompactionEvent,
     ContextEntry,
     ContextItem,
     Conversation,
@@ -49,7 +50,7 @@ from lossless.records import (
     format_timestamp,
     utcnow,
 )
-from lossless.stores.rows import check_sources, dump_json
+from lossless.stores.rows import check_event, check_sources, dump_json
 from lossless.stores.sqlite import jobs, maintenance, retrieval
 from lossless.stores.sqlite.connection import Database
 from lossless.stores.sqlite.statements import (
@@ -61,6 +62,7 @@ from lossless.stores.sqlite.statements import (
     SUMMARY_COLUMNS,
     append,
     chunks,
+    compaction_events,
     conversation_from_row,
     large_file_from_row,
     replace_range,
@@ -404,9 +406,18 @@ class SQLiteStore:
 
     # ------------------------------------------------------------ the summary DAG
 
-    async def replace_with_summary(self, summary: Summary, sources: Sequence[ContextEntry]) -> None:
+    async def replace_with_summary(
+        self, summary: Summary, sources: Sequence[ContextEntry], event: CompactionEvent | None = None
+    ) -> None:
         check_sources(summary, sources)
-        await self._db.write(lambda conn: replace_range(conn, summary, sources))
+        if event is not None:
+            check_event(summary, sources, event)
+        await self._db.write(lambda conn: replace_range(conn, summary, sources, event))
+
+    async def get_compaction_events(self, conversation_id: int, *, limit: int | None = None) -> list[CompactionEvent]:
+        if limit is not None and limit < 0:
+            raise InputError(f"limit must be zero or more, got {limit}")
+        return await self._db.read(lambda conn: compaction_events(conn, conversation_id, limit))
 
     async def get_summaries(self, summary_ids: Sequence[str]) -> list[Summary]:
         ids = list(dict.fromkeys(summary_ids))
