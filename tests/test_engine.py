@@ -11,6 +11,8 @@ import pytest
 
 from lossless import ContextEngine, FilePart, InputError, Message, NotFoundError, StoreError, TextPart, ToolPart
 from lossless.config import Config
+from lossless.engine import AfterTurnResult
+from lossless.ports import SummaryRequest, SummaryResult
 from lossless.retrieval import FileView
 from lossless.stores import open_store
 from lossless.stores.blobs import FileBlobStore
@@ -448,6 +450,58 @@ async def test_after_turn_never_raises(tmp_path: Path) -> None:
         assert result.error == "compaction failed: disk on fire"
         assert len(result.ingest.stored) == 2  # the turn was stored all the same
         assert len(await engine.messages("s")) == 2
+    finally:
+        await engine.dispose()
+
+
+class _Gate:
+    """A summarizer that waits until released, then fails: a provider stuck in the middle of a call."""
+
+    provider = "gate"
+    model = None
+
+    def __init__(self) -> None:
+        self.entered = anyio.Event()
+        self.release = anyio.Event()
+
+    async def summarize(self, request: SummaryRequest) -> SummaryResult:
+        self.entered.set()
+        await self.release.wait()
+        raise RuntimeError("the model went away")
+
+
+async def test_a_stuck_summarizer_never_blocks_ingest(tmp_path: Path) -> None:
+    """While after_turn's compaction waits on a summarizer, other turns are stored (same session and others);
+    the compaction then ends in a truncation summary that says why, with its event recorded."""
+    gate = _Gate()
+    engine = await _open(tmp_path, gate, summary_timeout_ms=60_000)  # type: ignore[arg-type]
+    try:
+        for i in range(6):  # under the leaf trigger
+            await engine.ingest_batch("h", _turn(i))
+        engine.compactor.needs_leaf_pass = lambda entries: True  # type: ignore[method-assign]
+        results: list[AfterTurnResult] = []
+
+        async def turn() -> None:
+            results.append(await engine.after_turn("h", _turn(6), token_budget=1_000_000))
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as group:
+                group.start_soon(turn)
+                await gate.entered.wait()  # the turn is stored; its compaction is inside the summarizer
+                for i in range(7, 10):
+                    assert len((await engine.ingest_batch("h", _turn(i))).stored) == 2
+                    assert len((await engine.ingest_batch("other", _turn(i))).stored) == 2
+                assert results == []  # all stored while the compaction was still waiting
+                gate.release.set()
+        (result,) = results
+        assert result.error is None and len(result.ingest.stored) == 2
+        assert result.compaction is not None and result.compaction.summaries
+        leaf = result.compaction.summaries[0]
+        assert leaf.level == "fallback" and leaf.reason is not None and "the model went away" in leaf.reason
+        assert len(await engine.messages("h")) == 20
+        events = await engine.compaction_events("h")
+        assert [e.summary_id for e in events] == [s.id for s in result.compaction.summaries]
+        assert (await engine.check_integrity()).ok
     finally:
         await engine.dispose()
 
