@@ -150,6 +150,37 @@ async def test_provenance_is_checked_and_kept(store: Store, service: MemoryServi
     assert (await service.stats()).total == 1  # the refused draft wrote nothing
 
 
+async def test_an_update_can_add_source_messages(store: Store, service: MemoryService) -> None:
+    conversation = await store.get_or_create_conversation(agent_id="main", session_id="s1")
+    other = await store.get_or_create_conversation(agent_id="main", session_id="s2")
+    now = utcnow()
+    for conv in (conversation.id, other.id):
+        await store.append_messages(
+            conv, [PreparedMessage(Message(role="user", content=f"message {i}"), 3, now) for i in range(4)]
+        )
+    ids = [m.id for m in await store.get_messages(conversation.id)]
+    elsewhere = [m.id for m in await store.get_messages(other.id)]
+    memory = await service.add(
+        MemoryDraft(
+            "I live in Lyon.", category="profile", conversation_id=conversation.id, source_message_ids=(ids[1],)
+        )
+    )
+    grown = await service.update(memory.memory_id, MemoryPatch(add_sources=(ids[3], ids[1], ids[0], ids[3])))
+    assert grown.source_message_ids == (ids[1], ids[3], ids[0])  # appended in order, none twice
+    assert grown.content == memory.content and grown.memory_id == memory.memory_id
+    again = await service.update(memory.memory_id, MemoryPatch(add_sources=(ids[0],), importance=0.9))
+    assert again.source_message_ids == grown.source_message_ids and again.importance == 0.9
+    with pytest.raises(NotFoundError):  # a message of another conversation is not this memory's provenance
+        await service.update(memory.memory_id, MemoryPatch(add_sources=(elsewhere[0],)))
+    assert (await service.get(memory.memory_id)).source_message_ids == grown.source_message_ids
+    manual = await service.add(MemoryDraft("Tabs, not spaces.", category="preferences"))
+    with pytest.raises(InputError, match="belongs to no conversation"):
+        await service.update(manual.memory_id, MemoryPatch(add_sources=(ids[0],)))
+    for bad in ((0,), (True,), ("3",)):
+        with pytest.raises(InputError, match="add_sources"):
+            MemoryPatch(add_sources=bad)  # type: ignore[arg-type]
+
+
 async def test_supersede_keeps_history_queryable(service: MemoryService) -> None:
     old = await service.add(MemoryDraft("I prefer coffee.", category="preferences", fact_key="preferences:drink"))
     new = await service.supersede(old.memory_id, MemoryDraft("I prefer tea now.", category="preferences"))

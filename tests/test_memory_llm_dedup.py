@@ -25,9 +25,9 @@ from lossless.memory.llm_dedup import (
 from lossless.memory.records import Category, Memory, MemoryDraft
 from lossless.memory.scopes import Caller
 from lossless.memory.service import MemoryService
-from lossless.ports import Store
+from lossless.ports import PreparedMessage, Store
 from lossless.providers import dedup_judge_for
-from lossless.records import MessageRecord
+from lossless.records import Message, MessageRecord, utcnow
 from lossless.stores import memory_store_for
 from lossless.testing import StubProviderServer, StubReply
 
@@ -132,6 +132,53 @@ def test_the_judge_is_configured_like_the_extractor() -> None:
 
 
 # ------------------------------------------------------------------ the seven decisions
+
+
+async def test_merged_and_supporting_candidates_join_the_provenance(store: Store) -> None:
+    """What a candidate's messages said is now in the memory it merged into: they become its sources too."""
+    conversation = await store.get_or_create_conversation(agent_id="main", session_id="s1")
+    said = ["I prefer dark mode in every editor.", "And in the terminal too.", "Dark mode, always."]
+    await store.append_messages(
+        conversation.id, [PreparedMessage(Message(role="user", content=text), 8, utcnow()) for text in said]
+    )
+    ids = [m.id for m in await store.get_messages(conversation.id)]
+    extractor = Scripted()
+    with StubProviderServer() as stub:
+        service = _service(store, stub, extractor=extractor)
+        dark = await service.add(
+            MemoryDraft(said[0], category="preferences", conversation_id=conversation.id, source_message_ids=(ids[0],))
+        )
+
+        async def candidate(text: str, message_id: int) -> tuple[Decision, str | None]:
+            extractor.next = [
+                MemoryDraft(
+                    text,
+                    category="preferences",
+                    conversation_id=conversation.id,
+                    source_message_ids=(message_id,),
+                    source="extraction",
+                )
+            ]
+            ((_, decision, touched),) = (await service.remember(conversation.id, [])).decisions
+            return decision, touched
+
+        stub.script(_decision("merge"), _merged("Prefers dark mode in every editor and terminal."))
+        decision, touched = await candidate("I prefer dark mode in every terminal.", ids[1])
+        assert (decision.kind, touched) == ("merge", dark.memory_id)
+        merged = await _get(service, dark.memory_id)
+        assert merged.content == "Prefers dark mode in every editor and terminal."
+        assert merged.source_message_ids == (ids[0], ids[1])
+
+        stub.script(_decision("support"))
+        decision, touched = await candidate("I prefer dark mode in every editor and terminal.", ids[2])
+        assert (decision.kind, touched) == ("support", dark.memory_id)
+        supported = await _get(service, dark.memory_id)
+        assert supported.source_message_ids == (ids[0], ids[1], ids[2])
+        assert supported.content == merged.content
+
+        stub.script(_decision("skip"))  # a plain duplicate adds nothing, provenance included
+        decision, _ = await candidate("I prefer dark mode in every editor and terminal!", ids[2])
+        assert decision.kind == "skip" and await _get(service, dark.memory_id) == supported
 
 
 async def test_every_decision_is_reachable_through_the_model(store: Store) -> None:

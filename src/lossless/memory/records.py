@@ -174,7 +174,12 @@ class MemoryDraft:
 
 @dataclass(frozen=True, slots=True)
 class MemoryPatch:
-    """A change to a stored memory; fields left ``None`` keep their value."""
+    """A change to a stored memory; fields left ``None`` keep their value.
+
+    ``add_sources`` are message ids to add to the memory's provenance (after
+    its current sources; ids it already has are not added twice): the messages
+    of a candidate merged into it, or that support it.
+    """
 
     content: str | None = None
     abstract: str | None = None
@@ -185,8 +190,13 @@ class MemoryPatch:
     tier: Tier | None = None
     valid_until: datetime | None = None
     fact_key: str | None = None
+    add_sources: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
+        ids: tuple[object, ...] = tuple(self.add_sources)
+        if any(isinstance(i, bool) or not isinstance(i, int) or i < 1 for i in ids):
+            raise InputError(f"add_sources must be message ids (positive whole numbers), got {ids!r}")
+        object.__setattr__(self, "add_sources", ids)
         if self.content is not None:
             _check_text(self.content, "memory content")
         for name in ("abstract", "overview"):
@@ -199,7 +209,9 @@ class MemoryPatch:
         for name in ("importance", "confidence"):
             if getattr(self, name) is not None:
                 _unit(getattr(self, name), name)
-        if all(getattr(self, name) is None for name in self.__dataclass_fields__):
+        if not self.add_sources and all(
+            getattr(self, name) is None for name in self.__dataclass_fields__ if name != "add_sources"
+        ):
             raise InputError("an update must change something: give text, importance, category, …")
 
 

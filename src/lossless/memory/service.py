@@ -576,13 +576,19 @@ class MemoryService:
             draft = replace(draft, metadata={**(draft.metadata or {}), **note})
             return (await self.supersede(decision.target, draft)).memory_id
         target = await self._visible(decision.target)
+        # What the candidate's messages said is now part of the target: they join its provenance.
+        sources = tuple(i for i in draft.source_message_ids if i not in target.source_message_ids)
         if decision.kind in ("merge", "contextualize"):
             label = (decision.context_label or "general") if decision.kind == "contextualize" else None
             patch = await self._merged(target, draft, label)
-            return (await self.update(target.memory_id, patch)).memory_id if patch else target.memory_id
+            if patch is None and not sources:
+                return target.memory_id
+            patch = replace(patch or MemoryPatch(add_sources=sources), add_sources=sources)
+            return (await self.update(target.memory_id, patch)).memory_id
         if decision.kind == "support":
             boosted = min(1.0, target.confidence + 0.05)
-            return (await self.update(target.memory_id, MemoryPatch(confidence=boosted))).memory_id
+            patch = MemoryPatch(confidence=boosted, add_sources=sources)
+            return (await self.update(target.memory_id, patch)).memory_id
         return target.memory_id  # skip
 
     async def _merged(self, target: Memory, draft: MemoryDraft, label: str | None) -> MemoryPatch | None:

@@ -44,7 +44,6 @@ exact but scans instead of using the index.
 from __future__ import annotations
 
 import json
-import math
 import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -52,13 +51,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from lossless.errors import InputError, NotFoundError
-from lossless.memory.ports import KeywordHit, StoredVectors
+from lossless.memory.ports import StoredVectors
 from lossless.memory.records import Memory, MemoryDraft, MemoryPatch, MemoryStats, Tier, derive_levels
 from lossless.records import content_hash, utcnow
-from lossless.stores.postgres import memory_ann, memory_mining
+from lossless.stores.postgres import memory_ann, memory_keywords, memory_mining
 from lossless.stores.postgres.connection import Connection, Database
-from lossless.stores.postgres.schema import MEMORY_TRGM_TEXT
-from lossless.stores.sqlite.memory import STOP_WORDS, fts_terms
+from lossless.stores.postgres.memory_keywords import fetchall, fetchone, scope_clause
 
 __all__ = ["PostgresMemoryStore"]
 
@@ -71,15 +69,6 @@ _COLUMNS = (
 )
 _REVISION = "SELECT value::bigint FROM lcm_meta WHERE key = 'memory_revision'"
 _BUMP = "UPDATE lcm_meta SET value = (value::bigint + 1)::text WHERE key = 'memory_revision'"
-_MAX_TERMS = 32
-#: Document frequencies are counted up to this many memories (a commoner term's IDF is near 0 anyway).
-_DF_CAP = 5000
-#: Memories scored by BM25 per query (the best by ``ts_rank`` / the newest substring matches).
-_SCORED_CAP = 500
-#: Newest memories whose lengths give the average document length of BM25.
-_AVGDL_SAMPLE = 1000
-_K1, _B = 1.2, 0.75
-_COLUMN_WEIGHTS = (("A", 2.0), ("B", 1.0), ("C", 1.0))  # abstract, overview, content
 _PATCHABLE = ("abstract", "overview", "category", "importance", "confidence", "tier", "fact_key")
 
 
@@ -117,25 +106,6 @@ def _memory(row: Sequence[Any]) -> Memory:
     )
 
 
-def _grams(run: str, n: int) -> list[str]:
-    if len(run) <= n:
-        return [run]
-    return [run[i : i + n] for i in range(len(run) - n + 1)]
-
-
-def _like_pattern(text: str) -> str:
-    """``%text%`` for ``ILIKE`` with the pattern characters of ``text`` escaped (backslash is the escape)."""
-    return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-
-
-def _scope_clause(scopes: Sequence[str] | None) -> tuple[str, list[Any]]:
-    if scopes is None:
-        return "", []
-    if not scopes:
-        return " AND false", []
-    return " AND m.scope = ANY(%s)", [list(scopes)]
-
-
 def _new_id() -> str:
     return "mem_" + uuid.uuid4().hex
 
@@ -144,29 +114,7 @@ def _json(value: Mapping[str, Any] | None) -> str | None:
     return json.dumps(dict(value), ensure_ascii=False) if value else None
 
 
-def _idf(total: int, hits: int) -> float:
-    """FTS5's IDF: ``ln((N - n + 0.5) / (n + 0.5))``, at least 1e-6."""
-    idf = math.log((total - hits + 0.5) / (hits + 0.5)) if total > 0 else 0.0
-    return idf if idf > 0 else 1e-6
-
-
-def _bm25(idfs: Sequence[float], freqs: Sequence[float], length: float, average: float) -> float:
-    """FTS5's ``bm25()``: per term, IDF × weighted frequency saturated by k1 and normalised by length."""
-    norm = _K1 * (1 - _B + _B * (length / average if average > 0 else 1.0))
-    return sum(idf * (f * (_K1 + 1)) / (f + norm) for idf, f in zip(idfs, freqs, strict=True) if f > 0)
-
-
-async def _fetchall(conn: Connection, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-    cursor = await conn.execute(sql, params)
-    return await cursor.fetchall()
-
-
-async def _fetchone(conn: Connection, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
-    cursor = await conn.execute(sql, params)
-    return await cursor.fetchone()
-
-
-class PostgresMemoryStore(memory_mining.MinedMessages):
+class PostgresMemoryStore(memory_keywords.KeywordSearch, memory_mining.MinedMessages):
     """Memories, their vectors, the embedding cache and the scope grants, in the store's PostgreSQL database."""
 
     def __init__(self, database: Database) -> None:
@@ -176,26 +124,39 @@ class PostgresMemoryStore(memory_mining.MinedMessages):
     # ------------------------------------------------------------------ writes
 
     @staticmethod
-    async def _check_sources(conn: Connection, draft: MemoryDraft) -> None:
-        if draft.conversation_id is None:
+    async def _check_sources(conn: Connection, conversation_id: int | None, message_ids: Sequence[int]) -> None:
+        if conversation_id is None:
             return
-        if (
-            await _fetchone(conn, "SELECT 1 FROM conversations WHERE conversation_id = %s", (draft.conversation_id,))
-            is None
-        ):
-            raise NotFoundError("conversation", draft.conversation_id, "a memory's provenance must name a stored one")
-        ids = list(draft.source_message_ids)
+        if await fetchone(conn, "SELECT 1 FROM conversations WHERE conversation_id = %s", (conversation_id,)) is None:
+            raise NotFoundError("conversation", conversation_id, "a memory's provenance must name a stored one")
+        ids = list(message_ids)
         if not ids:
             return
-        row = await _fetchone(
+        row = await fetchone(
             conn,
             "SELECT count(*) FROM messages WHERE conversation_id = %s AND message_id = ANY(%s)",
-            (draft.conversation_id, ids),
+            (conversation_id, ids),
         )
         if row is None or row[0] != len(ids):
-            raise NotFoundError(
-                "source messages", ids, f"some are not messages of conversation {draft.conversation_id}"
+            raise NotFoundError("source messages", ids, f"some are not messages of conversation {conversation_id}")
+
+    async def _add_sources(self, conn: Connection, current: Memory, message_ids: Sequence[int]) -> None:
+        """Append ``message_ids`` (those it does not have yet) to the provenance of ``current``."""
+        new = [i for i in dict.fromkeys(message_ids) if i not in current.source_message_ids]
+        if not new:
+            return
+        if current.conversation_id is None:
+            raise InputError(
+                f"memory {current.memory_id} belongs to no conversation, so it cannot name source messages"
             )
+        await self._check_sources(conn, current.conversation_id, new)
+        await conn.execute(
+            "INSERT INTO memory_sources (memory_rowid, ordinal, message_id) "
+            "SELECT m.memory_rowid, t.ordinal + coalesce((SELECT max(s.ordinal) FROM memory_sources s "
+            "WHERE s.memory_rowid = m.memory_rowid), -1), t.message_id "
+            "FROM memories m, unnest(%s::bigint[]) WITH ORDINALITY AS t(message_id, ordinal) WHERE m.memory_id = %s",
+            (new, current.memory_id),
+        )
 
     async def _insert(
         self,
@@ -206,9 +167,9 @@ class PostgresMemoryStore(memory_mining.MinedMessages):
         supersedes: str | None = None,
         now: datetime,
     ) -> str:
-        await self._check_sources(conn, draft)
+        await self._check_sources(conn, draft.conversation_id, draft.source_message_ids)
         memory_id = _new_id()
-        row = await _fetchone(
+        row = await fetchone(
             conn,
             "INSERT INTO memories (memory_id, scope, category, tier, abstract, overview, content, importance, "
             "confidence, temporal_type, valid_from, valid_until, fact_key, supersedes, conversation_id, source, "
@@ -319,12 +280,13 @@ class PostgresMemoryStore(memory_mining.MinedMessages):
                 values["valid_until"] = patch.valid_until
             values["updated_at"] = utcnow()
             assignments = ", ".join(f"{name} = %s" for name in values)  # names from the fixed list above
-            row = await _fetchone(
+            row = await fetchone(
                 conn,
                 f"UPDATE memories SET {assignments} WHERE memory_id = %s RETURNING memory_rowid",
                 (*values.values(), memory_id),
             )
             assert row is not None
+            await self._add_sources(conn, current, patch.add_sources)
             if vectors is not None:
                 await self._put_vectors(conn, row[0], vectors)
             return (await self._get(conn, [memory_id]))[0]
@@ -347,13 +309,13 @@ class PostgresMemoryStore(memory_mining.MinedMessages):
                 conversation_id = memory.conversation_id
                 if (
                     conversation_id is not None
-                    and await _fetchone(
+                    and await fetchone(
                         conn, "SELECT 1 FROM conversations WHERE conversation_id = %s", (conversation_id,)
                     )
                     is None
                 ):
                     conversation_id = None  # provenance from another database cannot be linked here
-                row = await _fetchone(
+                row = await fetchone(
                     conn,
                     "INSERT INTO memories (memory_id, scope, category, tier, abstract, overview, content, importance, "
                     "confidence, temporal_type, valid_from, valid_until, fact_key, supersedes, superseded_by, "
@@ -433,7 +395,7 @@ class PostgresMemoryStore(memory_mining.MinedMessages):
     async def _get(conn: Connection, memory_ids: Sequence[str]) -> list[Memory]:
         if not memory_ids:
             return []
-        rows = await _fetchall(
+        rows = await fetchall(
             conn, f"SELECT {_COLUMNS} FROM memories m WHERE m.memory_id = ANY(%s)", (list(set(memory_ids)),)
         )
         by_id = {row[1]: _memory(row) for row in rows}
@@ -446,9 +408,9 @@ class PostgresMemoryStore(memory_mining.MinedMessages):
     async def find_by_prefix(self, prefix: str, scopes: Sequence[str] | None) -> list[Memory]:
         if not re.fullmatch(r"[A-Za-z0-9_]{1,64}", prefix):
             raise InputError(f"{prefix!r} is not a memory id or id prefix")
-        clause, params = _scope_clause(scopes)
+        clause, params = scope_clause(scopes)
         async with self._db.transaction() as conn:
-            rows = await _fetchall(
+            rows = await fetchall(
                 conn,
                 # memory_id is COLLATE "C": a byte range, served by its unique index.
                 f"SELECT {_COLUMNS} FROM memories m WHERE m.memory_id >= %s AND m.memory_id < %s{clause} "
@@ -468,7 +430,7 @@ class PostgresMemoryStore(memory_mining.MinedMessages):
         limit: int = 100,
     ) -> list[tuple[int, Memory]]:
         """Memories in insertion order after ``after_rowid`` (keyset paging: no row cap, no OFFSET scans)."""
-        clause, params = _scope_clause(scopes)
+        clause, params = scope_clause(scopes)
         if category is not None:
             clause += " AND m.category = %s"
             params.append(category)
@@ -478,160 +440,20 @@ class PostgresMemoryStore(memory_mining.MinedMessages):
         if not include_superseded:
             clause += " AND m.invalidated_at IS NULL"
         async with self._db.transaction() as conn:
-            rows = await _fetchall(
+            rows = await fetchall(
                 conn,
                 f"SELECT {_COLUMNS} FROM memories m WHERE m.memory_rowid > %s{clause} ORDER BY m.memory_rowid LIMIT %s",
                 (after_rowid, *params, limit),
             )
             return [(r[0], _memory(r)) for r in rows]
 
-    # ------------------------------------------------------------------ keyword search
-
-    async def keyword_search(
-        self, query: str, scopes: Sequence[str] | None, *, limit: int, include_superseded: bool = False
-    ) -> list[KeywordHit]:
-        words, cjk = fts_terms(query)
-        if (not words and not cjk) or limit < 1:
-            return []
-        clause, params = _scope_clause(scopes)
-        if not include_superseded:
-            clause += " AND m.invalidated_at IS NULL"
-        async with self._db.transaction() as conn:
-            scores: dict[str, float] = {}
-            if words:
-                scores.update(await self._word_search(conn, words, clause, params, limit))
-            if cjk:
-                for key, value in (await self._cjk_search(conn, cjk, clause, params, limit, set(scores))).items():
-                    scores[key] = max(scores.get(key, 0.0), value)
-        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
-        return [KeywordHit(memory_id, score) for memory_id, score in ranked]
-
-    @staticmethod
-    async def _corpus(conn: Connection) -> tuple[int, float]:
-        """(memories, average length in bytes) for BM25 — counted exactly up to 10,000, estimated above."""
-        row = await _fetchone(
-            conn,
-            "SELECT CASE WHEN c.reltuples >= 10000 THEN c.reltuples::bigint "
-            "ELSE (SELECT count(*) FROM memories) END FROM pg_class c WHERE c.oid = 'memories'::regclass",
-        )
-        total = int(row[0]) if row else 0
-        row = await _fetchone(
-            conn,
-            "SELECT avg(octet_length(s.abstract) + octet_length(s.overview) + octet_length(s.content)) "
-            "FROM (SELECT abstract, overview, content FROM memories "
-            f"ORDER BY memory_rowid DESC LIMIT {_AVGDL_SAMPLE}) s",
-        )
-        return total, float(row[0]) if row and row[0] is not None else 0.0
-
-    async def _word_search(
-        self, conn: Connection, words: list[str], clause: str, params: list[Any], limit: int
-    ) -> dict[str, float]:
-        # Stop words cost the most (they match everything) and tell the least; terms no memory
-        # contains would make the AND query fail.  Drop both, then AND; OR only when AND finds nothing.
-        content_words = [w for w in words if w not in STOP_WORDS] or words
-        rows = await _fetchall(
-            conn,
-            "SELECT t.word, t.lexemes, CASE WHEN cardinality(t.lexemes) = 0 THEN 0 ELSE ("
-            "SELECT count(*) FROM (SELECT 1 FROM memories m WHERE m.search_tsv @@ plainto_tsquery('english', t.word) "
-            f"LIMIT {_DF_CAP}) s) END "
-            "FROM (SELECT u.word, u.ordinal, "
-            "ARRAY(SELECT lexeme FROM unnest(to_tsvector('english', u.word))) AS lexemes "
-            "FROM unnest(%s::text[]) WITH ORDINALITY AS u(word, ordinal)) t ORDER BY t.ordinal",
-            (content_words,),
-        )
-        known = [(word, list(lexemes), int(df)) for word, lexemes, df in rows if df > 0]
-        if not known:
-            return {}
-        total, average = await self._corpus(conn)
-        idfs = [_idf(total, df) for _, _, df in known]
-        lexemes = sorted({lexeme for _, lexs, _ in known for lexeme in lexs})
-
-        async def run(operator: str) -> dict[str, float]:
-            single = "plainto_tsquery('english', %s)"
-            tsquery = f" {operator} ".join([single] * len(known))
-            word_params = [w for w, _, _ in known]
-            found = await _fetchall(
-                conn,
-                "SELECT m.memory_id, octet_length(m.abstract) + octet_length(m.overview) + octet_length(m.content), "
-                "ARRAY(SELECT u.lexeme || ':' || array_to_string(u.weights, '') FROM unnest(m.search_tsv) u "
-                "WHERE u.lexeme = ANY(%s)) "
-                f"FROM memories m WHERE m.search_tsv @@ ({tsquery}){clause} "
-                f"ORDER BY ts_rank('{{0.05, 0.5, 0.5, 1.0}}', m.search_tsv, ({tsquery})) DESC, m.memory_rowid DESC "
-                "LIMIT %s",
-                (lexemes, *word_params, *params, *word_params, max(_SCORED_CAP, 5 * limit)),
-            )
-            out: dict[str, float] = {}
-            for memory_id, length, postings in found:
-                weights = dict(p.split(":", 1) for p in postings)
-                freqs = [
-                    sum(
-                        weight * min(weights.get(lex, "").count(col) for lex in lexs) for col, weight in _COLUMN_WEIGHTS
-                    )
-                    for _, lexs, _ in known
-                ]
-                out[memory_id] = _bm25(idfs, freqs, float(length), average)
-            return out
-
-        hits = await run("&&")
-        if not hits and len(known) > 1:
-            hits = await run("||")
-        return dict(sorted(hits.items(), key=lambda kv: (-kv[1], kv[0]))[:limit])
-
-    async def _cjk_search(
-        self, conn: Connection, runs: list[str], clause: str, params: list[Any], limit: int, found: set[str]
-    ) -> dict[str, float]:
-        scores: dict[str, float] = {}
-        grams = list(dict.fromkeys(g for run_ in runs for g in _grams(run_, 3) if len(g) == 3))[:_MAX_TERMS]
-        if grams:
-            patterns = [_like_pattern(g) for g in grams]
-            rows = await _fetchall(
-                conn,
-                "SELECT (SELECT count(*) FROM (SELECT 1 FROM memories m "
-                f"WHERE {MEMORY_TRGM_TEXT} ILIKE t.pattern LIMIT {_DF_CAP}) s) "
-                "FROM unnest(%s::text[]) WITH ORDINALITY AS t(pattern, ordinal) ORDER BY t.ordinal",
-                (patterns,),
-            )
-            total, average = await self._corpus(conn)
-            idfs = [_idf(total, int(r[0])) for r in rows]
-            counts = ", ".join(
-                f"ARRAY(SELECT (octet_length(m.{col}) - octet_length(replace(m.{col}, g, ''))) / octet_length(g) "
-                "FROM unnest(%s::text[]) WITH ORDINALITY AS t(g, ordinal) ORDER BY t.ordinal)"
-                for col in ("abstract", "overview", "content")
-            )
-            matched = await _fetchall(
-                conn,
-                f"SELECT m.memory_id, octet_length(m.abstract) + octet_length(m.overview) + octet_length(m.content), "
-                f"{counts} FROM memories m WHERE {MEMORY_TRGM_TEXT} ILIKE ANY(%s){clause} "
-                "ORDER BY m.memory_rowid DESC LIMIT %s",
-                (grams, grams, grams, patterns, *params, _SCORED_CAP),
-            )
-            for memory_id, length, in_abstract, in_overview, in_content in matched:
-                freqs = [2.0 * a + o + c for a, o, c in zip(in_abstract, in_overview, in_content, strict=True)]
-                scores[memory_id] = _bm25(idfs, freqs, float(length), average)
-        if len(found | set(scores)) < limit:
-            # Words of one or two characters (most CJK words) are below the trigram index's
-            # reach: score them by the share of query bigrams a memory holds.
-            bigrams = list(dict.fromkeys(g for run_ in runs for g in _grams(run_, 2)))[:_MAX_TERMS]
-            rows = await _fetchall(
-                conn,
-                "SELECT s.memory_id, s.hits FROM (SELECT m.memory_id, m.memory_rowid, "
-                "(SELECT count(*) FROM unnest(%s::text[]) g "
-                "WHERE strpos(m.abstract || ' ' || m.content, g) > 0) AS hits "
-                f"FROM memories m WHERE true{clause}) s WHERE s.hits > 0 "
-                "ORDER BY s.hits DESC, s.memory_rowid DESC LIMIT %s",
-                (bigrams, *params, limit),
-            )
-            for memory_id, hits in rows:
-                scores[memory_id] = max(scores.get(memory_id, 0.0), 10.0 * hits / len(bigrams))
-        return scores
-
     # ------------------------------------------------------------------ vectors
 
     async def load_vectors(self, model: str) -> tuple[int, list[tuple[str, str, bool, bytes]]]:
         """(revision, [(memory_id, scope, current, vector blob)…]) for one embedding model, chunks in order."""
         async with self._db.transaction() as conn:
-            row = await _fetchone(conn, _REVISION)
-            rows = await _fetchall(
+            row = await fetchone(conn, _REVISION)
+            rows = await fetchall(
                 conn,
                 "SELECT m.memory_id, m.scope, m.invalidated_at IS NULL, v.vector FROM memory_vectors v "
                 "JOIN memories m ON m.memory_rowid = v.memory_rowid WHERE v.model = %s "
@@ -645,7 +467,7 @@ class PostgresMemoryStore(memory_mining.MinedMessages):
         if not memory_ids:
             return []
         async with self._db.transaction() as conn:
-            rows = await _fetchall(
+            rows = await fetchall(
                 conn,
                 "SELECT m.memory_id, m.scope, m.invalidated_at IS NULL, v.vector FROM memory_vectors v "
                 "JOIN memories m ON m.memory_rowid = v.memory_rowid WHERE v.model = %s AND m.memory_id = ANY(%s) "
@@ -684,12 +506,12 @@ class PostgresMemoryStore(memory_mining.MinedMessages):
 
     async def revision(self) -> int:
         async with self._db.transaction() as conn:
-            row = await _fetchone(conn, _REVISION)
+            row = await fetchone(conn, _REVISION)
             return int(row[0]) if row else 0
 
     async def memories_without_vectors(self, model: str, limit: int = 500) -> list[Memory]:
         async with self._db.transaction() as conn:
-            rows = await _fetchall(
+            rows = await fetchall(
                 conn,
                 f"SELECT {_COLUMNS} FROM memories m WHERE NOT EXISTS (SELECT 1 FROM memory_vectors v "
                 "WHERE v.memory_rowid = m.memory_rowid AND v.model = %s) ORDER BY m.memory_rowid LIMIT %s",
@@ -700,7 +522,7 @@ class PostgresMemoryStore(memory_mining.MinedMessages):
     async def put_vectors(self, memory_id: str, vectors: StoredVectors) -> None:
         async with self._db.transaction() as conn:
             await conn.execute(_BUMP)
-            row = await _fetchone(conn, "SELECT memory_rowid FROM memories WHERE memory_id = %s", (memory_id,))
+            row = await fetchone(conn, "SELECT memory_rowid FROM memories WHERE memory_id = %s", (memory_id,))
             if row is None:
                 raise NotFoundError("memory", memory_id)
             await conn.execute(
@@ -709,11 +531,11 @@ class PostgresMemoryStore(memory_mining.MinedMessages):
             await self._put_vectors(conn, row[0], vectors)
 
     async def stats(self, scopes: Sequence[str] | None) -> MemoryStats:
-        clause, params = _scope_clause(scopes)
+        clause, params = scope_clause(scopes)
         async with self._db.transaction() as conn:
 
             async def grouped(column: str) -> dict[str, int]:
-                rows = await _fetchall(
+                rows = await fetchall(
                     conn,
                     f"SELECT m.{column}, count(*) FROM memories m WHERE m.invalidated_at IS NULL{clause} "
                     f'GROUP BY m.{column} ORDER BY m.{column} COLLATE "C"',
@@ -721,20 +543,20 @@ class PostgresMemoryStore(memory_mining.MinedMessages):
                 )
                 return {str(r[0]): int(r[1]) for r in rows}
 
-            row = await _fetchone(
+            row = await fetchone(
                 conn,
                 f"SELECT count(*), count(*) FILTER (WHERE m.invalidated_at IS NULL) FROM memories m WHERE true{clause}",
                 params,
             )
             total, current = (int(row[0]), int(row[1])) if row else (0, 0)
-            row = await _fetchone(
+            row = await fetchone(
                 conn,
                 "SELECT count(*) FROM memory_vectors v JOIN memories m ON m.memory_rowid = v.memory_rowid "
                 f"WHERE true{clause}",
                 params,
             )
             vectors = int(row[0]) if row else 0
-            row = await _fetchone(conn, "SELECT count(*) FROM embedding_cache")
+            row = await fetchone(conn, "SELECT count(*) FROM embedding_cache")
             return MemoryStats(
                 total=total,
                 current=current,
@@ -752,7 +574,7 @@ class PostgresMemoryStore(memory_mining.MinedMessages):
         if not hashes:
             return {}
         async with self._db.transaction() as conn:
-            rows = await _fetchall(
+            rows = await fetchall(
                 conn,
                 "SELECT content_hash, vector FROM embedding_cache WHERE model = %s AND content_hash = ANY(%s)",
                 (model, list(set(hashes))),
@@ -775,7 +597,7 @@ class PostgresMemoryStore(memory_mining.MinedMessages):
 
     async def grants(self) -> dict[str, list[str]]:
         async with self._db.transaction() as conn:
-            rows = await _fetchall(
+            rows = await fetchall(
                 conn, 'SELECT agent_id, scope FROM memory_access ORDER BY agent_id COLLATE "C", scope COLLATE "C"'
             )
         out: dict[str, list[str]] = {}

@@ -135,26 +135,44 @@ class SQLiteMemoryStore:
 
     # ------------------------------------------------------------------ writes
 
-    def _check_sources(self, conn: sqlite3.Connection, draft: MemoryDraft) -> None:
-        if draft.conversation_id is None:
+    @staticmethod
+    def _check_sources(conn: sqlite3.Connection, conversation_id: int | None, message_ids: Sequence[int]) -> None:
+        if conversation_id is None:
             return
-        if (
-            conn.execute("SELECT 1 FROM conversations WHERE conversation_id = ?", (draft.conversation_id,)).fetchone()
-            is None
-        ):
-            raise NotFoundError("conversation", draft.conversation_id, "a memory's provenance must name a stored one")
-        for part in chunks(list(draft.source_message_ids)):
+        if conn.execute("SELECT 1 FROM conversations WHERE conversation_id = ?", (conversation_id,)).fetchone() is None:
+            raise NotFoundError("conversation", conversation_id, "a memory's provenance must name a stored one")
+        for part in chunks(list(message_ids)):
             found = conn.execute(
                 f"SELECT count(*) FROM messages WHERE conversation_id = ? "
                 f"AND message_id IN ({','.join('?' * len(part))})",
-                (draft.conversation_id, *part),
+                (conversation_id, *part),
             ).fetchone()[0]
             if found != len(part):
                 raise NotFoundError(
                     "source messages",
                     list(part),
-                    f"some are not messages of conversation {draft.conversation_id}",
+                    f"some are not messages of conversation {conversation_id}",
                 )
+
+    def _add_sources(self, conn: sqlite3.Connection, current: Memory, message_ids: Sequence[int]) -> None:
+        """Append ``message_ids`` (those it does not have yet) to the provenance of ``current``."""
+        new = [i for i in dict.fromkeys(message_ids) if i not in current.source_message_ids]
+        if not new:
+            return
+        if current.conversation_id is None:
+            raise InputError(
+                f"memory {current.memory_id} belongs to no conversation, so it cannot name source messages"
+            )
+        self._check_sources(conn, current.conversation_id, new)
+        rowid, last = conn.execute(
+            "SELECT m.memory_rowid, (SELECT coalesce(max(s.ordinal), -1) FROM memory_sources s "
+            "WHERE s.memory_rowid = m.memory_rowid) FROM memories m WHERE m.memory_id = ?",
+            (current.memory_id,),
+        ).fetchone()
+        conn.executemany(
+            "INSERT INTO memory_sources (memory_rowid, ordinal, message_id) VALUES (?, ?, ?)",
+            [(rowid, last + 1 + i, mid) for i, mid in enumerate(new)],
+        )
 
     def _insert(
         self,
@@ -166,7 +184,7 @@ class SQLiteMemoryStore:
         supersedes: str | None = None,
         now: str,
     ) -> str:
-        self._check_sources(conn, draft)
+        self._check_sources(conn, draft.conversation_id, draft.source_message_ids)
         memory_id = memory_id or _new_id()
         valid_from = format_timestamp(draft.valid_from) if draft.valid_from else now
         cursor = conn.execute(
@@ -272,6 +290,7 @@ class SQLiteMemoryStore:
             values["updated_at"] = now
             assignments = ", ".join(f"{name} = ?" for name in values)
             conn.execute(f"UPDATE memories SET {assignments} WHERE memory_id = ?", (*values.values(), memory_id))
+            self._add_sources(conn, current, patch.add_sources)
             if vectors is not None:
                 rowid = conn.execute("SELECT memory_rowid FROM memories WHERE memory_id = ?", (memory_id,)).fetchone()
                 self._put_vectors(conn, rowid[0], vectors)
