@@ -27,7 +27,9 @@ from lossless.records import (
     CompactionEvent,
     CompactionPart,
     ContextEntry,
+    Conversation,
     FilePart,
+    LargeFile,
     Message,
     Part,
     PatchPart,
@@ -44,16 +46,25 @@ from lossless.records import (
 
 __all__ = [
     "EVENT_COLUMNS",
+    "FILE_COLUMNS",
+    "FILE_COLUMN_COUNT",
     "PART_COLUMNS",
+    "SUMMARY_COLUMNS",
+    "SUMMARY_COLUMN_COUNT",
     "check_event",
     "check_sources",
+    "conversation_from_row",
     "dump_json",
     "event_from_row",
     "event_values",
     "implied_parts",
+    "large_file_from_row",
+    "large_file_values",
     "load_json",
     "part_from_row",
     "part_to_row",
+    "summary_from_row",
+    "summary_values",
 ]
 
 #: The ``message_parts`` columns written for a part, after ``message_id`` and ``ordinal``.
@@ -267,6 +278,130 @@ def implied_parts(message: Message) -> bool:
     """A message whose only part is a plain text part equal to its content needs no part row."""
     part = message.parts[0]
     return bool(message.content) and type(part) is TextPart and part == TextPart(message.content)
+
+
+# ---------------------------------------------------------------- conversations, summaries, large files
+#
+# One column order and one mapping for every backend; each passes its own timestamp conversion
+# (SQLite stores fixed-width UTC text, PostgreSQL ``timestamptz``).  ``Read``/``Write`` convert a
+# value that may be NULL.
+
+Read = Callable[[Any], "datetime | None"]
+Write = Callable[["datetime | None"], object]
+
+#: The ``summaries`` columns of :func:`summary_values` / :func:`summary_from_row`.
+SUMMARY_COLUMNS = (
+    "summary_id, conversation_id, kind, depth, content, token_count, earliest_at, latest_at, descendant_count, "
+    "descendant_token_count, source_message_token_count, file_ids, provider, model, level, reason, created_at"
+)
+SUMMARY_COLUMN_COUNT = 17
+
+#: The ``large_files`` columns of :func:`large_file_values` / :func:`large_file_from_row`.
+FILE_COLUMNS = (
+    "file_id, conversation_id, file_name, mime_type, byte_size, content_hash, storage_uri, "
+    "exploration_summary, origin, content_kind, created_at"
+)
+FILE_COLUMN_COUNT = 11
+
+
+def _required(value: datetime | None) -> datetime:
+    assert value is not None, "a NOT NULL timestamp column was NULL"
+    return value
+
+
+def summary_values(summary: Summary, time: Write) -> tuple[Any, ...]:
+    return (
+        summary.id,
+        summary.conversation_id,
+        summary.kind,
+        summary.depth,
+        summary.content,
+        summary.token_count,
+        time(summary.earliest_at),
+        time(summary.latest_at),
+        summary.descendant_count,
+        summary.descendant_token_count,
+        summary.source_token_count,
+        dump_json(list(summary.file_ids)),
+        summary.provider,
+        summary.model,
+        summary.level,
+        summary.reason,
+        time(summary.created_at),
+    )
+
+
+def summary_from_row(row: Sequence[Any], time: Read) -> Summary:
+    return Summary(
+        id=row[0],
+        conversation_id=row[1],
+        kind=row[2],
+        depth=row[3],
+        content=row[4],
+        token_count=row[5],
+        earliest_at=time(row[6]),
+        latest_at=time(row[7]),
+        descendant_count=row[8],
+        descendant_token_count=row[9],
+        source_token_count=row[10],
+        file_ids=tuple(load_json(row[11]) or ()),
+        provider=row[12],
+        model=row[13],
+        level=row[14],
+        reason=row[15],
+        created_at=_required(time(row[16])),
+    )
+
+
+def large_file_values(f: LargeFile, time: Write) -> tuple[Any, ...]:
+    return (
+        f.id,
+        f.conversation_id,
+        f.name,
+        f.mime,
+        f.byte_size,
+        f.content_hash,
+        f.storage_uri,
+        f.exploration_summary,
+        f.origin,
+        f.kind,
+        time(f.created_at),
+    )
+
+
+def large_file_from_row(row: Sequence[Any], time: Read) -> LargeFile:
+    return LargeFile(
+        id=row[0],
+        conversation_id=row[1],
+        name=row[2],
+        mime=row[3],
+        byte_size=row[4],
+        content_hash=row[5],
+        storage_uri=row[6],
+        exploration_summary=row[7],
+        origin=row[8],
+        kind=row[9],
+        created_at=_required(time(row[10])),
+    )
+
+
+def conversation_from_row(row: Sequence[Any], time: Read) -> Conversation:
+    """A conversation from a backend's ``CONVERSATION_COLUMNS`` row (id, agent, session, key, parent, title,
+    source, active, archived_at, created_at, updated_at, metadata)."""
+    return Conversation(
+        id=row[0],
+        agent_id=row[1],
+        session_id=row[2],
+        session_key=row[3],
+        parent_id=row[4],
+        title=row[5],
+        source=row[6],
+        active=bool(row[7]),
+        archived_at=time(row[8]),
+        created_at=_required(time(row[9])),
+        updated_at=_required(time(row[10])),
+        metadata=load_json(row[11]),
+    )
 
 
 #: The ``compaction_events`` columns, in the order :func:`event_values` and :func:`event_from_row` use.

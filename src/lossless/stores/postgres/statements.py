@@ -42,8 +42,17 @@ from lossless.records import (
     Summary,
     TextPart,
 )
+from lossless.stores import rows
 from lossless.stores.postgres.connection import Connection
-from lossless.stores.rows import PART_COLUMNS, dump_json, load_json, part_from_row, part_to_row
+from lossless.stores.rows import (
+    FILE_COLUMNS,
+    PART_COLUMNS,
+    SUMMARY_COLUMN_COUNT,
+    SUMMARY_COLUMNS,
+    load_json,
+    part_from_row,
+    part_to_row,
+)
 
 __all__ = [
     "CHUNK",
@@ -86,16 +95,8 @@ CONVERSATION_COLUMNS = (
 #: Columns of ``messages`` for :func:`message_from_row` / :func:`with_parts`.
 MESSAGE_COLUMNS = "message_id, conversation_id, seq, role, content, token_count, created_at, event_key, metadata"
 #: Columns of ``summaries`` for :func:`summary_from_row`, in :func:`summary_params` order.
-SUMMARY_COLUMNS = (
-    "summary_id, conversation_id, kind, depth, content, token_count, earliest_at, latest_at, descendant_count, "
-    "descendant_token_count, source_message_token_count, file_ids, provider, model, level, reason, created_at"
-)
-SUMMARY_INSERT = f"INSERT INTO summaries ({SUMMARY_COLUMNS}) VALUES ({', '.join(['%s'] * 17)})"
+SUMMARY_INSERT = f"INSERT INTO summaries ({SUMMARY_COLUMNS}) VALUES ({', '.join(['%s'] * SUMMARY_COLUMN_COUNT)})"
 #: Columns of ``large_files`` for :func:`large_file_from_row`, in :func:`large_file_params` order.
-FILE_COLUMNS = (
-    "file_id, conversation_id, file_name, mime_type, byte_size, content_hash, storage_uri, "
-    "exploration_summary, origin, content_kind, created_at"
-)
 #: ``message_id`` then the :data:`~lossless.stores.rows.PART_COLUMNS` of ``message_parts p``.
 PART_SELECT = "p.message_id, " + ", ".join(f"p.{c}" for c in PART_COLUMNS)
 #: Insert of one part row: ``(message_id, ordinal, *part_params(...))``.
@@ -145,23 +146,6 @@ async def lock_conversation(conn: Connection, conversation_id: int) -> bool:
 # ---------------------------------------------------------------- row mappers
 
 
-def conversation_from_row(row: Sequence[Any]) -> Conversation:
-    return Conversation(
-        id=row[0],
-        agent_id=row[1],
-        session_id=row[2],
-        session_key=row[3],
-        parent_id=row[4],
-        title=row[5],
-        source=row[6],
-        active=bool(row[7]),
-        archived_at=row[8],
-        created_at=row[9],
-        updated_at=row[10],
-        metadata=load_json(row[11]),
-    )
-
-
 def message_from_row(row: Sequence[Any], parts: Sequence[Part] | None) -> MessageRecord:
     """A :data:`MESSAGE_COLUMNS` row with its stored parts (``None``: no part rows, the implied text part)."""
     return MessageRecord(
@@ -178,80 +162,31 @@ def message_from_row(row: Sequence[Any], parts: Sequence[Part] | None) -> Messag
     )
 
 
+# The shared row mappers of lossless.stores.rows: psycopg reads and writes timestamptz as datetimes.
+
+
+def _read(value: Any) -> datetime | None:
+    return value  # type: ignore[no-any-return]
+
+
+def conversation_from_row(row: Sequence[Any]) -> Conversation:
+    return rows.conversation_from_row(row, _read)
+
+
 def summary_params(summary: Summary) -> tuple[Any, ...]:
-    return (
-        summary.id,
-        summary.conversation_id,
-        summary.kind,
-        summary.depth,
-        summary.content,
-        summary.token_count,
-        _maybe_aware(summary.earliest_at),
-        _maybe_aware(summary.latest_at),
-        summary.descendant_count,
-        summary.descendant_token_count,
-        summary.source_token_count,
-        dump_json(list(summary.file_ids)),
-        summary.provider,
-        summary.model,
-        summary.level,
-        summary.reason,
-        aware(summary.created_at),
-    )
+    return rows.summary_values(summary, _maybe_aware)
 
 
 def summary_from_row(row: Sequence[Any]) -> Summary:
-    return Summary(
-        id=row[0],
-        conversation_id=row[1],
-        kind=row[2],
-        depth=row[3],
-        content=row[4],
-        token_count=row[5],
-        earliest_at=row[6],
-        latest_at=row[7],
-        descendant_count=row[8],
-        descendant_token_count=row[9],
-        source_token_count=row[10],
-        file_ids=tuple(load_json(row[11]) or ()),
-        provider=row[12],
-        model=row[13],
-        level=row[14],
-        reason=row[15],
-        created_at=row[16],
-    )
+    return rows.summary_from_row(row, _read)
 
 
 def large_file_params(f: LargeFile) -> tuple[Any, ...]:
-    return (
-        f.id,
-        f.conversation_id,
-        f.name,
-        f.mime,
-        f.byte_size,
-        f.content_hash,
-        f.storage_uri,
-        f.exploration_summary,
-        f.origin,
-        f.kind,
-        aware(f.created_at),
-    )
+    return rows.large_file_values(f, _maybe_aware)
 
 
 def large_file_from_row(row: Sequence[Any]) -> LargeFile:
-    return LargeFile(
-        id=row[0],
-        conversation_id=row[1],
-        name=row[2],
-        mime=row[3],
-        byte_size=row[4],
-        content_hash=row[5],
-        storage_uri=row[6],
-        exploration_summary=row[7],
-        origin=row[8],
-        kind=row[9],
-        created_at=row[10],
-    )
+    return rows.large_file_from_row(row, _read)
 
 
 def part_params(part: Part, content: str, *, only_part: bool) -> list[Any]:

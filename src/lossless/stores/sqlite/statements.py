@@ -26,9 +26,12 @@ from lossless.records import (
     format_timestamp,
     utcnow,
 )
+from lossless.stores import rows
 from lossless.stores.rows import (
     EVENT_COLUMNS,
     PART_COLUMNS,
+    SUMMARY_COLUMN_COUNT,
+    SUMMARY_COLUMNS,
     dump_json,
     event_from_row,
     event_values,
@@ -50,11 +53,6 @@ CONVERSATION_COLUMNS = (
     f"c.active, c.archived_at, c.created_at, max({LAST_ACTIVITY}, c.updated_at), c.metadata"
 )
 MESSAGE_COLUMNS = "message_id, conversation_id, seq, role, content, token_count, created_at, event_key, metadata"
-SUMMARY_COLUMNS = (
-    "summary_id, conversation_id, kind, depth, content, token_count, earliest_at, latest_at, descendant_count, "
-    "descendant_token_count, source_message_token_count, file_ids, provider, model, level, reason, created_at"
-)
-SUMMARY_COLUMN_COUNT = 17
 # Like message ids, summary row ids (the search index's key) are never reused after a prune.
 NEXT_SUMMARY_ROWID = (
     "(SELECT max(coalesce((SELECT max(summary_rowid) FROM summaries), 0), "
@@ -78,45 +76,6 @@ def timestamp(value: str | None) -> datetime | None:
 def chunks(items: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
-
-
-FILE_COLUMNS = (
-    "file_id, conversation_id, file_name, mime_type, byte_size, content_hash, storage_uri, "
-    "exploration_summary, origin, content_kind, created_at"
-)
-
-
-def large_file_from_row(row: Sequence[Any]) -> LargeFile:
-    return LargeFile(
-        id=row[0],
-        conversation_id=row[1],
-        name=row[2],
-        mime=row[3],
-        byte_size=row[4],
-        content_hash=row[5],
-        storage_uri=row[6],
-        exploration_summary=row[7],
-        origin=row[8],
-        kind=row[9],
-        created_at=datetime.fromisoformat(row[10]),
-    )
-
-
-def conversation_from_row(row: Sequence[Any]) -> Conversation:
-    return Conversation(
-        id=row[0],
-        agent_id=row[1],
-        session_id=row[2],
-        session_key=row[3],
-        parent_id=row[4],
-        title=row[5],
-        source=row[6],
-        active=bool(row[7]),
-        archived_at=timestamp(row[8]),
-        created_at=datetime.fromisoformat(row[9]),
-        updated_at=datetime.fromisoformat(row[10]),
-        metadata=load_json(row[11]),
-    )
 
 
 # ---------------------------------------------------------------- write helpers (run in the writer thread)
@@ -284,52 +243,31 @@ def compaction_events(conn: sqlite3.Connection, conversation_id: int, limit: int
     return [event_from_row(row, datetime.fromisoformat) for row in reversed(rows)]
 
 
+def format_time(value: datetime | None) -> str | None:
+    return None if value is None else format_timestamp(value)
+
+
+# The shared row mappers of lossless.stores.rows, with SQLite's timestamps (fixed-width UTC text).
+
+
 def summary_row(summary: Summary) -> tuple[Any, ...]:
-    return (
-        summary.id,
-        summary.conversation_id,
-        summary.kind,
-        summary.depth,
-        summary.content,
-        summary.token_count,
-        format_time(summary.earliest_at),
-        format_time(summary.latest_at),
-        summary.descendant_count,
-        summary.descendant_token_count,
-        summary.source_token_count,
-        dump_json(list(summary.file_ids)),
-        summary.provider,
-        summary.model,
-        summary.level,
-        summary.reason,
-        format_timestamp(summary.created_at),
-    )
+    return rows.summary_values(summary, format_time)
 
 
 def summary_from_row(row: Sequence[Any]) -> Summary:
-    return Summary(
-        id=row[0],
-        conversation_id=row[1],
-        kind=row[2],
-        depth=row[3],
-        content=row[4],
-        token_count=row[5],
-        earliest_at=timestamp(row[6]),
-        latest_at=timestamp(row[7]),
-        descendant_count=row[8],
-        descendant_token_count=row[9],
-        source_token_count=row[10],
-        file_ids=tuple(load_json(row[11]) or ()),
-        provider=row[12],
-        model=row[13],
-        level=row[14],
-        reason=row[15],
-        created_at=datetime.fromisoformat(row[16]),
-    )
+    return rows.summary_from_row(row, timestamp)
 
 
-def format_time(value: datetime | None) -> str | None:
-    return None if value is None else format_timestamp(value)
+def large_file_row(f: LargeFile) -> tuple[Any, ...]:
+    return rows.large_file_values(f, format_time)
+
+
+def large_file_from_row(row: Sequence[Any]) -> LargeFile:
+    return rows.large_file_from_row(row, timestamp)
+
+
+def conversation_from_row(row: Sequence[Any]) -> Conversation:
+    return rows.conversation_from_row(row, timestamp)
 
 
 def insert_rows(conn: sqlite3.Connection, sql: str, rows: list[tuple[Any, ...]]) -> None:

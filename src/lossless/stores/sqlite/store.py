@@ -50,21 +50,20 @@ from lossless.records import (
     format_timestamp,
     utcnow,
 )
-from lossless.stores.rows import check_event, check_sources, dump_json
+from lossless.stores.rows import FILE_COLUMNS, SUMMARY_COLUMNS, check_event, check_sources, dump_json
 from lossless.stores.sqlite import jobs, maintenance, retrieval
 from lossless.stores.sqlite.connection import Database
 from lossless.stores.sqlite.statements import (
     CONVERSATION_COLUMNS,
-    FILE_COLUMNS,
     INLINE_CHARS,
     INLINE_MESSAGES,
     MESSAGE_COLUMNS,
-    SUMMARY_COLUMNS,
     append,
     chunks,
     compaction_events,
     conversation_from_row,
     large_file_from_row,
+    large_file_row,
     replace_range,
     summary_from_row,
     table_bytes,
@@ -541,22 +540,7 @@ class SQLiteStore:
     async def insert_large_files(self, files: Sequence[LargeFile]) -> int:
         if not files:
             return 0
-        rows = [
-            (
-                f.id,
-                f.conversation_id,
-                f.name,
-                f.mime,
-                f.byte_size,
-                f.content_hash,
-                f.storage_uri,
-                f.exploration_summary,
-                f.origin,
-                f.kind,
-                format_timestamp(f.created_at),
-            )
-            for f in files
-        ]
+        rows = [large_file_row(f) for f in files]
 
         def run(conn: sqlite3.Connection) -> int:
             conversations = {f.conversation_id for f in files}
