@@ -65,6 +65,8 @@ async def test_prune_archived_conversations(engine: ContextEngine) -> None:
     assert candidate.messages == 41 and candidate.summaries > 0 and candidate.files == 1 and candidate.row_bytes > 8000
     top_message = rows(engine, "SELECT max(message_id) FROM messages")[0][0]
     top_summary = rows(engine, "SELECT max(summary_rowid) FROM summaries")[0][0]
+    events = f"SELECT count(*) FROM compaction_events WHERE conversation_id = {old}"
+    assert rows(engine, events)[0][0] == candidate.summaries  # one event per compaction pass
 
     result = await engine.prune(plan)
     assert result.conversations == 1 and result.messages == 41 and result.blob_bytes > 30_000
@@ -72,7 +74,7 @@ async def test_prune_archived_conversations(engine: ContextEngine) -> None:
     if engine.store.backend == "sqlite":  # PostgreSQL's plain VACUUM makes space reusable; it need not shrink
         assert result.bytes_after <= result.bytes_before
     assert not folder.exists()
-    for table in ("messages", "summaries", "context_items", "large_files"):
+    for table in ("messages", "summaries", "context_items", "large_files", "compaction_events"):
         assert rows(engine, f"SELECT count(*) FROM {table} WHERE conversation_id = {old}") == [(0,)]
     assert rows(engine, "SELECT count(*) FROM message_parts WHERE message_id NOT IN (SELECT message_id FROM messages)")[
         0
