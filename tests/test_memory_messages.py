@@ -1,4 +1,4 @@
-"""Semantic and hybrid search over stored messages, through the memory layer's embedder and cache."""
+"""Semantic and hybrid search over stored messages and summaries, through the memory layer's embedder and cache."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from lossless.memory.messages import MessageSearch, reciprocal_rank_fusion
 from lossless.memory.scopes import Caller
 from lossless.memory.service import MemoryService
 from lossless.ports import PreparedMessage, Store
-from lossless.records import Message, utcnow
+from lossless.records import Message, Summary, utcnow
 from lossless.stores import memory_store_for
 
 pytestmark = pytest.mark.anyio
@@ -18,6 +18,13 @@ pytestmark = pytest.mark.anyio
 
 def test_rrf_orders_by_agreement() -> None:
     assert [k for k, _ in reciprocal_rank_fusion([1, 2, 3], [3, 1])] == [1, 3, 2]
+    # Any hashable, ordered ids: summary ids fuse the same way, ties broken by id.
+    assert [k for k, _ in reciprocal_rank_fusion(["sum_c", "sum_a", "sum_b"], ["sum_b", "sum_c"])] == [
+        "sum_c",
+        "sum_b",
+        "sum_a",
+    ]
+    assert [k for k, _ in reciprocal_rank_fusion(["sum_b"], ["sum_a"])] == ["sum_a", "sum_b"]
 
 
 async def test_semantic_and_hybrid_message_search(store: Store) -> None:
@@ -45,3 +52,59 @@ async def test_semantic_and_hybrid_message_search(store: Store) -> None:
     assert hybrid[0].message_id == ids[1] and outside not in [h.message_id for h in hybrid]
     with pytest.raises(InputError):
         await search.search(" ", [a.id])
+
+
+async def _summarise(store: Store, conversation_id: int, texts: list[str], content: str) -> Summary:
+    """Store ``texts`` as messages and put a leaf summary saying ``content`` in place of them."""
+    await store.append_messages(conversation_id, [PreparedMessage(Message("user", t), 5, utcnow()) for t in texts])
+    entries = [e for e in await store.get_context(conversation_id) if e.kind == "message"]
+    number = len(await store.list_summaries(conversation_id))
+    summary = Summary(
+        id=f"sum_{conversation_id:08x}{number:08x}",
+        conversation_id=conversation_id,
+        kind="leaf",
+        depth=0,
+        content=content,
+        token_count=len(content.split()),
+        created_at=utcnow(),
+        earliest_at=entries[0].created_at,
+        latest_at=entries[-1].created_at,
+        source_token_count=sum(e.token_count for e in entries),
+    )
+    await store.replace_with_summary(summary, entries)
+    return summary
+
+
+async def test_summary_search_reindexes_rewritten_summaries(store: Store) -> None:
+    from dataclasses import replace
+
+    embedder = HashEmbedder()
+    service = MemoryService(memory_store_for(store), embedder, Caller.agent("main"))
+    search = MessageSearch(store, service)
+    a = await store.get_or_create_conversation(agent_id="main", session_id="a")
+    b = await store.get_or_create_conversation(agent_id="main", session_id="b")
+    backup = await _summarise(store, a.id, ["backup failed", "quota"], "the nightly backup failed on a disk quota")
+    lunch = await _summarise(store, a.id, ["lunch", "ramen"], "lunch at the ramen place was great")
+    outside = await _summarise(store, b.id, ["backup failed in b"], "the backup failed in conversation b")
+    found = await search.search_summaries("backup failed", [a.id], limit=5)
+    assert [h.summary_id for h in found][:1] == [backup.id] and {h.conversation_id for h in found} == {a.id}
+    assert outside.id not in {h.summary_id for h in found}
+    calls = len(embedder.calls)
+    await search.search_summaries("backup failed", [a.id], limit=5)
+    assert len(embedder.calls) == calls  # the index was kept and the query came from the cache
+    # Rewritten in place: same id, same count; the index is rebuilt and only the new text embedded.
+    new_text = "the deploy to the canary hosts was rolled back"
+    assert await store.rewrite_summary(replace(lunch, content=new_text, token_count=9), replaces=lunch.content)
+    rolled = await search.search_summaries("canary rolled back", [a.id], limit=5)
+    assert [h.summary_id for h in rolled][:1] == [lunch.id]
+    embedded = [text for batch in embedder.calls[calls:] for text in batch]
+    assert new_text in embedded and backup.content not in embedded and lunch.content not in embedded
+    old = await search.search_summaries("ramen lunch", [a.id], limit=5)
+    assert all(h.summary_id != lunch.id or h.score <= 0 for h in old)
+    # Hybrid: full-text ids of other conversations are ignored; those of these conversations rank.
+    hybrid = await search.search_summaries("ramen", [a.id], limit=5, mode="hybrid", fulltext=[outside.id, backup.id])
+    assert outside.id not in {h.summary_id for h in hybrid} and backup.id in {h.summary_id for h in hybrid}
+    both = await search.search_summaries("backup failed", [a.id, b.id], limit=5)
+    assert {h.summary_id for h in both if h.score > 0} == {backup.id, outside.id}
+    with pytest.raises(InputError):
+        await search.search_summaries(" ", [a.id])

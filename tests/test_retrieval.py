@@ -173,7 +173,8 @@ async def test_invalid_regex_is_a_result_not_an_exception(engine: ContextEngine)
         {"limit": 201},
         {"mode": "fuzzy"},
         {"scope": "everything"},
-        {"mode": "semantic", "scope": "summaries"},  # semantic search covers messages only
+        {"mode": "semantic", "scope": "files"},  # stored files are not embedded
+        {"mode": "hybrid", "scope": "files"},
         {"sort": "random"},
         {"since": datetime(2026, 1, 1)},  # naive on purpose
         {"since": T0, "before": T0},

@@ -1,9 +1,11 @@
-"""``lcm_grep`` with ``mode="semantic"`` / ``"hybrid"``: messages by meaning, through the memory embedder."""
+"""``lcm_grep`` with ``mode="semantic"`` / ``"hybrid"``: messages and summaries by meaning, via the memory embedder."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+import re
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -14,6 +16,8 @@ from lossless import ContextEngine, Message
 from lossless.cli import cli
 from lossless.config import Config
 from lossless.errors import InputError
+from lossless.memory.messages import MessageHit, SummaryHit
+from lossless.records import Summary
 from lossless.retrieval import Caller, GrepOptions, Retriever
 from lossless.retrieval.semantic import grep_semantic
 from lossless.retrieval.toolcalls import call_tool
@@ -50,6 +54,39 @@ async def seed(engine: ContextEngine, session: str = "s1", key: str = "k1", text
     return [m.id for m in result.stored]
 
 
+async def summarise(engine: ContextEngine, session: str, count: int, content: str) -> Summary:
+    """Put a leaf summary saying ``content`` in place of the first ``count`` messages still in context."""
+    conversation_id = (await engine.conversation(session)).id
+    entries = [e for e in await engine.store.get_context(conversation_id) if e.kind == "message"][:count]
+    number = len(await engine.store.list_summaries(conversation_id))
+    summary = Summary(
+        id=f"sum_{conversation_id:08x}{number:08x}",
+        conversation_id=conversation_id,
+        kind="leaf",
+        depth=0,
+        content=content,
+        token_count=len(content.split()),
+        created_at=T0 + timedelta(days=30),  # made long after the messages it covers
+        earliest_at=entries[0].created_at,
+        latest_at=entries[-1].created_at,
+        source_token_count=sum(e.token_count for e in entries),
+    )
+    await engine.store.replace_with_summary(summary, entries)
+    return summary
+
+
+BACKUP_SUMMARY = "backup job failed: disk quota exceeded on the backup volume"
+PASSWORD_SUMMARY = "database password rotation agreed, every ninety days"
+
+
+async def summarised(engine: ContextEngine, session: str = "s1", key: str = "k1") -> tuple[list[int], Summary, Summary]:
+    """HISTORY with its first two messages (hours 0-1) and the next two (hours 2-3) summarised."""
+    ids = await seed(engine, session, key)
+    backup = await summarise(engine, session, 2, BACKUP_SUMMARY)
+    password = await summarise(engine, session, 2, PASSWORD_SUMMARY)
+    return ids, backup, password
+
+
 async def test_semantic_search_ranks_by_meaning_best_first(engine: ContextEngine) -> None:
     ids = await seed(engine)
     found = await engine.grep("backup job failure", mode="semantic", scope="messages", limit=3)
@@ -63,9 +100,9 @@ async def test_semantic_search_ranks_by_meaning_best_first(engine: ContextEngine
     # Messages sharing nothing with the query are not matches.
     unrelated = await engine.grep("zebra xylophone", mode="semantic")
     assert not unrelated.hits and "no matches" in (unrelated.message or "")
-    # scope=both searches messages and says summaries are not embedded.
+    # scope=both (no summaries yet) finds the message, with no note about what was not searched.
     both = await engine.grep("database password rotation", mode="semantic", limit=1)
-    assert [h.ref for h in both.hits] == [ids[2]] and "semantic search covers messages" in both.render()
+    assert [h.ref for h in both.hits] == [ids[2]] and both.notes == () and "covers" not in both.render()
 
 
 async def test_cjk_messages_are_found_by_meaning(engine: ContextEngine) -> None:
@@ -124,8 +161,10 @@ async def test_semantic_search_stays_within_the_callers_reach(engine: ContextEng
 
 async def test_options_that_cannot_run_by_meaning(engine: ContextEngine) -> None:
     await seed(engine)
-    with pytest.raises(InputError, match="scope='messages'"):
-        await engine.grep("backup", mode="semantic", scope="summaries")
+    for mode in ("semantic", "hybrid"):
+        with pytest.raises(InputError, match="not stored files") as refused:
+            await engine.grep("backup", mode=mode, scope="files")  # type: ignore[arg-type]
+        assert "mode='full_text' / 'regex' to search files" in str(refused.value)
     with pytest.raises(InputError, match="mode must be"):
         GrepOptions("backup", mode="vector")  # type: ignore[arg-type]
     bare = Retriever(engine.store)
@@ -152,3 +191,206 @@ def test_lcm_grep_mode_semantic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert found["mode"] == "semantic" and found["matches"][0]["id"] == ids[0]
     human = CliRunner().invoke(cli, ["--database", db, "grep", "password", "--mode", "hybrid", "--limit", "1"])
     assert human.exit_code == 0 and f"[msg#{ids[2]}]" in human.output
+
+
+# -- summaries
+
+
+@pytest.fixture
+async def local_engine(config: Config) -> AsyncIterator[ContextEngine]:
+    """An engine with the offline local model (all-MiniLM-L6-v2), which knows synonyms."""
+    opened = await ContextEngine.open(config=config.replace(memory_embedder="local"))
+    try:
+        yield opened
+    finally:
+        await opened.dispose()
+
+
+def words_of(text: str) -> set[str]:
+    return set(re.findall(r"\w+", text.lower()))
+
+
+async def test_a_summary_is_found_by_a_paraphrase_sharing_no_words_with_it(local_engine: ContextEngine) -> None:
+    await seed(
+        local_engine,
+        texts=[
+            "the nightly backup job failed again with a disk quota error",
+            "we restarted it after freeing some space",
+            "we decided to rotate the database password every ninety days",
+            "and the API keys on the same schedule",
+            "lunch was great, the new ramen place is worth it",
+            "shipping on friday after the canary deploy",
+        ],
+    )
+    backup = await summarise(local_engine, "s1", 2, "The nightly backup job hit a disk quota error and was restarted.")
+    keys = await summarise(local_engine, "s1", 2, "The team agreed to rotate the database password and API keys.")
+    query = "how often do we change credentials"
+    assert not words_of(query) & words_of(keys.content)
+    by_words = await local_engine.grep(" OR ".join(query.split()), mode="full_text", scope="summaries")
+    assert not by_words.hits  # no word of the query is in any summary
+    found = await local_engine.grep(query, mode="semantic", scope="summaries", limit=5)
+    refs = [h.ref for h in found.hits]
+    assert refs[0] == keys.id and set(refs) <= {keys.id, backup.id}
+    hit = found.hits[0]
+    assert (hit.scope, hit.citation, hit.role, hit.kind, hit.depth) == ("summaries", f"[{keys.id}]", None, "leaf", 0)
+    # Shown at the end of the span it covers, as the full-text path shows summaries.
+    assert hit.created_at == keys.latest_at and hit.conversation_id == keys.conversation_id
+    assert "rotate the database password" in hit.snippet and hit.score is not None and hit.score > 0
+    assert found.to_dict()["matches"][0]["type"] == "summary"  # type: ignore[index]
+    assert "leaf summary, depth 0 · score " in found.render()
+
+
+async def test_scope_both_merges_messages_and_summaries_best_first(engine: ContextEngine) -> None:
+    ids, backup, password = await summarised(engine)
+    for mode in ("semantic", "hybrid"):
+        query = "backup job failed with a disk quota"
+        both = await engine.grep(query, mode=mode, limit=50)  # type: ignore[arg-type]
+        kinds = {h.scope for h in both.hits}
+        assert kinds == {"messages", "summaries"}, mode
+        assert {h.ref for h in both.hits[:2]} == {ids[0], backup.id}, mode
+        scores = [h.score or 0.0 for h in both.hits]
+        assert scores == sorted(scores, reverse=True), mode
+        # Exactly the two one-kind searches, merged by score.
+        messages = await engine.grep(query, mode=mode, scope="messages", limit=50)  # type: ignore[arg-type]
+        summaries = await engine.grep(query, mode=mode, scope="summaries", limit=50)  # type: ignore[arg-type]
+        merged = sorted([*messages.hits, *summaries.hits], key=lambda h: -(h.score or 0.0))
+        assert [(h.scope, h.ref) for h in both.hits] == [(h.scope, h.ref) for h in merged], mode
+        assert not both.more and both.notes == ()
+        # limit and more apply to the merged list.
+        top = await engine.grep(query, mode=mode, limit=1)  # type: ignore[arg-type]
+        assert [(h.scope, h.ref) for h in top.hits] == [(h.scope, h.ref) for h in merged[:1]] and top.more, mode
+    text = (await engine.grep("backup disk quota", mode="semantic")).render()
+    assert f"[{backup.id}]" in text and f"[msg#{ids[0]}]" in text and "covers" not in text
+    assert password.id not in text  # shares no word with the query
+
+
+async def test_hybrid_over_summaries_fuses_with_their_full_text_ranking(engine: ContextEngine) -> None:
+    _, backup, password = await summarised(engine)
+    found = await engine.grep("ninety", mode="hybrid", scope="summaries", limit=5)
+    assert found.hits[0].ref == password.id and found.hits[0].scope == "summaries"
+    # First in the vector ranking and in the BM25 ranking of summaries: 1/61 + 1/61.
+    assert found.hits[0].score == pytest.approx(2 / 61)
+    # The keyword half takes any of the words: one summary word among unknown ones still ranks it.
+    one_word = await engine.grep("quota ultraviolet", mode="hybrid", scope="summaries", limit=1)
+    assert [h.ref for h in one_word.hits] == [backup.id]
+    odd = await engine.grep("NEAR(password rotation)", mode="hybrid", scope="summaries", limit=1)
+    assert [h.ref for h in odd.hits] == [password.id] and "keyword half" in odd.render()
+
+
+async def test_time_filters_apply_to_summaries_by_the_span_they_cover(engine: ContextEngine) -> None:
+    _, backup, password = await summarised(engine)  # backup covers hours 0-1, password hours 2-3
+    query = "backup password quota rotation"
+    late = await engine.grep(query, mode="semantic", scope="summaries", since=T0 + timedelta(hours=2))
+    assert [h.ref for h in late.hits] == [password.id]  # made on day 30, but covers hours 2-3
+    early = await engine.grep(query, mode="hybrid", scope="summaries", before=T0 + timedelta(hours=2))
+    assert [h.ref for h in early.hits] == [backup.id]
+    overlap = await engine.grep(
+        query, mode="semantic", scope="summaries", since=T0 + timedelta(hours=1), before=T0 + timedelta(hours=3)
+    )
+    assert {h.ref for h in overlap.hits} == {backup.id, password.id}
+    none = await engine.grep(query, mode="semantic", scope="summaries", since=T0 + timedelta(hours=4))
+    assert not none.hits and "no matches" in (none.message or "")
+
+
+async def test_a_summary_rewritten_in_place_is_found_by_its_new_text_only(engine: ContextEngine) -> None:
+    _, backup, password = await summarised(engine)
+    old_query, new_query = "database password rotation", "ramen restaurant lunches"
+    before = await engine.grep(old_query, mode="semantic", scope="summaries")
+    assert [h.ref for h in before.hits] == [password.id]  # the index of the summaries is built now
+    assert not (await engine.grep(new_query, mode="semantic", scope="summaries")).hits
+    rewritten = replace(password, content="the team picked a new ramen restaurant for friday lunches", token_count=9)
+    assert await engine.store.rewrite_summary(rewritten, replaces=password.content)
+    # Same number of summaries, same ids: only the new text tells the index to rebuild.
+    after = await engine.grep(new_query, mode="semantic", scope="summaries")
+    assert [h.ref for h in after.hits] == [password.id] and "ramen restaurant" in after.hits[0].snippet
+    gone = await engine.grep(old_query, mode="semantic", scope="summaries")
+    assert password.id not in {h.ref for h in gone.hits} and not gone.hits
+    hybrid = await engine.grep(new_query, mode="hybrid", scope="summaries")
+    assert [h.ref for h in hybrid.hits][:1] == [password.id] and hybrid.hits[0].score == pytest.approx(2 / 61)
+    assert backup.id in {h.ref for h in (await engine.grep("disk quota", mode="semantic")).hits}
+
+
+async def test_summaries_outside_the_reach_are_never_returned(engine: ContextEngine, config: Config) -> None:
+    _, mine, _ = await summarised(engine)
+    _, sibling, _ = await summarised(engine, session="s2", key="k2")
+    stranger = await ContextEngine.open(config=config.replace(agent_id="someone-else", memory_embedder="hash"))
+    try:
+        _, theirs, _ = await summarised(stranger, session="t", key="k1")
+        everything = await engine.grep("backup job failed", mode="semantic", scope="summaries")
+        assert {mine.id, sibling.id} <= {h.ref for h in everything.hits} and theirs.id not in {
+            h.ref for h in everything.hits
+        }
+        caller = Caller(engine.config.agent_id, session_key="k1")
+        for mode in ("semantic", "hybrid"):
+            for scope in ("summaries", "both"):
+                family = await engine.grep("backup job failed", mode=mode, scope=scope, caller=caller)  # type: ignore[arg-type]
+                refs = {h.ref for h in family.hits}
+                assert mine.id in refs and not refs & {sibling.id, theirs.id}, (mode, scope)
+        outcome = await call_tool(
+            engine._retrieval(),
+            caller,
+            "lcm_grep",
+            {"pattern": "backup", "mode": "semantic", "scope": "summaries", "conversation_id": theirs.conversation_id},
+        )
+        assert outcome.denied and theirs.id not in outcome.text
+        allowed = await call_tool(
+            engine._retrieval(),
+            caller,
+            "lcm_grep",
+            {"pattern": "password rotation", "mode": "semantic", "scope": "summaries"},
+        )
+        assert not allowed.error and allowed.cited and all(c.startswith("sum_") for c in allowed.cited)
+    finally:
+        await stranger.dispose()
+
+
+class LeakyPort:
+    """A broken port that returns every hit it was told of, whatever conversations it was given."""
+
+    def __init__(self, messages: Sequence[MessageHit], summaries: Sequence[SummaryHit]) -> None:
+        self.messages = messages
+        self.summaries = summaries
+
+    async def search(
+        self,
+        query: str,
+        conversation_ids: Sequence[int],
+        *,
+        limit: int = 20,
+        mode: str = "semantic",
+        fulltext: Sequence[int] = (),
+    ) -> Sequence[MessageHit]:
+        return self.messages
+
+    async def search_summaries(
+        self,
+        query: str,
+        conversation_ids: Sequence[int],
+        *,
+        limit: int = 20,
+        mode: str = "semantic",
+        fulltext: Sequence[str] = (),
+    ) -> Sequence[SummaryHit]:
+        return self.summaries
+
+
+async def test_hits_of_other_conversations_from_the_port_are_dropped(engine: ContextEngine) -> None:
+    ids, mine, _ = await summarised(engine)
+    other_ids, other, _ = await summarised(engine, session="s2", key="k2")
+    port = LeakyPort(
+        [MessageHit(other_ids[0], other.conversation_id, 0.9), MessageHit(ids[0], mine.conversation_id, 0.5)],
+        # A hit claiming to be of this conversation while the summary is of another is dropped too.
+        [
+            SummaryHit(other.id, other.conversation_id, 0.9),
+            SummaryHit(other.id, mine.conversation_id, 0.8),
+            SummaryHit(mine.id, mine.conversation_id, 0.4),
+        ],
+    )
+    for mode in ("semantic", "hybrid"):
+        found = await grep_semantic(
+            engine.store,
+            GrepOptions("backup", mode=mode, scope="both"),
+            (mine.conversation_id,),
+            port,  # type: ignore[arg-type]
+        )
+        assert [(h.scope, h.ref) for h in found.hits] == [("messages", ids[0]), ("summaries", mine.id)], mode

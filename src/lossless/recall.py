@@ -97,8 +97,8 @@ class RecallMixin:
     ) -> GrepResult:
         """Search stored messages and summaries, or stored files (``scope="files"``); see :mod:`lossless.retrieval`.
 
-        ``mode`` is ``regex``, ``full_text``, or ``semantic`` / ``hybrid`` (messages by meaning, with
-        the long-term memory's embedder).
+        ``mode`` is ``regex``, ``full_text``, or ``semantic`` / ``hybrid`` (messages and summaries by
+        meaning, with the long-term memory's embedder; not ``scope="files"``).
 
         Without ``caller`` the search runs as this engine's agent over all its
         conversations (or ``conversation``); an agent's own calls pass its

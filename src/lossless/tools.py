@@ -88,9 +88,9 @@ GREP = register(
         "lcm_grep",
         "Search the whole stored history of the conversation, including what compaction summarised away. "
         "mode 'regex' (default; RE2 syntax, linear time), 'full_text' (words, \"exact phrases\", prefix*, OR), "
-        "'semantic' (messages by meaning) or 'hybrid' (meaning and words). scope 'files' searches the lines of "
-        "stored large files. Returns matches newest first (semantic: best first) with [msg#id] / [sum_…] / "
-        "[file_…] citations and a snippet each; follow up with lcm_describe or lcm_expand.",
+        "'semantic' (messages and summaries by meaning) or 'hybrid' (meaning and words). scope 'files' searches "
+        "the lines of stored large files. Returns matches newest first (semantic: best first) with [msg#id] / "
+        "[sum_…] / [file_…] citations and a snippet each; follow up with lcm_describe or lcm_expand.",
         {
             "type": "object",
             "properties": {
@@ -98,7 +98,7 @@ GREP = register(
                 "mode": {
                     "type": "string",
                     "enum": ["regex", "full_text", "semantic", "hybrid"],
-                    "description": "Default regex; semantic and hybrid search messages only.",
+                    "description": "Default regex; semantic and hybrid search messages and summaries, not files.",
                 },
                 "scope": {
                     "type": "string",

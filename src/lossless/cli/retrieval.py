@@ -32,7 +32,7 @@ def _print(text: str) -> None:
     type=click.Choice(["regex", "full_text", "semantic", "hybrid"]),
     default="regex",
     show_default=True,
-    help='RE2 regular expression; words / "phrases" / prefix* / OR; or messages by meaning (semantic, hybrid).',
+    help='RE2 regular expression; words / "phrases" / prefix* / OR; or by meaning (semantic, hybrid; not files).',
 )
 @click.option(
     "--scope",

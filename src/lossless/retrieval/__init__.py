@@ -3,7 +3,7 @@
 Submodules: :mod:`~lossless.retrieval.query` (safe query parsing),
 :mod:`~lossless.retrieval.grep` (messages and summaries),
 :mod:`~lossless.retrieval.files` (the lines of stored large files),
-:mod:`~lossless.retrieval.semantic` (messages by meaning, through a port),
+:mod:`~lossless.retrieval.semantic` (messages and summaries by meaning, through a port),
 :mod:`~lossless.retrieval.dag` (describe, expand),
 :mod:`~lossless.retrieval.access` (callers, reach, grants),
 :mod:`~lossless.retrieval.service` (the caller-aware facade) and

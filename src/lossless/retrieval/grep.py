@@ -60,7 +60,7 @@ __all__ = [
 
 Mode = Literal["regex", "full_text", "semantic", "hybrid"]
 Scope = Literal["messages", "summaries", "both", "files"]
-#: The modes that search by meaning (messages only; see :mod:`lossless.retrieval.semantic`).
+#: The modes that search by meaning (messages and summaries; see :mod:`lossless.retrieval.semantic`).
 SEMANTIC_MODES = ("semantic", "hybrid")
 Sort = Literal["recency", "relevance"]
 
@@ -96,10 +96,10 @@ class GrepOptions:
             raise InputError(f"mode must be 'regex', 'full_text', 'semantic' or 'hybrid', got {self.mode!r}")
         if self.scope not in ("messages", "summaries", "both", "files"):
             raise InputError(f"scope must be 'messages', 'summaries', 'both' or 'files', got {self.scope!r}")
-        if self.mode in SEMANTIC_MODES and self.scope in ("summaries", "files"):
+        if self.mode in SEMANTIC_MODES and self.scope == "files":
             raise InputError(
-                f"mode={self.mode!r} searches messages by meaning; use scope='messages' (or 'both'), "
-                f"or mode='full_text' / 'regex' to search {self.scope}"
+                f"mode={self.mode!r} searches messages and summaries by meaning, not stored files; use "
+                "scope='messages', 'summaries' or 'both', or mode='full_text' / 'regex' to search files"
             )
         if self.sort not in ("recency", "relevance"):
             raise InputError(f"sort must be 'recency' or 'relevance', got {self.sort!r}")
@@ -424,9 +424,10 @@ def no_matches(options: GrepOptions, conversations: int) -> str:
     elif options.mode == "full_text":
         tips.append("fewer or shorter words, prefix* search, or mode='regex' for exact text")
     else:
-        tips.append("other words for what you mean, or mode='full_text' / 'regex' to search summaries and files")
-    if options.scope != "both" and options.mode not in SEMANTIC_MODES:
-        tips.append("scope='both'" if options.scope == "files" else "scope='both' or scope='files'")
+        tips.append("other words for what you mean, or mode='full_text' / 'regex' for exact words and stored files")
+    if options.scope != "both":
+        files = options.scope == "files" or options.mode in SEMANTIC_MODES
+        tips.append("scope='both'" if files else "scope='both' or scope='files'")
     if options.since is not None or options.before is not None:
         tips.append("a wider since/before range")
     tips.append("all_conversations=true to search every conversation of this agent")

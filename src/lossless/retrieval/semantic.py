@@ -1,22 +1,26 @@
-"""Searching messages by meaning (``lcm_grep`` with ``mode="semantic"`` or ``"hybrid"``).
+"""Searching messages and summaries by meaning (``lcm_grep`` with ``mode="semantic"`` or ``"hybrid"``).
 
 The vectors come from a :class:`SemanticSearch` port: the engine supplies
-:class:`lossless.memory.messages.MessageSearch`, which embeds messages with the long-term memory's
-embedder and cache (the offline local model by default).  This module only turns its ranking into
-a :class:`~lossless.retrieval.grep.GrepResult`.
+:class:`lossless.memory.messages.MessageSearch`, which embeds messages and summaries with the
+long-term memory's embedder and cache (the offline local model by default).  This module only turns
+its rankings into a :class:`~lossless.retrieval.grep.GrepResult`.
 
 Invariants:
 
 * **Only the conversations passed in** (already checked against the caller's reach) are searched;
   the port is given exactly those ids, and ids it returns from elsewhere are dropped.
-* ``semantic`` ranks messages by the cosine similarity of their best chunk to the query (a
-  message with no positive similarity is left out);
-  ``hybrid`` fuses that ranking with the full-text ranking of the same words (BM25 over the word
-  index, any of the query's terms; reciprocal-rank fusion, k = 60), so an exact keyword and a
-  paraphrase both rank.  Results are always best match first.
-* Summaries and files are not embedded: with ``scope="both"`` the result says so in a note.
-* ``since`` / ``before`` filter the ranked messages by their time; ``limit`` and the output cap
-  apply as for every grep.
+* ``semantic`` ranks messages and summaries by the cosine similarity of their best chunk to the
+  query (one with no positive similarity is left out);
+  ``hybrid`` fuses that ranking with the full-text ranking of the same words in the same table
+  (BM25 over the word index, any of the query's terms; reciprocal-rank fusion, k = 60), so an exact
+  keyword and a paraphrase both rank.  Results are always best match first: with ``scope="both"``
+  messages and summaries are merged by score (both cosines, or both fusion scores, so comparable).
+* A summary rewritten in place is found by its new text only (the port re-indexes it).
+* Stored files are not embedded: ``scope="files"`` with these modes is refused by
+  :class:`~lossless.retrieval.grep.GrepOptions`.
+* ``since`` / ``before`` filter the ranked items by time exactly as the full-text path does (a
+  message by when it was stored; a summary when the span it covers overlaps); ``limit``, ``more``
+  and the output cap apply as for every grep.
 """
 
 from __future__ import annotations
@@ -27,14 +31,24 @@ from typing import Literal, Protocol
 
 from lossless.errors import InputError
 from lossless.ports import Store
-from lossless.retrieval.grep import GrepHit, GrepOptions, GrepResult, grep, no_matches, snippet
+from lossless.retrieval.grep import (
+    SEMANTIC_MODES,
+    GrepHit,
+    GrepOptions,
+    GrepResult,
+    grep,
+    no_matches,
+    snippet,
+)
 from lossless.retrieval.query import FullTextQuery, QuerySyntax, Term, parse_full_text
 
-__all__ = ["SemanticHit", "SemanticSearch", "grep_semantic"]
+__all__ = ["SemanticHit", "SemanticSearch", "SemanticSummaryHit", "grep_semantic"]
 
 #: The most candidates asked of the port (its own cap) when times filter them afterwards.
 _MAX_CANDIDATES = 1000
 _FULL_TEXT_DEPTH = 200
+
+SearchMode = Literal["semantic", "hybrid"]
 
 
 class SemanticHit(Protocol):
@@ -50,8 +64,21 @@ class SemanticHit(Protocol):
     def score(self) -> float: ...
 
 
+class SemanticSummaryHit(Protocol):
+    """One summary the port found, with its similarity (higher is closer)."""
+
+    @property
+    def summary_id(self) -> str: ...
+
+    @property
+    def conversation_id(self) -> int: ...
+
+    @property
+    def score(self) -> float: ...
+
+
 class SemanticSearch(Protocol):
-    """Meaning-based search over stored messages (see :class:`lossless.memory.messages.MessageSearch`)."""
+    """Meaning-based search over stored messages and summaries (see :class:`lossless.memory.messages.MessageSearch`)."""
 
     async def search(
         self,
@@ -59,9 +86,19 @@ class SemanticSearch(Protocol):
         conversation_ids: Sequence[int],
         *,
         limit: int = 20,
-        mode: Literal["semantic", "hybrid"] = "semantic",
+        mode: SearchMode = "semantic",
         fulltext: Sequence[int] = (),
     ) -> Sequence[SemanticHit]: ...
+
+    async def search_summaries(
+        self,
+        query: str,
+        conversation_ids: Sequence[int],
+        *,
+        limit: int = 20,
+        mode: SearchMode = "semantic",
+        fulltext: Sequence[str] = (),
+    ) -> Sequence[SemanticSummaryHit]: ...
 
 
 def _any_term(query: FullTextQuery) -> str:
@@ -76,23 +113,24 @@ def _any_term(query: FullTextQuery) -> str:
 
 
 async def _keyword_ranking(
-    store: Store, options: GrepOptions, conversation_ids: tuple[int, ...]
-) -> tuple[list[int], str | None]:
-    """Message ids by full-text relevance to any of the pattern's terms, and a note if there are none."""
-    parsed = parse_full_text(options.pattern)
-    if isinstance(parsed, QuerySyntax):
-        return [], f"(the keyword half of hybrid search was skipped: {parsed.message})"
+    store: Store,
+    options: GrepOptions,
+    conversation_ids: tuple[int, ...],
+    query: FullTextQuery,
+    scope: Literal["messages", "summaries"],
+) -> list[int | str]:
+    """Message or summary ids by full-text relevance to any of the query's terms."""
     keyword = GrepOptions(
-        _any_term(parsed),
+        _any_term(query),
         mode="full_text",
-        scope="messages",
+        scope=scope,
         since=options.since,
         before=options.before,
         limit=_FULL_TEXT_DEPTH,
         sort="relevance",
     )
     found = await grep(store, keyword, conversation_ids)
-    return [int(h.ref) for h in found.hits], None
+    return [h.ref for h in found.hits]
 
 
 def _locate(text: str, words: Sequence[str]) -> tuple[int, int]:
@@ -105,39 +143,33 @@ def _locate(text: str, words: Sequence[str]) -> tuple[int, int]:
     return 0, 0
 
 
-async def grep_semantic(
-    store: Store, options: GrepOptions, conversation_ids: tuple[int, ...], search: SemanticSearch
-) -> GrepResult:
-    """Rank the messages of ``conversation_ids`` by meaning (``semantic``) or meaning and words (``hybrid``)."""
-    if options.mode not in ("semantic", "hybrid") or options.scope not in ("messages", "both"):
-        raise InputError("grep_semantic runs semantic and hybrid searches of messages")
-    conversations = len(conversation_ids)
-    notes: list[str] = []
-    if options.scope == "both":
-        notes.append("(semantic search covers messages; search summaries and files with mode='full_text' or 'regex')")
-    if not conversation_ids:
-        return GrepResult(options, message=no_matches(options, conversations), conversations=conversations)
-    fulltext: list[int] = []
-    if options.mode == "hybrid":
-        fulltext, skipped = await _keyword_ranking(store, options, conversation_ids)
-        if skipped is not None:
-            notes.append(skipped)
-    filtered = options.since is not None or options.before is not None
-    window = _MAX_CANDIDATES if filtered else options.limit + 1
+def _wanted(options: GrepOptions, score: float, conversation_id: int, allowed: set[int]) -> bool:
+    """Whether a ranked id may become a hit: in reach, and (semantic) similar at all."""
+    # A text sharing nothing with the query (similarity 0 or less) is no match, only a rank.
+    return conversation_id in allowed and (options.mode == "hybrid" or score > 0)
+
+
+async def _message_hits(
+    store: Store,
+    options: GrepOptions,
+    conversation_ids: tuple[int, ...],
+    search: SemanticSearch,
+    window: int,
+    words: Sequence[str],
+    fulltext: Sequence[int | str] | None,
+) -> tuple[list[GrepHit], bool]:
+    """Up to ``limit`` message hits, best first, and whether more passed the filters."""
     ranked = await search.search(
         options.pattern,
         list(conversation_ids),
         limit=window,
         mode="hybrid" if options.mode == "hybrid" else "semantic",
-        fulltext=fulltext,
+        fulltext=[int(ref) for ref in fulltext or ()],
     )
     allowed = set(conversation_ids)
-    # A message sharing nothing with the query (similarity 0 or less) is no match, only a rank.
-    ranked = [h for h in ranked if h.conversation_id in allowed and (options.mode == "hybrid" or h.score > 0)]
+    ranked = [h for h in ranked if _wanted(options, h.score, h.conversation_id, allowed)]
     records = {m.id: m for m in await store.get_messages_by_id([h.message_id for h in ranked])}
-    words = [w for w in re.findall(r"\w+", options.pattern) if len(w) > 1]
     hits: list[GrepHit] = []
-    more = False
     for found in ranked:
         record = records.get(found.message_id)
         if record is None or record.conversation_id not in allowed:
@@ -148,8 +180,7 @@ async def grep_semantic(
         ):
             continue
         if len(hits) == options.limit:
-            more = True
-            break
+            return hits, True
         hits.append(
             GrepHit(
                 scope="messages",
@@ -161,7 +192,97 @@ async def grep_semantic(
                 score=found.score,
             )
         )
-    if not hits:
+    return hits, False
+
+
+async def _summary_hits(
+    store: Store,
+    options: GrepOptions,
+    conversation_ids: tuple[int, ...],
+    search: SemanticSearch,
+    window: int,
+    words: Sequence[str],
+    fulltext: Sequence[int | str] | None,
+) -> tuple[list[GrepHit], bool]:
+    """Up to ``limit`` summary hits, best first, and whether more passed the filters."""
+    ranked = await search.search_summaries(
+        options.pattern,
+        list(conversation_ids),
+        limit=window,
+        mode="hybrid" if options.mode == "hybrid" else "semantic",
+        fulltext=[str(ref) for ref in fulltext or ()],
+    )
+    allowed = set(conversation_ids)
+    ranked = [h for h in ranked if _wanted(options, h.score, h.conversation_id, allowed)]
+    records = {s.id: s for s in await store.get_summaries([h.summary_id for h in ranked])}
+    hits: list[GrepHit] = []
+    for found in ranked:
+        record = records.get(found.summary_id)
+        if record is None or record.conversation_id not in allowed:
+            continue
+        # As in the full-text path: shown at the end of the span it covers, in range when it overlaps.
+        latest = record.latest_at or record.created_at
+        earliest = record.earliest_at or record.created_at
+        if (options.since is not None and latest < options.since) or (
+            options.before is not None and earliest >= options.before
+        ):
+            continue
+        if len(hits) == options.limit:
+            return hits, True
+        hits.append(
+            GrepHit(
+                scope="summaries",
+                ref=record.id,
+                conversation_id=record.conversation_id,
+                created_at=latest,
+                snippet=snippet(record.content, *_locate(record.content, words)),
+                kind=record.kind,
+                depth=record.depth,
+                score=found.score,
+            )
+        )
+    return hits, False
+
+
+async def grep_semantic(
+    store: Store, options: GrepOptions, conversation_ids: tuple[int, ...], search: SemanticSearch
+) -> GrepResult:
+    """Rank the messages and/or summaries of ``conversation_ids`` by meaning, or meaning and words (``hybrid``)."""
+    if options.mode not in SEMANTIC_MODES or options.scope not in ("messages", "summaries", "both"):
+        raise InputError("grep_semantic runs semantic and hybrid searches of messages and summaries")
+    conversations = len(conversation_ids)
+    if not conversation_ids:
+        return GrepResult(options, message=no_matches(options, conversations), conversations=conversations)
+    scopes: list[Literal["messages", "summaries"]] = (
+        ["messages", "summaries"] if options.scope == "both" else [options.scope]
+    )
+    notes: list[str] = []
+    query: FullTextQuery | None = None
+    if options.mode == "hybrid":
+        parsed = parse_full_text(options.pattern)
+        if isinstance(parsed, QuerySyntax):
+            notes.append(f"(the keyword half of hybrid search was skipped: {parsed.message})")
+        else:
+            query = parsed
+    filtered = options.since is not None or options.before is not None
+    window = _MAX_CANDIDATES if filtered else options.limit + 1
+    words = [w for w in re.findall(r"\w+", options.pattern) if len(w) > 1]
+    found: list[GrepHit] = []
+    more = False
+    for scope in scopes:
+        fulltext = None
+        if query is not None:
+            fulltext = await _keyword_ranking(store, options, conversation_ids, query, scope)
+        run = _message_hits if scope == "messages" else _summary_hits
+        hits, extra = await run(store, options, conversation_ids, search, window, words, fulltext)
+        found += hits
+        more = more or extra
+    if len(scopes) > 1:
+        # Scores of both kinds are cosines (semantic) or fusion scores (hybrid): one order, best first.
+        found.sort(key=lambda h: -(h.score or 0.0))
+        more = more or len(found) > options.limit
+        found = found[: options.limit]
+    if not found:
         message = "\n".join([no_matches(options, conversations), *notes])
         return GrepResult(options, message=message, conversations=conversations)
-    return GrepResult(options, tuple(hits), conversations=conversations, more=more, notes=tuple(notes))
+    return GrepResult(options, tuple(found), conversations=conversations, more=more, notes=tuple(notes))

@@ -11,7 +11,8 @@ Invariants:
 * No I/O beyond the :class:`~lossless.ports.Store` port, the ``read_file``
   callable it is given (the engine supplies one that reads the blob store) and
   the ``semantic`` search port (the engine supplies the memory layer's
-  :class:`~lossless.memory.messages.MessageSearch`, built on first use).
+  :class:`~lossless.memory.messages.MessageSearch`, built on first use, which searches
+  messages and summaries).
 """
 
 from __future__ import annotations
