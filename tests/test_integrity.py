@@ -463,10 +463,17 @@ async def test_a_stale_remake_never_overwrites_a_newer_text(engine: ContextEngin
     cid = await _with_fallbacks(engine)
     summaries, _ = await engine.summaries(cid)
     target = summaries[0]
+    before = await engine.store.summary_fingerprint(cid)
+    assert before[:2] == (len(summaries), before[1]) and before[1] > 0
+    assert await engine.store.summary_fingerprint(cid) == before  # nothing changed, nothing moves
     newer = replace(target, content="a newer text", token_count=3, level="normal")
     assert await engine.store.rewrite_summary(newer, replaces=target.content)
+    rewritten = await engine.store.summary_fingerprint(cid)
+    assert rewritten != before and rewritten[:2] == before[:2]  # same summaries, one rewrite more
     assert not await engine.store.rewrite_summary(replace(target, content="late"), replaces=target.content)
     assert not await engine.store.rewrite_summary(replace(target, id="sum_missing"), replaces=target.content)
+    assert await engine.store.summary_fingerprint(cid) == rewritten  # refused rewrites change nothing
+    assert await engine.store.summary_fingerprint(cid + 1000) == (0, 0, rewritten[2])
     [stored] = await engine.store.get_summaries([target.id])
     assert stored.content == "a newer text" and stored.token_count == 3 and stored.level == "normal"
     assert (await engine.check_integrity()).ok  # the descendant counts above it moved with it

@@ -281,6 +281,12 @@ class Store(Protocol):
         """
         ...
 
+    async def summary_fingerprint(self, conversation_id: int) -> tuple[int, int, int]:
+        """A cheap value that changes whenever a summary of the conversation is added or any summary's text is
+        rewritten (for caches of derived data, e.g. a semantic index): its summary count, highest summary row
+        and the store's count of rewrites."""
+        ...
+
     async def get_compaction_events(self, conversation_id: int, *, limit: int | None = None) -> list[CompactionEvent]:
         """The conversation's compaction events, oldest first; with ``limit``, only the newest ``limit``."""
         ...

@@ -491,7 +491,11 @@ async def test_compaction_events_are_written_with_their_summary(store: Store) ->
     entries = await store.get_context(conv)
     first = leaf_for(conv, entries[0:3], "sum_00000000000000e1")
     first_event = event_for(first, entries[0:3])
+    empty = await store.summary_fingerprint(conv)
+    assert empty[:2] == (0, 0)
     await store.replace_with_summary(first, entries[0:3], first_event)
+    assert (await store.summary_fingerprint(conv))[0] == 1  # a new summary changes the fingerprint
+    assert await store.summary_fingerprint(other) == empty
     entries = await store.get_context(conv)
     second = leaf_for(conv, entries[1:4], "sum_00000000000000e2")
     later = T0 + timedelta(seconds=1)

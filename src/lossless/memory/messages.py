@@ -17,9 +17,10 @@ Invariants:
   The message index is rebuilt only when the conversation gained messages
   since it was built (messages are append-only).  Summaries can be rewritten in
   place (same id, new text: :meth:`~lossless.ports.Store.rewrite_summary`), so
-  the summary index is keyed on a digest of every (summary id, content hash)
-  pair and rebuilt whenever any summary was added, removed or rewritten: a
-  rewritten summary is never found by its old text.
+  the summary index is keyed on the store's
+  :meth:`~lossless.ports.Store.summary_fingerprint` (count, highest row, rewrite
+  count: one small query) and rebuilt whenever a summary was added or any
+  summary rewritten: a rewritten summary is never found by its old text.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from lossless.errors import InputError
 from lossless.memory.service import MemoryService
 from lossless.memory.vectors import VectorIndex, to_blob
 from lossless.ports import Store
-from lossless.records import content_hash
 
 __all__ = ["MessageHit", "MessageSearch", "SummaryHit", "reciprocal_rank_fusion"]
 
@@ -77,7 +77,7 @@ class MessageSearch:
         self.store = store
         self.memory = memory
         self._indexes: dict[int, tuple[int, VectorIndex]] = {}
-        self._summary_indexes: dict[int, tuple[str, VectorIndex]] = {}
+        self._summary_indexes: dict[int, tuple[tuple[int, int, int], VectorIndex]] = {}
 
     async def _build(self, revision: int, items: Sequence[tuple[str, str]]) -> VectorIndex:
         """An index of ``(id, text)`` items: one row per chunk of each non-blank text."""
@@ -102,13 +102,13 @@ class MessageSearch:
         return index
 
     async def _summary_index(self, conversation_id: int) -> VectorIndex:
-        summaries = await self.store.list_summaries(conversation_id)
-        digest = content_hash(*(piece for s in summaries for piece in (s.id, content_hash(s.content))))
+        fingerprint = await self.store.summary_fingerprint(conversation_id)
         cached = self._summary_indexes.get(conversation_id)
-        if cached is not None and cached[0] == digest:
+        if cached is not None and cached[0] == fingerprint:
             return cached[1]
+        summaries = await self.store.list_summaries(conversation_id)
         index = await self._build(len(summaries), [(s.id, s.content) for s in summaries])
-        self._summary_indexes[conversation_id] = (digest, index)
+        self._summary_indexes[conversation_id] = (fingerprint, index)
         return index
 
     async def _rank(

@@ -62,7 +62,22 @@ class SummaryRewrites:
                     summary.id,
                 ),
             )
+            await conn.execute(  # caches keyed on summary_fingerprint() see the change
+                "INSERT INTO lcm_meta (key, value) VALUES ('summary_rewrites', '1') "
+                "ON CONFLICT (key) DO UPDATE SET value = (lcm_meta.value::bigint + 1)::text"
+            )
             delta = summary.token_count - int(row[1])
             if delta:
                 await conn.execute(_ABOVE, {"s": summary.id, "d": delta})
             return True
+
+    async def summary_fingerprint(self, conversation_id: int) -> tuple[int, int, int]:
+        async with self._db.transaction() as conn:
+            cursor = await conn.execute(
+                "SELECT count(*), coalesce(max(summary_rowid), 0), (SELECT coalesce(max(value::bigint), 0) "
+                "FROM lcm_meta WHERE key = 'summary_rewrites') FROM summaries WHERE conversation_id = %s",
+                (conversation_id,),
+            )
+            row = await cursor.fetchone()
+        assert row is not None
+        return int(row[0]), int(row[1]), int(row[2])

@@ -194,6 +194,10 @@ def rewrite_summary(conn: sqlite3.Connection, summary: Summary, replaces: str) -
             summary.id,
         ),
     )
+    conn.execute(  # caches keyed on summary_fingerprint() see the change
+        "INSERT INTO lcm_meta (key, value) VALUES ('summary_rewrites', '1') "
+        "ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+    )
     delta = summary.token_count - row[2]
     if delta:
         conn.execute(

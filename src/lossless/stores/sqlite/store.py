@@ -413,6 +413,16 @@ class SQLiteStore:
             check_event(summary, sources, event)
         await self._db.write(lambda conn: replace_range(conn, summary, sources, event))
 
+    async def summary_fingerprint(self, conversation_id: int) -> tuple[int, int, int]:
+        row = await self._db.read(
+            lambda conn: conn.execute(
+                "SELECT count(*), coalesce(max(summary_rowid), 0), (SELECT coalesce(max(CAST(value AS INTEGER)), 0) "
+                "FROM lcm_meta WHERE key = 'summary_rewrites') FROM summaries WHERE conversation_id = ?",
+                (conversation_id,),
+            ).fetchone()
+        )
+        return int(row[0]), int(row[1]), int(row[2])
+
     async def get_compaction_events(self, conversation_id: int, *, limit: int | None = None) -> list[CompactionEvent]:
         if limit is not None and limit < 0:
             raise InputError(f"limit must be zero or more, got {limit}")
