@@ -26,7 +26,8 @@ Invariants:
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import Literal, Protocol
 
 from lossless.errors import InputError
@@ -149,6 +150,21 @@ def _wanted(options: GrepOptions, score: float, conversation_id: int, allowed: s
     return conversation_id in allowed and (options.mode == "hybrid" or score > 0)
 
 
+def _in_window(options: GrepOptions, earliest: datetime, latest: datetime) -> bool:
+    """Whether an item spanning ``earliest``..``latest`` is in the ``since``/``before`` window."""
+    return (options.since is None or latest >= options.since) and (options.before is None or earliest < options.before)
+
+
+def _first(hits: Iterable[GrepHit], limit: int) -> tuple[list[GrepHit], bool]:
+    """The first ``limit`` hits, and whether there were more."""
+    out: list[GrepHit] = []
+    for hit in hits:
+        if len(out) == limit:
+            return out, True
+        out.append(hit)
+    return out, False
+
+
 async def _message_hits(
     store: Store,
     options: GrepOptions,
@@ -169,30 +185,25 @@ async def _message_hits(
     allowed = set(conversation_ids)
     ranked = [h for h in ranked if _wanted(options, h.score, h.conversation_id, allowed)]
     records = {m.id: m for m in await store.get_messages_by_id([h.message_id for h in ranked])}
-    hits: list[GrepHit] = []
-    for found in ranked:
-        record = records.get(found.message_id)
-        if record is None or record.conversation_id not in allowed:
-            continue
-        when = record.created_at
-        if (options.since is not None and when < options.since) or (
-            options.before is not None and when >= options.before
-        ):
-            continue
-        if len(hits) == options.limit:
-            return hits, True
-        hits.append(
+    pairs = [(records.get(h.message_id), h.score) for h in ranked]
+    return _first(
+        (
             GrepHit(
                 scope="messages",
                 ref=record.id,
                 conversation_id=record.conversation_id,
-                created_at=when,
+                created_at=record.created_at,
                 snippet=snippet(record.content, *_locate(record.content, words)),
                 role=record.role,
-                score=found.score,
+                score=score,
             )
-        )
-    return hits, False
+            for record, score in pairs
+            if record is not None
+            and record.conversation_id in allowed
+            and _in_window(options, record.created_at, record.created_at)
+        ),
+        options.limit,
+    )
 
 
 async def _summary_hits(
@@ -204,7 +215,11 @@ async def _summary_hits(
     words: Sequence[str],
     fulltext: Sequence[int | str] | None,
 ) -> tuple[list[GrepHit], bool]:
-    """Up to ``limit`` summary hits, best first, and whether more passed the filters."""
+    """Up to ``limit`` summary hits, best first, and whether more passed the filters.
+
+    As in the full-text path, a summary is shown at the end of the span it covers and is in the
+    time window when that span overlaps it.
+    """
     ranked = await search.search_summaries(
         options.pattern,
         list(conversation_ids),
@@ -215,33 +230,26 @@ async def _summary_hits(
     allowed = set(conversation_ids)
     ranked = [h for h in ranked if _wanted(options, h.score, h.conversation_id, allowed)]
     records = {s.id: s for s in await store.get_summaries([h.summary_id for h in ranked])}
-    hits: list[GrepHit] = []
-    for found in ranked:
-        record = records.get(found.summary_id)
-        if record is None or record.conversation_id not in allowed:
-            continue
-        # As in the full-text path: shown at the end of the span it covers, in range when it overlaps.
-        latest = record.latest_at or record.created_at
-        earliest = record.earliest_at or record.created_at
-        if (options.since is not None and latest < options.since) or (
-            options.before is not None and earliest >= options.before
-        ):
-            continue
-        if len(hits) == options.limit:
-            return hits, True
-        hits.append(
+    pairs = [(records.get(h.summary_id), h.score) for h in ranked]
+    return _first(
+        (
             GrepHit(
                 scope="summaries",
                 ref=record.id,
                 conversation_id=record.conversation_id,
-                created_at=latest,
+                created_at=record.latest_at or record.created_at,
                 snippet=snippet(record.content, *_locate(record.content, words)),
                 kind=record.kind,
                 depth=record.depth,
-                score=found.score,
+                score=score,
             )
-        )
-    return hits, False
+            for record, score in pairs
+            if record is not None
+            and record.conversation_id in allowed
+            and _in_window(options, record.earliest_at or record.created_at, record.latest_at or record.created_at)
+        ),
+        options.limit,
+    )
 
 
 async def grep_semantic(
