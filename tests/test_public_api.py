@@ -18,7 +18,16 @@ def test_all_is_sorted_and_importable() -> None:
 
 
 def test_errors_and_values_are_exported() -> None:
-    for name in ("LcmError", "InputError", "ContextEngine", "Message", "TextPart", "ToolPart", "Config"):
+    for name in (
+        "LcmError",
+        "InputError",
+        "ContextEngine",
+        "Message",
+        "TextPart",
+        "ToolPart",
+        "Config",
+        "CompactionEvent",
+    ):
         assert name in lossless.__all__
 
 

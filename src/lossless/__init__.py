@@ -27,6 +27,7 @@ from lossless.errors import (
 from lossless.ports import BlobStore, Store, StoreStats
 from lossless.records import (
     AgentPart,
+    CompactionEvent,
     CompactionPart,
     ContextItem,
     Conversation,
@@ -59,6 +60,7 @@ __all__ = [
     "AgentPart",
     "BlobStore",
     "Caller",
+    "CompactionEvent",
     "CompactionPart",
     "Config",
     "ConfigError",
