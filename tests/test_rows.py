@@ -37,3 +37,15 @@ def test_main_text_equal_to_content_is_stored_once() -> None:
     assert part_from_row(part_to_row(empty, "", only_part=True), "") == empty
     none = ToolPart(call_id="c", output=None)
     assert part_from_row(part_to_row(none, "", only_part=True), "") == none
+
+
+def test_restore_position_finds_the_gap_or_asks_for_a_shift() -> None:
+    from lossless.stores.rows import restore_position
+
+    assert restore_position([], 5) == (1, False)  # an empty context
+    assert restore_position([(1, 1), (2, 10)], 20) == (3, False)  # after everything
+    assert restore_position([(1, 1), (4, 10)], 5) == (3, False)  # a free ordinal before the next item
+    assert restore_position([(1, 1), (2, 10)], 5) == (2, True)  # none free: shift from 2 on
+    assert restore_position([(3, 10)], 5) == (3, True)  # before the first item: it moves up
+    assert restore_position([(1, 10)], 5) == (1, True)
+    assert restore_position([(1, None), (2, 10)], 5) == (2, True)  # an item of unknown seq is passed over

@@ -68,6 +68,7 @@ from lossless.context import pairs, tail_start
 from lossless.errors import ConflictError, InputError, ProviderUnavailable
 from lossless.ports import ConversationLocks, Store, Summarizer, SummaryPolicy, SummaryRequest
 from lossless.records import (
+    COMPACTION_TRIGGERS,
     CompactionEvent,
     CompactionMode,
     CompactionTrigger,
@@ -247,8 +248,8 @@ class Compactor:
         """
         if mode == "until_under" and (target_tokens is None or target_tokens < 0):
             raise InputError("mode 'until_under' needs a target_tokens of zero or more")
-        if trigger not in ("threshold", "manual", "maintenance"):
-            raise InputError(f"trigger must be 'threshold', 'manual' or 'maintenance', got {trigger!r}")
+        if trigger not in COMPACTION_TRIGGERS:
+            raise InputError(f"trigger must be one of {', '.join(COMPACTION_TRIGGERS)}, got {trigger!r}")
         lock = self._locks.setdefault(conversation_id, anyio.Lock())
         async with lock:
             if isinstance(self.store, ConversationLocks):  # several hosts share the store
@@ -306,7 +307,8 @@ class Compactor:
             )
 
         while True:
-            if target is not None and sum(e.token_count for e in entries) <= target:
+            tokens_now = sum(e.token_count for e in entries)
+            if target is not None and tokens_now <= target:
                 stop = "budget_met"
                 break
             if time.monotonic() >= run.deadline:
@@ -327,7 +329,6 @@ class Compactor:
             if outcome == "no_progress":
                 stop = "no_progress"
                 break
-            tokens_now = sum(e.token_count for e in entries)
             event = CompactionEvent(
                 conversation_id=conversation_id,
                 summary_id=outcome.id,

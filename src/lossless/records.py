@@ -51,6 +51,7 @@ from lossless.parts import (
 )
 
 __all__ = [
+    "COMPACTION_MODES",
     "COMPACTION_TRIGGERS",
     "FILE_ORIGINS",
     "PART_TYPES",
@@ -104,6 +105,7 @@ ROLES: tuple[Role, ...] = get_args(Role)
 SummaryKind = Literal["leaf", "condensed"]
 SummaryLevel = Literal["normal", "aggressive", "fallback"]
 CompactionMode = Literal["incremental", "full", "until_under"]
+COMPACTION_MODES: tuple[CompactionMode, ...] = get_args(CompactionMode)
 CompactionTrigger = Literal["threshold", "manual", "maintenance"]
 COMPACTION_TRIGGERS: tuple[CompactionTrigger, ...] = get_args(CompactionTrigger)
 

@@ -21,7 +21,9 @@ from datetime import datetime
 from typing import Any
 
 from lossless.errors import InputError
+from lossless.ports import JobKind, JobReason, PreparedMessage
 from lossless.records import (
+    COMPACTION_MODES,
     COMPACTION_TRIGGERS,
     AgentPart,
     CompactionEvent,
@@ -29,8 +31,10 @@ from lossless.records import (
     ContextEntry,
     Conversation,
     FilePart,
+    Grant,
     LargeFile,
     Message,
+    MessageRecord,
     Part,
     PatchPart,
     ReasoningPart,
@@ -48,21 +52,27 @@ __all__ = [
     "EVENT_COLUMNS",
     "FILE_COLUMNS",
     "FILE_COLUMN_COUNT",
+    "GRANT_COLUMNS",
     "PART_COLUMNS",
     "SUMMARY_COLUMNS",
     "SUMMARY_COLUMN_COUNT",
     "check_event",
+    "check_job",
     "check_sources",
     "conversation_from_row",
     "dump_json",
     "event_from_row",
     "event_values",
+    "grant_from_row",
+    "grant_values",
     "implied_parts",
     "large_file_from_row",
     "large_file_values",
     "load_json",
     "part_from_row",
     "part_to_row",
+    "restore_position",
+    "stored_record",
     "summary_from_row",
     "summary_values",
 ]
@@ -455,8 +465,8 @@ def check_event(summary: Summary, sources: Sequence[ContextEntry], event: Compac
         raise InputError(f"the compaction event counts {event.source_items} source items, not {len(sources)}")
     if event.trigger not in COMPACTION_TRIGGERS:
         raise InputError(f"compaction trigger must be one of {', '.join(COMPACTION_TRIGGERS)}, got {event.trigger!r}")
-    if event.mode not in ("incremental", "full", "until_under"):
-        raise InputError(f"compaction mode must be 'incremental', 'full' or 'until_under', got {event.mode!r}")
+    if event.mode not in COMPACTION_MODES:
+        raise InputError(f"compaction mode must be one of {', '.join(COMPACTION_MODES)}, got {event.mode!r}")
     if min(event.tokens_before, event.tokens_after, event.elapsed_ms) < 0:
         raise InputError("a compaction event's token counts and elapsed time cannot be negative")
 
@@ -475,3 +485,85 @@ def check_sources(summary: Summary, sources: Sequence[ContextEntry]) -> None:
     ordinals = [e.ordinal for e in sources]
     if ordinals != sorted(set(ordinals)):
         raise InputError("summary sources must be distinct context items in context order")
+
+
+def check_job(kind: JobKind, reason: JobReason, conversation_id: int | None) -> None:
+    """InputError unless a job of ``kind`` asked for ``reason`` can be queued (every backend's same rule)."""
+    if kind not in ("compaction", "integrity"):
+        raise InputError(f"job kind must be 'compaction' or 'integrity', got {kind!r}")
+    if reason not in COMPACTION_TRIGGERS:
+        raise InputError(f"job reason must be one of {', '.join(COMPACTION_TRIGGERS)}, got {reason!r}")
+    if kind == "compaction" and conversation_id is None:
+        raise InputError("a compaction job needs a conversation_id")
+
+
+def stored_record(prepared: PreparedMessage, message_id: int, conversation_id: int, seq: int) -> MessageRecord:
+    """The record of ``prepared`` as appended with these ids."""
+    message = prepared.message
+    return MessageRecord(
+        id=message_id,
+        conversation_id=conversation_id,
+        seq=seq,
+        role=message.role,
+        content=message.content,
+        parts=message.parts,
+        token_count=prepared.token_count,
+        created_at=prepared.created_at,
+        event_key=message.event_key,
+        metadata=message.metadata,
+    )
+
+
+def restore_position(items: Sequence[tuple[int, int | None]], seq: int) -> tuple[int, bool]:
+    """Where a context item whose first message is ``seq`` goes back, among ``items``.
+
+    ``items`` are the context's ``(ordinal, first message seq)`` in ordinal order.  Returns the
+    ordinal and whether the items from that ordinal on must first move up by one (no free ordinal
+    between the item's neighbours).
+    """
+    after = next((ordinal for ordinal, first in items if first is not None and first > seq), None)
+    if after is None:
+        return (items[-1][0] + 1) if items else 1, False
+    before = max((o for o, _ in items if o < after), default=None)
+    if before is not None and before + 1 < after:
+        return after - 1, False
+    return after, True
+
+
+# ---------------------------------------------------------------- expansion grants
+
+#: The ``expansion_grants`` columns of :func:`grant_values` / :func:`grant_from_row`.
+GRANT_COLUMNS = (
+    "grant_id, agent_id, grantee, conversation_ids, token_cap, tokens_used, created_at, expires_at, revoked_at, "
+    "revoke_reason"
+)
+
+
+def grant_values(grant: Grant, time: Write) -> tuple[Any, ...]:
+    return (
+        grant.id,
+        grant.agent_id,
+        grant.grantee,
+        json.dumps(list(grant.conversation_ids)),
+        grant.token_cap,
+        grant.tokens_used,
+        time(grant.created_at),
+        time(grant.expires_at),
+        time(grant.revoked_at),
+        grant.revoke_reason,
+    )
+
+
+def grant_from_row(row: Sequence[Any], time: Read) -> Grant:
+    return Grant(
+        id=row[0],
+        agent_id=row[1],
+        grantee=row[2],
+        conversation_ids=tuple(int(c) for c in json.loads(row[3])),
+        token_cap=row[4],
+        tokens_used=row[5],
+        created_at=_required(time(row[6])),
+        expires_at=_required(time(row[7])),
+        revoked_at=time(row[8]),
+        revoke_reason=row[9],
+    )

@@ -75,6 +75,7 @@ from lossless.stores.rows import (
     event_from_row,
     event_values,
     implied_parts,
+    stored_record,
 )
 
 __all__ = ["CoreStatements"]
@@ -660,20 +661,7 @@ async def _append(conn: Connection, conversation_id: int, messages: Sequence[Pre
                 for ordinal, part in enumerate(message.parts)
             )
         item_rows.append((conversation_id, next_ordinal + offset, message_id, now))
-        stored.append(
-            MessageRecord(
-                id=message_id,
-                conversation_id=conversation_id,
-                seq=seq,
-                role=message.role,
-                content=message.content,
-                parts=message.parts,
-                token_count=prepared.token_count,
-                created_at=prepared.created_at,
-                event_key=message.event_key,
-                metadata=message.metadata,
-            )
-        )
+        stored.append(stored_record(prepared, message_id, conversation_id, seq))
     async with conn.pipeline(), conn.cursor() as cur:
         await cur.executemany(
             f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)", message_rows

@@ -42,7 +42,7 @@ from lossless.ports import IndexDiscrepancy, Job, JobKind, JobReason, JobState, 
 from lossless.records import JSONValue, utcnow
 from lossless.stores.postgres.connection import Connection, Database, translate
 from lossless.stores.postgres.statements import aware, lock_conversation
-from lossless.stores.rows import dump_json, load_json
+from lossless.stores.rows import check_job, dump_json, load_json, restore_position
 
 __all__ = ["MaintenanceStatements"]
 
@@ -135,25 +135,18 @@ async def _restore(conn: Connection, conversation_id: int, ref: int | str) -> bo
         seq, column, kind = int(row[0]), "message_id", "message"
     cursor = await conn.execute(_FIRST_SEQ_BY_ITEM, {"c": conversation_id})
     items = [(int(o), None if s is None else int(s)) for o, s in await cursor.fetchall()]
-    after = next((ordinal for ordinal, first in items if first is not None and first > seq), None)
-    if after is None:
-        ordinal = (items[-1][0] + 1) if items else 1
-    else:
-        before = max((o for o, _ in items if o < after), default=None)
-        if before is not None and before + 1 < after:
-            ordinal = after - 1
-        else:
-            # No free ordinal: shift the items from ``after`` on by one, through negatives, so the
-            # primary key never sees two items at one ordinal in the middle of an update.
-            await conn.execute(
-                "UPDATE context_items SET ordinal = -(ordinal + 1) WHERE conversation_id = %s AND ordinal >= %s",
-                (conversation_id, after),
-            )
-            await conn.execute(
-                "UPDATE context_items SET ordinal = -ordinal WHERE conversation_id = %s AND ordinal < 0",
-                (conversation_id,),
-            )
-            ordinal = after
+    ordinal, shift = restore_position(items, seq)
+    if shift:
+        # No free ordinal: shift the items from ``ordinal`` on by one, through negatives, so the
+        # primary key never sees two items at one ordinal in the middle of an update.
+        await conn.execute(
+            "UPDATE context_items SET ordinal = -(ordinal + 1) WHERE conversation_id = %s AND ordinal >= %s",
+            (conversation_id, ordinal),
+        )
+        await conn.execute(
+            "UPDATE context_items SET ordinal = -ordinal WHERE conversation_id = %s AND ordinal < 0",
+            (conversation_id,),
+        )
     await conn.execute(
         f"INSERT INTO context_items (conversation_id, ordinal, item_type, {column}, created_at) "
         "VALUES (%s, %s, %s, %s, %s)",
@@ -441,12 +434,7 @@ class MaintenanceStatements:
         target_tokens: int | None = None,
         requested_at: datetime,
     ) -> Job:
-        if kind not in ("compaction", "integrity"):
-            raise InputError(f"job kind must be 'compaction' or 'integrity', got {kind!r}")
-        if reason not in ("threshold", "manual", "maintenance"):
-            raise InputError(f"job reason must be 'threshold', 'manual' or 'maintenance', got {reason!r}")
-        if kind == "compaction" and conversation_id is None:
-            raise InputError("a compaction job needs a conversation_id")
+        check_job(kind, reason, conversation_id)
         async with self._db.transaction() as conn:
             # The queued job that blocks an insert may be claimed before it is read: then try again.
             for _ in range(10):

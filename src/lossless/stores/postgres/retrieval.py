@@ -40,7 +40,6 @@ Invariants:
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -51,7 +50,8 @@ from lossless.errors import InputError
 from lossless.ports import SearchRequest, SearchRow
 from lossless.records import Grant
 from lossless.stores.postgres.connection import Connection, Database
-from lossless.stores.postgres.statements import aware, chunks
+from lossless.stores.postgres.statements import aware, chunks, grant_from_row, grant_params
+from lossless.stores.rows import GRANT_COLUMNS
 
 __all__ = ["RetrievalStatements", "WordTerm", "fragment_regex", "parse_trigrams", "parse_words"]
 
@@ -363,26 +363,6 @@ async def _search(conn: Connection, request: SearchRequest) -> list[SearchRow]:
 
 # ---------------------------------------------------------------------- grants
 
-_GRANT_COLUMNS = (
-    "grant_id, agent_id, grantee, conversation_ids, token_cap, tokens_used, created_at, expires_at, revoked_at, "
-    "revoke_reason"
-)
-
-
-def _grant_from_row(row: Sequence[Any]) -> Grant:
-    return Grant(
-        id=row[0],
-        agent_id=row[1],
-        grantee=row[2],
-        conversation_ids=tuple(int(c) for c in json.loads(row[3])),
-        token_cap=row[4],
-        tokens_used=row[5],
-        created_at=row[6],
-        expires_at=row[7],
-        revoked_at=row[8],
-        revoke_reason=row[9],
-    )
-
 
 class RetrievalStatements:
     """Search, DAG lookups and grants of :class:`~lossless.ports.Store` (see the module docstring)."""
@@ -441,20 +421,9 @@ class RetrievalStatements:
     async def create_grant(self, grant: Grant) -> None:
         async with self._db.transaction() as conn:
             cursor = await conn.execute(
-                f"INSERT INTO expansion_grants ({_GRANT_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                f"INSERT INTO expansion_grants ({GRANT_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
                 "ON CONFLICT (grant_id) DO NOTHING RETURNING 1",
-                (
-                    grant.id,
-                    grant.agent_id,
-                    grant.grantee,
-                    json.dumps(list(grant.conversation_ids)),
-                    grant.token_cap,
-                    grant.tokens_used,
-                    aware(grant.created_at),
-                    aware(grant.expires_at),
-                    None if grant.revoked_at is None else aware(grant.revoked_at),
-                    grant.revoke_reason,
-                ),
+                grant_params(grant),
             )
             if await cursor.fetchone() is None:
                 raise InputError(f"grant {grant.id!r} already exists; make a new id")
@@ -462,20 +431,20 @@ class RetrievalStatements:
     async def get_grant(self, grant_id: str) -> Grant | None:
         async with self._db.transaction() as conn:
             cursor = await conn.execute(
-                f"SELECT {_GRANT_COLUMNS} FROM expansion_grants WHERE grant_id = %s", (grant_id,)
+                f"SELECT {GRANT_COLUMNS} FROM expansion_grants WHERE grant_id = %s", (grant_id,)
             )
             row = await cursor.fetchone()
-        return None if row is None else _grant_from_row(row)
+        return None if row is None else grant_from_row(row)
 
     async def charge_grant(self, grant_id: str, tokens: int, now: datetime) -> Grant | None:
         async with self._db.transaction() as conn:
             cursor = await conn.execute(
                 "UPDATE expansion_grants SET tokens_used = least(token_cap, tokens_used + %s) "
-                f"WHERE grant_id = %s AND revoked_at IS NULL AND expires_at > %s RETURNING {_GRANT_COLUMNS}",
+                f"WHERE grant_id = %s AND revoked_at IS NULL AND expires_at > %s RETURNING {GRANT_COLUMNS}",
                 (max(0, int(tokens)), grant_id, aware(now)),
             )
             row = await cursor.fetchone()
-        return None if row is None else _grant_from_row(row)
+        return None if row is None else grant_from_row(row)
 
     async def revoke_grant(self, grant_id: str, reason: str, now: datetime) -> bool:
         async with self._db.transaction() as conn:

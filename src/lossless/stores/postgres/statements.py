@@ -36,6 +36,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from lossless.errors import InputError
 from lossless.records import (
     Conversation,
+    Grant,
     LargeFile,
     MessageRecord,
     Part,
@@ -68,6 +69,8 @@ __all__ = [
     "aware",
     "chunks",
     "conversation_from_row",
+    "grant_from_row",
+    "grant_params",
     "large_file_from_row",
     "large_file_params",
     "lock_conversation",
@@ -187,6 +190,14 @@ def large_file_params(f: LargeFile) -> tuple[Any, ...]:
 
 def large_file_from_row(row: Sequence[Any]) -> LargeFile:
     return rows.large_file_from_row(row, _read)
+
+
+def grant_params(grant: Grant) -> tuple[Any, ...]:
+    return rows.grant_values(grant, _maybe_aware)
+
+
+def grant_from_row(row: Sequence[Any]) -> Grant:
+    return rows.grant_from_row(row, _read)
 
 
 def part_params(part: Part, content: str, *, only_part: bool) -> list[Any]:

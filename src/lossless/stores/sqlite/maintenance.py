@@ -27,7 +27,7 @@ from datetime import datetime
 from lossless.errors import InputError
 from lossless.ports import IndexDiscrepancy, PruneCandidate
 from lossless.records import Summary
-from lossless.stores.rows import dump_json
+from lossless.stores.rows import dump_json, restore_position
 from lossless.stores.sqlite.index import SOURCES, Forgotten, Rewritten
 
 __all__ = [
@@ -130,25 +130,18 @@ def restore_context_item(conn: sqlite3.Connection, conversation_id: int, ref: in
             return False
         seq, column, kind = row[0], "message_id", "message"
     items = _first_seq_by_item(conn, conversation_id)
-    after = next((ordinal for ordinal, first in items if first is not None and first > seq), None)
-    if after is None:
-        ordinal = (items[-1][0] + 1) if items else 1
-    else:
-        before = max((o for o, _ in items if o < after), default=None)
-        if before is not None and before + 1 < after:
-            ordinal = after - 1
-        else:
-            # No free ordinal: shift the items from ``after`` on by one (through negatives, so the
-            # primary key never sees two items at one ordinal mid-update).
-            conn.execute(
-                "UPDATE context_items SET ordinal = -(ordinal + 1) WHERE conversation_id = ? AND ordinal >= ?",
-                (conversation_id, after),
-            )
-            conn.execute(
-                "UPDATE context_items SET ordinal = -ordinal WHERE conversation_id = ? AND ordinal < 0",
-                (conversation_id,),
-            )
-            ordinal = after
+    ordinal, shift = restore_position(items, seq)
+    if shift:
+        # No free ordinal: shift the items from ``ordinal`` on by one (through negatives, so the
+        # primary key never sees two items at one ordinal mid-update).
+        conn.execute(
+            "UPDATE context_items SET ordinal = -(ordinal + 1) WHERE conversation_id = ? AND ordinal >= ?",
+            (conversation_id, ordinal),
+        )
+        conn.execute(
+            "UPDATE context_items SET ordinal = -ordinal WHERE conversation_id = ? AND ordinal < 0",
+            (conversation_id,),
+        )
     conn.execute(
         f"INSERT INTO context_items (conversation_id, ordinal, item_type, {column}, created_at) VALUES (?, ?, ?, ?, ?)",
         (conversation_id, ordinal, kind, ref, created_at),

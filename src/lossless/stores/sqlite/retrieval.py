@@ -24,7 +24,8 @@ from typing import Any
 from lossless.errors import InputError
 from lossless.ports import SearchRequest, SearchRow
 from lossless.records import Grant, format_timestamp
-from lossless.stores.sqlite.statements import chunks, timestamp
+from lossless.stores.rows import GRANT_COLUMNS
+from lossless.stores.sqlite.statements import chunks, grant_from_row, grant_row, timestamp
 
 _PENDING = "lcm_pending_words"
 
@@ -207,47 +208,13 @@ def conversation_links(conn: sqlite3.Connection, agent_id: str) -> list[tuple[in
 
 # ---------------------------------------------------------------------- grants
 
-GRANT_COLUMNS = (
-    "grant_id, agent_id, grantee, conversation_ids, token_cap, tokens_used, created_at, expires_at, revoked_at, "
-    "revoke_reason"
-)
-
-
-def grant_from_row(row: Sequence[Any]) -> Grant:
-    created, expires = timestamp(row[6]), timestamp(row[7])
-    assert created is not None
-    assert expires is not None
-    return Grant(
-        id=row[0],
-        agent_id=row[1],
-        grantee=row[2],
-        conversation_ids=tuple(int(c) for c in json.loads(row[3])),
-        token_cap=row[4],
-        tokens_used=row[5],
-        created_at=created,
-        expires_at=expires,
-        revoked_at=timestamp(row[8]),
-        revoke_reason=row[9],
-    )
-
 
 def insert_grant(conn: sqlite3.Connection, grant: Grant) -> None:
     if conn.execute("SELECT 1 FROM expansion_grants WHERE grant_id = ?", (grant.id,)).fetchone():
         raise InputError(f"grant {grant.id!r} already exists; make a new id")
     conn.execute(
         f"INSERT INTO expansion_grants ({GRANT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            grant.id,
-            grant.agent_id,
-            grant.grantee,
-            json.dumps(list(grant.conversation_ids)),
-            grant.token_cap,
-            grant.tokens_used,
-            format_timestamp(grant.created_at),
-            format_timestamp(grant.expires_at),
-            None if grant.revoked_at is None else format_timestamp(grant.revoked_at),
-            grant.revoke_reason,
-        ),
+        grant_row(grant),
     )
 
 

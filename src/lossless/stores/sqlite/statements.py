@@ -18,6 +18,7 @@ from lossless.records import (
     CompactionEvent,
     ContextEntry,
     Conversation,
+    Grant,
     LargeFile,
     MessageRecord,
     Part,
@@ -39,6 +40,7 @@ from lossless.stores.rows import (
     load_json,
     part_from_row,
     part_to_row,
+    stored_record,
 )
 
 CHUNK = 500  # ids per IN (…) list; well under SQLite's variable limit
@@ -162,20 +164,7 @@ def append(conn: sqlite3.Connection, conversation_id: int, messages: Sequence[Pr
                 for ordinal, part in enumerate(message.parts)
             )
         item_rows.append((conversation_id, next_ordinal + offset, message_id, now))
-        stored.append(
-            MessageRecord(
-                id=message_id,
-                conversation_id=conversation_id,
-                seq=seq,
-                role=message.role,
-                content=message.content,
-                parts=message.parts,
-                token_count=prepared.token_count,
-                created_at=prepared.created_at,
-                event_key=message.event_key,
-                metadata=message.metadata,
-            )
-        )
+        stored.append(stored_record(prepared, message_id, conversation_id, seq))
     insert_rows(conn, f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", message_rows)
     insert_rows(conn, PART_INSERT, part_rows)
     insert_rows(
@@ -264,6 +253,14 @@ def large_file_row(f: LargeFile) -> tuple[Any, ...]:
 
 def large_file_from_row(row: Sequence[Any]) -> LargeFile:
     return rows.large_file_from_row(row, timestamp)
+
+
+def grant_row(grant: Grant) -> tuple[Any, ...]:
+    return rows.grant_values(grant, format_time)
+
+
+def grant_from_row(row: Sequence[Any]) -> Grant:
+    return rows.grant_from_row(row, timestamp)
 
 
 def conversation_from_row(row: Sequence[Any]) -> Conversation:

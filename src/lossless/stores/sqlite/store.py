@@ -50,7 +50,7 @@ from lossless.records import (
     format_timestamp,
     utcnow,
 )
-from lossless.stores.rows import FILE_COLUMNS, SUMMARY_COLUMNS, check_event, check_sources, dump_json
+from lossless.stores.rows import FILE_COLUMNS, SUMMARY_COLUMNS, check_event, check_job, check_sources, dump_json
 from lossless.stores.sqlite import jobs, maintenance, retrieval
 from lossless.stores.sqlite.connection import Database
 from lossless.stores.sqlite.statements import (
@@ -700,12 +700,7 @@ class SQLiteStore:
         target_tokens: int | None = None,
         requested_at: datetime,
     ) -> Job:
-        if kind not in ("compaction", "integrity"):
-            raise InputError(f"job kind must be 'compaction' or 'integrity', got {kind!r}")
-        if reason not in ("threshold", "manual", "maintenance"):
-            raise InputError(f"job reason must be 'threshold', 'manual' or 'maintenance', got {reason!r}")
-        if kind == "compaction" and conversation_id is None:
-            raise InputError("a compaction job needs a conversation_id")
+        check_job(kind, reason, conversation_id)
         return await self._db.write(
             lambda conn: jobs.enqueue(conn, kind, reason, conversation_id, mode, target_tokens, requested_at)
         )
