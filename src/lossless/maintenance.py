@@ -111,8 +111,6 @@ class MaintenanceMixin:
         """Give the database file's free pages back to the file system; ``(bytes before, after)``."""
         return await require_retention(self.store).vacuum()
 
-    # -------------------------------------------------------------- observability
-
     # -------------------------------------------------------------- the compaction record
 
     async def summaries(self, conversation: int | str) -> tuple[list[Summary], dict[str, tuple[int | str, ...]]]:
@@ -132,20 +130,20 @@ class MaintenanceMixin:
         conv = await self.conversation(conversation)
         return await self.store.get_compaction_events(conv.id, limit=limit)
 
+    # -------------------------------------------------------------- observability
+
     def _compacted(self, result: CompactionResult, session_id: str | None = None) -> CompactionResult:
         """Record a finished compaction: metrics, and one structured log line (plus one per summary)."""
-        trigger = result.trigger
-        record("lcm_compaction_runs", trigger=trigger, stop_reason=result.stop_reason)
+        record("lcm_compaction_runs", trigger=result.trigger, stop_reason=result.stop_reason)
         for summary in result.summaries:
             record("lcm_summaries_created", kind=summary.kind)
         if not result.summaries:
             return result
-        compaction_id = result.run_id
         fields = {
             "conversation_id": result.conversation_id,
             "session_id": session_id,
-            "compaction_id": compaction_id,
-            "trigger_reason": trigger,
+            "compaction_id": result.run_id,
+            "trigger_reason": result.trigger,
         }
         for summary in result.summaries:
             log.debug(

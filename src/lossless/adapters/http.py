@@ -41,6 +41,7 @@ from lossless.adapters.service import (
     check_conversation_ref,
     compaction_dict,
     event_dict,
+    events_with_summaries,
     ingest_dict,
     jsonable,
     messages_from,
@@ -525,9 +526,8 @@ async def compactions(
 ) -> dict[str, Any]:
     """The conversation's compaction passes, oldest first (with limit: the newest ones), with their summaries' kind,
     depth and level."""
-    events = await engine.compaction_events(check_conversation_ref(conversation), limit=limit)
-    found = {s.id: s for s in await engine.store.get_summaries([e.summary_id for e in events])}
-    return {"events": [event_dict(e, found.get(e.summary_id)) for e in events]}
+    events = await events_with_summaries(engine, check_conversation_ref(conversation), limit)
+    return {"events": [event_dict(e, summary) for e, summary in events]}
 
 
 @router.get("/v1/conversations/{conversation}/integrity", tags=["conversations"])

@@ -10,7 +10,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.tree import Tree
 
-from lossless.adapters.service import event_dict
+from lossless.adapters.service import event_dict, events_with_summaries
 from lossless.cli._common import CliState, emit_json, json_option, open_engine, run_command, stderr, stdout
 from lossless.compaction import CompactionResult, Mode
 from lossless.records import ContextEntry, Summary
@@ -177,19 +177,20 @@ async def compactions_command(state: CliState, conversation: str, limit: int, as
     """List the compaction passes of CONVERSATION, oldest first: when, who asked, what each replaced."""
     async with await open_engine(state) as engine:
         conv = await engine.conversation(conversation)
-        events = await engine.compaction_events(conv.id, limit=limit)
-        summaries = {s.id: s for s in await engine.store.get_summaries([e.summary_id for e in events])}
+        events = await events_with_summaries(engine, conv.id, limit)
         zone = engine.zone
     if as_json:
-        emit_json({"conversation_id": conv.id, "events": [event_dict(e, summaries.get(e.summary_id)) for e in events]})
+        emit_json({"conversation_id": conv.id, "events": [event_dict(e, summary) for e, summary in events]})
+        return
+    if not events:
+        stdout().print(f"conversation {conv.id} has not been compacted yet")
         return
     table = Table(title=f"Compaction passes of conversation {conv.id} · {conv.session_id}", title_justify="left")
     for name in ("when", "run", "trigger", "mode", "summary"):
         table.add_column(name)
     for name in ("replaced", "context tokens", "time"):
         table.add_column(name, justify="right")
-    for event in events:
-        summary = summaries.get(event.summary_id)
+    for event, summary in events:
         made = f"{event.summary_id} (depth {summary.depth}" if summary else event.summary_id
         if summary:
             made += ")" if summary.level == "normal" else f", [yellow]{summary.level}[/])"
@@ -204,7 +205,4 @@ async def compactions_command(state: CliState, conversation: str, limit: int, as
             f"{event.tokens_before:,} → {event.tokens_after:,}",
             f"{event.elapsed_ms:,} ms",
         )
-    if not events:
-        stdout().print(f"conversation {conv.id} has not been compacted yet")
-        return
     stdout().print(table)
