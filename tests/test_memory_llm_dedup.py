@@ -180,6 +180,29 @@ async def test_merged_and_supporting_candidates_join_the_provenance(store: Store
         decision, _ = await candidate("I prefer dark mode in every editor and terminal!", ids[2])
         assert decision.kind == "skip" and await _get(service, dark.memory_id) == supported
 
+        # A candidate of another conversation merges its text; the provenance keeps naming one conversation.
+        other = await store.get_or_create_conversation(agent_id="main", session_id="s2")
+        await store.append_messages(
+            other.id, [PreparedMessage(Message(role="user", content="Dark mode in the browser too."), 8, utcnow())]
+        )
+        (elsewhere,) = [m.id for m in await store.get_messages(other.id)]
+        extractor.next = [
+            MemoryDraft(
+                "I prefer dark mode in every editor, terminal and browser.",
+                category="preferences",
+                conversation_id=other.id,
+                source_message_ids=(elsewhere,),
+                source="extraction",
+            )
+        ]
+        stub.script(_decision("merge"), _merged("Prefers dark mode in every editor, terminal and browser."))
+        ((_, decision, touched),) = (await service.remember(other.id, [])).decisions
+        assert (decision.kind, touched) == ("merge", dark.memory_id)
+        widened = await _get(service, dark.memory_id)
+        assert widened.content == "Prefers dark mode in every editor, terminal and browser."
+        assert widened.source_message_ids == supported.source_message_ids
+        assert widened.conversation_id == conversation.id
+
 
 async def test_every_decision_is_reachable_through_the_model(store: Store) -> None:
     extractor = Scripted()

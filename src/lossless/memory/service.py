@@ -576,14 +576,16 @@ class MemoryService:
             draft = replace(draft, metadata={**(draft.metadata or {}), **note})
             return (await self.supersede(decision.target, draft)).memory_id
         target = await self._visible(decision.target)
-        # What the candidate's messages said is now part of the target: they join its provenance.
-        sources = tuple(i for i in draft.source_message_ids if i not in target.source_message_ids)
+        # What the candidate's messages said is now part of the target: they join its provenance
+        # (a memory's provenance names one conversation, so only when the candidate is of the same).
+        same = draft.conversation_id is not None and draft.conversation_id == target.conversation_id
+        sources = tuple(i for i in draft.source_message_ids if i not in target.source_message_ids) if same else ()
         if decision.kind in ("merge", "contextualize"):
             label = (decision.context_label or "general") if decision.kind == "contextualize" else None
-            patch = await self._merged(target, draft, label)
-            if patch is None and not sources:
+            merged = await self._merged(target, draft, label)
+            if merged is None and not sources:
                 return target.memory_id
-            patch = replace(patch or MemoryPatch(add_sources=sources), add_sources=sources)
+            patch = MemoryPatch(add_sources=sources) if merged is None else replace(merged, add_sources=sources)
             return (await self.update(target.memory_id, patch)).memory_id
         if decision.kind == "support":
             boosted = min(1.0, target.confidence + 0.05)
