@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import psycopg
 
 from lossless.stores.postgres.connection import Connection
+from lossless.stores.postgres.memory_keywords import scope_clause
 
 __all__ = ["ANN_TABLE", "AnnIndex"]
 
@@ -246,9 +247,7 @@ class AnnIndex:
         dim = len(query) // 4
         schema = extension.schema
         await self._ensure_index(conn, schema, dim)
-        clause, params = "", []
-        if scopes is not None:
-            clause, params = " AND m.scope = ANY(%s)", [list(scopes)]
+        clause, params = scope_clause(scopes)
         if not include_superseded:
             clause += " AND m.invalidated_at IS NULL"
         if extension.version >= (0, 8):
