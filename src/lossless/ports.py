@@ -396,6 +396,19 @@ class Store(Protocol):
         """Add ``tokens`` to a usable grant's ``tokens_used`` (at most up to its cap); None if it is not usable."""
         ...
 
+    async def reserve_grant(self, grant_id: str, tokens: int, now: datetime) -> int | None:
+        """Take up to ``tokens`` from a usable grant's remaining cap in one atomic step; how many were taken.
+
+        The check and the charge are one conditional update, so concurrent reservations never take
+        more than the cap in total.  Returns 0 when the cap is spent, None if the grant is not
+        usable (unknown, revoked or expired).
+        """
+        ...
+
+    async def release_grant(self, grant_id: str, tokens: int) -> None:
+        """Give back ``tokens`` of a reservation that a read did not use (``tokens_used`` never drops below 0)."""
+        ...
+
     async def revoke_grant(self, grant_id: str, reason: str, now: datetime) -> bool:
         """Revoke a grant (idempotent); True if this call revoked it."""
         ...

@@ -63,7 +63,9 @@ class RecallMixin:
     def _retrieval(self) -> Retriever:
         retriever: Retriever | None = getattr(self, "_retriever", None)
         if retriever is None:
-            retriever = Retriever(self.store, read_file=self._read, clock=self._clock, semantic=self._message_search)
+            retriever = Retriever(
+                self.store, read_file=self._read, clock=self._clock, semantic=self._message_search, counter=self.tokens
+            )
             self._retriever = retriever
         return retriever
 

@@ -755,6 +755,13 @@ class SQLiteStore:
     async def charge_grant(self, grant_id: str, tokens: int, now: datetime) -> Grant | None:
         return await self._db.write(lambda conn: retrieval.charge(conn, grant_id, tokens, now))
 
+    async def reserve_grant(self, grant_id: str, tokens: int, now: datetime) -> int | None:
+        return await self._db.write(lambda conn: retrieval.reserve(conn, grant_id, tokens, now))
+
+    async def release_grant(self, grant_id: str, tokens: int) -> None:
+        if tokens > 0:
+            await self._db.write(lambda conn: retrieval.release(conn, grant_id, tokens))
+
     async def revoke_grant(self, grant_id: str, reason: str, now: datetime) -> bool:
         return await self._db.write(lambda conn: retrieval.revoke(conn, grant_id, reason, now))
 
