@@ -546,6 +546,23 @@ class MaintainableStore(Protocol):
     index) or context items, never a message, part, summary or lineage row.
     """
 
+    def read_snapshot(self) -> AbstractAsyncContextManager[None]:
+        """A block in which every read of the current task sees one consistent state of the store.
+
+        SQLite: one read transaction on one connection; PostgreSQL: one ``REPEATABLE READ`` read-only
+        transaction.  Writers are never blocked by it.
+        """
+        ...
+
+    def repair_transaction(self, conversation_id: int) -> AbstractAsyncContextManager[None]:
+        """One write transaction in which the conversation cannot change under the current task.
+
+        Reads inside it see the conversation's latest committed state and every writer of it
+        (ingest, compaction, another repair) waits until the block ends; the block's writes
+        commit together.  SQLite: the database write lock; PostgreSQL: the conversation's row lock.
+        """
+        ...
+
     async def search_index_problems(self, limit: int = 1000) -> list[IndexDiscrepancy]:
         """Rows on which the full-text indexes disagree with the canonical rows (at most ``limit``)."""
         ...

@@ -28,8 +28,10 @@ Invariants:
 * **Reads** run on reader connections inside a read transaction (one
   consistent snapshot per call) and never wait for writers (WAL).  Inside
   ``atomic()`` the owning task reads through the writer and sees its own
-  uncommitted rows.  Reader connections have the search index attached as
-  ``idx``.
+  uncommitted rows.  Inside :meth:`Database.snapshot` every read of the
+  owning task runs in one read transaction on one reader connection, so a
+  series of reads (an integrity check) sees one consistent state of the file.
+  Reader connections have the search index attached as ``idx``.
 * **Durability**: WAL with ``synchronous=NORMAL`` by default, so a committed
   transaction survives a crash of the process (kill -9); ``synchronous=FULL``
   also survives power loss.
@@ -67,6 +69,16 @@ class _Transaction:
 
 
 _CURRENT: contextvars.ContextVar[_Transaction | None] = contextvars.ContextVar("lossless_sqlite_tx", default=None)
+
+
+@dataclass(frozen=True, slots=True)
+class _Snapshot:
+    database: Database
+    owner: int
+    connection: sqlite3.Connection
+
+
+_SNAPSHOT: contextvars.ContextVar[_Snapshot | None] = contextvars.ContextVar("lossless_sqlite_snap", default=None)
 
 
 class _Busy(Exception):
@@ -248,9 +260,50 @@ class Database:
         try:
             if self._own_transaction() is not None:
                 return await anyio.to_thread.run_sync(fn, self._writer_conn())
+            snap = _SNAPSHOT.get()
+            if snap is not None and snap.database is self and snap.owner == anyio.get_current_task().id:
+                return await anyio.to_thread.run_sync(fn, snap.connection)
             return await self._read_pooled(fn)
         except sqlite3.Error as exc:
             raise _translate(exc) from exc
+
+    @asynccontextmanager
+    async def snapshot(self) -> AsyncIterator[None]:
+        """Every read the current task makes inside the block sees one consistent state (one read transaction)."""
+        snap = _SNAPSHOT.get()
+        owner = anyio.get_current_task().id
+        if self._own_transaction() is not None or (snap is not None and snap.database is self and snap.owner == owner):
+            yield
+            return
+        async with self._reader_slots:
+            conn = self._free_readers.pop() if self._free_readers else None
+            if conn is None:
+                if self._closed:
+                    raise StoreError("the store is closed")
+                conn = await anyio.to_thread.run_sync(self._connect_reader)
+                self._all_readers.append(conn)
+
+            def begin() -> None:
+                conn.execute("BEGIN")
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the snapshot starts here
+
+            try:
+                try:
+                    await anyio.to_thread.run_sync(begin)
+                except sqlite3.Error as exc:
+                    raise _translate(exc) from exc
+                token = _SNAPSHOT.set(_Snapshot(self, owner, conn))
+                try:
+                    yield
+                finally:
+                    _SNAPSHOT.reset(token)
+                    with anyio.CancelScope(shield=True):
+                        await anyio.to_thread.run_sync(_end_read, conn)
+            finally:
+                if self._closed:
+                    conn.close()
+                else:
+                    self._free_readers.append(conn)
 
     async def _read_pooled(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         async with self._reader_slots:
@@ -417,6 +470,11 @@ def _in_transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection],
         raise
     _commit(conn)
     return result
+
+
+def _end_read(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        conn.execute("COMMIT")
 
 
 def _in_read_transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:

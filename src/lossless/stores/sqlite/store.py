@@ -632,6 +632,13 @@ class SQLiteStore:
 
     # ------------------------------------------------------------ maintenance (MaintainableStore)
 
+    def read_snapshot(self) -> AbstractAsyncContextManager[None]:
+        return self._db.snapshot()
+
+    def repair_transaction(self, conversation_id: int) -> AbstractAsyncContextManager[None]:
+        # The write transaction holds the database's write lock: no writer of any process runs meanwhile.
+        return self._db.atomic()
+
     async def search_index_problems(self, limit: int = 1000) -> list[IndexDiscrepancy]:
         return await self._db.read(lambda conn: maintenance.index_discrepancies(conn, limit))
 
