@@ -308,9 +308,10 @@ async def test_parallel_lcm_expand_calls_stay_within_the_grants_cap(tmp_path: Pa
         now = utcnow()
         grant = Grant("grant_par", "main", "sub:par", (granted,), 1000, now, now + timedelta(minutes=10))
         await engine.store.create_grant(grant)
-        async with stdio_client(server(tmp_path, "--grant", grant.id)) as (read, write), ClientSession(
-            read, write
-        ) as session:
+        async with (
+            stdio_client(server(tmp_path, "--grant", grant.id)) as (read, write),
+            ClientSession(read, write) as session,
+        ):
             await session.initialize()
             results: list[Any] = []
 

@@ -320,7 +320,8 @@ async def test_file_pages_under_a_grant_are_charged(config: Config) -> None:
         files = await engine.store.list_large_files(stored.conversation_id, limit=5, offset=0)
         assert files
         now = utcnow()
-        grant = Grant("grant_f", config.agent_id, "sub:f", (stored.conversation_id,), 300, now, now + timedelta(hours=1))
+        later = now + timedelta(hours=1)
+        grant = Grant("grant_f", config.agent_id, "sub:f", (stored.conversation_id,), 300, now, later)
         await engine.store.create_grant(grant)
         sub = Caller(config.agent_id, session_key="sub:f", grant_id="grant_f")
         count = EstimatingCounter().count

@@ -357,7 +357,8 @@ class IntegrityChecker:
         context: dict[int, list[Repair]] = {}
         for repair in plan.repairs:
             if repair.action in ("drop_context_item", "restore_context_item"):
-                assert repair.conversation_id is not None and repair.target is not None
+                assert repair.conversation_id is not None
+                assert repair.target is not None
                 context.setdefault(repair.conversation_id, []).append(repair)
         for repair in plan.repairs:
             if repair.action == "rebuild_search_index":
