@@ -93,6 +93,11 @@ def translate(exc: psycopg.Error) -> Exception:
             "Remove it from the text, or use a sqlite:/// database"
         )
     message = exc.diag.message_primary or str(exc)
+    if isinstance(exc, psycopg.errors.DiskFull):
+        return StoreError(
+            f"the database server's disk is full (PostgreSQL: {message}): this write was not stored, and nothing "
+            "stored before it was lost; free some space on the server and try again"
+        )
     return StoreError(f"PostgreSQL error: {message}")
 
 

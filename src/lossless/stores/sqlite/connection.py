@@ -245,6 +245,8 @@ class Database:
 
     def _in_savepoint(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         conn = self._writer_conn()
+        if not conn.in_transaction:
+            raise StoreError(_LOST_TRANSACTION)
         name = f"lcm_sp{next(self._savepoints)}"
         conn.execute(f"SAVEPOINT {name}")
         try:
@@ -344,9 +346,11 @@ class Database:
                 yield
             except BaseException:
                 with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(conn.execute, "ROLLBACK")
+                    await anyio.to_thread.run_sync(_abandon, conn)
                 raise
             else:
+                if not conn.in_transaction:
+                    raise StoreError(_LOST_TRANSACTION)
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(_commit, conn)
                 self._written()
@@ -417,10 +421,35 @@ class Database:
             raise _translate(exc) from exc
 
 
+_LOST_TRANSACTION = (
+    "SQLite rolled back this atomic() block's transaction after an error inside it (a full disk?): "
+    "nothing in it was written"
+)
+#: SQLite's result code for a full disk (or a database at its max_page_count).
+_SQLITE_FULL = 13
+
+
 def _translate(exc: sqlite3.Error) -> StoreError:
     if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
         return ConflictError("the database is locked by another writer; nothing was written, try again")
+    if _is_full(exc):
+        return StoreError(
+            f"the disk is full (SQLite: {exc}): this write was not stored, and nothing stored before it was "
+            "lost; free some space (or run `lcm prune` / `lcm vacuum`) and try again"
+        )
     return StoreError(f"SQLite error: {exc}")
+
+
+def _is_full(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return (code is not None and code & 0xFF == _SQLITE_FULL) or "disk is full" in str(exc)
+
+
+def _abandon(conn: sqlite3.Connection) -> None:
+    """Roll back the open transaction, if SQLite has not already (it does on a full disk, among others)."""
+    if conn.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
 
 
 def _begin_immediate(conn: sqlite3.Connection, wait_ms: int) -> None:
@@ -446,7 +475,9 @@ def _commit(conn: sqlite3.Connection) -> None:
     try:
         conn.execute("COMMIT")
     except sqlite3.Error as exc:
-        conn.execute("ROLLBACK")
+        _abandon(conn)
+        if _is_full(exc):
+            raise _translate(exc) from exc
         raise StoreError(f"commit failed, nothing was written: {exc}") from exc
 
 
@@ -457,6 +488,8 @@ def _restart_wal(conn: sqlite3.Connection) -> None:
 
 
 def _rollback_to(conn: sqlite3.Connection, name: str) -> None:
+    if not conn.in_transaction:  # SQLite rolled the whole transaction back already (a full disk)
+        return
     conn.execute(f"ROLLBACK TO {name}")
     conn.execute(f"RELEASE {name}")
 
@@ -466,7 +499,7 @@ def _in_transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection],
     try:
         result = fn(conn)
     except BaseException:
-        conn.execute("ROLLBACK")
+        _abandon(conn)
         raise
     _commit(conn)
     return result
