@@ -195,6 +195,15 @@ async def test_streamable_http_serves_the_same_tools(tmp_path: Path) -> None:
             message = {"role": "user", "content": "over http"}
             done = payload(await session.call_tool("lcm_ingest", {"session_id": "h", "messages": [message]}))
             assert done["stored"] == 1
+        import httpx2 as httpx  # what a web page could send: refused before MCP sees it
+
+        async with httpx.AsyncClient(timeout=30) as http:
+            plain = await http.post(url, content=b"{}", headers={"content-type": "text/plain"})
+            assert plain.status_code == 415, plain.text
+            rebound = await http.post(url, json={}, headers={"host": f"evil.example:{port}"})
+            assert rebound.status_code == 421, rebound.text
+            cross = await http.post(url, json={}, headers={"origin": "https://evil.example"})
+            assert cross.status_code == 403, cross.text
     finally:
         process.terminate()
         await process.wait()

@@ -61,7 +61,7 @@ def allowed_hosts(listen_host: str | None, extra: Iterable[str] = ()) -> frozens
     if "*" in extra:
         return None
     listen = None if listen_host is None else host_name(listen_host)
-    if listen in _WILDCARDS and listen is not None and not extra:
+    if listen is not None and listen in _WILDCARDS and not extra:
         return None
     names = set(LOOPBACK_NAMES) | {host_name(e) for e in extra}
     if listen is not None and listen not in _WILDCARDS:
