@@ -28,6 +28,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+import anyio
+
 from lossless.errors import InputError, NotFoundError
 from lossless.large_files import DEFAULT_PAGE_BYTES, Page, page_lines
 from lossless.ports import Store
@@ -283,7 +285,8 @@ class Retriever:
     async def _release(self, reach: Reach, tokens: int) -> None:
         assert reach.grant is not None
         if tokens > 0:
-            await self.store.release_grant(reach.grant.id, tokens)
+            with anyio.CancelScope(shield=True):  # a cancelled read still gives back what it did not use
+                await self.store.release_grant(reach.grant.id, tokens)
 
     @staticmethod
     def _spent(reach: Reach, left: int, needed: int | None, what: str) -> AccessDenied:
