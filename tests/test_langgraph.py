@@ -14,11 +14,11 @@ from lossless.testing import StubProviderServer, StubReply
 
 pytest.importorskip("langgraph", reason="the langgraph extra is not installed")
 
-from langchain_openai import ChatOpenAI  # noqa: E402
-from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
-from langgraph.prebuilt import create_react_agent  # noqa: E402
+from langchain_openai import ChatOpenAI
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.prebuilt import create_react_agent
 
-from lossless.adapters.integrations.langgraph import (  # noqa: E402
+from lossless.adapters.integrations.langgraph import (
     LosslessHooks,
     LosslessStore,
     lossless_tools,

@@ -59,7 +59,9 @@ async def test_runner_stores_every_item_once_sends_within_budget_and_recalls_a_c
 
         await Runner.run(agent, f"Please remember this: {FACT}", session=session)
         for turn in range(14):
-            await Runner.run(agent, f"Question {turn}: how should we size the pool? " + "context " * 80, session=session)
+            await Runner.run(
+                agent, f"Question {turn}: how should we size the pool? " + "context " * 80, session=session
+            )
         history_requests = len(stub.requests)
         # The fact's turn is long compacted: the model asks the recall tool for it, then answers.
         stub.script(StubReply.tool_call("lcm_grep", {"pattern": "KESTREL-\\d+"}), StubReply.answer("KESTREL-7731"))
@@ -133,7 +135,10 @@ async def test_items_the_engine_has_no_type_for_are_kept_as_json() -> None:
 def test_chat_messages_become_responses_items() -> None:
     chat = [
         {"role": "system", "content": "guide"},
-        {"role": "user", "content": [{"type": "text", "text": "see"}, {"type": "image_url", "image_url": {"url": "u"}}]},
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "see"}, {"type": "image_url", "image_url": {"url": "u"}}],
+        },
         {
             "role": "assistant",
             "content": None,
@@ -145,7 +150,10 @@ def test_chat_messages_become_responses_items() -> None:
         {"role": "system", "content": "guide"},
         {
             "role": "user",
-            "content": [{"type": "input_text", "text": "see"}, {"type": "input_image", "image_url": "u", "detail": "auto"}],
+            "content": [
+                {"type": "input_text", "text": "see"},
+                {"type": "input_image", "image_url": "u", "detail": "auto"},
+            ],
         },
         {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
         {"type": "function_call_output", "call_id": "c", "output": "r"},

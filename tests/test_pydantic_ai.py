@@ -14,11 +14,11 @@ from lossless.testing import StubProviderServer, StubReply
 
 pytest.importorskip("pydantic_ai", reason="the pydantic-ai extra is not installed")
 
-from pydantic_ai import Agent  # noqa: E402
-from pydantic_ai.models.openai import OpenAIChatModel  # noqa: E402
-from pydantic_ai.providers.openai import OpenAIProvider  # noqa: E402
+from pydantic_ai import Agent
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
 
-from lossless.adapters.integrations.pydantic_ai import LosslessHistory, lossless_toolset  # noqa: E402
+from lossless.adapters.integrations.pydantic_ai import LosslessHistory, lossless_toolset
 
 pytestmark = pytest.mark.anyio
 
@@ -45,15 +45,18 @@ async def test_agent_runs_store_every_message_once_send_within_budget_and_recall
     with StubProviderServer(default=StubReply.answer("Noted. " + "Details follow. " * 60)) as stub:
         model = OpenAIChatModel("stub-model", provider=OpenAIProvider(base_url=stub.openai_base_url, api_key="x"))
         history = LosslessHistory(engine, "pai-1", token_budget=BUDGET)
-        agent = Agent(model, instructions="Be brief.", capabilities=[history], toolsets=[lossless_toolset(engine, "pai-1")])
+        agent = Agent(
+            model, instructions="Be brief.", capabilities=[history], toolsets=[lossless_toolset(engine, "pai-1")]
+        )
 
         result = await agent.run(f"Please remember this: {FACT}")
         messages = result.all_messages()
         for turn in range(14):
             # Half the runs pass their history back in, as Pydantic AI users do: nothing is stored twice.
             passed = messages if turn % 2 else None
-            result = await agent.run(f"Question {turn}: how should we size the pool? " + "context " * 80,
-                                     message_history=passed)
+            result = await agent.run(
+                f"Question {turn}: how should we size the pool? " + "context " * 80, message_history=passed
+            )
             messages = result.all_messages()
         history_requests = len(stub.requests)
         stub.script(StubReply.tool_call("lcm_grep", {"pattern": "KESTREL-\\d+"}), StubReply.answer("KESTREL-7731"))

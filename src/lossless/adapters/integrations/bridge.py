@@ -36,6 +36,8 @@ __all__ = [
     "ChatDict",
     "bound_tools",
     "chat_message",
+    "check_budget",
+    "check_session",
     "context_chat",
 ]
 
@@ -83,6 +85,20 @@ class BoundTool:
         return json.dumps(result, ensure_ascii=False)
 
 
+def check_session(value: object, what: str = "session_id") -> str:
+    """``value`` if it is a non-empty string, else :class:`InputError`."""
+    if not isinstance(value, str) or not value:
+        raise InputError(f"{what} must be a non-empty string, got {value!r}")
+    return value
+
+
+def check_budget(value: object) -> int:
+    """``value`` if it is a positive integer token budget, else :class:`InputError`."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise InputError(f"token_budget must be a positive integer, got {value!r}")
+    return value
+
+
 def bound_tools(
     engine: ContextEngine, session_id: str, *, memory: bool = False, names: Sequence[str] | None = None
 ) -> list[BoundTool]:
@@ -100,9 +116,7 @@ def chat_message(data: Mapping[str, Any], *, index: int = 0, event_key: str | No
     message = _chat_message(data, index=index, when=None, where="message", path="<framework>", line=None)
     # The reader keys a message by its place in a file; a live framework has no file, so no key
     # unless the caller has a stable one (a framework's own message id).
-    return Message(
-        message.role, message.content, message.parts, event_key=event_key, metadata=message.metadata
-    )
+    return Message(message.role, message.content, message.parts, event_key=event_key, metadata=message.metadata)
 
 
 async def context_chat(

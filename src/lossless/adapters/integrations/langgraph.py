@@ -30,7 +30,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from lossless.adapters.integrations.bridge import bound_tools, chat_message, context_chat
+from lossless.adapters.integrations.bridge import bound_tools, chat_message, check_budget, check_session, context_chat
 from lossless.engine import ContextEngine
 from lossless.errors import InputError, LcmError, MissingDependencyError, NotFoundError, StoreError
 from lossless.memory.records import Memory, MemoryDraft
@@ -68,12 +68,10 @@ class LosslessHooks:
     """``pre_model_hook`` / ``post_model_hook`` for LangGraph's prebuilt agent (or any graph's nodes)."""
 
     def __init__(self, engine: ContextEngine, *, token_budget: int = 16_000, session_id: str | None = None) -> None:
-        if not isinstance(token_budget, int) or isinstance(token_budget, bool) or token_budget < 1:
-            raise InputError(f"token_budget must be a positive integer, got {token_budget!r}")
-        if session_id is not None and (not isinstance(session_id, str) or not session_id):
-            raise InputError("session_id must be a non-empty string or None (then the thread_id is used)")
+        if session_id is not None:
+            check_session(session_id, "session_id (or None: the run's thread_id)")
         self.engine = engine
-        self.token_budget = token_budget
+        self.token_budget = check_budget(token_budget)
         self.session_id = session_id
         self._stored: set[str] = set()
 
@@ -212,11 +210,11 @@ class LosslessStore(BaseStore):
             await memory.supersede(old.memory_id, draft)
 
     async def _all(self) -> list[Memory]:
-        found: list[Memory] = []
-        async for memory in self.engine.memory().export():
-            if memory.superseded_by is None and _langgraph(memory) is not None:
-                found.append(memory)
-        return found
+        return [
+            memory
+            async for memory in self.engine.memory().export()
+            if memory.superseded_by is None and _langgraph(memory) is not None
+        ]
 
     async def _search(self, op: SearchOp) -> list[SearchItem]:
         prefix = tuple(op.namespace_prefix)
@@ -230,7 +228,7 @@ class LosslessStore(BaseStore):
 
         if op.query:
             result = await self.engine.memory().search(op.query, limit=max(wanted * 4, 20), record_access=False)
-            hits = [(h.memory, h.score) for h in result.hits if keep(h.memory)]
+            hits: list[tuple[Memory, float | None]] = [(h.memory, h.score) for h in result.hits if keep(h.memory)]
         else:
             hits = [(m, None) for m in sorted(await self._all(), key=lambda m: m.updated_at, reverse=True) if keep(m)]
         return [_item(m, score) for m, score in hits[op.offset : wanted]]
@@ -262,6 +260,11 @@ def _item(memory: Memory, score: float | None = None, *, search: bool = True) ->
         raise NotFoundError("memory", memory.memory_id, "it was not written by LosslessStore")
     namespace, created = tuple(meta["namespace"]), memory.created_at
     if not search:
-        return Item(value=dict(meta["value"]), key=meta["key"], namespace=namespace, created_at=created,
-                    updated_at=memory.updated_at)
+        return Item(
+            value=dict(meta["value"]),
+            key=meta["key"],
+            namespace=namespace,
+            created_at=created,
+            updated_at=memory.updated_at,
+        )
     return SearchItem(namespace, meta["key"], dict(meta["value"]), created, memory.updated_at, score)

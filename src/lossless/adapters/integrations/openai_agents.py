@@ -26,10 +26,17 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from lossless.adapters.integrations.bridge import ChatDict, bound_tools, chat_message, context_chat
+from lossless.adapters.integrations.bridge import (
+    ChatDict,
+    bound_tools,
+    chat_message,
+    check_budget,
+    check_session,
+    context_chat,
+)
 from lossless.engine import ContextEngine
 from lossless.errors import InputError, MissingDependencyError, NotFoundError, StoreError
-from lossless.records import Message, MessageRecord
+from lossless.records import Message, MessageRecord, Role
 from lossless.transcripts.blocks import block_to_parts, content_to_parts
 
 if TYPE_CHECKING:
@@ -59,13 +66,20 @@ def item_to_message(item: Mapping[str, Any]) -> Message:
     meta = {"agents_item_type": kind or "message", **({"agents_item_id": item_id} if item_id else {})}
     if kind in (None, "message") and role in ("user", "assistant", "system", "developer"):
         message = chat_message({"role": role, "content": data.get("content")})
-        key = f"agents:{item_id}" if item_id else None
-        return Message(message.role, message.content, tuple(content_to_parts(data.get("content"))) or message.parts,
-                       event_key=key, metadata={**(message.metadata or {}), **meta})
+        return Message(
+            message.role,
+            message.content,
+            tuple(content_to_parts(data.get("content"))) or message.parts,
+            event_key=f"agents:{item_id}" if item_id else None,
+            metadata={**(message.metadata or {}), **meta},
+        )
     parts = block_to_parts(data)
-    role_of = "tool" if kind in ("function_call_output", "custom_tool_call_output", "computer_call_output") else "assistant"
+    role_of: Role = (
+        "tool" if kind in ("function_call_output", "custom_tool_call_output", "computer_call_output") else "assistant"
+    )
+    key: str | None
     if kind == "function_call" and isinstance(call_id, str):
-        key: str | None = f"agents:call:{call_id}"
+        key = f"agents:call:{call_id}"
     elif role_of == "tool" and isinstance(call_id, str):
         key = f"agents:result:{call_id}"
     else:
@@ -80,7 +94,9 @@ def chat_to_items(chat: Sequence[ChatDict]) -> list[dict[str, Any]]:
         role = message.get("role")
         content = message.get("content")
         if role == "tool":
-            items.append({"type": "function_call_output", "call_id": message.get("tool_call_id"), "output": content or ""})
+            items.append(
+                {"type": "function_call_output", "call_id": message.get("tool_call_id"), "output": content or ""}
+            )
             continue
         if role == "user" and isinstance(content, list):
             blocks = [
@@ -119,11 +135,8 @@ class LosslessSession:
 
     def __init__(self, engine: ContextEngine, session_id: str, *, token_budget: int = 16_000) -> None:
         _require_sdk()
-        if not isinstance(session_id, str) or not session_id:
-            raise InputError("session_id must be a non-empty string")
-        if not isinstance(token_budget, int) or isinstance(token_budget, bool) or token_budget < 1:
-            raise InputError(f"token_budget must be a positive integer, got {token_budget!r}")
-        self.session_id = session_id
+        self.session_id = check_session(session_id)
+        token_budget = check_budget(token_budget)
         self.engine = engine
         self.token_budget = token_budget
         self._generation: int | None = None

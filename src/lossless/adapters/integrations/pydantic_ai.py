@@ -27,16 +27,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lossless.adapters.integrations.bridge import ChatDict, bound_tools, context_chat
+from lossless.adapters.integrations.bridge import ChatDict, bound_tools, check_budget, check_session, context_chat
 from lossless.engine import ContextEngine
-from lossless.errors import InputError, MissingDependencyError, StoreError
+from lossless.errors import MissingDependencyError, StoreError
 from lossless.records import Message, Part, ReasoningPart, TextPart, ToolPart
 
 try:
     from pydantic_ai import messages as pai
     from pydantic_ai.capabilities import AbstractCapability
-    from pydantic_ai.toolsets import FunctionToolset
     from pydantic_ai.tools import Tool
+    from pydantic_ai.toolsets import FunctionToolset
 except ImportError as exc:  # pragma: no cover - exercised where the extra is missing
     raise MissingDependencyError("the Pydantic AI drop-in", "pydantic-ai", exc.name or "pydantic_ai") from exc
 
@@ -74,13 +74,16 @@ def to_messages(message: pai.ModelMessage) -> list[Message]:
                 parts.append(TextPart(_text(_plain(part)), synthetic=True))
         return [Message.from_parts("assistant", parts)]
     out: list[Message] = []
-    for part in message.parts:
+    request_parts: Sequence[Any] = message.parts
+    for part in request_parts:
         if isinstance(part, pai.SystemPromptPart):
             out.append(Message("system", part.content))
         elif isinstance(part, pai.UserPromptPart):
             out.append(Message("user", _text(part.content)))
         elif isinstance(part, pai.ToolReturnPart):
-            tool = ToolPart(call_id=part.tool_call_id, name=part.tool_name, output=_text(part.content), status="completed")
+            tool = ToolPart(
+                call_id=part.tool_call_id, name=part.tool_name, output=_text(part.content), status="completed"
+            )
             out.append(Message.from_parts("tool", [tool]))
         elif isinstance(part, pai.RetryPromptPart):
             text = part.model_response()
@@ -112,7 +115,8 @@ def from_chat(chat: Sequence[ChatDict]) -> list[pai.ModelMessage]:
             for call in message.get("tool_calls") or ():
                 function = call.get("function") or {}
                 names[call.get("id")] = function.get("name") or "tool"
-                parts.append(pai.ToolCallPart(function.get("name"), function.get("arguments"), tool_call_id=call["id"]))
+                name = str(function.get("name") or "tool")
+                parts.append(pai.ToolCallPart(name, function.get("arguments"), tool_call_id=call["id"]))
             if parts:
                 out.append(pai.ModelResponse(parts=parts))
         elif role == "tool":
@@ -148,10 +152,8 @@ class LosslessHistory(AbstractCapability[Any]):
     _stored: set[str] = field(default_factory=set, repr=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.session_id, str) or not self.session_id:
-            raise InputError("session_id must be a non-empty string")
-        if not isinstance(self.token_budget, int) or isinstance(self.token_budget, bool) or self.token_budget < 1:
-            raise InputError(f"token_budget must be a positive integer, got {self.token_budget!r}")
+        check_session(self.session_id)
+        check_budget(self.token_budget)
 
     async def _store(self, messages: Sequence[pai.ModelMessage], run_id: str | None) -> None:
         batch: list[Message] = []
@@ -190,5 +192,7 @@ def lossless_toolset(engine: ContextEngine, session_id: str, *, memory: bool = F
         async def run(_bound: Any = bound, **arguments: Any) -> str:
             return str(await _bound(arguments))
 
-        tools.append(Tool.from_schema(run, name=bound.name, description=bound.description, json_schema=bound.parameters))
+        tools.append(
+            Tool.from_schema(run, name=bound.name, description=bound.description, json_schema=bound.parameters)
+        )
     return FunctionToolset(tools)
