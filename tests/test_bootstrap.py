@@ -344,8 +344,10 @@ async def test_bootstrap_imports_only_what_follows_the_anchor(engine: ContextEng
 async def test_repeated_texts_keep_their_positions(engine: ContextEngine, tmp_path: Path) -> None:
     """The n-th "ok" of the file is the n-th "ok" of the store: a third "ok" in the file is new."""
     lines = [json.dumps({"type": "session", "id": "rep", "timestamp": "2026-01-01T00:00:00Z"})]
-    for text in ("ok", "ok", "go on", "ok"):
-        lines.append(json.dumps({"type": "message", "message": {"role": "user", "content": text}}))
+    lines += [
+        json.dumps({"type": "message", "message": {"role": "user", "content": text}})
+        for text in ("ok", "ok", "go on", "ok")
+    ]
     path = tmp_path / "rep.jsonl"
     path.write_text("\n".join(lines) + "\n")
     await engine.ingest_batch("rep", [Message.user("ok"), Message.user("ok")])
@@ -373,7 +375,7 @@ async def test_live_messages_keyed_like_the_file_resolve_repeated_texts(engine: 
 
     async def write_and_key(count: int) -> list[Message]:
         with path.open("a") as out:
-            out.write("".join(f"{line[:-1]}, \"n\": {i}}}\n" for i in range(count)))
+            out.write("".join(f'{line[:-1]}, "n": {i}}}\n' for i in range(count)))
         from lossless.transcripts import Entry, ReadContext, reader_for
 
         with path.open("rb") as stream:

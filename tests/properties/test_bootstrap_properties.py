@@ -74,7 +74,8 @@ def test_live_ingest_crashes_and_bootstraps_never_duplicate_or_lose(plan: list[T
                     assert result.error is None
                     in_store.extend(texts[:upto])
 
-                first_side, second_side = (write_file, write_store) if order == "file_first" else (write_store, write_file)
+                sides = (write_file, write_store) if order == "file_first" else (write_store, write_file)
+                first_side, second_side = sides
                 await first_side(len(texts))
                 await second_side(second)  # a crash cuts the second write short …
                 if crash_after is not None:
