@@ -126,7 +126,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("sqlite_synchronous", "sqliteSynchronous", "choice", "normal", "SQLite durability: normal survives process crashes (kill -9); full also survives power loss, at a lower write rate.", "storage", choices=("normal", "full")),
     Setting("sqlite_busy_timeout_ms", "sqliteBusyTimeoutMs", "int", 10_000, "How long a writer waits for another process's write lock before giving up with a retryable ConflictError.", "storage", minimum=0, maximum=600_000),
     Setting("postgres_pool_size", "postgresPoolSize", "int", 8, "Most connections one process keeps open to a PostgreSQL database.", "storage", minimum=1, maximum=256),
-    Setting("postgres_lock_timeout_ms", "postgresLockTimeoutMs", "int", 10_000, "How long a PostgreSQL writer waits for a conversation's row lock before giving up with a retryable ConflictError.", "storage", minimum=0, maximum=600_000),
+    Setting("postgres_lock_timeout_ms", "postgresLockTimeoutMs", "int", 10_000, "How long a PostgreSQL writer waits for a conversation's row lock (or a compaction for another host's compaction of it) before giving up with a retryable ConflictError.", "storage", minimum=0, maximum=600_000),
     Setting("large_files_storage", "largeFilesStorage", "choice", "filesystem", "Where the bytes of large files go: files under large_files_dir, or the database itself (PostgreSQL: every host sees them).", "storage", choices=("filesystem", "database")),
     Setting("max_message_bytes", "maxMessageBytes", "int", 32 * 1024 * 1024, "Largest message accepted (UTF-8 bytes of its content and parts, after large files are stored aside).", "storage", minimum=1024, maximum=1 << 30),
     # -- sessions

@@ -44,7 +44,7 @@ from lossless.assembly import AssembledContext, RenderCache, assemble
 from lossless.bootstrap import FileImport, discover_transcripts, import_transcript
 from lossless.compaction import CompactionResult, Compactor, Mode
 from lossless.config import Config, load_config
-from lossless.errors import InputError, NotFoundError, StoreError
+from lossless.errors import ConflictError, InputError, NotFoundError, StoreError
 from lossless.formats import OutputFormat, render_anthropic, render_openai
 from lossless.ingest import prepare_messages
 from lossless.interception import Interceptor, PendingFile
@@ -472,12 +472,15 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
             except Exception as exc:  # memory is a side line: it never fails the turn
                 log.warning("after_turn memory extraction for %r failed: %s", session_id, exc, exc_info=exc)
         try:
-            return await self._maybe_compact(ingested, token_budget)
+            return await self._maybe_compact(ingested, token_budget, session_id)
+        except ConflictError as exc:  # another process compacts this conversation right now: the job is in hand
+            log.info("after_turn left the compaction of %r to another process: %s", session_id, exc)
+            return AfterTurnResult(ingested)
         except Exception as exc:
             log.error("after_turn compaction of %r failed: %s", session_id, exc, exc_info=exc)
             return AfterTurnResult(ingested, error=f"compaction failed: {exc}")
 
-    async def _maybe_compact(self, ingested: IngestResult, token_budget: int) -> AfterTurnResult:
+    async def _maybe_compact(self, ingested: IngestResult, token_budget: int, session_id: str) -> AfterTurnResult:
         assert ingested.conversation_id is not None
         conversation_id = ingested.conversation_id
         entries = await self.store.get_context(conversation_id)
@@ -498,17 +501,18 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
             return AfterTurnResult(ingested, None, tokens)
         if tokens > threshold:
             compaction = self._compacted(
-                await self.compactor.compact(conversation_id, mode="full", trigger="threshold")
+                await self.compactor.compact(conversation_id, mode="full", trigger="threshold"), session_id
             )
             if compaction.tokens_after > threshold:
                 compaction = self._compacted(
                     await self.compactor.compact(
                         conversation_id, mode="until_under", target_tokens=threshold, trigger="threshold"
-                    )
+                    ),
+                    session_id,
                 )
         elif self.compactor.needs_leaf_pass(entries):
             compaction = self._compacted(
-                await self.compactor.compact(conversation_id, mode="incremental", trigger="threshold")
+                await self.compactor.compact(conversation_id, mode="incremental", trigger="threshold"), session_id
             )
         after = compaction.tokens_after if compaction else tokens
         return AfterTurnResult(ingested, compaction, after)
