@@ -165,14 +165,29 @@ async def test_corrupt_line_rolls_back_the_file_and_names_the_line(
     assert [c.session_id for c in await engine.conversations()] == ["other"]
 
 
-async def test_invalid_utf8_and_raw_nul_name_their_line(engine: ContextEngine, tmp_path: Path) -> None:
+async def test_raw_nul_and_bytes_outside_strings_name_their_line(engine: ContextEngine, tmp_path: Path) -> None:
     good = [line.encode() for line in pi_lines(1)]  # a header and one message: the bad line is line 3
-    for bad, problem in ((b'{"type":"message","x":"\xff\xfe"}', "not valid UTF-8"), (b'{"a":"\x00"}', "NUL byte")):
+    for bad, problem in ((b'{"type":"message",\xff\xfe}', "not valid JSON"), (b'{"a":"\x00"}', "NUL byte")):
         path = tmp_path / "bad.jsonl"
         path.write_bytes(b"\n".join([*good, bad, good[1]]) + b"\n")
         with pytest.raises(TranscriptError, match=f":3: .*{problem}"):
             await engine.bootstrap(path)
     assert (await engine.stats()).messages == 0
+
+
+async def test_invalid_utf8_inside_a_message_is_stored_with_its_bytes_recoverable(
+    engine: ContextEngine, tmp_path: Path
+) -> None:
+    good = [line.encode() for line in pi_lines(1)]
+    bad = b'{"type":"message","message":{"role":"user","content":"caf\xe9 \xff\xfe end"}}'
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes(b"\n".join([*good, bad, good[1]]) + b"\n")
+    result = await engine.bootstrap(path)
+    assert (result.stored, result.repaired) == (2, 1)  # the repeated good line is one entry
+    stored = await engine.messages("pi-test")
+    assert stored[1].content == "caf\ufffd \ufffd\ufffd end"
+    original = await engine.restore_message(stored[1])
+    assert original.content.encode("utf-8", "surrogateescape") == b"caf\xe9 \xff\xfe end"  # the exact bytes
 
 
 async def test_escaped_nul_is_stored_verbatim(engine: ContextEngine, tmp_path: Path) -> None:

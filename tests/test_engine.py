@@ -681,3 +681,16 @@ async def test_a_file_id_in_a_depth_two_summary_describes_the_original_bytes(con
         assert await engine.read_file(file_id) == content.encode()
     finally:
         await engine.dispose()
+
+
+async def test_a_lone_surrogate_in_one_message_stores_the_whole_turn_losslessly(engine: ContextEngine) -> None:
+    turn = [Message.user("first"), Message.assistant("cut emoji \ud83d here"), Message.user("third")]
+    result = await engine.after_turn("bad-text", turn, token_budget=100_000)
+    assert result.error is None and result.ingest.stored_count == 3 and result.ingest.repaired == 1
+    stored = await engine.messages("bad-text")
+    assert [m.content for m in stored] == ["first", "cut emoji \ufffd here", "third"]
+    assert (await engine.restore_message(stored[1])) == Message.assistant(
+        "cut emoji \ud83d here", created_at=stored[1].created_at
+    )
+    found = await engine.grep("cut emoji", conversation="bad-text")
+    assert found.hits  # searchable as stored

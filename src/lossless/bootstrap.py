@@ -52,7 +52,7 @@ import anyio.to_thread
 
 from lossless.config import Config
 from lossless.errors import InputError, TranscriptError
-from lossless.ingest import prepare_messages
+from lossless.ingest import prepare_messages, was_repaired
 from lossless.interception import Interceptor, PendingFile
 from lossless.large_files import file_scope
 from lossless.ports import PreparedMessage, Store
@@ -98,6 +98,7 @@ class FileImport:
     skipped_records: dict[str, int] = field(default_factory=dict)
     reason: str | None = None
     left_out: int = 0
+    repaired: int = 0
 
     def to_dict(self) -> dict[str, JSONValue]:
         return {
@@ -113,6 +114,7 @@ class FileImport:
             "skipped_records": dict(self.skipped_records),
             "reason": self.reason,
             "left_out": self.left_out,
+            "repaired": self.repaired,
         }
 
 
@@ -207,6 +209,7 @@ class _Run:
     last_key: str | None = None
     first_key: str | None = None
     left_out: int = 0
+    repaired: int = 0
     window_after: int | None = None  # the store messages above this seq are matched against the entries
     window: _Window | None = None
     pending: list[_Ready] = field(default_factory=list)
@@ -311,6 +314,7 @@ class _Importer:
             parts=run.parts,
             skipped_records=dict(run.skipped),
             left_out=run.left_out,
+            repaired=run.repaired,
         )
 
     async def _find_state(self) -> BootstrapState | None:
@@ -459,6 +463,7 @@ class _Importer:
         except InputError as exc:
             raise TranscriptError(str(self.path), ready[0].entry.line if ready else None, str(exc)) from exc
         run.stored += len(result.stored)
+        run.repaired += sum(1 for r in result.stored if was_repaired(r.to_message()))
         run.duplicates += result.duplicates
         run.parts += sum(len(r.parts) for r in result.stored)
         if result.stored:

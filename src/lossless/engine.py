@@ -46,7 +46,7 @@ from lossless.compaction import CompactionResult, Compactor, Mode
 from lossless.config import Config, load_config
 from lossless.errors import ConflictError, InputError, NotFoundError, StoreError
 from lossless.formats import OutputFormat, render_anthropic, render_openai
-from lossless.ingest import prepare_messages
+from lossless.ingest import INVALID_UNICODE_KEY, original_message, prepare_messages, was_repaired
 from lossless.interception import Interceptor, PendingFile
 from lossless.large_files import DEFAULT_PAGE_BYTES, Page, file_scope, page_lines, referenced_file_ids, restore
 from lossless.maintenance import MaintenanceMixin
@@ -350,12 +350,22 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
             result = await retry_conflicts(lambda: self._append_with_files(conversation.id, prepared, files))
         else:
             result = await retry_conflicts(lambda: self.store.append_messages(conversation.id, prepared))
+        repaired = sum(1 for m in result.stored if was_repaired(m.to_message()))
+        if repaired:
+            log.warning(
+                "session %r: %d message(s) held invalid Unicode (lone surrogates); stored with U+FFFD in their "
+                "place, the original kept in their metadata (%s)",
+                session_id,
+                repaired,
+                INVALID_UNICODE_KEY,
+            )
         return IngestResult(
             conversation.id,
             result.stored,
             result.duplicates,
             dropped,
             "heartbeat" if dropped else None,
+            repaired,
         )
 
     # -------------------------------------------------------------- assembly and the turn
@@ -652,8 +662,11 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
         return FileDescription(found, page)
 
     async def restore_message(self, message: Message | MessageRecord) -> Message:
-        """The message exactly as it was ingested (with the time it was stored at), its large files put back."""
-        original = message.to_message() if isinstance(message, MessageRecord) else message
+        """The message exactly as it was ingested (with the time it was stored at), its large files put back.
+
+        A message stored with invalid Unicode shown as U+FFFD comes back with the host's original code units.
+        """
+        original = original_message(message.to_message() if isinstance(message, MessageRecord) else message)
         contents = {file_id: await self.read_file(file_id) for file_id in referenced_file_ids(original)}
         return await anyio.to_thread.run_sync(lambda: restore(original, contents.__getitem__))
 

@@ -343,6 +343,9 @@ class IngestResult:
     duplicates: int = 0
     skipped: int = 0
     skip_reason: str | None = None
+    #: Messages stored with invalid Unicode (lone surrogates) shown as U+FFFD; the exact original
+    #: is kept with each (``engine.restore_message`` gives it back).
+    repaired: int = 0
 
     @property
     def stored_count(self) -> int:
