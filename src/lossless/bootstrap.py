@@ -57,7 +57,7 @@ from lossless.interception import Interceptor, PendingFile
 from lossless.large_files import file_scope
 from lossless.ports import PreparedMessage, Store
 from lossless.records import BootstrapState, Conversation, JSONValue, MessageRecord, utcnow
-from lossless.sessions import SessionPolicy
+from lossless.sessions import SessionPolicy, open_session
 from lossless.tokens import TokenCounter
 from lossless.transcripts import (
     FORMATS,
@@ -485,10 +485,12 @@ class _Importer:
                 agent_id=self.agent_id, session_id=run.info.parent_session_id
             )
             parent_id = parent.id
-        return await self.store.get_or_create_conversation(
+        return await open_session(
+            self.store,
             agent_id=self.agent_id,
             session_id=self._session_id(run),
             session_key=self.session_key,
+            retain_depth=self.config.new_session_retain_depth,
             title=run.info.title,
             source=self.format,
             parent_id=parent_id,

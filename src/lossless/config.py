@@ -134,7 +134,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("stateless_session_patterns", "statelessSessionPatterns", "list", (), "Session keys matching these globs may read but never write.", "sessions"),
     Setting("skip_stateless_sessions", "skipStatelessSessions", "bool", True, "Skip writes from stateless sessions (when false they are stored like any other).", "sessions"),
     Setting("prune_heartbeat_ok", "pruneHeartbeatOk", "bool", False, "Also drop assistant replies that are exactly HEARTBEAT_OK (heartbeat polls are always skipped).", "sessions"),
-    Setting("new_session_retain_depth", "newSessionRetainDepth", "int", 2, "Summary depth carried into a new session started with /new.", "sessions", minimum=0, maximum=64),
+    Setting("new_session_retain_depth", "newSessionRetainDepth", "int", 2, "A new session id under an existing session_key (a host's /new) starts with the previous session's summaries of this depth and deeper; a depth above the deepest summary carries nothing.", "sessions", minimum=0, maximum=64),
     Setting("bootstrap_max_tokens", "bootstrapMaxTokens", "int", None, "Token cap for history imported into a forked session (default: max(6000, 0.3 × leaf_chunk_tokens)).", "sessions", minimum=1, maximum=100_000_000, optional=True),
     Setting("timezone", "timezone", "timezone", None, "Time zone used when showing timestamps to models and people (default: TZ, else the system zone). Storage is always UTC.", "sessions", optional=True),
     # -- compaction

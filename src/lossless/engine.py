@@ -64,7 +64,7 @@ from lossless.records import (
     utcnow,
 )
 from lossless.retries import retry_conflicts
-from lossless.sessions import SessionPolicy
+from lossless.sessions import SessionPolicy, open_session
 from lossless.tokens import RecentCounter, TokenCounter, token_counter_for
 
 if TYPE_CHECKING:
@@ -248,8 +248,13 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
             return cached
         found = await self.store.find_conversation(agent_id=self.config.agent_id, session_id=session_id)
         if found is None or (session_key is not None and found.session_key != session_key) or not found.active:
-            found = await self.store.get_or_create_conversation(
-                agent_id=self.config.agent_id, session_id=session_id, session_key=session_key, source="api"
+            found = await open_session(
+                self.store,
+                agent_id=self.config.agent_id,
+                session_id=session_id,
+                session_key=session_key,
+                retain_depth=self.config.new_session_retain_depth,
+                source="api",
             )
         self._conversations[cache_key] = found
         if len(self._conversations) > 4096:
