@@ -801,6 +801,7 @@ async def open_memory(
 
 def _memory_service(store: Store, config: Config, caller: MemoryCaller) -> MemoryService:
     """The memory service the settings describe, on ``store``'s file."""
+    from lossless.memory import decay
     from lossless.memory.admission import PRESETS
     from lossless.memory.ranking import RetrievalConfig
     from lossless.memory.service import MemoryService
@@ -811,7 +812,10 @@ def _memory_service(store: Store, config: Config, caller: MemoryCaller) -> Memor
         memory_store_for(store),
         embedder_for(config),
         caller,
-        retrieval=RetrievalConfig(fusion="rrf" if config.memory_fusion == "rrf" else "weighted"),
+        retrieval=RetrievalConfig.from_config(config),
+        decay_config=decay.config_from(config),
+        tag_prefixes=config.memory_tag_prefixes,
+        stale_threshold=config.memory_stale_threshold,
         exact_search_max=config.memory_exact_search_max,
         reranker=reranker_for(config),
         admission=PRESETS.get(config.memory_admission),
