@@ -74,3 +74,12 @@ async def test_a_new_session_under_the_same_key_carries_the_deep_summaries(confi
         assert len(await engine.store.get_context(new.id)) == len(context) + 1
     finally:
         await engine.dispose()
+
+
+def test_the_agent_id_of_a_session_key() -> None:
+    from lossless.sessions import agent_id_from_session_key
+
+    assert agent_id_from_session_key("agent:main:discord:channel:123") == "main"
+    assert agent_id_from_session_key("agent:ops") == "ops"
+    for key in (None, "", "agent:", "cron:nightly", "agents:main:x", "agent:has space:x"):
+        assert agent_id_from_session_key(key) is None

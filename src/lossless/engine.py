@@ -33,7 +33,7 @@ import os
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, tzinfo
+from datetime import datetime, timedelta, tzinfo
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 from zoneinfo import ZoneInfo
@@ -55,6 +55,7 @@ from lossless.ports import AppendResult, BlobStore, PreparedMessage, Store, Stor
 from lossless.recall import RecallMixin
 from lossless.records import (
     Conversation,
+    Grant,
     IngestResult,
     JSONValue,
     LargeFile,
@@ -64,7 +65,7 @@ from lossless.records import (
     utcnow,
 )
 from lossless.retries import retry_conflicts
-from lossless.sessions import SessionPolicy, open_session
+from lossless.sessions import SessionPolicy, agent_id_from_session_key, open_session
 from lossless.tokens import RecentCounter, TokenCounter, token_counter_for
 
 if TYPE_CHECKING:
@@ -107,9 +108,13 @@ class SpawnHandle:
     conversation: Conversation
     mode: Literal["isolated", "fork"]
     _engine: ContextEngine
+    #: With a ``ttl``: the child's read grant over the parent's history (``lcm mcp --grant``), until then.
+    grant: Grant | None = None
 
     async def rollback(self) -> None:
         """Undo :meth:`ContextEngine.prepare_subagent_spawn` (only while the child has stored nothing)."""
+        if self.grant is not None:
+            await self._engine.revoke_expansion_grant(self.grant.id, "error")
         await self._engine.store.discard_conversation(self.conversation.id)
         self._engine._conversations.clear()
 
@@ -201,6 +206,7 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
         )
         self._conversations: OrderedDict[tuple[str, str], Conversation] = OrderedDict()
         self._rendered = RenderCache()  # summaries are rendered once, not on every turn
+        self._agent_memory: dict[str, MemoryService] = {}  # agents named by session keys (see remember)
 
     # -------------------------------------------------------------- lifecycle
 
@@ -483,7 +489,7 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
             return AfterTurnResult(ingested)
         if self.config.memory_auto_extract:
             try:
-                await self.remember(ingested)
+                await self.remember(ingested, session_key=session_key)
             except Exception as exc:  # memory is a side line: it never fails the turn
                 log.warning("after_turn memory extraction for %r failed: %s", session_id, exc, exc_info=exc)
         try:
@@ -541,6 +547,7 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
         *,
         mode: Literal["isolated", "fork"] = "isolated",
         child_session_key: str | None = None,
+        ttl: timedelta | None = None,
     ) -> SpawnHandle:
         """Set up a sub-agent's conversation before it starts.
 
@@ -548,6 +555,10 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
         starts with the newest of the parent's context items, up to ``bootstrap_max_tokens`` (they
         are shared, not copied: expanding them leads to the parent's messages).  Call
         :meth:`SpawnHandle.rollback` if the spawn then fails.
+
+        ``ttl`` (spec 004's optional TTL; 1 s to 24 h): the child also gets a read grant over the
+        parent's history that ends after ``ttl`` — or earlier, at :meth:`on_subagent_ended` or
+        rollback (``handle.grant.id`` is what ``lcm mcp --grant`` takes).
         """
         if mode not in ("isolated", "fork"):
             raise InputError(f"mode must be 'isolated' or 'fork', got {mode!r}")
@@ -555,13 +566,16 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
         existing = await self.store.find_conversation(agent_id=self.config.agent_id, session_id=child_session_id)
         if existing is not None:
             raise InputError(f"session {child_session_id!r} already exists; a sub-agent needs a new session id")
+        grant = None
+        if ttl is not None:
+            grant = await self.grant_expansion([parent.id], ttl=ttl, grantee=child_session_key or child_session_id)
         child = await self.store.get_or_create_conversation(
             agent_id=self.config.agent_id,
             session_id=child_session_id,
             session_key=child_session_key,
             parent_id=parent.id,
             source="subagent",
-            metadata={"spawn": mode},
+            metadata={"spawn": mode, **({"grant_id": grant.id} if grant else {})},
         )
         if mode == "fork":
             entries = await self.store.get_context(parent.id)
@@ -572,13 +586,16 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
                 start -= 1
                 used += entries[start].token_count
             await self.store.copy_context(child.id, entries[start:])
-        return SpawnHandle(child, mode, self)
+        return SpawnHandle(child, mode, self, grant)
 
     async def on_subagent_ended(self, child_session_id: str) -> None:
         """A sub-agent finished or was swept: archive its conversation (it stays stored and searchable)."""
         child = await self.store.find_conversation(agent_id=self.config.agent_id, session_id=child_session_id)
         if child is None:
             raise NotFoundError("conversation", child_session_id, "the sub-agent was never prepared or stored")
+        grant_id = (child.metadata or {}).get("grant_id")
+        if isinstance(grant_id, str):  # its read grant ends with it
+            await self.revoke_expansion_grant(grant_id, "completed")
         await self.store.archive_conversation(child.id)
         self._conversations.clear()
 
@@ -747,11 +764,28 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
             self._memory_service = _memory_service(self.store, self.config, MemoryCaller.agent(self.config.agent_id))
         return self._memory_service
 
-    async def remember(self, ingested: IngestResult) -> Remembered | None:
-        """Mine a stored turn for memories, once (``after_turn`` does it when ``memory_auto_extract``)."""
+    async def remember(self, ingested: IngestResult, *, session_key: str | None = None) -> Remembered | None:
+        """Mine a stored turn for memories, once (``after_turn`` does it when ``memory_auto_extract``).
+
+        The memories go to the engine agent's scope; when ``agent_id`` is not configured, a session key
+        of the form ``agent:<id>:…`` names the agent instead (spec 001 scopes), so one host serving
+        several agents keeps their memories apart.
+        """
         if ingested.conversation_id is None or not any(m.role == "user" for m in ingested.stored):
             return None
-        return await self.memory().mine(ingested.stored)
+        agent = (
+            agent_id_from_session_key(session_key)
+            if self.config.sources.get("agent_id", "default") == "default"
+            else None
+        )
+        if agent is None or agent == self.config.agent_id:
+            return await self.memory().mine(ingested.stored)
+        from lossless.memory.scopes import Caller as MemoryCaller
+
+        service = self._agent_memory.get(agent)
+        if service is None:
+            service = self._agent_memory[agent] = _memory_service(self.store, self.config, MemoryCaller.agent(agent))
+        return await service.mine(ingested.stored)
 
 
 # ------------------------------------------------------------------ long-term memory

@@ -28,9 +28,20 @@ from typing import Any, Literal
 from lossless.ports import Store
 from lossless.records import Conversation
 
-__all__ = ["SessionClass", "SessionPolicy", "glob_to_regex", "open_session"]
+__all__ = ["SessionClass", "SessionPolicy", "agent_id_from_session_key", "glob_to_regex", "open_session"]
 
 SessionClass = Literal["normal", "ignored", "stateless"]
+
+
+_AGENT_KEY = re.compile(r"agent:([A-Za-z0-9._@-]{1,128})(?::.*)?\Z", re.DOTALL)
+
+
+def agent_id_from_session_key(session_key: str | None) -> str | None:
+    """The agent a session key of the form ``agent:<id>`` or ``agent:<id>:…`` names (spec 001 scopes), else None."""
+    if not session_key:
+        return None
+    found = _AGENT_KEY.match(session_key)
+    return found.group(1) if found else None
 
 
 @lru_cache(maxsize=512)
