@@ -111,6 +111,7 @@ def test_readme_python_quickstart_runs(tmp_path: Path) -> None:
         "http.md",
         "mcp.md",
         "retrieval.md",
+        "conformance.md",
     ],
 )
 def test_docs_linked_from_the_readme_exist(doc: str) -> None:
