@@ -181,8 +181,8 @@ class _Window:
             if seq in waiting:
                 waiting.remove(seq)
             return seq
-        waiting = self.seqs.get(_match_key(role, content))
-        return waiting.pop(0) if waiting else None
+        same = self.seqs.get(_match_key(role, content))
+        return same.pop(0) if same else None
 
 
 @dataclass(frozen=True, slots=True)

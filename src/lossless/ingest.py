@@ -163,9 +163,10 @@ def original_message(message: Message) -> Message:
     if not was_repaired(message):
         return message
     record = message.metadata[INVALID_UNICODE_KEY]  # type: ignore[index]
-    if not isinstance(record, dict) or not isinstance(record.get("original"), str):
+    text = record.get("original") if isinstance(record, dict) else None
+    if not isinstance(text, str):
         raise InputError(f"the {INVALID_UNICODE_KEY} metadata of this message is damaged: no original to restore")
-    original = Message.from_dict(json.loads(record["original"]))
+    original = Message.from_dict(json.loads(text))
     if original.created_at is None and message.created_at is not None:  # the time it was stored at
         original = replace(original, created_at=message.created_at)
     return original
