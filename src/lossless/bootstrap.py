@@ -21,6 +21,9 @@ Invariants:
   store lacks are counted in ``left_out``, as the reconciliation leaves them).
   The store's side of the match is remembered (``reconciled_seq``), so an
   appended read compares its new entries only with the messages stored since.
+  While there is something to match against, the entries after the newest
+  match wait in memory until the next match or the end of the file (a file
+  the store knows nothing of is streamed as before).
 * **All or nothing per file.**  One file is imported in one transaction: a
   corrupt line rolls back everything read from that file and raises a
   :class:`TranscriptError` naming the file and line; nothing stored before is
