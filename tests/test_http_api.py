@@ -498,3 +498,11 @@ def test_a_lone_surrogate_over_http_stores_the_turn_and_says_so(base_url: str) -
         assert result["error"] is None and result["ingest"]["stored"] == 2 and result["ingest"]["repaired"] == 1
         listed = http.get("/v1/conversations/bad-text/messages").json()
         assert [m["content"] for m in listed["messages"]] == ["one", "cut \ufffd emoji"]
+        # The agent tool (the MCP server's lcm_ingest runs the same service call) says so too.
+        tool = http.post(
+            "/v1/tools/lcm_ingest",
+            content='{"session_id": "bad-text", "messages": [{"role": "user", "content": "\\udc80 x"}]}',
+            headers={"Content-Type": "application/json"},
+        )
+        assert tool.status_code == 200, tool.text
+        assert (tool.json()["stored"], tool.json()["repaired"]) == (1, 1)
