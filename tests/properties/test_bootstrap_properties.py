@@ -36,8 +36,13 @@ turns: st.SearchStrategy[list[Turn | None]] = st.lists(
 )
 
 
-def _line(role: str, text: str) -> str:
-    return json.dumps({"type": "message", "message": {"role": role, "content": text}})
+def _line(role: str, text: str, second: int | None = None) -> str:
+    stamp = (
+        {}
+        if second is None
+        else {"timestamp": f"2026-01-01T{second // 3600:02d}:{second // 60 % 60:02d}:{second % 60:02d}Z"}
+    )
+    return json.dumps({"type": "message", **stamp, "message": {"role": role, "content": text}})
 
 
 @settings(max_examples=40, deadline=None)
@@ -84,6 +89,50 @@ def test_live_ingest_crashes_and_bootstraps_never_duplicate_or_lose(plan: list[T
             stored = [m.content for m in await engine.messages("host")]
             assert len(stored) == len(set(stored)), "a message was stored twice"
             assert set(stored) == set(in_file) | set(in_store), "a message was lost (or invented)"
+        finally:
+            await engine.dispose()
+
+    with tempfile.TemporaryDirectory() as folder:
+        anyio.run(scenario, Path(folder))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    turns=st.lists(
+        st.tuples(
+            st.lists(st.sampled_from(["ok", "yes", "go on", "ok"]), min_size=1, max_size=4),
+            st.none() | st.integers(0, 3),
+        ),
+        min_size=1,
+        max_size=10,
+    ),
+    bootstrap_every=st.integers(1, 4),
+)
+def test_repeated_texts_with_file_first_crashes_store_the_file_exactly(
+    turns: list[tuple[list[str], int | None]], bootstrap_every: int
+) -> None:
+    """Texts repeat ("ok" again and again); the file is written first and a crash may cut the store write
+    short.  The n-th "ok" of the file is the n-th in the store, so the store ends up as the file, in order."""
+
+    async def scenario(folder: Path) -> None:
+        engine = await ContextEngine.open(config=Config(database_url=f"sqlite:///{folder / 'p.db'}", data_dir=folder))
+        path = folder / "session.jsonl"
+        path.write_text(json.dumps({"type": "session", "id": "host", "timestamp": "2026-01-01T00:00:00Z"}) + "\n")
+        written: list[str] = []
+        try:
+            for number, (texts, crash_after) in enumerate(turns):
+                with path.open(
+                    "a"
+                ) as out:  # each line has its own time, as in a real pi file (its key hashes the line)
+                    out.write("".join(_line("user", t, len(written) + i) + "\n" for i, t in enumerate(texts)))
+                written += texts
+                stored = texts if crash_after is None else texts[:crash_after]
+                if stored:
+                    await engine.ingest_batch("host", [Message.user(t) for t in stored])
+                if crash_after is not None or number % bootstrap_every == 0:
+                    await engine.bootstrap(path)
+            await engine.bootstrap(path)
+            assert [m.content for m in await engine.messages("host")] == written
         finally:
             await engine.dispose()
 
