@@ -115,6 +115,7 @@ def test_readme_python_quickstart_runs(tmp_path: Path) -> None:
         "http.md",
         "mcp.md",
         "retrieval.md",
+        "conformance.md",
         "integrations.md",
         "ui.md",
     ],
