@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import shutil
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -120,3 +124,81 @@ def test_the_settings_are_validated(tmp_path: Path) -> None:
         open_config(tmp_path, api_allowed_origins=["evil.example"])
     with pytest.raises(ConfigError, match="api_allowed_hosts"):
         open_config(tmp_path, api_allowed_hosts=["http://x/"])
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@contextmanager
+def _hostile_site() -> Iterator[str]:
+    """A web page on another origin (http://localhost:<another port>/) that a user happens to open."""
+
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b"<p>cute cats</p>"
+            self.send_response(200)
+            self.send_header("content-type", "text/html")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    site = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=site.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://localhost:{site.server_address[1]}/"
+    finally:
+        site.shutdown()
+        site.server_close()
+
+
+def test_a_hostile_page_in_a_real_browser_can_neither_change_nor_read_the_store(tmp_path: Path) -> None:
+    """Chromium on a page of another site: no-preflight POSTs, CORS reads and DNS rebinding all refused."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (dev extra)")
+    if CHROMIUM is None:
+        pytest.skip("Chromium is not installed (apt-get install chromium); .ci/run installs it")
+    with (
+        Running(open_config(tmp_path)) as server,
+        httpx.Client(base_url=server, timeout=30) as http,
+        _hostile_site() as hostile,
+    ):
+        port = server.rsplit(":", 1)[1]
+        stored = http.post("/v1/tools/memory_store", json={"text": "The deploy key lives in vault."})
+        memory_id = stored.json()["stored"]
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(
+                executable_path=CHROMIUM,
+                # rebind.example resolves to this machine, as DNS rebinding makes it.
+                args=["--no-sandbox", "--disable-gpu", "--host-resolver-rules=MAP rebind.example 127.0.0.1"],
+            )
+            try:
+                page = browser.new_page()
+                page.goto(hostile)  # another site (another port of this machine: no private-network block)
+                statuses: dict[str, int] = {}
+                page.on("response", lambda r: statuses.__setitem__(r.url.rsplit("/", 1)[-1], r.status))
+                page.evaluate(
+                    """async ([base, id]) => {
+                        const body = JSON.stringify({memory_id: id});
+                        for (const type of ['text/plain', 'application/x-www-form-urlencoded']) {
+                            try {
+                                await fetch(base + '/v1/tools/memory_forget', {
+                                    method: 'POST', mode: 'no-cors', headers: {'Content-Type': type}, body});
+                            } catch (e) {}
+                        }
+                        try { await fetch(base + '/v1/conversations'); } catch (e) {}
+                    }""",
+                    [server, memory_id],
+                )
+                refused = {k: v for k, v in statuses.items() if k in ("memory_forget", "conversations")}
+                assert refused and set(refused.values()) <= {403, 415}, statuses  # the server answered, and refused
+                # DNS rebinding: the page's own name now points at the server; the Host gives it away.
+                answer = page.goto(f"http://rebind.example:{port}/v1/conversations")
+                assert answer is not None and answer.status == 421
+                assert "MisdirectedRequest" in page.content()
+            finally:
+                browser.close()
+        kept = http.post("/v1/tools/memory_recall", json={"query": "deploy key"})
+        assert kept.status_code == 200 and memory_id in kept.text  # nothing was forgotten
