@@ -176,6 +176,8 @@ def _parse_line(data: bytes, path: str, line: int, complete: bool) -> dict[str, 
             value = json.loads(text)
         except json.JSONDecodeError as exc:
             raise TranscriptError(path, line, f"is not valid JSON: {exc.msg} (column {exc.colno})") from exc
+        except RecursionError:
+            raise TranscriptError(path, line, "nests lists and objects too deep to be read") from None
     except TranscriptError:
         if not complete:
             return None  # still being written: the next read sees the whole line
@@ -195,6 +197,8 @@ def load_document(stream: IO[bytes], path: str) -> tuple[Any, int]:
         raise TranscriptError(path, None, f"is not valid UTF-8 (byte {exc.start + 1})") from exc
     except json.JSONDecodeError as exc:
         raise TranscriptError(path, exc.lineno, f"is not valid JSON: {exc.msg} (column {exc.colno})") from exc
+    except RecursionError:
+        raise TranscriptError(path, None, "nests lists and objects too deep to be read") from None
 
 
 def timestamp_or(value: object, fallback: datetime | None, *, path: str, line: int | None) -> datetime | None:
