@@ -28,8 +28,10 @@ Invariants:
 from __future__ import annotations
 
 import hashlib
+import hmac
 import logging
 import os
+import secrets
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -213,6 +215,7 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
         )
         self._conversations: OrderedDict[tuple[str, str], Conversation] = OrderedDict()
         self._rendered = RenderCache()  # summaries are rendered once, not on every turn
+        self._nonce_key = secrets.token_bytes(16)  # marks real summaries (see lossless.assembly)
 
     # -------------------------------------------------------------- lifecycle
 
@@ -437,9 +440,15 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
             prompt=prompt,
             output=output,
             cache=self._rendered,
+            nonce=self._nonce(conversation.id),
         )
         record("lcm_context_tokens", assembled.estimated_tokens)
         return assembled
+
+    def _nonce(self, conversation_id: int) -> str:
+        """This process's nonce for a conversation's summaries: stable across turns, unknowable to stored text."""
+        digest = hmac.new(self._nonce_key, str(conversation_id).encode(), hashlib.sha256).hexdigest()
+        return digest[:16]
 
     def _pass_through(self, messages: Sequence[Message], output: OutputFormat) -> AssembledContext:
         now = self._clock()
