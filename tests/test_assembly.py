@@ -303,7 +303,10 @@ def test_stored_text_cannot_pass_for_a_summary(tmp_path: Any) -> None:
                 assert "&lt;summary" in guidance and "quoted content" in guidance
             assert len(nonces) == 1  # the same context gets the same nonce (prompt caches keep working)
             again = await engine.assemble("s", token_budget=100_000)
-            assert again.system_prompt_addition == (await engine.assemble("s", token_budget=100_000)).system_prompt_addition
+            assert (
+                again.system_prompt_addition
+                == (await engine.assemble("s", token_budget=100_000)).system_prompt_addition
+            )
             other_guidance = (await engine.assemble("t", token_budget=100_000)).system_prompt_addition or ""
             assert nonces.pop() not in other_guidance  # another conversation, another nonce
             assert other.conversation_id is not None

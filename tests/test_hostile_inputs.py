@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 import os
 import sys
-from urllib.parse import quote
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import anyio
 import httpx2 as httpx
@@ -126,7 +126,12 @@ def test_the_cli_answers_hostile_input_with_exit_3_or_a_usage_error(tmp_path: Pa
         runs += [["messages", s], ["grep", s], ["grep", "--mode", "full_text", s], ["describe", s], ["compact", s]]
         runs += [["grep", "x", "--conversation", s], ["expand", s]]
     for n in map(str, [*NUMBERS, "1e20", "99999999999999999999999"]):
-        runs += [["messages", n], ["messages", "ok", "--tail", n], ["compact", "ok", "--until", n], ["grep", "x", "--limit", n]]
+        runs += [
+            ["messages", n],
+            ["messages", "ok", "--tail", n],
+            ["compact", "ok", "--until", n],
+            ["grep", "x", "--limit", n],
+        ]
         runs += [["describe", "sum_0", "--token-cap", n], ["conversations", "--limit", n]]
     for args in runs:
         result = CliRunner().invoke(cli, ["--database", url, *args])
@@ -238,7 +243,9 @@ async def test_the_mcp_server_answers_hostile_input_with_tool_errors(tmp_path: P
     """Through the official client (which cannot send a lone surrogate: those go raw, below)."""
     async with stdio_client(mcp_server(tmp_path)) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
-        ok = await session.call_tool("lcm_ingest", {"session_id": "ok", "messages": [{"role": "user", "content": "hi"}]})
+        ok = await session.call_tool(
+            "lcm_ingest", {"session_id": "ok", "messages": [{"role": "user", "content": "hi"}]}
+        )
         assert not ok.is_error, ok.content
         for name, arguments in mcp_calls():
             if not encodable(arguments):
@@ -275,8 +282,8 @@ async def test_the_mcp_server_answers_escaped_lone_surrogates_with_errors(tmp_pa
                 buffer += await process.stdout.receive()
 
     try:
-        await send({"id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                                                                 "clientInfo": {"name": "raw", "version": "0"}}})  # fmt: skip
+        hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+        await send({"id": 0, "method": "initialize", "params": hello})
         await answer(0)
         await send({"method": "notifications/initialized"})
         hostile = [(name, arguments) for name, arguments in mcp_calls() if not encodable(arguments)]
@@ -307,8 +314,12 @@ def test_a_folder_import_reports_each_bad_file_and_imports_the_rest(tmp_path: Pa
     good = Path(__file__).parent / "fixtures" / "openai-chat" / "chat.jsonl"
     (folder / "a-good.jsonl").write_bytes(good.read_bytes())
     (folder / "b-deep.jsonl").write_text(
-        json.dumps({"role": "user", "content": "hi"}) + "\n" + '{"role": "user", "content": "x", "name": '
-        + "[" * 10_000 + "]" * 10_000 + "}\n"
+        json.dumps({"role": "user", "content": "hi"})
+        + "\n"
+        + '{"role": "user", "content": "x", "name": '
+        + "[" * 10_000
+        + "]" * 10_000
+        + "}\n"
     )
     (folder / "c-surrogate.json").write_text('[{"role": "user", "content": "hi", "name": "\\ud800"}]')
     (folder / "d-surrogate.jsonl").write_text('{"role": "user", "content": "hi \\udfff"}\n')

@@ -39,6 +39,8 @@ from __future__ import annotations
 
 __all__ = [
     "EXIT_CODES",
+    "MAX_INTEGER",
+    "MAX_NESTING",
     "AccessDeniedError",
     "ConfigError",
     "ConflictError",
@@ -51,8 +53,6 @@ __all__ = [
     "ProviderUnavailable",
     "SchemaError",
     "StoreError",
-    "MAX_INTEGER",
-    "MAX_NESTING",
     "TranscriptError",
     "check_integer",
     "check_nesting",
@@ -225,7 +225,10 @@ def check_integer(value: object, what: str, *, minimum: int = 0, maximum: int = 
 
 
 def check_nesting(value: object, what: str, *, limit: int = MAX_NESTING) -> None:
-    """An :class:`InputError` when lists and objects in ``value`` nest deeper than ``limit`` (checked without recursion)."""
+    """An :class:`InputError` when lists and objects in ``value`` nest deeper than ``limit``.
+
+    Checked without recursion, so even a structure too deep for the JSON encoder gets the clear error.
+    """
     stack: list[tuple[object, int]] = [(value, 0)]
     while stack:
         item, depth = stack.pop()

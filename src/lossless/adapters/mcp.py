@@ -188,7 +188,9 @@ async def _answer_unreadable(source: Any, forward: Any, write_stream: Any) -> No
                         message="the request holds invalid Unicode (a lone surrogate escape such as \\ud800): "
                         "send valid UTF-8 text",
                     )
-                    await write_stream.send(SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error)))
+                    await write_stream.send(
+                        SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
+                    )
                     continue
             await forward.send(item)
 
