@@ -17,6 +17,8 @@ import anyio
 import httpx2 as httpx
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from lossless import ContextEngine, Message, ToolPart
@@ -347,3 +349,48 @@ def test_a_folder_import_reports_each_bad_file_and_imports_the_rest(tmp_path: Pa
             assert (await engine.check_integrity()).ok
 
     anyio.run(check)
+
+
+# ---------------------------------------------------------------------- generated
+
+
+hostile_text = st.text(
+    alphabet=st.one_of(st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF), st.characters(codec="utf-8")),
+    min_size=1,
+    max_size=12,
+)
+hostile_int = st.one_of(st.integers(-(2**70), 2**70), st.sampled_from(NUMBERS))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=hostile_text, number=hostile_int, depth=st.integers(0, 3000))
+def test_generated_hostile_values_get_lcm_errors_from_the_python_api(
+    tmp_path: Path, text: str, number: int, depth: int
+) -> None:
+    async def scenario() -> None:
+        async with await ContextEngine.open(f"sqlite:///{tmp_path / 'gen.db'}") as engine:
+            await engine.ingest("ok", Message.user("hello"))
+            calls: list[Callable[[], Awaitable[object]]] = [
+                lambda: engine.ingest(text, Message.user("x")),
+                lambda: engine.grep(text),
+                lambda: engine.grep(text, mode="full_text"),
+                lambda: engine.conversation(text),
+                lambda: engine.conversation(number),
+                lambda: engine.messages("ok", tail=number),
+                lambda: engine.assemble("ok", token_budget=number),
+                lambda: engine.after_turn("ok", [], token_budget=number),
+                lambda: engine.compact("ok", target_tokens=number),
+                lambda: engine.grep("hello", limit=number),
+            ]
+            for call in calls:
+                before = await count(engine)
+                try:
+                    await call()
+                except LcmError:
+                    assert await count(engine) == before
+            try:
+                Message.user("x", metadata={"d": deep(depth)})
+            except LcmError:
+                assert depth > 100
+
+    anyio.run(scenario)
