@@ -328,6 +328,8 @@ class Compactor:
         conflicts = 0
         # Each pass either makes the item count smaller, or turns one oversized message into a summary
         # (which later passes never take alone again), so this bound is never reached; it backs up the proof.
+        # A chunk that cannot be shortened either grows by one item or is set aside, so failed attempts are
+        # bounded by the item count too (``run.failures``).
         max_passes = 2 * len(entries) + 8
         stop: StopReason
 
