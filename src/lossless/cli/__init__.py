@@ -33,7 +33,7 @@ from lossless.cli.migrate import migrate_command
 from lossless.cli.replay import replay_command
 from lossless.cli.retention import prune_command, vacuum_command
 from lossless.cli.retrieval import describe_command, expand_command, grep_command
-from lossless.cli.serve import mcp_command, serve_command
+from lossless.cli.serve import mcp_command, serve_command, ui_command
 from lossless.cli.worker import jobs_group, worker_command
 from lossless.engine import VERSION
 
@@ -76,6 +76,7 @@ cli.add_command(vacuum_command)
 cli.add_command(worker_command)
 cli.add_command(jobs_group)
 cli.add_command(serve_command)
+cli.add_command(ui_command)
 cli.add_command(mcp_command)
 cli.add_command(grants_group)
 cli.add_command(grep_command)
