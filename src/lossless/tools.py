@@ -125,13 +125,17 @@ GREP = register(
 DESCRIBE = register(
     ToolSpec(
         "lcm_describe",
-        "Look up a summary (sum_…) or a stored large file (file_…) by id: a summary's content, depth, time range, "
-        "lineage, source messages and the token cost of expanding it; a file's metadata, exploration summary "
-        "and its lines page by page.",
+        "Look up a summary (sum_…), a stored large file (file_…) or a message (msg#N) by id: a summary's content, "
+        "depth, time range, lineage, source messages and the token cost of expanding it; a file's metadata, "
+        "exploration summary and its lines page by page; a message's conversation, position, time and whole content.",
         {
             "type": "object",
             "properties": {
-                "id": {"type": "string", "pattern": "^(sum|file)_", "description": "A sum_… or file_… id."},
+                "id": {
+                    "type": "string",
+                    "pattern": "^(sum_|file_|msg#[0-9])",
+                    "description": "A sum_…, file_… or msg#N id, as the other tools cite them.",
+                },
                 **_CONVERSATION,
                 "token_cap": {
                     "type": "integer",

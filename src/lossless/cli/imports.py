@@ -12,7 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from lossless.bootstrap import FileImport
-from lossless.cli._common import CliState, emit_json, json_option, open_engine, run_command, stderr, stdout
+from lossless.cli._common import CliState, emit_json, json_option, open_engine, run_command, stderr, stdout, styled
 from lossless.errors import LcmError, TranscriptError
 from lossless.transcripts import FORMATS
 
@@ -21,14 +21,17 @@ __all__ = ["import_command"]
 
 def _short(path: str, width: int = 60) -> str:
     with contextlib.suppress(ValueError):  # another drive on Windows
-        path = os.path.relpath(path)
+        relative = os.path.relpath(path)
+        if not relative.startswith(".."):
+            path = relative
+    # The end of a path tells files apart: cut from the front, never the file name.
     return path if len(path) <= width else "…" + path[-(width - 1) :]
 
 
 def _summary_table(results: list[FileImport | Exception]) -> Table:
     table = Table(title="Import summary", title_justify="left", show_footer=True)
     imported = [r for r in results if isinstance(r, FileImport)]
-    table.add_column("file", footer=f"{len(results)} file(s)")
+    table.add_column("file", footer=f"{len(results)} file(s)", overflow="fold", min_width=24)
     table.add_column("format")
     table.add_column("status")
     table.add_column("conversation", justify="right")
@@ -40,9 +43,7 @@ def _summary_table(results: list[FileImport | Exception]) -> Table:
     )
     for result in results:
         if isinstance(result, FileImport):
-            status = {"unchanged": "[dim]unchanged[/]", "skipped": "[yellow]skipped[/]"}.get(
-                result.status, result.status
-            )
+            status = styled((result.status, {"unchanged": "dim", "skipped": "yellow"}.get(result.status, "")))
             table.add_row(
                 _short(result.path),
                 result.format,
@@ -55,7 +56,7 @@ def _summary_table(results: list[FileImport | Exception]) -> Table:
             )
         else:
             path = result.path if isinstance(result, TranscriptError) else "?"
-            table.add_row(_short(path), "-", "[red]failed[/]", "-", "0", "0", "0", "0")
+            table.add_row(_short(path), "-", styled(("failed", "red")), "-", "0", "0", "0", "0")
     return table
 
 
@@ -84,14 +85,14 @@ async def import_command(
     """
     if session_id is not None and (len(paths) != 1 or not paths[0].is_file()):
         raise click.UsageError("--session-id needs exactly one file")
-    engine = await open_engine(state)
+    engine = await open_engine(state, create=True)
     async with engine:
         show_progress = not as_json and stderr().is_terminal
         with Progress(
-            TextColumn("[bold]importing"),
+            TextColumn("importing", style="bold"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("{task.fields[current]}"),
+            TextColumn("{task.fields[current]}", markup=False),
             TimeElapsedColumn(),
             console=stderr(),
             transient=True,
@@ -133,8 +134,8 @@ async def import_command(
             stdout().print(_summary_table(results))
             for result in results:
                 if isinstance(result, FileImport) and result.status == "skipped":
-                    stderr().print(f"[yellow]skipped[/] {_short(result.path)}: {result.reason}")
+                    stderr().print(styled(("skipped", "yellow"), f" {_short(result.path)}: {result.reason}"))
             for error in failures:
-                stderr().print(f"[bold red]error:[/] {error}", highlight=False)
+                stderr().print(styled(("error:", "bold red"), f" {error}"))
         if failures:
             sys.exit(3)
