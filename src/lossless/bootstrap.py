@@ -23,6 +23,11 @@ Invariants:
   their rows join the file's transaction and their bytes are written before
   it commits.  Their ids are deterministic, so a re-import refers to the same
   files.
+* **Nothing dropped unreported.**  Entries of a sub-agent ``thread`` go to the
+  sub-agent's own conversation (``<session>/agent-<thread>``, child of the
+  file's conversation), in the same transaction; every record not stored as a
+  message is counted by type, with its bytes (``skipped_records``,
+  ``skipped_bytes``).
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ from lossless.ingest import prepare_messages
 from lossless.interception import Interceptor, PendingFile
 from lossless.large_files import file_scope
 from lossless.ports import PreparedMessage, Store
-from lossless.records import BootstrapState, Conversation, JSONValue, utcnow
+from lossless.records import BootstrapState, Conversation, JSONValue, Message, TextPart, utcnow
 from lossless.sessions import SessionPolicy
 from lossless.tokens import TokenCounter
 from lossless.transcripts import (
@@ -87,6 +92,10 @@ class FileImport:
     parts: int = 0
     skipped_records: dict[str, int] = field(default_factory=dict)
     reason: str | None = None
+    #: Bytes of the skipped records, by the same type keys as ``skipped_records``.
+    skipped_bytes: dict[str, int] = field(default_factory=dict)
+    #: Sub-agent conversations this file's messages went to (besides its own), by session id.
+    subagents: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, JSONValue]:
         return {
@@ -100,6 +109,8 @@ class FileImport:
             "dropped": self.dropped,
             "parts": self.parts,
             "skipped_records": dict(self.skipped_records),
+            "skipped_bytes": dict(self.skipped_bytes),
+            "subagents": dict(self.subagents),
             "reason": self.reason,
         }
 
@@ -148,11 +159,32 @@ class _Run:
     dropped: int = 0
     parts: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
+    skipped_bytes: Counter[str] = field(default_factory=Counter)
     offset: int = 0
     last_key: str | None = None
     first_key: str | None = None
+    #: Sub-agent threads: what the file says about each, its conversation once made, messages stored.
+    threads: dict[str, SessionInfo] = field(default_factory=dict)
+    thread_conversations: dict[str, Conversation] = field(default_factory=dict)
+    thread_stored: Counter[str] = field(default_factory=Counter)
+    #: The first thing a person typed, the title of a session whose transcript names none.
+    first_prompt: str | None = None
+
+    @property
+    def title(self) -> str | None:
+        return self.info.title or self.first_prompt
+
+    def note_prompt(self, entry: Entry) -> None:
+        if self.first_prompt is None and entry.thread is None and entry.message.role == "user":
+            self.first_prompt = _prompt_title(entry.message)
 
     def merge(self, info: SessionInfo) -> None:
+        if info.thread is not None:
+            known = self.threads.get(info.thread)
+            self.threads[info.thread] = (
+                info if known is None else SessionInfo(metadata={**info.metadata, **known.metadata}, thread=info.thread)
+            )
+            return
         current = self.info
         self.info = SessionInfo(
             session_id=current.session_id or info.session_id,
@@ -211,7 +243,7 @@ class _Importer:
                 return run
             conversation = run.conversation
             if conversation is not None:
-                if run.info.title and not conversation.title:
+                if run.title and not conversation.title:
                     conversation = await self._conversation(run)
                 tail = await anyio.to_thread.run_sync(self._hash_tail, run.offset)
                 await self.store.put_bootstrap_state(
@@ -237,6 +269,8 @@ class _Importer:
             dropped=run.dropped,
             parts=run.parts,
             skipped_records=dict(run.skipped),
+            skipped_bytes=dict(run.skipped_bytes),
+            subagents={c.session_id: run.thread_stored[t] for t, c in run.thread_conversations.items()},
         )
 
     async def _find_state(self) -> BootstrapState | None:
@@ -287,9 +321,11 @@ class _Importer:
                         run.merge(event)
                     elif isinstance(event, Skipped):
                         run.skipped[event.kind] += 1
+                        run.skipped_bytes[event.kind] += event.size
                         run.offset = max(run.offset, event.end_offset)
                         run.last_key = event.key or run.last_key
                     else:
+                        run.note_prompt(event)
                         pending.append(event)
                 if pending:
                     blocked = await self._flush(pending, run)
@@ -311,10 +347,31 @@ class _Importer:
             if reason is not None:
                 return FileImport(str(self.path), self.format, "skipped", reason=reason)
             run.conversation = await self._conversation(run)
+        own = [e for e in entries if e.thread is None]
+        if own or not entries:
+            await self._store(run.conversation, own, run)
+        threads: dict[str, list[Entry]] = {}
+        for entry in entries:
+            if entry.thread is not None:
+                threads.setdefault(entry.thread, []).append(entry)
+        for thread, batch in threads.items():
+            conversation = run.thread_conversations.get(thread)
+            if conversation is None:
+                prompts = (_prompt_title(e.message) for e in batch if e.message.role == "user")
+                conversation = await self._thread_conversation(run, thread, next(filter(None, prompts), None))
+                run.thread_conversations[thread] = conversation
+            run.thread_stored[thread] += await self._store(conversation, batch, run)
+        for entry in entries:
+            run.offset = max(run.offset, entry.end_offset)
+            run.last_key = entry.key
+        return None
+
+    async def _store(self, conversation: Conversation, entries: list[Entry], run: _Run) -> int:
+        """Store ``entries`` in ``conversation`` (one of the file's); returns how many were new."""
         prepared: list[PreparedMessage] = []
         files: list[PendingFile] = []
         now = utcnow()
-        scope = file_scope(run.conversation.agent_id, run.conversation.session_id)
+        scope = file_scope(conversation.agent_id, conversation.session_id)
         for entry in entries:
             message = entry.message
             if self.interceptor is not None:
@@ -335,19 +392,29 @@ class _Importer:
             prepared += ready
             run.dropped += dropped
         if files and self.interceptor is not None:
-            rows = await self.interceptor.store_files(files, run.conversation.id)
+            rows = await self.interceptor.store_files(files, conversation.id)
             await self.store.insert_large_files(rows)
         try:
-            result = await self.store.append_messages(run.conversation.id, prepared)
+            result = await self.store.append_messages(conversation.id, prepared)
         except InputError as exc:
             raise TranscriptError(str(self.path), entries[0].line if entries else None, str(exc)) from exc
         run.stored += len(result.stored)
         run.duplicates += result.duplicates
         run.parts += sum(len(r.parts) for r in result.stored)
-        for entry in entries:
-            run.offset = max(run.offset, entry.end_offset)
-            run.last_key = entry.key
-        return None
+        return len(result.stored)
+
+    async def _thread_conversation(self, run: _Run, thread: str, title: str | None) -> Conversation:
+        """The sub-agent conversation ``thread`` of the file's session: ``<session>/agent-<thread>``, its child."""
+        assert run.conversation is not None
+        info = run.threads.get(thread, SessionInfo())
+        return await self.store.get_or_create_conversation(
+            agent_id=self.agent_id,
+            session_id=f"{run.conversation.session_id}/agent-{thread}",
+            title=title,
+            source=self.format,
+            parent_id=run.conversation.id,
+            metadata=info.metadata or None,
+        )
 
     def _session_id(self, run: _Run) -> str:
         if self.session_id:
@@ -369,11 +436,29 @@ class _Importer:
             agent_id=self.agent_id,
             session_id=self._session_id(run),
             session_key=self.session_key,
-            title=run.info.title,
+            title=run.title,
             source=self.format,
             parent_id=parent_id,
             metadata=run.info.metadata or None,
         )
+
+
+#: Titles made from a first prompt are cut to this many characters.
+TITLE_CHARS = 80
+
+
+def _prompt_title(message: Message) -> str | None:
+    """A title from a person's message: its first line of typed text (not host-injected, not a
+    ``<command…>`` wrapper), cut to :data:`TITLE_CHARS`; ``None`` when it has none."""
+    for part in message.parts:
+        if not isinstance(part, TextPart) or part.synthetic or part.ignored:
+            continue
+        text = part.text.strip()
+        if not text or text.startswith("<"):
+            continue
+        line = " ".join(text.splitlines()[0].split())
+        return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1] + "…"
+    return None
 
 
 def _resolve(path: str | os.PathLike[str]) -> tuple[Path, bool]:
