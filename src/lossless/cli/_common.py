@@ -36,6 +36,7 @@ from lossless.stores import sqlite_path_from_url
 
 __all__ = [
     "CliState",
+    "cli_words",
     "json_option",
     "open_engine",
     "require_store",
@@ -71,6 +72,27 @@ class _VerbatimConsole(Console):
         options["markup"] = False
         options["emoji"] = False
         return super().render_str(visible(text), **options)
+
+
+#: Tool-call syntax in the core's hints, and the same advice in the command line's own words.
+_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"\bmode=['\"]([a-z_]+)['\"]"), r"--mode \1"),
+    (re.compile(r"\bscope=['\"]([a-z_]+)['\"]"), r"--scope \1"),
+    (re.compile(r"\blcm_(grep|describe|expand)\b"), r"lcm \1"),
+    (re.compile(r"\btoken_cap=([0-9,]+)"), r"--token-cap \1"),
+    (re.compile(r"\blimit=([0-9]+)"), r"--limit \1"),
+    (re.compile(r"\bstart_line=([0-9]+)"), r"--lines \1:"),
+    (re.compile(r"\binclude_messages=true\b"), "--include-messages"),
+    (re.compile(r"\ball_conversations=true\b"), "leaving out --conversation"),
+    (re.compile(r"\bconversation_id\b"), "--conversation"),
+)
+
+
+def cli_words(text: str) -> str:
+    """A hint written for the agent tools (``mode='full_text'``) in the command's words (``--mode full_text``)."""
+    for pattern, replacement in _HINTS:
+        text = pattern.sub(replacement, text)
+    return text
 
 
 def styled(*pieces: str | tuple[str, str]) -> Text:
@@ -137,7 +159,7 @@ def run_command(fn: Callable[P, Awaitable[T]]) -> Callable[P, T]:
         except LcmError as exc:
             if as_json:
                 emit_json({"ok": False, "error": {"type": type(exc).__name__, "message": str(exc)}})
-            stderr().print(styled(("error:", "bold red"), f" {exc}"))
+            stderr().print(styled(("error:", "bold red"), f" {cli_words(str(exc))}"), soft_wrap=True)
             sys.exit(exit_code_for(exc))
 
     return wrapper

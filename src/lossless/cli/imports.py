@@ -60,6 +60,36 @@ def _summary_table(results: list[FileImport | Exception]) -> Table:
     return table
 
 
+def _size(count: int) -> str:
+    value = float(count)
+    for unit in ("B", "KiB", "MiB"):
+        if value < 1024 or unit == "MiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} MiB"  # pragma: no cover
+
+
+def _print_left_out(imported: list[FileImport]) -> None:
+    """What was not stored as messages, by record type with its size, and where sub-agents went."""
+    counts: dict[str, int] = {}
+    sizes: dict[str, int] = {}
+    for result in imported:
+        for kind, count in result.skipped_records.items():
+            counts[kind] = counts.get(kind, 0) + count
+            sizes[kind] = sizes.get(kind, 0) + result.skipped_bytes.get(kind, 0)
+    if counts:
+        table = Table(title="Records not stored as messages (by type)", title_justify="left")
+        table.add_column("record type")
+        table.add_column("records", justify="right")
+        table.add_column("size", justify="right")
+        for kind in sorted(counts, key=lambda k: (-sizes[k], k)):
+            table.add_row(kind, f"{counts[kind]:,}", _size(sizes[kind]))
+        stdout().print(table)
+    for result in imported:
+        for session_id, count in result.subagents.items():
+            stdout().print(f"sub-agent {session_id}: {count:,} new messages (from {_short(result.path)})", soft_wrap=True)
+
+
 @click.command("import")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--full", is_flag=True, help="Re-read every file whole, ignoring the saved read positions.")
@@ -132,6 +162,7 @@ async def import_command(
             )
         else:
             stdout().print(_summary_table(results))
+            _print_left_out([r for r in results if isinstance(r, FileImport)])
             for result in results:
                 if isinstance(result, FileImport) and result.status == "skipped":
                     stderr().print(styled(("skipped", "yellow"), f" {_short(result.path)}: {result.reason}"))

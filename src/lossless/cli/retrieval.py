@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import click
 
-from lossless.cli._common import CliState, emit_json, json_option, open_engine, run_command, stdout
+from lossless.cli._common import CliState, cli_words, emit_json, json_option, open_engine, run_command, stdout
 from lossless.cli.files import parse_lines
 from lossless.errors import InputError
 from lossless.retrieval.dag import DEFAULT_MAX_DEPTH, MAX_DEPTH
@@ -24,7 +24,7 @@ _conversation = click.option(
 
 
 def _print(text: str) -> None:
-    stdout().print(text, markup=False, highlight=False)
+    stdout().print(text, soft_wrap=True)
 
 
 @click.command("grep")
@@ -77,6 +77,8 @@ async def grep_command(
         )
     if as_json:
         emit_json(result.to_dict())
+    elif not result.hits and result.message is not None:
+        _print(cli_words(result.message))  # advice only: no stored text in it
     else:
         _print(result.render())
 
