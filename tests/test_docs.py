@@ -92,6 +92,13 @@ def test_readme_python_quickstart_runs(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "claude-code" in done.stdout and "new messages" in done.stdout
     assert re.search(r"^\d+ messages, \d+ tokens$", done.stdout, flags=re.M)
+    # Run again, as its comment promises: nothing is stored twice.
+    again = subprocess.run(
+        [sys.executable, "-c", block.group(1)], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert again.returncode == 0, again.stderr
+    assert "claude-code 0 new messages" in again.stdout
+    assert again.stdout.split("\n")[0] == done.stdout.split("\n")[0]  # the same context: no duplicates in it
 
 
 @pytest.mark.parametrize(
