@@ -258,6 +258,19 @@ def test_openapi_is_published(base_url: str) -> None:
     assert spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
 
 
+def test_docs_page_is_self_contained(base_url: str) -> None:
+    with client(base_url, token=None) as http:
+        page = http.get("/docs")
+        spec = http.get("/openapi.json").json()
+        assert http.get("/redoc").status_code == 404
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    html = page.text
+    assert "<script" not in html and "http://" not in html and "https://" not in html  # nothing loaded from elsewhere
+    for path in spec["paths"]:
+        assert f"<code>{path}</code>" in html
+    assert "/openapi.json" in html
+
+
 def test_loopback_detection() -> None:
     assert all(is_loopback(h) for h in ("127.0.0.1", "localhost", "::1", "[::1]", "127.8.9.1"))
     assert not any(is_loopback(h) for h in ("0.0.0.0", "::", "192.168.1.2", "example.com"))

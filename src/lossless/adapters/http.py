@@ -48,6 +48,7 @@ from lossless.adapters.service import (
     summary_dict,
     tool_specs,
 )
+from lossless.adapters.http_docs import docs_page
 from lossless.config import Config
 from lossless.engine import VERSION, ContextEngine
 from lossless.errors import (
@@ -72,7 +73,7 @@ try:
     import prometheus_client
     from fastapi import APIRouter, Depends, FastAPI, Query, Request
     from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import JSONResponse, Response
+    from fastapi.responses import HTMLResponse, JSONResponse, Response
     from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
     from pydantic import BaseModel, ConfigDict, Field
     from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -632,8 +633,16 @@ def create_app(config: Config, *, engines: Engines | None = None) -> FastAPI:
         description="Lossless context memory for LLM agents: ingest, assemble, compact, search and read back. "
         "Errors always have the shape {error: {type, message, status, retryable}}.",
         lifespan=lifespan,
+        docs_url=None,  # FastAPI's pages load their scripts from a CDN: /docs is rendered here instead
+        redoc_url=None,
     )
     app.state.lcm = state
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        """The API reference as one self-contained page (works offline)."""
+        return HTMLResponse(docs_page(app.openapi()))
+
     app.include_router(router)
     _add_tool_routes(app)
     app.add_exception_handler(LcmError, on_lcm_error)
