@@ -64,7 +64,9 @@ async def run_loop(engine: ContextEngine, model: AsyncOpenAI, model_name: str, *
         )
         summaries = context.summaries_included
         compacted = f", compacted to {done.context_tokens} tokens" if done.compaction else ""
-        print(f"turn {turn + 1:>2}: sent {len(messages):>2} messages, ~{sent} tokens ({summaries} summaries){compacted}")
+        print(
+            f"turn {turn + 1:>2}: sent {len(messages):>2} messages, ~{sent} tokens ({summaries} summaries){compacted}"
+        )
         if done.error:
             print(f"         after_turn reported: {done.error}")
     stored = await engine.messages(session)

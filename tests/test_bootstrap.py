@@ -110,8 +110,10 @@ async def test_stored_text_accounts_for_every_claude_code_transcript(engine: Con
     for conversation in await engine.conversations(limit=10_000):
         for message in await engine.messages(conversation.id):
             _strings(message.to_dict(), pieces)
-        for stored in await engine.store.list_large_files(conversation.id):
-            pieces.append((await engine.read_file(stored.id)).decode("utf-8", "replace"))
+        pieces += [
+            (await engine.read_file(stored.id)).decode("utf-8", "replace")
+            for stored in await engine.store.list_large_files(conversation.id)
+        ]
     whole = {piece.strip() for piece in pieces}
     stored_text = "\n".join(pieces)
     for path, result in zip(paths, results, strict=True):

@@ -77,9 +77,7 @@ def test_every_cited_id_opens(tmp_path: Path) -> None:
     hits = json.loads(run(db, "grep", "window", "--scope", "messages", "--limit", "1", "--json").stdout)["matches"]
     cited = hits[0]["citation"].strip("[]")
     assert cited == f"msg#{hits[0]['id']}"
-    record = next(
-        m for m in json.loads(run(db, "messages", "1", "--json").stdout) if f"msg#{m['id']}" == cited
-    )
+    record = next(m for m in json.loads(run(db, "messages", "1", "--json").stdout) if f"msg#{m['id']}" == cited)
     shown = run(db, "show", cited)
     assert shown.exit_code == 0 and cited in shown.stdout and record["content"] in shown.stdout
     raw = run(db, "show", cited, "--raw")

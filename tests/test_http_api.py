@@ -380,9 +380,10 @@ def test_retrieval_and_memory_over_http(base_url: str) -> None:
             assert http.post("/v1/grep", json={"pattern": "topic\u0000 3", "mode": mode}).status_code == 200
         assert_error(http.post("/v1/grep", json={}), 400, "InputError")
         # An invalid query is a 400 with the one error shape, on both routes; no matches is a 200.
-        assert "regular expression" in assert_error(http.post("/v1/grep", json={"pattern": "("}), 400, "InputError")[
-            "message"
-        ]
+        assert (
+            "regular expression"
+            in assert_error(http.post("/v1/grep", json={"pattern": "("}), 400, "InputError")["message"]
+        )
         assert_error(http.post("/v1/tools/lcm_grep", json={"pattern": "("}), 400, "InputError")
         assert http.post("/v1/grep", json={"pattern": "nowhere to be found"}).json()["matches"] == []
         # Every cited id opens: describe takes the msg#N of a grep match.

@@ -61,9 +61,8 @@ def test_every_parameter_of_every_tool_is_described() -> None:
             if not value.get("description"):
                 missing.append(path + key)
             items = value.get("items")
-            if value.get("type") == "array" and isinstance(items, dict) and items.get("type") == "object":
-                if "properties" in items:
-                    missing += undescribed(items, f"{path}{key}[].")
+            if value.get("type") == "array" and isinstance(items, dict) and "properties" in items:
+                missing += undescribed(items, f"{path}{key}[].")
         return missing
 
     names = ["lcm_grep", "lcm_describe", "lcm_expand", "lcm_expand_query", "lcm_ingest", "lcm_compact"]

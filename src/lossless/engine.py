@@ -40,7 +40,7 @@ from zoneinfo import ZoneInfo
 
 import anyio
 
-from lossless._version import VERSION
+from lossless._version import VERSION as VERSION  # re-exported: the adapters name it from here
 from lossless.assembly import AssembledContext, RenderCache, assemble
 from lossless.bootstrap import FileImport, discover_transcripts, import_transcript
 from lossless.compaction import CompactionResult, Compactor, Mode

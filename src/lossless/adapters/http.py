@@ -33,6 +33,7 @@ from typing import Annotated, Any, Literal
 
 import anyio
 
+from lossless.adapters.http_docs import docs_page
 from lossless.adapters.service import (
     Engines,
     after_turn_dict,
@@ -48,7 +49,6 @@ from lossless.adapters.service import (
     summary_dict,
     tool_specs,
 )
-from lossless.adapters.http_docs import docs_page
 from lossless.config import Config
 from lossless.engine import VERSION, ContextEngine
 from lossless.errors import (

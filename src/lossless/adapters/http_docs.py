@@ -52,7 +52,9 @@ def _operation(path: str, method: str, op: Mapping[str, Any]) -> str:
         for p in parameters:
             required = " (required)" if p.get("required") else ""
             described = f": {escape(str(p['description']))}" if p.get("description") else ""
-            out.append(f"<li><code>{escape(str(p.get('name')))}</code> in {escape(str(p.get('in')))}{required}{described}</li>")
+            out.append(
+                f"<li><code>{escape(str(p.get('name')))}</code> in {escape(str(p.get('in')))}{required}{described}</li>"
+            )
         out.append("</ul>")
     body = (op.get("requestBody") or {}).get("content") or {}
     for media, content in body.items():
@@ -85,6 +87,9 @@ def docs_page(spec: Mapping[str, Any]) -> str:
     parts.append("<h2 id='schemas'>Schemas</h2>")
     for name, schema in ((spec.get("components") or {}).get("schemas") or {}).items():
         text = escape(json.dumps(schema, indent=2, ensure_ascii=False))
-        parts.append(f"<details id='schema-{escape(name)}'><summary><code>{escape(name)}</code></summary><pre>{text}</pre></details>")
+        anchor = escape(name)
+        parts.append(
+            f"<details id='schema-{anchor}'><summary><code>{anchor}</code></summary><pre>{text}</pre></details>"
+        )
     parts.append("</body></html>")
     return "\n".join(parts)

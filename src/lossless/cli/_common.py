@@ -29,8 +29,8 @@ from rich.console import Console
 from rich.text import Text
 
 from lossless.cli._state import CliState
-from lossless.engine import ContextEngine
 from lossless.config import Config
+from lossless.engine import ContextEngine
 from lossless.errors import LcmError, NotFoundError, exit_code_for
 from lossless.stores import sqlite_path_from_url
 
@@ -122,7 +122,7 @@ def require_store(config: Config) -> None:
     """Refuse a missing SQLite file: a command that only reads says so instead of creating an empty store
     (and the folders above it) at a mistyped path."""
     url = config.database_url
-    if not url.startswith("sqlite:///"):
+    if url is None or not url.startswith("sqlite:///"):
         return
     path = Path(sqlite_path_from_url(url)).expanduser()
     if str(path) != ":memory:" and not path.exists():

@@ -51,7 +51,9 @@ def _print_report(report: IntegrityReport, title: str) -> None:
 def _print_plan(plan: RepairPlan) -> None:
     out = stdout()
     if plan.repairs:
-        out.print(styled((f"{len(plan.repairs)} repairs", "bold"), " (non-destructive; run with --apply to carry them out):"))
+        out.print(
+            styled((f"{len(plan.repairs)} repairs", "bold"), " (non-destructive; run with --apply to carry them out):")
+        )
         for repair in plan.repairs:
             out.print(f"  - {repair.description}")
     else:

@@ -87,7 +87,9 @@ def _print_left_out(imported: list[FileImport]) -> None:
         stdout().print(table)
     for result in imported:
         for session_id, count in result.subagents.items():
-            stdout().print(f"sub-agent {session_id}: {count:,} new messages (from {_short(result.path)})", soft_wrap=True)
+            stdout().print(
+                f"sub-agent {session_id}: {count:,} new messages (from {_short(result.path)})", soft_wrap=True
+            )
 
 
 @click.command("import")

@@ -92,7 +92,9 @@ async def migrate_command(state: CliState, source: str, target: str, as_json: bo
             out.print(styled("integrity of the target: ", ("no problems found", "green")))
         else:
             out.print(
-                styled("integrity of the target: ", (f"{len(report.problems)} problems", "red"), " (run lcm doctor on it)")
+                styled(
+                    "integrity of the target: ", (f"{len(report.problems)} problems", "red"), " (run lcm doctor on it)"
+                )
             )
     if not ok:
         sys.exit(PROBLEMS_FOUND)

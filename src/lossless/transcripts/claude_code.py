@@ -121,14 +121,19 @@ def _conversation_message(
     )
 
 
-def _agent_progress(record: Mapping[str, Any], item: JsonLine, context: ReadContext, fallback: datetime | None) -> Iterator[Event]:
+def _agent_progress(
+    record: Mapping[str, Any], item: JsonLine, context: ReadContext, fallback: datetime | None
+) -> Iterator[Event]:
     """A sub-agent's message recorded inline: an entry of the sub-agent's conversation (its thread)."""
     data = mapping(record.get("data"))
     inner = mapping(data.get("message"))
     kind, key, message = inner.get("type"), inner.get("uuid"), inner.get("message")
     agent = data.get("agentId") or record.get("parentToolUseID")
-    if kind not in ("user", "assistant") or not isinstance(key, str) or not isinstance(message, Mapping) or not (
-        isinstance(agent, str) and agent
+    if (
+        kind not in ("user", "assistant")
+        or not isinstance(key, str)
+        or not isinstance(message, Mapping)
+        or not (isinstance(agent, str) and agent)
     ):
         yield Skipped(item.line, "progress:agent_progress", item.end_offset, size=len(item.raw))
         return

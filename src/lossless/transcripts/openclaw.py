@@ -111,7 +111,9 @@ class OpenClawReader:
                     message = pi_compaction(record, when=when, key=node.id)
                 events.append((node.item.start_offset, Entry(node.id, message, node.item.line, node.item.end_offset)))
             else:
-                skipped = Skipped(node.item.line, _kind(record), node.item.end_offset, key=node.id, size=len(node.item.raw))
+                skipped = Skipped(
+                    node.item.line, _kind(record), node.item.end_offset, key=node.id, size=len(node.item.raw)
+                )
                 events.append((node.item.start_offset, skipped))
         # Path order is file order for a linear file; for a branched one, entries of the path are still
         # appended in time order, so sorting by offset keeps the path's order and interleaves the skips.

@@ -51,9 +51,7 @@ CHUNK = 500  # ids per IN (…) list; well under SQLite's variable limit
 _NEWEST = (
     "(SELECT m.created_at FROM messages m WHERE m.conversation_id = c.conversation_id ORDER BY m.seq DESC LIMIT 1)"
 )
-LAST_ACTIVITY = (
-    f"coalesce(max(coalesce({_NEWEST}, c.archived_at), coalesce(c.archived_at, {_NEWEST})), c.updated_at)"
-)
+LAST_ACTIVITY = f"coalesce(max(coalesce({_NEWEST}, c.archived_at), coalesce(c.archived_at, {_NEWEST})), c.updated_at)"
 CONVERSATION_COLUMNS = (
     "c.conversation_id, c.agent_id, c.session_id, c.session_key, c.parent_conversation_id, c.title, c.source, "
     f"c.active, c.archived_at, c.created_at, {LAST_ACTIVITY}, c.metadata"
