@@ -133,6 +133,19 @@ async def test_stored_text_accounts_for_every_claude_code_transcript(engine: Con
         assert family[session_id].title  # titled by the prompt the sub-agent was given
 
 
+async def test_untitled_sessions_get_their_first_prompt_and_last_activity(engine: ContextEngine, corpus: Path) -> None:
+    """A transcript with no title record is titled by the first thing typed; its last activity is
+    its newest message's time, not the time of the import."""
+    path = corpus / "marot-spotter" / "4d5611e5-241a-462a-8d15-5122611a9569.jsonl"
+    result = await engine.bootstrap(path)
+    [conversation] = [c for c in await engine.conversations() if c.id == result.conversation_id]
+    assert conversation.title is not None and conversation.title.startswith("Work on bead spotter-dov.")
+    assert len(conversation.title) <= 80
+    last = (await engine.messages(conversation.id, tail=1))[0]
+    assert conversation.updated_at == last.created_at
+    assert conversation.updated_at < conversation.created_at  # written long before it was imported
+
+
 async def test_subagent_conversations_hang_off_their_session(engine: ContextEngine, corpus: Path) -> None:
     folder = corpus / "marot-spotter"
     await engine.import_paths([folder])
