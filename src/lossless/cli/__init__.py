@@ -4,7 +4,8 @@ Commands: ``import``, ``conversations``, ``messages``, ``files``, ``file``, ``co
 ``summaries``, ``compactions``, ``replay``, ``stats``, ``config show``, ``grep``, ``describe``, ``expand``, ``show``,
 ``doctor``,
 ``prune``, ``vacuum``, ``migrate``, ``worker``, ``jobs``, ``serve`` (the HTTP API), ``mcp`` (the MCP server)
-and ``grants`` (create, show, revoke expansion grants for ``mcp --grant``).
+``grants`` (create, show, revoke expansion grants for ``mcp --grant``), and
+``install`` / ``uninstall claude-code`` (hooks and the MCP server for Claude Code).
 Every command honours ``--database`` (else ``LCM_DATABASE_URL``, the config file, or SQLite in the
 data directory) and prints JSON with ``--json``.
 ``memory …`` (add, search, explain, list, forget, update, export, import, stats,
@@ -47,6 +48,7 @@ COMMANDS: dict[str, str] = {
     "worker": "lossless.cli.worker:worker_command",
     "jobs": "lossless.cli.worker:jobs_group",
     "serve": "lossless.cli.serve:serve_command",
+    "ui": "lossless.cli.serve:ui_command",
     "mcp": "lossless.cli.serve:mcp_command",
     "grants": "lossless.cli.grants:grants_group",
     "grep": "lossless.cli.retrieval:grep_command",
@@ -54,6 +56,9 @@ COMMANDS: dict[str, str] = {
     "expand": "lossless.cli.retrieval:expand_command",
     "show": "lossless.cli.retrieval:show_command",
     "memory": "lossless.cli.memory:memory_group",
+    "install": "lossless.cli.integrations:install_group",
+    "uninstall": "lossless.cli.integrations:uninstall_group",
+    "hook": "lossless.cli.integrations:hook_group",
 }
 
 

@@ -168,6 +168,22 @@ async def import_command(
             for result in results:
                 if isinstance(result, FileImport) and result.status == "skipped":
                     stderr().print(styled(("skipped", "yellow"), f" {_short(result.path)}: {result.reason}"))
+                if isinstance(result, FileImport) and result.repaired:
+                    stderr().print(
+                        styled(
+                            ("note", "yellow"),
+                            f" {_short(result.path)}: {result.repaired} message(s) held invalid UTF-8 or "
+                            "Unicode, stored with U+FFFD in its place (the exact original is kept with each)",
+                        )
+                    )
+                if isinstance(result, FileImport) and result.left_out:
+                    stderr().print(
+                        styled(
+                            ("note", "yellow"),
+                            f" {_short(result.path)}: {result.left_out} entr(y/ies) older than the newest "
+                            "message already stored were left out (bootstrap imports what follows it)",
+                        )
+                    )
             for error in failures:
                 stderr().print(styled(("error:", "bold red"), f" {error}"))
         if failures:
