@@ -397,7 +397,8 @@ def transcript_messages(path: Path) -> list[Message]:
     assert format_name is not None
     with path.open("rb") as stream:
         events = list(reader_for(format_name).read(stream, ReadContext(str(path))))
-    return [replace(e.message, event_key=None) for e in events if isinstance(e, Entry)]
+    # The session's own messages: those of sub-agents recorded inline go to their own conversations.
+    return [replace(e.message, event_key=None) for e in events if isinstance(e, Entry) and e.thread is None]
 
 
 async def test_live_ingest_then_bootstrap_of_every_corpus_transcript_stores_each_message_once(
@@ -420,7 +421,8 @@ async def test_live_ingest_then_bootstrap_of_every_corpus_transcript_stores_each
         for kept, sent in zip(stored, messages, strict=True):
             if kept.content != sent.content:  # a large file stored aside: put back, it is the same text
                 assert (await engine.restore_message(kept)).content == sent.content, path
-        assert (result.stored, result.duplicates, result.left_out) == (len(messages) - live, live, 0)
+        own = result.stored - sum(result.subagents.values())
+        assert (own, result.duplicates, result.left_out) == (len(messages) - live, live, 0)
 
 
 async def test_bootstrap_imports_only_what_follows_the_anchor(engine: ContextEngine, tmp_path: Path) -> None:

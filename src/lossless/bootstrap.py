@@ -49,6 +49,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
+import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -577,6 +578,7 @@ class _Importer:
 
 #: Titles made from a first prompt are cut to this many characters.
 TITLE_CHARS = 80
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _prompt_title(message: Message) -> str | None:
@@ -588,7 +590,7 @@ def _prompt_title(message: Message) -> str | None:
         text = part.text.strip()
         if not text or text.startswith("<"):
             continue
-        line = " ".join(text.splitlines()[0].split())
+        line = _LONE_SURROGATE.sub("\ufffd", " ".join(text.splitlines()[0].split()))  # a title is plain Unicode
         return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1] + "…"
     return None
 
