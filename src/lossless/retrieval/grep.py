@@ -386,8 +386,8 @@ async def grep(store: Store, options: GrepOptions, conversation_ids: tuple[int, 
             "search through a Retriever (or the engine)"
         )
     plan = _plan(options)
-    if isinstance(plan, str):
-        return GrepResult(options, message=plan, conversations=len(conversation_ids))
+    if isinstance(plan, str):  # an invalid query is an error, never an empty result
+        raise InputError(plan)
     scopes: list[Literal["messages", "summaries"]] = (
         ["messages", "summaries"] if options.scope == "both" else [options.scope]
     )
