@@ -22,9 +22,9 @@ question is then asked **within its own conversation**, as an agent would, throu
 
 Reported per conversation and overall: Recall@1/5/10/25/50 (share of a question's evidence messages in the
 top k, averaged over questions), MRR, NDCG@10, p50/p95 latency per question and each method's R@10 against the
-baseline's (difference in points and ratio).  Latency excludes embedding the question: every question's
-embedding is computed (and cached by the engine) before the timed loop; that cost is reported on its own
-("query embedding").  The vector indexes are built before timing too (one warm-up search per conversation).
+baseline's (difference in points and ratio).  Latency excludes embedding the question: an untimed pass of each
+embedding method first embeds (and the engine caches) whatever text it embeds for each question; that cost
+is reported on its own ("query embedding", per text, uncached).  The vector indexes are built before timing too (one warm-up search per conversation).
 """
 
 from __future__ import annotations
@@ -233,6 +233,11 @@ async def evaluate(dataset: dict[str, Any], methods: Sequence[str], workdir: Pat
         }
         results: dict[str, Any] = {"overall": {}, "by_conversation": {}, "by_type": {}, "fallbacks": {}}
         for name in methods:
+            if name in ("semantic", "hybrid", "summary"):
+                # Untimed pass: whatever text the product embeds for a question (the question, its
+                # keywords) is embedded and cached now, so the timed pass excludes query embedding.
+                for question in questions:
+                    await rankers[name](question)
             per_question: list[tuple[dict[str, Any], dict[str, float], float]] = []
             for question in questions:
                 start = time.perf_counter()

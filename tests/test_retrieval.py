@@ -455,3 +455,15 @@ async def test_hits_come_back_with_neighbouring_turns(engine: ContextEngine) -> 
     for bad in (-1, 6, True, "2"):
         with pytest.raises(InputError, match="context must be an integer from 0 to 5"):
             await engine.grep("TimeoutError", context=bad)  # type: ignore[arg-type]
+
+
+async def test_the_grep_tool_takes_context(engine: ContextEngine) -> None:
+    from lossless.retrieval.toolcalls import call_tool
+
+    await seeded(engine)
+    retriever = Retriever(engine.store)
+    found = await call_tool(retriever, caller(), "lcm_grep", {"pattern": "TimeoutError", "context": 1})
+    assert not found.error and "(after) [msg#" in found.text
+    assert len(found.data["matches"][0]["context"]) == 2  # type: ignore[index,arg-type]
+    bad = await call_tool(retriever, caller(), "lcm_grep", {"pattern": "TimeoutError", "context": 9})
+    assert bad.error and "context" in bad.text

@@ -79,14 +79,21 @@ async def _semantic_scores(
 ) -> dict[int | str, tuple[float, int]]:
     """Item id → (cosine, conversation id)."""
     allowed = set(conversation_ids)
-    text = options.pattern
-    if SEMANTIC_QUERY == "keywords" and words:
-        text = " ".join(words)
-    if scope == "messages":
-        hits = await search.search(text, list(conversation_ids), limit=DEPTH, mode="semantic")
-        return {h.message_id: (h.score, h.conversation_id) for h in hits if h.conversation_id in allowed}
-    found = await search.search_summaries(text, list(conversation_ids), limit=DEPTH, mode="semantic")
-    return {h.summary_id: (h.score, h.conversation_id) for h in found if h.conversation_id in allowed}
+    texts = [options.pattern]
+    if words and " ".join(words) != options.pattern:
+        texts = {"keywords": [" ".join(words)], "both": [options.pattern, " ".join(words)]}.get(SEMANTIC_QUERY, texts)
+    out: dict[int | str, tuple[float, int]] = {}
+    for text in texts:
+        if scope == "messages":
+            hits = await search.search(text, list(conversation_ids), limit=DEPTH, mode="semantic")
+            found = [(h.message_id, h.score, h.conversation_id) for h in hits]
+        else:
+            summaries = await search.search_summaries(text, list(conversation_ids), limit=DEPTH, mode="semantic")
+            found = [(h.summary_id, h.score, h.conversation_id) for h in summaries]
+        for key, score, conversation_id in found:
+            if conversation_id in allowed and score > out.get(key, (float("-inf"), 0))[0]:
+                out[key] = (score, conversation_id)
+    return out
 
 
 def _boost(scores: dict[int | str, float], when: dict[int | str, datetime], window: TimeWindow | None) -> None:
