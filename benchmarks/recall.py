@@ -24,7 +24,8 @@ Reported per conversation and overall: Recall@1/5/10/25/50 (share of a question'
 top k, averaged over questions), MRR, NDCG@10, p50/p95 latency per question and each method's R@10 against the
 baseline's (difference in points and ratio).  Latency excludes embedding the question: an untimed pass of each
 embedding method first embeds (and the engine caches) whatever text it embeds for each question; that cost
-is reported on its own ("query embedding", per text, uncached).  The vector indexes are built before timing too (one warm-up search per conversation).
+is reported on its own ("query embedding", per text, uncached).  The vector indexes are built before timing
+too (one warm-up search per conversation).
 """
 
 from __future__ import annotations
