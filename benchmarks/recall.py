@@ -128,7 +128,9 @@ def quick_subset(dataset: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def evaluate(dataset: dict[str, Any], methods: Sequence[str], workdir: Path) -> dict[str, Any]:
+async def evaluate(
+    dataset: dict[str, Any], methods: Sequence[str], workdir: Path, padding: Sequence[dict[str, Any]] = ()
+) -> dict[str, Any]:
     url = f"sqlite:///{workdir / 'recall.db'}"
     settings = {
         "fresh_tail_count": 8,
@@ -143,6 +145,14 @@ async def evaluate(dataset: dict[str, Any], methods: Sequence[str], workdir: Pat
     key_of: dict[int, str] = {}
     try:
         started = time.perf_counter()
+        for conversation in padding:  # stored, never asked about: a larger store to search within
+            await engine.ingest_batch(
+                f"pad-{conversation['id']}",
+                [
+                    Message(m["role"], m["content"], created_at=parse_timestamp(m["created_at"]))
+                    for m in conversation["messages"]
+                ],
+            )
         for conversation in dataset["conversations"]:
             messages = [
                 Message(m["role"], m["content"], event_key=m["id"], created_at=parse_timestamp(m["created_at"]))
@@ -256,6 +266,7 @@ async def evaluate(dataset: dict[str, Any], methods: Sequence[str], workdir: Pat
             "conversations": len(dataset["conversations"]),
             "messages": sum(len(c["messages"]) for c in dataset["conversations"]),
             "questions": len(questions),
+            "stored_messages": sum(len(c["messages"]) for c in [*dataset["conversations"], *padding]),
             "memories": (await service.stats()).current if "memory" in methods else 0,
         }
         return results
@@ -288,6 +299,11 @@ def main() -> int:
     parser.add_argument("--dataset", type=Path, help="any file of the same shape (overrides --split)")
     parser.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated, of {', '.join(METHODS)}")
     parser.add_argument("--per-conversation", action="store_true", help="print a table per conversation too")
+    parser.add_argument(
+        "--pad-with",
+        choices=tuple(SPLITS),
+        help="also store that split's conversations (never asked about), for a larger store",
+    )
     args = parser.parse_args()
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = [m for m in methods if m not in METHODS]
@@ -299,13 +315,16 @@ def main() -> int:
     dataset = json.loads(path.read_text(encoding="utf-8"))
     if args.quick:
         dataset = quick_subset(dataset)
+    padding: list[dict[str, Any]] = []
+    if args.pad_with:
+        padding = json.loads(SPLITS[args.pad_with].read_text(encoding="utf-8"))["conversations"]
     with tempfile.TemporaryDirectory() as tmp:
-        results = anyio.run(evaluate, dataset, methods, Path(tmp))
+        results = anyio.run(evaluate, dataset, methods, Path(tmp), padding)
     counts, timings = results["counts"], results["timings"]
     print(
         f"\nrecall — {path.name}{' (quick)' if args.quick else ''}: {counts['questions']} questions, "
-        f"{counts['messages']:,} messages in {counts['conversations']} conversations; each question asked within "
-        "its conversation"
+        f"{counts['messages']:,} messages in {counts['conversations']} conversations ({counts['stored_messages']:,} "
+        "stored in all); each question asked within its conversation"
     )
     print("setup: " + ", ".join(f"{k} {v:.1f}" for k, v in timings.items()))
     base = results["overall"]["baseline"]

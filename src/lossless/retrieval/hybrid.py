@@ -49,9 +49,9 @@ __all__ = ["DEPTH", "SUMMARY_SHARE", "hybrid_hits"]
 DEPTH = 100
 #: How many summaries lend their score to the messages under them, and what share.
 SUMMARY_FANOUT = 5
-SUMMARY_SHARE = 0.25
+SUMMARY_SHARE = 0.0
 #: What the meaning side embeds: the question as written ("question") or its keywords ("keywords").
-SEMANTIC_QUERY = "question"
+SEMANTIC_QUERY = "keywords"
 
 Scope = Literal["messages", "summaries"]
 
@@ -135,7 +135,8 @@ async def hybrid_hits(
     words = keywords(options.pattern, probe) if keyword else []
     scores = await _fused(store, options, conversation_ids, search, scope, words)
     if scope == "messages":
-        await _summary_first(store, options, conversation_ids, search, words, scores)
+        if SUMMARY_SHARE > 0:
+            await _summary_first(store, options, conversation_ids, search, words, scores)
         ranked = best_first(scores)[: DEPTH * 2]
         records = {m.id: m for m in await store.get_messages_by_id([int(k) for k, _ in ranked])}
         neighbours = await _neighbours(store, list(records.values()))

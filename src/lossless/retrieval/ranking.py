@@ -10,10 +10,10 @@ Invariants:
 * **Keywords never vanish.**  :func:`keywords` drops stopwords and time words, but a question made
   only of them keeps its words (so no question ranks on nothing).
 * **Fusion is of normalised scores.**  Each ranking's scores are scaled to ``[0, 1]`` over its own
-  candidates (best = 1, the worst kept = 0 for BM25; cosine similarity is kept as it is, clipped
-  at 0) before the weighted sum, so one ranker's scale never drowns the other's; an id one ranker
-  did not return scores 0 there.  :data:`KEYWORD_WEIGHT` was chosen on the dev split of
-  ``benchmarks/data/recall-dev.json`` (see docs/retrieval.md), never on the test split.
+  candidates (min-max: its best = 1, its worst = 0) before the weighted sum, so one ranker's scale
+  never drowns the other's; an id one ranker did not return scores 0 there.  The weights here were
+  chosen on the dev split ``benchmarks/data/recall-dev.json`` (docs/retrieval.md has the table),
+  never on the test split.
 * **Time expressions boost, never filter.**  "in May 2024", "last May", "in 2023", "last month",
   "two weeks ago" become a window; items inside it get :data:`TIME_BOOST` added.  A misread
   expression can only reorder, never hide, a match.
@@ -47,13 +47,11 @@ __all__ = [
 K = TypeVar("K")
 
 #: Weight of the keyword (BM25) side in hybrid fusion; the semantic side gets ``1 - KEYWORD_WEIGHT``.
-KEYWORD_WEIGHT = 0.5
-#: How scores are made comparable before fusion: "minmax" both sides, "cosine" (keyword min-max, cosine as is), "rrf".
-FUSION = "minmax"
+KEYWORD_WEIGHT = 0.3
 #: Share of a neighbouring turn's score a message inherits (see :func:`with_neighbours`).
 NEIGHBOUR_SHARE = 0.3
 #: Added to the fused score of an item inside a question's time window.
-TIME_BOOST = 0.15
+TIME_BOOST = 0.1
 
 #: Words that carry no topic in a question (English function words and question glue).
 STOPWORDS = frozenset(
@@ -170,26 +168,13 @@ def _normalised(scores: Mapping[K, float]) -> dict[K, float]:
 def fuse(
     keyword: Mapping[K, float], semantic: Mapping[K, float], *, keyword_weight: float = KEYWORD_WEIGHT
 ) -> dict[K, float]:
-    """Weighted sum of min-max-normalised keyword scores (higher = better) and cosine similarities (clipped at 0)."""
-    if FUSION == "rrf":
-        return _rrf(keyword, semantic, keyword_weight)
+    """Weighted sum of the min-max-normalised keyword scores (higher = better) and cosine similarities."""
     words = _normalised(keyword)
-    if FUSION == "minmax":
-        vectors = _normalised(semantic)
-    else:
-        vectors = {key: max(0.0, value) for key, value in semantic.items()}
+    vectors = _normalised(semantic)
     fused: dict[K, float] = {}
     for key in dict.fromkeys([*words, *vectors]):
         fused[key] = keyword_weight * words.get(key, 0.0) + (1 - keyword_weight) * vectors.get(key, 0.0)
     return fused
-
-
-def _rrf(keyword: Mapping[K, float], semantic: Mapping[K, float], keyword_weight: float) -> dict[K, float]:
-    out: dict[K, float] = {}
-    for weight, scores in ((keyword_weight, keyword), (1 - keyword_weight, semantic)):
-        for rank, (key, _) in enumerate(sorted(scores.items(), key=lambda kv: -kv[1]), 1):
-            out[key] = out.get(key, 0.0) + 2 * weight * 30 / (30 + rank)
-    return out
 
 
 def with_neighbours(
