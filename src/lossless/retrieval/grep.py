@@ -257,7 +257,7 @@ class GrepResult:
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, JSONValue]:
-        return {
+        out: dict[str, JSONValue] = {
             "pattern": self.options.pattern,
             "mode": self.options.mode,
             "scope": self.options.scope,
@@ -265,7 +265,11 @@ class GrepResult:
             "matches": [h.to_dict() for h in self.hits],
             "more": self.more,
             "message": self.message,
-        } | ({"fallback": "any_word", "notes": list(self.notes)} if self.fallback else {})
+        }
+        if self.fallback:
+            out["fallback"] = "any_word"
+            out["notes"] = [str(note) for note in self.notes]
+        return out
 
 
 def compile_regex(pattern: str) -> tuple[Any, str | None]:
@@ -527,11 +531,10 @@ async def with_context(store: Store, result: GrepResult) -> GrepResult:
         return result
     hits: list[GrepHit] = []
     cache: dict[tuple[int, int], list[Any]] = {}
+    wanted = [h.ref for h in result.hits if h.scope == "messages" and isinstance(h.ref, int)]
+    records = {m.id: m for m in await store.get_messages_by_id(wanted)}
     for hit in result.hits:
-        if hit.scope != "messages" or not isinstance(hit.ref, int):
-            hits.append(hit)
-            continue
-        (record,) = await store.get_messages_by_id([hit.ref]) or [None]
+        record = records.get(hit.ref) if hit.scope == "messages" and isinstance(hit.ref, int) else None
         if record is None:
             hits.append(hit)
             continue

@@ -84,6 +84,7 @@ async def _semantic_scores(
         texts = {"keywords": [" ".join(words)], "both": [options.pattern, " ".join(words)]}.get(SEMANTIC_QUERY, texts)
     out: dict[int | str, tuple[float, int]] = {}
     for text in texts:
+        found: list[tuple[int | str, float, int]]
         if scope == "messages":
             hits = await search.search(text, list(conversation_ids), limit=DEPTH, mode="semantic")
             found = [(h.message_id, h.score, h.conversation_id) for h in hits]
