@@ -36,7 +36,7 @@ from lossless.retrieval.dag import (
     validate_expand_options,
 )
 from lossless.retrieval.files import grep_files
-from lossless.retrieval.grep import SEMANTIC_MODES, GrepOptions, GrepResult, grep
+from lossless.retrieval.grep import SEMANTIC_MODES, GrepOptions, GrepResult, grep, with_context
 from lossless.retrieval.semantic import SemanticSearch, grep_semantic
 
 __all__ = ["FileView", "MessageView", "Retriever", "message_id_of"]
@@ -171,8 +171,10 @@ class Retriever:
         if options.scope == "files":
             return await grep_files(self.store, options, reach.conversation_ids, self._read_file)
         if options.mode in SEMANTIC_MODES:
-            return await grep_semantic(self.store, options, reach.conversation_ids, self.semantic_search())
-        return await grep(self.store, options, reach.conversation_ids)
+            found = await grep_semantic(self.store, options, reach.conversation_ids, self.semantic_search())
+        else:
+            found = await grep(self.store, options, reach.conversation_ids)
+        return await with_context(self.store, found)
 
     # -- describe
 
