@@ -45,7 +45,7 @@ from lossless.retrieval.dag import (
     validate_expand_options,
 )
 from lossless.retrieval.files import grep_files
-from lossless.retrieval.grep import SEMANTIC_MODES, GrepOptions, GrepResult, grep
+from lossless.retrieval.grep import SEMANTIC_MODES, GrepOptions, GrepResult, grep, with_context
 from lossless.retrieval.semantic import SemanticSearch, grep_semantic
 from lossless.tokens import EstimatingCounter, TokenCounter
 
@@ -182,10 +182,12 @@ class Retriever:
         reach = await self.reach(caller, conversation_id=conversation_id, all_conversations=all_conversations)
         if options.scope == "files":
             result = await grep_files(self.store, options, reach.conversation_ids, self._read_file)
-        elif options.mode in SEMANTIC_MODES:
-            result = await grep_semantic(self.store, options, reach.conversation_ids, self.semantic_search())
         else:
-            result = await grep(self.store, options, reach.conversation_ids)
+            if options.mode in SEMANTIC_MODES:
+                found = await grep_semantic(self.store, options, reach.conversation_ids, self.semantic_search())
+            else:
+                found = await grep(self.store, options, reach.conversation_ids)
+            result = await with_context(self.store, found)
         if reach.grant is None or not result.hits:
             return result
         costs = [self.counter.count(hit.render()) for hit in result.hits]
