@@ -469,7 +469,7 @@ def fragment_reason(text: str) -> str | None:
         if cjk < 4:
             return "too short"
         return None if _END.search(stripped) or stripped[-1] in "。！？" else "unfinished"
-    words = _WORD.findall(stripped)
+    words = _WORD.findall(re.sub(r"\([^()]*\)", " ", stripped))  # a parenthesis is no part of the clause
     if len(words) < 3:
         return "too short"
     if not _END.search(stripped):

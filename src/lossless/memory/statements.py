@@ -319,6 +319,7 @@ def third_person(sentence: str, speaker: str, other: str | None = None) -> str:
     sentence = re.sub(r"(?<![\w'’-])i(?=(?:'m|’m|'ve|’ve|'ll|’ll|'d|’d)?\s)", "I", sentence)  # a lower-case "i"
     for pattern, template in _CONTRACTIONS:
         sentence = pattern.sub(template.replace("{S}", speaker).replace("{W}", group), sentence)
+    sentence = re.sub(r"(?<=\band )I\b|\bI(?= and\b)", speaker, sentence)  # "Mei and I are": the verb stays plural
     sentence = re.sub(r"\bI ((?:\w+ ){0,2}\w+)", lambda m: _agree(m, speaker), sentence)
 
     def named_before(match: re.Match[str]) -> bool:
