@@ -152,10 +152,7 @@ async def evaluate(dataset: dict[str, Any], embedder_name: str, workdir: Path) -
             await engine.ingest_batch(conversation["id"], messages)
             records = await engine.messages(conversation["id"])
             key_of.update((r.id, r.event_key or "") for r in records)
-            conv = await engine.conversation(conversation["id"])
-            for record in records:
-                if record.role == "user":
-                    await service.remember(conv.id, [record])
+            await service.mine(records)  # every speaker's messages, as the compactor's leaf hook mines them
             await engine.compact(conversation["id"], force=True)
             found, sources = await engine.summaries(conversation["id"])
             summaries.extend((summary.id, summary.content) for summary in found)

@@ -187,7 +187,9 @@ class OfflineExpansionRunner:
 
     def _answer(self, task: ExpansionTask, passages: Sequence[Passage], summary_ids: Sequence[str]) -> ExpansionAnswer:
         question = task.prompt.strip()
-        found = extractive_answer(f"{question} {task.query or ''}", passages, self.counter, task.max_tokens)
+        ranked = not task.summary_ids  # found by a search (best first), not expanded targets in order
+        words = f"{question} {task.query or ''}"
+        found = extractive_answer(words, passages, self.counter, task.max_tokens, ranked=ranked)
         if found is None:
             where = ", ".join(summary_ids[:5]) or "the history in reach"
             return ExpansionAnswer(f"No stored passage answers {question!r} (searched {where}).", tuple(summary_ids))
