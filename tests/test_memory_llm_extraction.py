@@ -146,3 +146,35 @@ async def test_a_partial_model_answer_through_the_stub_server(store: Store) -> N
         done = await service.remember(conversation.id, messages)
         assert [d.content for d, _, _ in done.decisions] == ["The user lives in Lisbon."]
         assert 'date="' in stub.requests[0].user and "relative times" in stub.requests[0].system
+
+
+async def test_extraction_and_dedup_through_an_anthropic_model(store: Store) -> None:
+    """memory_extractor = anthropic: the messages API via the official SDK; dedup follows it (auto)."""
+    from lossless.memory.llm_dedup import LlmJudge
+    from lossless.providers import dedup_judge_for
+
+    conversation = await store.get_or_create_conversation(agent_id="main", session_id="a")
+    await store.append_messages(
+        conversation.id,
+        [PreparedMessage(Message(role="user", content="Maya: I got back from Porto yesterday."), 9, utcnow())],
+    )
+    messages = await store.get_messages(conversation.id)
+    item = {"category": "events", "content": "Maya got back from Porto on 7 May 2023.", "sources": [messages[0].id]}
+    with StubProviderServer(StubReply.answer("Here you go: " + json.dumps({"memories": [item]}))) as stub:
+        config = load_config(
+            {
+                "memory_extractor": "anthropic",
+                "memory_extraction_model": "claude-stub",
+                "summary_base_url": stub.anthropic_base_url,
+                "summary_api_key": "sk-ant-x",
+            }
+        )
+        assert isinstance(dedup_judge_for(config), LlmJudge)
+        service = MemoryService(
+            memory_store_for(store), HashEmbedder(), Caller.agent("main"), extractor=extractor_for(config)
+        )
+        done = await service.remember(conversation.id, messages)
+        assert [d.content for d, _, _ in done.decisions] == [item["content"]]
+        request = stub.requests[0]
+        assert request.model == "claude-stub" and "relative times" in request.system
+        assert request.path.endswith("/messages")
