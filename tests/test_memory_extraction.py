@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
 from lossless.memory.extraction import extract
 from lossless.memory.fragments import fragment_reason
+from lossless.ports import Store
 from lossless.records import MessageRecord
 
 SAID = datetime(2023, 5, 8, 13, 0, tzinfo=UTC)
@@ -59,3 +62,36 @@ def test_agent_markdown_and_narration_never_become_memories() -> None:
 def test_the_user_of_an_agent_session() -> None:
     drafts = extract(1, [_record(5, "user", "Fix the login test please. I prefer pytest over unittest.")])
     assert [d.content for d in drafts] == ["The user prefers pytest over unittest."]
+
+
+@pytest.mark.anyio
+async def test_a_change_of_mind_supersedes_what_the_same_person_said(store: Store) -> None:
+    from datetime import timedelta
+
+    from lossless.memory.hashing import HashEmbedder
+    from lossless.memory.scopes import Caller
+    from lossless.memory.service import MemoryService
+    from lossless.ports import PreparedMessage
+    from lossless.records import Message
+    from lossless.stores import memory_store_for
+
+    service = MemoryService(memory_store_for(store), HashEmbedder(), Caller.agent("main"))
+    conversation = await store.get_or_create_conversation(agent_id="main", session_id="tom")
+    turns = [
+        ("user", "Tom: I'm selling the old hatchback, it is too old now."),
+        ("assistant", "Ana: I'm selling my bike too."),
+        ("user", "Tom: Change of plan, I'm keeping the old hatchback after all, it is not too old now."),
+    ]
+    await store.append_messages(
+        conversation.id,
+        [PreparedMessage(Message(role=r, content=c), 9, SAID + timedelta(days=i)) for i, (r, c) in enumerate(turns)],
+    )
+    messages = await store.get_messages(conversation.id)
+    for message in messages:
+        await service.remember(conversation.id, [message])
+    current = [m.content for _, m in await service.list()]
+    assert any("keeping the old hatchback" in text for text in current)
+    assert not any("Tom is selling" in text for text in current)
+    assert "Ana is selling their bike too." in current  # another person's statement stays, on its own
+    history = [m for _, m in await service.list(include_superseded=True) if not m.current]
+    assert [m.content for m in history] == ["Tom is selling the old hatchback, it is too old now."]

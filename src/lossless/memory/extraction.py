@@ -1,26 +1,34 @@
 """Turning conversation messages into memory drafts, and deciding what to do with each.
 
 :func:`extract` is the deterministic offline extractor (the default; an LLM
-extractor can replace it behind the same signature): it reads user messages
-and keeps statements that say something durable about the user or their work
-— who they are (profile), what they like (preferences), decisions and
-happenings (events), fixes (cases), habits (patterns) and named things
-(entities).  :func:`decide` applies the dedup decision rules.
+extractor can replace it behind the same signature).  It writes facts, not
+fragments: from each message, up to :data:`MAX_PER_MESSAGE` sentences that say
+something about the speaker or their work — who they are (profile), what they
+like (preferences), decisions, plans and happenings (events), fixes (cases),
+habits (patterns) and named things (entities) — told in the speaker's name
+with relative dates written out (:mod:`lossless.memory.statements`), joined
+into one memory per message (a versioned fact, one with a fact key, stands
+alone).  :func:`decide` applies the dedup decision rules.
 
 Invariants:
 
-* At most five drafts per call (the spec's cap), each with provenance: the
-  conversation and the id of the message it came from.
-* Skipped: assistant/tool/system text, questions about memory ("do you
-  remember…"), greetings and acknowledgements, and text under 10 characters.
+* Every draft has provenance (the conversation and the message it came from),
+  its speaker in ``metadata["speaker"]``, and passes
+  :func:`~lossless.memory.fragments.fragment_reason`.
+* Skipped: system and tool messages, questions, "do you remember…" queries,
+  greetings and acknowledgements, code, markdown headings and list stubs, tool
+  lines; from an agent (an unnamed assistant) everything but its work facts
+  (what it changed or fixed and why, the files its edit tools changed).
 * Deterministic: the same messages give the same drafts.
-* Decisions follow the category rules: ``profile`` always merges into its
-  nearest profile memory; ``preferences`` and ``entities`` are temporally
-  versioned (a new value for the same fact key *supersedes* the old one, which
-  stays as history); ``events`` and ``cases`` are append-only (create or skip);
-  ``patterns`` merge when nearly identical.  A near-duplicate is ``skip`` or
-  ``support``.  No candidate ever falls back to creating a duplicate of a
-  memory it matched at ≥ 0.95 similarity.
+* Decisions follow the category rules, among the neighbours of the same
+  speaker only: ``profile`` always merges into its nearest profile memory;
+  ``preferences`` and ``entities`` are temporally versioned (a new value for the
+  same fact key *supersedes* the old one, which stays as history); ``events``
+  and ``cases`` are append-only (create or skip); ``patterns`` merge when
+  nearly identical.  A change of mind ("… after all", "no longer …")
+  supersedes the speaker's nearest versioned memory.  A near-duplicate is
+  ``skip`` or ``support``.  No candidate ever falls back to creating a
+  duplicate of a memory it matched at ≥ 0.95 similarity.
 """
 
 from __future__ import annotations
@@ -51,6 +59,12 @@ __all__ = ["MAX_PER_EXTRACTION", "MAX_PER_MESSAGE", "Decision", "decide", "extra
 MAX_PER_EXTRACTION = 5
 MAX_PER_MESSAGE = 3
 MAX_STATEMENT_CHARS = 400
+REVISION_SIMILARITY = 0.7  # the prefilter's: every neighbour passed in qualifies
+_REVISION = re.compile(
+    r"\b(?:change of plans?|changed (?:my|our) minds?|after all|no longer|not \w+ any ?more|any ?more\b|"
+    r"(?:is|are|'s) over|stopped|gave up|switched (?:back )?to|instead)\b",
+    re.I,
+)
 DecisionKind = Literal["create", "merge", "skip", "support", "contextualize", "contradict", "supersede", "reject"]
 
 # (category, pattern, topic group) — the topic names the fact a preference or entity is about.
@@ -418,10 +432,14 @@ def _draft(
         text = f"{text[:-1]} (said on {format_date(message.created_at)}){text[-1]}"
     if fragment_reason(text) is not None:
         return None
+    meta: dict[str, object] = {"speaker": person or ("the user" if message.role == "user" else "the assistant")}
+    if any(_REVISION.search(s.source) for s in group):
+        meta["revises"] = True
     try:
         return MemoryDraft(
             content=text,
             category=category,
+            metadata=meta,
             fact_key=_keyed(fact_key_for(category, ranked[0].source), person.lower() if person else None),
             temporal_type="dynamic" if category == "events" else "static",
             conversation_id=conversation_id,
@@ -505,6 +523,12 @@ class Decision:
 
 def decide(draft: MemoryDraft, neighbours: Sequence[tuple[Memory, float]]) -> Decision:
     """What to do with ``draft`` given its nearest current memories (similarity ≥ 0.7, best first)."""
+    speaker = (draft.metadata or {}).get("speaker")
+    if speaker is not None:  # one person's facts never merge into, support or replace another's
+        neighbours = [(m, s) for m, s in neighbours if (m.metadata or {}).get("speaker", speaker) == speaker]
+    revised = _revised(draft, neighbours)
+    if revised is not None:
+        return revised
     same = [(m, s) for m, s in neighbours if m.category == draft.category]
     if draft.fact_key and draft.category in ("preferences", "entities", "profile"):
         keyed = [(m, s) for m, s in same if m.fact_key == draft.fact_key]
@@ -529,3 +553,21 @@ def decide(draft: MemoryDraft, neighbours: Sequence[tuple[Memory, float]]) -> De
     if draft.category == "patterns" and sim >= 0.9:
         return Decision("merge", best.memory_id, "near-identical pattern")
     return Decision("create", reason=f"related to {best.memory_id} but distinct (similarity {sim:.2f})")
+
+
+def _revised(draft: MemoryDraft, neighbours: Sequence[tuple[Memory, float]]) -> Decision | None:
+    """A change of mind ("… after all", "no longer …") supersedes what the same person said before.
+
+    Only a versioned memory (profile, preferences, entities) of the same speaker at similarity ≥
+    :data:`REVISION_SIMILARITY` is superseded (it stays as history); events and cases stay append-only.
+    """
+    meta = draft.metadata or {}
+    if not meta.get("revises"):
+        return None
+    for memory, similarity in neighbours:
+        if similarity < REVISION_SIMILARITY or (memory.metadata or {}).get("speaker") != meta.get("speaker"):
+            continue
+        if memory.category in ("profile", "preferences", "entities"):
+            return Decision("supersede", memory.memory_id, f"a change of mind about {memory.memory_id}")
+        return None
+    return None
