@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from lossless import Message
 from lossless.bootstrap import FileImport, discover_transcripts
 from lossless.engine import ContextEngine
 from lossless.errors import InputError, TranscriptError
@@ -162,14 +165,29 @@ async def test_corrupt_line_rolls_back_the_file_and_names_the_line(
     assert [c.session_id for c in await engine.conversations()] == ["other"]
 
 
-async def test_invalid_utf8_and_raw_nul_name_their_line(engine: ContextEngine, tmp_path: Path) -> None:
+async def test_raw_nul_and_bytes_outside_strings_name_their_line(engine: ContextEngine, tmp_path: Path) -> None:
     good = [line.encode() for line in pi_lines(1)]  # a header and one message: the bad line is line 3
-    for bad, problem in ((b'{"type":"message","x":"\xff\xfe"}', "not valid UTF-8"), (b'{"a":"\x00"}', "NUL byte")):
+    for bad, problem in ((b'{"type":"message",\xff\xfe}', "not valid JSON"), (b'{"a":"\x00"}', "NUL byte")):
         path = tmp_path / "bad.jsonl"
         path.write_bytes(b"\n".join([*good, bad, good[1]]) + b"\n")
         with pytest.raises(TranscriptError, match=f":3: .*{problem}"):
             await engine.bootstrap(path)
     assert (await engine.stats()).messages == 0
+
+
+async def test_invalid_utf8_inside_a_message_is_stored_with_its_bytes_recoverable(
+    engine: ContextEngine, tmp_path: Path
+) -> None:
+    good = [line.encode() for line in pi_lines(1)]
+    bad = b'{"type":"message","message":{"role":"user","content":"caf\xe9 \xff\xfe end"}}'
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes(b"\n".join([*good, bad, good[1]]) + b"\n")
+    result = await engine.bootstrap(path)
+    assert (result.stored, result.repaired) == (2, 1)  # the repeated good line is one entry
+    stored = await engine.messages("pi-test")
+    assert stored[1].content == "caf\ufffd \ufffd\ufffd end"
+    original = await engine.restore_message(stored[1])
+    assert original.content.encode("utf-8", "surrogateescape") == b"caf\xe9 \xff\xfe end"  # the exact bytes
 
 
 async def test_escaped_nul_is_stored_verbatim(engine: ContextEngine, tmp_path: Path) -> None:
@@ -278,3 +296,117 @@ async def test_large_files_in_a_transcript_are_stored_aside_and_reimports_reuse_
     again = await engine.bootstrap(path, full=True)
     assert (again.stored, again.duplicates) == (0, 3)
     assert [f.id for f in await engine.files(first.session_id or "")] == [file.id]
+
+
+def transcript_messages(path: Path) -> list[Message]:
+    """The messages of a transcript as the bootstrap reads them, without their entry keys (as a live host sends)."""
+    from lossless.transcripts import Entry, ReadContext, detect_format, reader_for
+
+    format_name = detect_format(path)
+    assert format_name is not None
+    with path.open("rb") as stream:
+        events = list(reader_for(format_name).read(stream, ReadContext(str(path))))
+    return [replace(e.message, event_key=None) for e in events if isinstance(e, Entry)]
+
+
+async def test_live_ingest_then_bootstrap_of_every_corpus_transcript_stores_each_message_once(
+    engine: ContextEngine, corpus: Path
+) -> None:
+    """The host's lifecycle: turns stored live (no entry ids), then bootstrap() of the whole file."""
+    rng = random.Random(20)
+    transcripts = corpus_transcripts()
+    assert transcripts
+    for number, path in enumerate(transcripts):
+        messages = transcript_messages(path)
+        live = rng.randint(0, len(messages))
+        session = f"live-{number}"
+        for start in range(0, live, 40):
+            await engine.ingest_batch(session, messages[start : min(live, start + 40)])
+        result = await engine.bootstrap(path, session_id=session)
+        stored = await engine.messages(session, limit=None) if messages else []
+        assert len(stored) == len(messages), (path, live, result)
+        assert [m.role for m in stored] == [m.role for m in messages], path
+        for kept, sent in zip(stored, messages, strict=True):
+            if kept.content != sent.content:  # a large file stored aside: put back, it is the same text
+                assert (await engine.restore_message(kept)).content == sent.content, path
+        assert (result.stored, result.duplicates, result.left_out) == (len(messages) - live, live, 0)
+
+
+async def test_bootstrap_imports_only_what_follows_the_anchor(engine: ContextEngine, tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(pi_lines(10)) + "\n")
+    lines = [json.loads(line)["message"]["content"][0]["text"] for line in pi_lines(10)[1:]]
+    # The host stored messages 0-5 live, then crashed after writing 6-9 to its file but before storing them.
+    for i in range(6):
+        await engine.ingest("pi-test", Message("user" if i % 2 == 0 else "assistant", lines[i]))
+    first = await engine.bootstrap(path)
+    assert (first.stored, first.duplicates) == (4, 6)
+    # Live again: 10 and 11 are stored before the file gets them; the file then catches up and goes on.
+    for i in (10, 11):
+        await engine.ingest("pi-test", Message("user" if i % 2 == 0 else "assistant", f"message number {i} 静默 ✓"))
+    with path.open("a") as out:
+        out.write("\n".join(pi_lines(4, start=10)) + "\n")
+    second = await engine.bootstrap(path)
+    assert (second.status, second.stored, second.duplicates) == ("appended", 2, 2)
+    texts = [m.content for m in await engine.messages("pi-test")]
+    assert texts == [f"message number {i} 静默 ✓" for i in range(14)]
+    # Nothing new: an unchanged file is not read, a full read finds everything stored.
+    assert (await engine.bootstrap(path)).status == "unchanged"
+    again = await engine.bootstrap(path, full=True)
+    assert (again.stored, again.duplicates) == (0, 14)
+
+
+async def test_repeated_texts_keep_their_positions(engine: ContextEngine, tmp_path: Path) -> None:
+    """The n-th "ok" of the file is the n-th "ok" of the store: a third "ok" in the file is new."""
+    lines = [json.dumps({"type": "session", "id": "rep", "timestamp": "2026-01-01T00:00:00Z"})]
+    lines += [
+        json.dumps({"type": "message", "message": {"role": "user", "content": text}})
+        for text in ("ok", "ok", "go on", "ok")
+    ]
+    path = tmp_path / "rep.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    await engine.ingest_batch("rep", [Message.user("ok"), Message.user("ok")])
+    result = await engine.bootstrap(path)
+    assert (result.stored, result.duplicates) == (2, 2)
+    assert [m.content for m in await engine.messages("rep")] == ["ok", "ok", "go on", "ok"]
+
+
+async def test_entries_older_than_the_anchor_that_the_store_lacks_are_counted_not_imported(
+    engine: ContextEngine, tmp_path: Path
+) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(pi_lines(4)) + "\n")
+    await engine.ingest("pi-test", Message.assistant("message number 1 静默 ✓"))
+    result = await engine.bootstrap(path)
+    assert (result.stored, result.duplicates, result.left_out) == (2, 1, 1)
+    assert result.to_dict()["left_out"] == 1
+
+
+async def test_live_messages_keyed_like_the_file_resolve_repeated_texts(engine: ContextEngine, tmp_path: Path) -> None:
+    """A store-only "ok" (crash before the file write) is not taken for a later "ok" when keys are given."""
+    path = tmp_path / "ok.jsonl"
+    header = json.dumps({"type": "session", "id": "okay", "timestamp": "2026-01-01T00:00:00Z"})
+    line = json.dumps({"type": "message", "message": {"role": "user", "content": "ok"}})
+
+    async def write_and_key(count: int) -> list[Message]:
+        with path.open("a") as out:
+            out.write("".join(f'{line[:-1]}, "n": {i}}}\n' for i in range(count)))
+        from lossless.transcripts import Entry, ReadContext, reader_for
+
+        with path.open("rb") as stream:
+            return [e.message for e in reader_for("pi").read(stream, ReadContext(str(path))) if isinstance(e, Entry)]
+
+    path.write_text(header + "\n")
+    first = await write_and_key(1)
+    await engine.ingest("okay", first[0])  # written and stored, with the file's key
+    await engine.ingest("okay", Message.user("ok", event_key="never-written"))  # stored, then the host crashed
+    assert (await engine.bootstrap(path)).stored == 0
+    path.write_text(header + "\n")
+    both = await write_and_key(2)  # the next "ok" is written and stored with its key …
+    await engine.ingest("okay", both[1])
+    assert (await engine.bootstrap(path)).stored == 0
+    path.write_text(header + "\n")
+    await write_and_key(3)  # … and a third is written, then the host crashed before storing it
+    result = await engine.bootstrap(path)
+    assert result.stored == 1
+    assert [m.content for m in await engine.messages("okay")] == ["ok"] * 4

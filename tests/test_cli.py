@@ -63,6 +63,19 @@ def test_reimport_is_idempotent_and_reported(db: str) -> None:
     assert full["stored"] == 0 and full["duplicates"] == first["stored"]
 
 
+def test_import_notes_invalid_utf8_kept_and_reports_it_in_json(db: str, tmp_path: Path) -> None:
+    path = tmp_path / "latin1.jsonl"
+    header = b'{"type":"session","id":"latin","timestamp":"2026-01-01T00:00:00Z"}'
+    path.write_bytes(header + b'\n{"type":"message","message":{"role":"user","content":"caf\xe9"}}\n')
+    shown = run("import", str(path), db=db)
+    assert shown.exit_code == 0, shown.output
+    assert "1 message(s) held invalid UTF-8" in shown.output.replace("\n", " ")
+    again = json.loads(run("import", str(path), "--full", "--json", db=db).stdout)
+    assert again["files"][0]["stored"] == 0 and again["files"][0]["left_out"] == 0
+    listed = json.loads(run("messages", "latin", "--json", db=db).stdout)
+    assert [m["content"] for m in listed] == ["caf\ufffd"]
+
+
 def test_import_folder_with_a_bad_file_reports_it_and_exits_3(db: str, tmp_path: Path) -> None:
     folder = tmp_path / "mixed"
     shutil.copytree(FIXTURES / "pi", folder / "pi")

@@ -417,3 +417,27 @@ async def test_full_sweep_of_every_corpus_transcript(corpus: Path, tmp_path: Pat
                 whole[name] = 1 - done.tokens_after / done.tokens_before
         assert len(whole) >= 8
         assert min(whole.values()) >= 0.90, whole
+
+
+async def test_summaries_list_their_sources_files_whatever_the_summarizer_writes(engine: ContextEngine) -> None:
+    """File ids come from the sources, not from the summary text: a summarizer that never names them."""
+    messages = chat(40)
+    log = "\n".join(f"2026-01-05 line {i} of the build log, nothing unusual" for i in range(2000))
+    messages[1] = Message.tool_result("c1", log, name="bash", event_key="f")
+    result = await engine.ingest_batch("s", messages)
+    assert result.conversation_id is not None
+    files = await engine.files(result.conversation_id)
+    assert len(files) == 1
+    done = await compactor(engine, ScriptedSummarizer(["a summary that names no file"])).compact(
+        result.conversation_id, mode="full"
+    )
+    leaf = done.summaries[0]
+    assert leaf.kind == "leaf" and files[0].id not in leaf.content
+    assert leaf.file_ids == (files[0].id,)
+    condensed = [s for s in done.summaries if s.kind == "condensed"]
+    assert condensed and all(s.file_ids == (files[0].id,) for s in condensed)
+    assert all(s.file_ids == () for s in done.summaries[1:] if s.kind == "leaf")  # their sources hold no file
+    described = await engine.describe(leaf.id, conversation=result.conversation_id)
+    assert files[0].id in str(described.to_dict())
+    context = await engine.assemble("s", token_budget=100_000)
+    assert f'<file_ref id="{files[0].id}" />' in str(context.messages)  # the compacted context names the file

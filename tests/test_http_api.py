@@ -484,3 +484,25 @@ def test_no_endpoint_reads_another_agents_conversation(tmp_path: Path) -> None:
         # and alice's data is intact: bob's writes went to bob's own conversation and memories
         assert len(alice.get("/v1/conversations/private/messages").json()["messages"]) == 13
         assert alice.post("/v1/tools/memory_list", json={}).json()["memories"][0]["content"] == f"The code is {SECRET}."
+
+
+def test_a_lone_surrogate_over_http_stores_the_turn_and_says_so(base_url: str) -> None:
+    body = (
+        '{"session_id": "bad-text", "token_budget": 100000, "messages": ['
+        '{"role": "user", "content": "one"}, {"role": "assistant", "content": "cut \\ud83d emoji"}]}'
+    )
+    with client(base_url) as http:
+        done = http.post("/v1/after_turn", content=body, headers={"Content-Type": "application/json"})
+        assert done.status_code == 200, done.text
+        result = done.json()
+        assert result["error"] is None and result["ingest"]["stored"] == 2 and result["ingest"]["repaired"] == 1
+        listed = http.get("/v1/conversations/bad-text/messages").json()
+        assert [m["content"] for m in listed["messages"]] == ["one", "cut \ufffd emoji"]
+        # The agent tool (the MCP server's lcm_ingest runs the same service call) says so too.
+        tool = http.post(
+            "/v1/tools/lcm_ingest",
+            content='{"session_id": "bad-text", "messages": [{"role": "user", "content": "\\udc80 x"}]}',
+            headers={"Content-Type": "application/json"},
+        )
+        assert tool.status_code == 200, tool.text
+        assert (tool.json()["stored"], tool.json()["repaired"]) == (1, 1)

@@ -108,7 +108,7 @@ def _iso(value: datetime | None, zone: tzinfo) -> str:
 
 
 def render_summary(summary: Summary, parents: Sequence[str], zone: tzinfo) -> str:
-    """A summary as the model sees it: ``<summary …><parents/><content>…</content></summary>``."""
+    """A summary as the model sees it: ``<summary …><parents/><files/><content>…</content></summary>``."""
     attributes = " ".join(
         f"{name}={quoteattr(str(value))}"
         for name, value in (
@@ -125,6 +125,10 @@ def render_summary(summary: Summary, parents: Sequence[str], zone: tzinfo) -> st
         lines.append("  <parents>")
         lines += [f"    <summary_ref id={quoteattr(parent)} />" for parent in parents]
         lines.append("  </parents>")
+    if summary.file_ids:  # stored-aside files of the sources: lcm_describe reads them
+        lines.append("  <files>")
+        lines += [f"    <file_ref id={quoteattr(file_id)} />" for file_id in summary.file_ids]
+        lines.append("  </files>")
     lines += ["  <content>", escape(summary.content), "  </content>", "</summary>"]
     return "\n".join(lines)
 

@@ -470,10 +470,12 @@ class Compactor:
         outcome = await self._ask(request, plan.tokens, pressure=run.pressure)
         if outcome is None:
             return None
+        files = await self._source_file_ids(plan, children)
         if isinstance(outcome, _Answer):
             return self._summary(
                 conversation_id, plan, outcome.content, outcome.tokens, children, earliest, latest,
                 provider=outcome.provider, model=outcome.model, level=outcome.level, reason=outcome.reason,
+                source_files=files,
             )  # fmt: skip
         fallback = self._fallback(text, plan.tokens)
         if fallback is None:
@@ -481,7 +483,17 @@ class Compactor:
         return self._summary(
             conversation_id, plan, fallback, self.counter.count(fallback), children, earliest, latest,
             provider="truncation", model=None, level="fallback", reason="; ".join(outcome) or None,
+            source_files=files,
         )  # fmt: skip
+
+    async def _source_file_ids(self, plan: _Plan, children: Sequence[Summary]) -> list[str]:
+        """The large files a summary's sources hold, whatever its text says: a leaf's from its messages'
+        stored text (each stored-aside file leaves its ``[LCM File: file_…`` reference there), a condensed
+        summary's from its children."""
+        if plan.kind != "leaf":
+            return [f for c in children for f in c.file_ids]
+        messages = await self.store.get_messages_by_id([e.message_id for e in plan.sources if e.message_id is not None])
+        return [f for m in messages for f in find_file_ids(m.content)]
 
     async def _ask(self, request: SummaryRequest, source_tokens: int, *, pressure: bool) -> _Answer | list[str] | None:
         """The first acceptable answer to ``request`` (``normal``, then ``aggressive``), else why each failed.
@@ -611,6 +623,7 @@ class Compactor:
         model: str | None,
         level: SummaryLevel,
         reason: str | None,
+        source_files: Sequence[str] = (),
     ) -> Summary:
         created = self._clock()
         first = plan.sources[0].ref
@@ -618,12 +631,11 @@ class Compactor:
         if plan.kind == "leaf":
             descendants, descendant_tokens = 0, 0
             source_tokens = plan.tokens
-            file_ids = find_file_ids(content)
         else:
             descendants = sum(c.descendant_count + 1 for c in children)
             descendant_tokens = sum(c.descendant_token_count + c.token_count for c in children)
             source_tokens = sum(c.source_token_count for c in children)
-            file_ids = list(dict.fromkeys([f for c in children for f in c.file_ids] + find_file_ids(content)))
+        file_ids = list(dict.fromkeys([*source_files, *find_file_ids(content)]))
         return Summary(
             id=f"sum_{digest[:16]}",
             conversation_id=conversation_id,

@@ -33,7 +33,7 @@ import os
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, tzinfo
+from datetime import datetime, timedelta, tzinfo
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 from zoneinfo import ZoneInfo
@@ -44,9 +44,9 @@ from lossless.assembly import AssembledContext, RenderCache, assemble
 from lossless.bootstrap import FileImport, discover_transcripts, import_transcript
 from lossless.compaction import CompactionResult, Compactor, Mode
 from lossless.config import Config, load_config
-from lossless.errors import InputError, NotFoundError, StoreError
+from lossless.errors import ConflictError, InputError, NotFoundError, StoreError
 from lossless.formats import OutputFormat, render_anthropic, render_openai
-from lossless.ingest import prepare_messages
+from lossless.ingest import INVALID_UNICODE_KEY, original_message, prepare_messages, was_repaired
 from lossless.interception import Interceptor, PendingFile
 from lossless.large_files import DEFAULT_PAGE_BYTES, Page, file_scope, page_lines, referenced_file_ids, restore
 from lossless.maintenance import MaintenanceMixin
@@ -55,6 +55,7 @@ from lossless.ports import AppendResult, BlobStore, PreparedMessage, Store, Stor
 from lossless.recall import RecallMixin
 from lossless.records import (
     Conversation,
+    Grant,
     IngestResult,
     JSONValue,
     LargeFile,
@@ -64,7 +65,7 @@ from lossless.records import (
     utcnow,
 )
 from lossless.retries import retry_conflicts
-from lossless.sessions import SessionPolicy
+from lossless.sessions import SessionPolicy, agent_id_from_session_key, open_session
 from lossless.tokens import RecentCounter, TokenCounter, token_counter_for
 
 if TYPE_CHECKING:
@@ -107,9 +108,13 @@ class SpawnHandle:
     conversation: Conversation
     mode: Literal["isolated", "fork"]
     _engine: ContextEngine
+    #: With a ``ttl``: the child's read grant over the parent's history (``lcm mcp --grant``), until then.
+    grant: Grant | None = None
 
     async def rollback(self) -> None:
         """Undo :meth:`ContextEngine.prepare_subagent_spawn` (only while the child has stored nothing)."""
+        if self.grant is not None:
+            await self._engine.revoke_expansion_grant(self.grant.id, "error")
         await self._engine.store.discard_conversation(self.conversation.id)
         self._engine._conversations.clear()
 
@@ -201,6 +206,7 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
         )
         self._conversations: OrderedDict[tuple[str, str], Conversation] = OrderedDict()
         self._rendered = RenderCache()  # summaries are rendered once, not on every turn
+        self._agent_memory: dict[str, MemoryService] = {}  # agents named by session keys (see remember)
 
     # -------------------------------------------------------------- lifecycle
 
@@ -248,8 +254,13 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
             return cached
         found = await self.store.find_conversation(agent_id=self.config.agent_id, session_id=session_id)
         if found is None or (session_key is not None and found.session_key != session_key) or not found.active:
-            found = await self.store.get_or_create_conversation(
-                agent_id=self.config.agent_id, session_id=session_id, session_key=session_key, source="api"
+            found = await open_session(
+                self.store,
+                agent_id=self.config.agent_id,
+                session_id=session_id,
+                session_key=session_key,
+                retain_depth=self.config.new_session_retain_depth,
+                source="api",
             )
         self._conversations[cache_key] = found
         if len(self._conversations) > 4096:
@@ -350,12 +361,22 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
             result = await retry_conflicts(lambda: self._append_with_files(conversation.id, prepared, files))
         else:
             result = await retry_conflicts(lambda: self.store.append_messages(conversation.id, prepared))
+        repaired = sum(1 for m in result.stored if was_repaired(m.to_message()))
+        if repaired:
+            log.warning(
+                "session %r: %d message(s) held invalid Unicode (lone surrogates); stored with U+FFFD in their "
+                "place, the original kept in their metadata (%s)",
+                session_id,
+                repaired,
+                INVALID_UNICODE_KEY,
+            )
         return IngestResult(
             conversation.id,
             result.stored,
             result.duplicates,
             dropped,
             "heartbeat" if dropped else None,
+            repaired,
         )
 
     # -------------------------------------------------------------- assembly and the turn
@@ -468,16 +489,19 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
             return AfterTurnResult(ingested)
         if self.config.memory_auto_extract:
             try:
-                await self.remember(ingested)
+                await self.remember(ingested, session_key=session_key)
             except Exception as exc:  # memory is a side line: it never fails the turn
                 log.warning("after_turn memory extraction for %r failed: %s", session_id, exc, exc_info=exc)
         try:
-            return await self._maybe_compact(ingested, token_budget)
+            return await self._maybe_compact(ingested, token_budget, session_id)
+        except ConflictError as exc:  # another process compacts this conversation right now: the job is in hand
+            log.info("after_turn left the compaction of %r to another process: %s", session_id, exc)
+            return AfterTurnResult(ingested)
         except Exception as exc:
             log.error("after_turn compaction of %r failed: %s", session_id, exc, exc_info=exc)
             return AfterTurnResult(ingested, error=f"compaction failed: {exc}")
 
-    async def _maybe_compact(self, ingested: IngestResult, token_budget: int) -> AfterTurnResult:
+    async def _maybe_compact(self, ingested: IngestResult, token_budget: int, session_id: str) -> AfterTurnResult:
         assert ingested.conversation_id is not None
         conversation_id = ingested.conversation_id
         entries = await self.store.get_context(conversation_id)
@@ -498,17 +522,18 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
             return AfterTurnResult(ingested, None, tokens)
         if tokens > threshold:
             compaction = self._compacted(
-                await self.compactor.compact(conversation_id, mode="full", trigger="threshold")
+                await self.compactor.compact(conversation_id, mode="full", trigger="threshold"), session_id
             )
             if compaction.tokens_after > threshold:
                 compaction = self._compacted(
                     await self.compactor.compact(
                         conversation_id, mode="until_under", target_tokens=threshold, trigger="threshold"
-                    )
+                    ),
+                    session_id,
                 )
         elif self.compactor.needs_leaf_pass(entries):
             compaction = self._compacted(
-                await self.compactor.compact(conversation_id, mode="incremental", trigger="threshold")
+                await self.compactor.compact(conversation_id, mode="incremental", trigger="threshold"), session_id
             )
         after = compaction.tokens_after if compaction else tokens
         return AfterTurnResult(ingested, compaction, after)
@@ -522,6 +547,7 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
         *,
         mode: Literal["isolated", "fork"] = "isolated",
         child_session_key: str | None = None,
+        ttl: timedelta | None = None,
     ) -> SpawnHandle:
         """Set up a sub-agent's conversation before it starts.
 
@@ -529,6 +555,10 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
         starts with the newest of the parent's context items, up to ``bootstrap_max_tokens`` (they
         are shared, not copied: expanding them leads to the parent's messages).  Call
         :meth:`SpawnHandle.rollback` if the spawn then fails.
+
+        ``ttl`` (spec 004's optional TTL; 1 s to 24 h): the child also gets a read grant over the
+        parent's history that ends after ``ttl`` — or earlier, at :meth:`on_subagent_ended` or
+        rollback (``handle.grant.id`` is what ``lcm mcp --grant`` takes).
         """
         if mode not in ("isolated", "fork"):
             raise InputError(f"mode must be 'isolated' or 'fork', got {mode!r}")
@@ -536,13 +566,16 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
         existing = await self.store.find_conversation(agent_id=self.config.agent_id, session_id=child_session_id)
         if existing is not None:
             raise InputError(f"session {child_session_id!r} already exists; a sub-agent needs a new session id")
+        grant = None
+        if ttl is not None:
+            grant = await self.grant_expansion([parent.id], ttl=ttl, grantee=child_session_key or child_session_id)
         child = await self.store.get_or_create_conversation(
             agent_id=self.config.agent_id,
             session_id=child_session_id,
             session_key=child_session_key,
             parent_id=parent.id,
             source="subagent",
-            metadata={"spawn": mode},
+            metadata={"spawn": mode, **({"grant_id": grant.id} if grant else {})},
         )
         if mode == "fork":
             entries = await self.store.get_context(parent.id)
@@ -553,15 +586,54 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
                 start -= 1
                 used += entries[start].token_count
             await self.store.copy_context(child.id, entries[start:])
-        return SpawnHandle(child, mode, self)
+        return SpawnHandle(child, mode, self, grant)
 
     async def on_subagent_ended(self, child_session_id: str) -> None:
         """A sub-agent finished or was swept: archive its conversation (it stays stored and searchable)."""
         child = await self.store.find_conversation(agent_id=self.config.agent_id, session_id=child_session_id)
         if child is None:
             raise NotFoundError("conversation", child_session_id, "the sub-agent was never prepared or stored")
+        grant_id = (child.metadata or {}).get("grant_id")
+        if isinstance(grant_id, str):  # its read grant ends with it
+            await self.revoke_expansion_grant(grant_id, "completed")
         await self.store.archive_conversation(child.id)
         self._conversations.clear()
+
+    async def restart_session(
+        self, session_id: str, new_session_id: str, *, carry_context: bool = False, drop_newest: int = 0
+    ) -> list[MessageRecord]:
+        """Go on with ``session_id`` as a new conversation ``new_session_id``; nothing stored is removed.
+
+        The old conversation is archived (it stays stored and searchable) and the new one is
+        linked to it as its parent.  ``carry_context``: the new context starts as the old one
+        (shared items, not copies), less its newest ``drop_newest`` raw messages — a host's
+        "undo" — which are returned, oldest first; otherwise it starts empty (a host's "clear").
+        Only raw messages at the end of the context can be left out: a summary stops the count.
+        """
+        if drop_newest < 0:
+            raise InputError(f"drop_newest must be zero or more, got {drop_newest}")
+        old = await self.conversation(session_id)
+        _require_text(new_session_id, "new_session_id")
+        if await self.store.find_conversation(agent_id=self.config.agent_id, session_id=new_session_id):
+            raise InputError(f"session {new_session_id!r} already exists; a restart needs a new session id")
+        entries = await self.store.get_context(old.id) if carry_context else []
+        keep = len(entries)
+        while keep > 0 and len(entries) - keep < drop_newest and entries[keep - 1].kind == "message":
+            keep -= 1
+        dropped_ids = [e.message_id for e in entries[keep:] if e.message_id is not None]
+        await self.store.archive_conversation(old.id)  # first: one active conversation per session key
+        new = await self.store.get_or_create_conversation(
+            agent_id=self.config.agent_id,
+            session_id=new_session_id,
+            session_key=old.session_key,
+            parent_id=old.id,
+            source="restart",
+            metadata={"restart_of": old.session_id},
+        )
+        await self.store.copy_context(new.id, entries[:keep])
+        self._conversations.clear()
+        by_id = {m.id: m for m in await self.store.get_messages_by_id(dropped_ids)}
+        return [by_id[i] for i in dropped_ids if i in by_id]
 
     # -------------------------------------------------------------- compaction
 
@@ -648,8 +720,11 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
         return FileDescription(found, page)
 
     async def restore_message(self, message: Message | MessageRecord) -> Message:
-        """The message exactly as it was ingested (with the time it was stored at), its large files put back."""
-        original = message.to_message() if isinstance(message, MessageRecord) else message
+        """The message exactly as it was ingested (with the time it was stored at), its large files put back.
+
+        A message stored with invalid Unicode shown as U+FFFD comes back with the host's original code units.
+        """
+        original = original_message(message.to_message() if isinstance(message, MessageRecord) else message)
         contents = {file_id: await self.read_file(file_id) for file_id in referenced_file_ids(original)}
         return await anyio.to_thread.run_sync(lambda: restore(original, contents.__getitem__))
 
@@ -725,11 +800,28 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
             self._memory_service = _memory_service(self.store, self.config, MemoryCaller.agent(self.config.agent_id))
         return self._memory_service
 
-    async def remember(self, ingested: IngestResult) -> Remembered | None:
-        """Mine a stored turn for memories, once (``after_turn`` does it when ``memory_auto_extract``)."""
+    async def remember(self, ingested: IngestResult, *, session_key: str | None = None) -> Remembered | None:
+        """Mine a stored turn for memories, once (``after_turn`` does it when ``memory_auto_extract``).
+
+        The memories go to the engine agent's scope; when ``agent_id`` is not configured, a session key
+        of the form ``agent:<id>:…`` names the agent instead (spec 001 scopes), so one host serving
+        several agents keeps their memories apart.
+        """
         if ingested.conversation_id is None or not any(m.role == "user" for m in ingested.stored):
             return None
-        return await self.memory().mine(ingested.stored)
+        agent = (
+            agent_id_from_session_key(session_key)
+            if self.config.sources.get("agent_id", "default") == "default"
+            else None
+        )
+        if agent is None or agent == self.config.agent_id:
+            return await self.memory().mine(ingested.stored)
+        from lossless.memory.scopes import Caller as MemoryCaller
+
+        service = self._agent_memory.get(agent)
+        if service is None:
+            service = self._agent_memory[agent] = _memory_service(self.store, self.config, MemoryCaller.agent(agent))
+        return await service.mine(ingested.stored)
 
 
 # ------------------------------------------------------------------ long-term memory
@@ -779,6 +871,7 @@ async def open_memory(
 
 def _memory_service(store: Store, config: Config, caller: MemoryCaller) -> MemoryService:
     """The memory service the settings describe, on ``store``'s file."""
+    from lossless.memory import decay
     from lossless.memory.admission import PRESETS
     from lossless.memory.ranking import RetrievalConfig
     from lossless.memory.service import MemoryService
@@ -789,7 +882,10 @@ def _memory_service(store: Store, config: Config, caller: MemoryCaller) -> Memor
         memory_store_for(store),
         embedder_for(config),
         caller,
-        retrieval=RetrievalConfig(fusion="rrf" if config.memory_fusion == "rrf" else "weighted"),
+        retrieval=RetrievalConfig.from_config(config),
+        decay_config=decay.config_from(config),
+        tag_prefixes=config.memory_tag_prefixes,
+        stale_threshold=config.memory_stale_threshold,
         exact_search_max=config.memory_exact_search_max,
         reranker=reranker_for(config),
         admission=PRESETS.get(config.memory_admission),

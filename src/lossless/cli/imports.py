@@ -134,6 +134,16 @@ async def import_command(
             for result in results:
                 if isinstance(result, FileImport) and result.status == "skipped":
                     stderr().print(f"[yellow]skipped[/] {_short(result.path)}: {result.reason}")
+                if isinstance(result, FileImport) and result.repaired:
+                    stderr().print(
+                        f"[yellow]note[/] {_short(result.path)}: {result.repaired} message(s) held invalid UTF-8 or "
+                        "Unicode, stored with U+FFFD in its place (the exact original is kept with each)"
+                    )
+                if isinstance(result, FileImport) and result.left_out:
+                    stderr().print(
+                        f"[yellow]note[/] {_short(result.path)}: {result.left_out} entr(y/ies) older than the newest "
+                        "message already stored were left out (bootstrap imports what follows it)"
+                    )
             for error in failures:
                 stderr().print(f"[bold red]error:[/] {error}", highlight=False)
         if failures:

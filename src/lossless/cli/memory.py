@@ -111,9 +111,15 @@ async def add_command(
 async def _search(
     ctx: click.Context, query: str, limit: int, scope: tuple[str, ...], category: str | None, explain: bool
 ) -> SearchResult:
+    state: CliState = ctx.find_object(CliState)  # type: ignore[assignment]
     async with await _open(ctx) as session:
         return await session.service.search(
-            query, limit=limit, scopes=list(scope) or None, category=category, explain=explain
+            query,
+            limit=limit,
+            scopes=list(scope) or None,
+            category=category,
+            explain=explain,
+            expand=state.config().memory_query_expansion,  # a person's query: synonyms help (spec: cli/manual)
         )
 
 
@@ -330,14 +336,17 @@ async def import_command(ctx: click.Context, source: Path, batch: int, as_json: 
 @click.pass_context
 @run_command
 async def stats_command(ctx: click.Context, as_json: bool) -> None:
-    """Counts of the memories you reach, by category, tier and scope."""
+    """Counts of the memories you reach, by category, tier and scope; stale ones (memory_stale_threshold)."""
     async with await _open(ctx) as session:
         stats = await session.service.stats()
     if as_json:
         emit_json(stats.to_dict())
         return
     out = stdout()
-    out.print(f"memories: {stats.current} current, {stats.superseded} superseded; vectors: {stats.vectors}")
+    out.print(
+        f"memories: {stats.current} current ({stats.stale} stale), {stats.superseded} superseded; "
+        f"vectors: {stats.vectors}"
+    )
     for title, counts in (("category", stats.by_category), ("tier", stats.by_tier), ("scope", stats.by_scope)):
         out.print(f"by {title}: " + (", ".join(f"{k} {v}" for k, v in counts.items()) or "–"))
 

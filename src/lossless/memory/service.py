@@ -39,7 +39,7 @@ from typing import Any
 
 from lossless.errors import InputError, NotFoundError, ProviderError
 from lossless.memory import admission as amac
-from lossless.memory import decay, extraction, llm_dedup
+from lossless.memory import decay, extraction, llm_dedup, querying
 from lossless.memory.admission import AdmissionConfig
 from lossless.memory.ports import (
     DedupJudge,
@@ -51,6 +51,7 @@ from lossless.memory.ports import (
     Reranker,
     StoredVectors,
 )
+from lossless.memory.querying import holds_tags, split_tags
 from lossless.memory.ranking import Candidate, RetrievalConfig, Scored, finish, fuse, rerank_window
 from lossless.memory.records import CATEGORIES, Memory, MemoryDraft, MemoryPatch, MemoryStats
 from lossless.memory.scopes import Caller, check_scope, default_write_scope, reachable_scopes, require_reach
@@ -130,7 +131,11 @@ class MemoryService:
         admission: AdmissionConfig | None = None,
         extractor: Extractor | None = None,
         judge: DedupJudge | None = None,
+        tag_prefixes: Sequence[str] = (),
+        stale_threshold: float = 0.3,
     ) -> None:
+        self.tag_prefixes = tuple(tag_prefixes)
+        self.stale_threshold = stale_threshold
         self.store = store
         self.embedder = embedder
         self.caller = caller
@@ -345,7 +350,15 @@ class MemoryService:
         return await self.store.import_memories(memories, vectors)
 
     async def stats(self, *, scopes: Sequence[str] | None = None) -> MemoryStats:
-        return await self.store.stats(await self._read_scopes(scopes))
+        """Counts by category, tier and scope; ``stale``: current memories whose decay composite is below
+        ``stale_threshold`` (read over every memory the caller reaches)."""
+        counted = await self.store.stats(await self._read_scopes(scopes))
+        now = self.clock()
+        stale = 0
+        async for memory in self.export(scopes=scopes):
+            if memory.current and decay.composite(memory, now, self.decay_config) < self.stale_threshold:
+                stale += 1
+        return replace(counted, stale=stale)
 
     async def search(
         self,
@@ -357,9 +370,16 @@ class MemoryService:
         as_of: datetime | None = None,
         record_access: bool = True,
         explain: bool = False,
+        expand: bool = False,
     ) -> SearchResult:
-        """The pipeline of :mod:`lossless.memory.ranking` over vector and keyword candidates."""
+        """The pipeline of :mod:`lossless.memory.ranking` over vector and keyword candidates.
+
+        Tag words of the query (``proj:atlas``, see :mod:`lossless.memory.querying`) filter the
+        results; ``expand`` adds synonyms to the keyword side (the CLI's searches, by default).
+        """
         _check_query(query)
+        asked = split_tags(query, self.tag_prefixes)
+        searched = asked.text
         if not 1 <= limit <= MAX_LIMIT:
             raise InputError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
         if category is not None and category not in CATEGORIES:
@@ -368,17 +388,18 @@ class MemoryService:
         clock = time.perf_counter()
         revision = await self.store.revision()
         filter_ = await self._read_scopes(scopes, revision)
-        (qvec,) = await self.embed([query], task="query")
+        (qvec,) = await self.embed([searched], task="query")
         timings["embed"] = (time.perf_counter() - clock) * 1000
         history = as_of is not None
-        pool = self.retrieval.pool_size(limit)
+        pool = self.retrieval.pool_size(limit) * (4 if asked.tags else 1)  # a tag filter drops many
         clock = time.perf_counter()
         vector_hits, index = await self._nearest(
             qvec, limit=pool, scopes=filter_, include_superseded=history, revision=revision
         )
         timings["vector"] = (time.perf_counter() - clock) * 1000
         clock = time.perf_counter()
-        keyword_hits = await self.store.keyword_search(query, filter_, limit=pool, include_superseded=history)
+        keyword_query = querying.expand(searched) if expand else searched
+        keyword_hits = await self.store.keyword_search(keyword_query, filter_, limit=pool, include_superseded=history)
         timings["keyword"] = (time.perf_counter() - clock) * 1000
         clock = time.perf_counter()
         ids = list(dict.fromkeys([h.memory_id for h in vector_hits] + [h.memory_id for h in keyword_hits]))
@@ -394,7 +415,7 @@ class MemoryService:
         candidates: list[Candidate] = []
         for memory_id in ids:
             memory = memories.get(memory_id)
-            if memory is None or (category and memory.category != category):
+            if memory is None or (category and memory.category != category) or not holds_tags(memory, asked.tags):
                 continue
             if as_of is not None and not memory.valid_at(as_of):
                 continue
@@ -418,7 +439,7 @@ class MemoryService:
         if self.reranker is not None and window:
             clock_rerank = time.perf_counter()
             try:
-                by_index = await self.reranker.rerank(query, [s.memory.content for s in window])
+                by_index = await self.reranker.rerank(searched, [s.memory.content for s in window])
                 rerank_scores = {window[i].memory.memory_id: score for i, score in by_index.items()}
             except (ProviderError, TimeoutError) as exc:
                 log.warning("reranker %s failed (%s); blending with cosine instead", self.reranker.name, exc)

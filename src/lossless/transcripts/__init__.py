@@ -81,7 +81,7 @@ def _records(stream: IO[bytes], limit: int = 50) -> Iterator[object]:
             continue
         seen += 1
         try:
-            yield json.loads(line.decode("utf-8-sig"))
+            yield json.loads(line.decode("utf-8-sig", "surrogateescape"))
         except (UnicodeDecodeError, ValueError):
             yield None
 

@@ -168,10 +168,10 @@ def _parse_line(data: bytes, path: str, line: int, complete: bool) -> dict[str, 
     try:
         if b"\x00" in data:
             raise TranscriptError(path, line, "contains a raw NUL byte, which JSON does not allow")
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise TranscriptError(path, line, f"is not valid UTF-8 (byte {exc.start + 1} of the line)") from exc
+        # Invalid UTF-8 bytes become lone surrogates (U+DC80…U+DCFF): a broken byte inside a string is
+        # stored as U+FFFD with the exact bytes kept (lossless.ingest.repair_unicode); one outside a
+        # string is still a JSON error naming the line.
+        text = data.decode("utf-8", "surrogateescape")
         try:
             value = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -190,9 +190,7 @@ def load_document(stream: IO[bytes], path: str) -> tuple[Any, int]:
     stream.seek(0)
     raw = stream.read()
     try:
-        return json.loads(raw.decode("utf-8-sig")), len(raw)
-    except UnicodeDecodeError as exc:
-        raise TranscriptError(path, None, f"is not valid UTF-8 (byte {exc.start + 1})") from exc
+        return json.loads(raw.decode("utf-8-sig", "surrogateescape")), len(raw)  # see _parse_line
     except json.JSONDecodeError as exc:
         raise TranscriptError(path, exc.lineno, f"is not valid JSON: {exc.msg} (column {exc.colno})") from exc
 
