@@ -451,6 +451,19 @@ def _draft(
         return None
 
 
+def _told(sentence: str, speaker: str, other: str | None, named: bool, when: datetime) -> tuple[str, bool]:
+    """The sentence told about its speaker, dates written out, ending as a sentence; and whether it was dated."""
+    statement, dated = resolve_dates(sentence, when)
+    statement = third_person(statement, speaker, other)
+    if statement[:1].islower():
+        statement = statement[0].upper() + statement[1:]
+    if statement[-1] not in ".!。！":
+        statement += "。" if _CJK.search(statement[-1]) else "."
+    if fragment_reason(statement) == "no verb" and named:
+        statement = f"{speaker} said: {statement}"
+    return statement, dated
+
+
 def _statement(
     sentence: str,
     speaker: str,
@@ -488,14 +501,9 @@ def _statement(
             return None  # "I think that works" from a user is not who they are
         if category == "profile" and not _PROFILE_HINT.search(sentence):
             category = "entities"
-    statement, dated = resolve_dates(sentence, when)
-    statement = third_person(statement, speaker, other)
-    if statement[:1].islower():
-        statement = statement[0].upper() + statement[1:]
-    if statement[-1] not in ".!。！":
-        statement += "。" if _CJK.search(statement[-1]) else "."
-    if fragment_reason(statement) == "no verb" and named:
-        statement = f"{speaker} said: {statement}"
+    statement, dated = _told(sentence, speaker, other, named, when)
+    if fragment_reason(statement) is not None:
+        return None  # each sentence must stand on its own, before any is joined to another
     score = len(set(informative)) + 3 * bool(_RULE_HIT.search(sentence)) + 2 * dated
     score += 2 * len(_PROPER.findall(sentence[1:]))
     return _Said(statement, category, float(score), dated, sentence, position)

@@ -32,7 +32,7 @@ _BULLET = re.compile(r"^\s*(?:[-*+•]\s|\d{1,3}[.)]\s|\[[ xX]\]\s)")
 _CODE = re.compile(
     r"```|^\s*(?:def|class|import|from \S+ import|function|const|let|var|return|if \(|for \(|#include"
     r"|SELECT\s.+\sFROM)\b"
-    r"|(?:\b\d+:\s.*){3}|[;{}]\s*$|=>|\)\s*\{|==|!=|:=|\b\w+\([^()]*\)\s*[;{]|^\s*[$>]\s",
+    r"|(?:\b\d+:\s.*){3}|\s//\s|[;{}]\s*$|=>|\)\s*\{|==|!=|:=|\b\w+\([^()]*\)\s*[;{]|^\s*[$>]\s",
     re.I,
 )
 _TOOL = re.compile(

@@ -34,6 +34,7 @@ _NAME_PREFIX = re.compile(r"^\s*([A-Z][\w.'-]{1,30}(?: [A-Z][\w.'-]{1,30})?)\s*:
 _NOT_NAMES = frozenset({"Note", "Error", "Warning", "Update", "Summary", "Answer", "Question", "Edit", "Done", "Todo"})
 _FENCE = re.compile(r"```.*?(?:```|$)", re.S)
 _SKIP_LINE = re.compile(r"^\s*(?:#{1,6}\s|\||>|\[tool |\[reasoning\]|\$ |```|<[a-z_/])", re.I)
+_RUN_ON = re.compile(r"(?<=[a-z%)][.!?])(?=[A-Z][a-z])")  # "done.Now" — a missing space between sentences
 _BULLET = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+")
 _EMPHASIS = re.compile(r"\*\*|__|(?<!\w)[*_](?=\S)|(?<=\S)[*_](?!\w)")
 _LABEL = re.compile(r"^\s*\*\*[\w /-]{1,40}(?::\*\*|\*\*:)\s*")
@@ -174,7 +175,9 @@ def speaker_of(role: str, content: str, metadata: Mapping[str, object] | None) -
 
 def prose_sentences(text: str) -> list[str]:
     """The sentences of the prose of ``text`` (see the module docstring for what is dropped)."""
-    text = _FENCE.sub("\n", text)
+    text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("[tool "))
+    text = _FENCE.sub("\n", text.replace("\\n", "\n").replace("\\t", " "))  # escaped newlines (JSON in text)
+    text = _RUN_ON.sub(" ", text)
     out: list[str] = []
     paragraph: list[str] = []
 
@@ -320,7 +323,7 @@ def third_person(sentence: str, speaker: str, other: str | None = None) -> str:
     for pattern, template in _CONTRACTIONS:
         sentence = pattern.sub(template.replace("{S}", speaker).replace("{W}", group), sentence)
     sentence = re.sub(r"(?<=\band )I\b|\bI(?= and\b)", speaker, sentence)  # "Mei and I are": the verb stays plural
-    sentence = re.sub(r"\bI ((?:\w+ ){0,2}\w+)", lambda m: _agree(m, speaker), sentence)
+    sentence = re.sub(r"\bI ((?:[\w'’]+ ){0,2}[\w'’]+)", lambda m: _agree(m, speaker), sentence)
 
     def named_before(match: re.Match[str]) -> bool:
         return speaker in match.string[: match.start()]
