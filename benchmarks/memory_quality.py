@@ -1,6 +1,9 @@
 """Memory quality: do the mined memories hold the answers, read as whole sentences, and get found first?
 
-``python benchmarks/memory_quality.py --dataset FILE [--quick] [--json OUT] [--embedder local|hash]``
+``python benchmarks/memory_quality.py [--dataset FILE] [--quick] [--json OUT] [--embedder local|hash] [--labels FILE]``
+
+The default dataset is the recall test split (``data/recall-test.json``; report on it, never tune on it),
+else the small shipped set.
 
 The dataset has the shape of ``benchmarks/recall.py``'s (conversations of messages with ``id``, ``role``,
 ``content``, ``created_at``; questions with ``conversation_id``, ``question``, ``answer``, ``evidence``).  Each
@@ -55,6 +58,8 @@ try:
 except ImportError:  # an older checkout: no checker there; this one's judges its memories
     fragment_reason = None
 
+HERE = Path(__file__).resolve().parent
+DATASET = next(p for p in (HERE / "data" / "recall-test.json", HERE / "data" / "recall-small.json") if p.exists())
 _STOP = frozenset(
     """a an the and or of to in on at for with is are was were be been it its this that what which who how why
     when where did does do i i'm i've i'll me my mine we our us you your he she his her they them their there
@@ -184,7 +189,9 @@ def label_precision(path: Path) -> dict[str, float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--dataset", type=Path, required=True)
+    parser.add_argument(
+        "--dataset", type=Path, default=DATASET, help="default: data/recall-test.json, else data/recall-small.json"
+    )
     parser.add_argument("--quick", action="store_true", help="only the first two conversations")
     parser.add_argument("--json", metavar="OUT")
     parser.add_argument("--embedder", choices=("local", "hash"), default="hash")
