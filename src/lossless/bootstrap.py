@@ -479,7 +479,7 @@ class _Importer:
             return run.info.session_id
         # No id in the file: derive one from its name and its first entry, stable across moves.
         basis = run.first_key or str(self.path.resolve())
-        return f"{self.path.stem}:{hashlib.sha256(basis.encode()).hexdigest()[:12]}"
+        return f"{self.path.stem}:{hashlib.sha256(basis.encode('utf-8', 'surrogatepass')).hexdigest()[:12]}"
 
     async def _conversation(self, run: _Run) -> Conversation:
         parent_id = None

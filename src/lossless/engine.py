@@ -28,8 +28,10 @@ Invariants:
 from __future__ import annotations
 
 import hashlib
+import hmac
 import logging
 import os
+import secrets
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -44,7 +46,15 @@ from lossless.assembly import AssembledContext, RenderCache, assemble
 from lossless.bootstrap import FileImport, discover_transcripts, import_transcript
 from lossless.compaction import CompactionResult, Compactor, Mode
 from lossless.config import Config, load_config
-from lossless.errors import ConflictError, InputError, NotFoundError, StoreError
+from lossless.errors import (
+    ConflictError,
+    InputError,
+    NotFoundError,
+    StoreError,
+    TranscriptError,
+    check_integer,
+    check_unicode,
+)
 from lossless.formats import OutputFormat, render_anthropic, render_openai
 from lossless.ingest import INVALID_UNICODE_KEY, original_message, prepare_messages, was_repaired
 from lossless.interception import Interceptor, PendingFile
@@ -147,6 +157,18 @@ class FileDescription:
 def _require_text(value: object, what: str) -> None:
     if not isinstance(value, str) or not value:
         raise InputError(f"{what} must be a non-empty string, got {value!r}")
+    check_unicode(value, what)
+
+
+def conversation_number(ref: int | str) -> int | None:
+    """The conversation id ``ref`` names (an int, or a string of ASCII digits), checked; None for a session id."""
+    if isinstance(ref, str):
+        if not (ref.isascii() and ref.isdigit()):
+            return None
+        if len(ref) > 19:  # more digits than any 64-bit id (and int() refuses over 4,300)
+            raise InputError(f"conversation id {ref[:40]}… is out of range: ids are positive 64-bit integers")
+        ref = int(ref)
+    return check_integer(ref, "conversation id")
 
 
 def _require_budget(value: object) -> None:
@@ -206,6 +228,7 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
         )
         self._conversations: OrderedDict[tuple[str, str], Conversation] = OrderedDict()
         self._rendered = RenderCache()  # summaries are rendered once, not on every turn
+        self._nonce_key = secrets.token_bytes(16)  # marks real summaries (see lossless.assembly)
         self._agent_memory: dict[str, MemoryService] = {}  # agents named by session keys (see remember)
 
     # -------------------------------------------------------------- lifecycle
@@ -270,10 +293,11 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
     async def conversation(self, ref: int | str) -> Conversation:
         """A conversation of this agent by id (an int or digits) or by session id."""
         conversation: Conversation | None = None
-        if not isinstance(ref, int):
+        if not isinstance(ref, int) or isinstance(ref, bool):
             _require_text(ref, "conversation")
-        if isinstance(ref, int) or ref.isdigit():
-            conversation = await self.store.get_conversation(int(ref))
+        number = conversation_number(ref)
+        if number is not None:
+            conversation = await self.store.get_conversation(number)
             if conversation is not None and conversation.agent_id != self.config.agent_id:
                 conversation = None
         if conversation is None and isinstance(ref, str):
@@ -299,10 +323,11 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
         limit: int | None = None,
     ) -> list[MessageRecord]:
         """Stored messages of a conversation in order; ``tail=N`` gives the last N."""
+        for name, value in (("tail", tail), ("after_seq", after_seq), ("limit", limit)):
+            if value is not None:
+                check_integer(value, name)
         conv = await self.conversation(conversation)
         if tail is not None:
-            if tail < 0:
-                raise InputError(f"tail must be zero or more, got {tail}")
             newest = await self.store.get_messages(conv.id, limit=tail, newest_first=True)
             return newest[::-1]
         return await self.store.get_messages(conv.id, after_seq=after_seq, limit=limit)
@@ -444,9 +469,15 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
             prompt=prompt,
             output=output,
             cache=self._rendered,
+            nonce=self._nonce(conversation.id),
         )
         record("lcm_context_tokens", assembled.estimated_tokens)
         return assembled
+
+    def _nonce(self, conversation_id: int) -> str:
+        """This process's nonce for a conversation's summaries: stable across turns, unknowable to stored text."""
+        digest = hmac.new(self._nonce_key, str(conversation_id).encode(), hashlib.sha256).hexdigest()
+        return digest[:16]
 
     def _pass_through(self, messages: Sequence[Message], output: OutputFormat) -> AssembledContext:
         now = self._clock()
@@ -474,12 +505,15 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
         token_budget: int,
         session_key: str | None = None,
     ) -> AfterTurnResult:
-        """Store the turn's new messages, then compact if needed.  Never raises (see ``error``).
+        """Store the turn's new messages, then compact if needed.  Never raises (see ``error``), except
+        :class:`~lossless.errors.InputError` for a ``token_budget`` that is not a positive integer
+        (nothing is stored then).
 
         Compaction runs only when a trigger fires — so no summarizer call is made below them: a
         full compaction when the context is over ``context_threshold`` × ``token_budget``, else an
         incremental leaf pass when ``leaf_chunk_tokens`` of raw history lie outside the fresh tail.
         """
+        _require_budget(token_budget)  # a caller's mistake: refused before anything is stored
         try:
             ingested = await self.ingest_batch(session_id, list(messages), session_key=session_key)
         except Exception as exc:
@@ -653,6 +687,8 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
         ``incremental`` (only what the thresholds call for).  Always returns a result whose
         ``stop_reason`` says why it stopped.
         """
+        if target_tokens is not None:
+            check_integer(target_tokens, "target_tokens")
         conv = await self.conversation(conversation)
         chosen: Mode = mode or ("until_under" if target_tokens is not None else "full" if force else "incremental")
         result = await self.compactor.compact(
@@ -781,6 +817,12 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
                 if stop_on_error:
                     raise
                 outcome = exc
+            except (RecursionError, UnicodeError, ValueError, OverflowError) as exc:  # one bad file; the rest go on
+                log.warning("import of %s failed: %s", path, exc, exc_info=exc)
+                problem = TranscriptError(str(path), None, f"cannot be imported ({type(exc).__name__}: {exc})")
+                if stop_on_error:
+                    raise problem from exc
+                outcome = problem
             results.append(outcome)
             if progress is not None:
                 maybe = progress(done, len(files), outcome)

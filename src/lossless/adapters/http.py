@@ -598,6 +598,8 @@ def _tool_endpoint(name: str) -> Callable[..., Awaitable[dict[str, Any]]]:
             arguments = await request.json()
         except ValueError as exc:
             raise InputError(f"{name}: the body must be a JSON object of the tool's arguments ({exc})") from exc
+        except RecursionError:
+            raise InputError(f"{name}: the body nests lists and objects too deep to be read") from None
         if not isinstance(arguments, dict):
             raise InputError(f"{name}: the body must be a JSON object of the tool's arguments")
         return await call_tool(engine, name, arguments)

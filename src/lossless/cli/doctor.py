@@ -34,6 +34,11 @@ def _print_report(report: IntegrityReport, title: str) -> None:
             f"{report.fallback_summaries} summaries were made by truncation (no summarizer answered); "
             "--plan shows how to re-make them with the current summarizer"
         )
+    for conversation_id, raw in report.stalled:
+        out.print(
+            f"conversation {conversation_id}: compaction has stalled ({raw:,} tokens of raw history outside the "
+            f"fresh tail); catch up with  lcm compact {conversation_id} --full"
+        )
     if report.ok:
         out.print("[green]no problems found[/]")
         return

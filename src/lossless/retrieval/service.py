@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from lossless.errors import InputError, NotFoundError
+from lossless.errors import InputError, NotFoundError, check_integer, check_unicode
 from lossless.large_files import DEFAULT_PAGE_BYTES, Page, page_lines
 from lossless.ports import Store
 from lossless.records import JSONValue, LargeFile, Summary, utcnow
@@ -108,12 +108,17 @@ class Retriever:
 
     async def conversation_id_for(self, caller: Caller, conversation: int | str | None) -> int | None:
         """A conversation named by id (an int or digits) or by one of the caller's agent's session ids."""
-        if conversation is None or (isinstance(conversation, int) and not isinstance(conversation, bool)):
-            return conversation
+        if conversation is None:
+            return None
+        if isinstance(conversation, int) and not isinstance(conversation, bool):
+            return check_integer(conversation, "conversation id")
         if not isinstance(conversation, str) or not conversation:
             raise InputError(f"conversation must be an id or a session id, got {conversation!r}")
-        if conversation.isdigit():
-            return int(conversation)
+        check_unicode(conversation, "conversation")
+        if conversation.isascii() and conversation.isdigit():
+            if len(conversation) > 19:
+                raise InputError(f"conversation id {conversation[:40]}… is out of range: ids are 64-bit integers")
+            return check_integer(int(conversation), "conversation id")
         found = await self.store.find_conversation(agent_id=caller.agent_id, session_id=conversation)
         if found is None:
             raise NotFoundError("conversation", conversation, "give a conversation id or a session id")
@@ -160,6 +165,7 @@ class Retriever:
         given: object = item_id
         if not isinstance(given, str) or not given.startswith(("sum_", "file_")):
             raise InputError(f"describe takes a summary id (sum_…) or a file id (file_…), got {item_id!r}")
+        check_unicode(item_id, "id")
         reach = await self.reach(caller, conversation_id=conversation_id, all_conversations=all_conversations)
         if item_id.startswith("sum_"):
             return await describe_summary(self.store, await self.find_summary(item_id, reach), token_cap=token_cap)

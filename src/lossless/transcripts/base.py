@@ -176,6 +176,8 @@ def _parse_line(data: bytes, path: str, line: int, complete: bool) -> dict[str, 
             value = json.loads(text)
         except json.JSONDecodeError as exc:
             raise TranscriptError(path, line, f"is not valid JSON: {exc.msg} (column {exc.colno})") from exc
+        except RecursionError:
+            raise TranscriptError(path, line, "nests lists and objects too deep to be read") from None
     except TranscriptError:
         if not complete:
             return None  # still being written: the next read sees the whole line
@@ -193,6 +195,8 @@ def load_document(stream: IO[bytes], path: str) -> tuple[Any, int]:
         return json.loads(raw.decode("utf-8-sig", "surrogateescape")), len(raw)  # see _parse_line
     except json.JSONDecodeError as exc:
         raise TranscriptError(path, exc.lineno, f"is not valid JSON: {exc.msg} (column {exc.colno})") from exc
+    except RecursionError:
+        raise TranscriptError(path, None, "nests lists and objects too deep to be read") from None
 
 
 def timestamp_or(value: object, fallback: datetime | None, *, path: str, line: int | None) -> datetime | None:

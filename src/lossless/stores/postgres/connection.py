@@ -217,6 +217,11 @@ class Database:
                     raise
         except psycopg.Error as exc:
             raise translate(exc) from exc
+        except UnicodeEncodeError as exc:  # text no row can hold (a lone surrogate), in a write or a lookup
+            raise InputError(
+                f"text with invalid Unicode (a lone surrogate at position {exc.start}) cannot be stored or looked "
+                "up; nothing was written"
+            ) from exc
         except ValueError as exc:
             if "NUL" in str(exc) or "0x00" in str(exc):
                 raise translate(psycopg.DataError(str(exc))) from exc
