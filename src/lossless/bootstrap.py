@@ -36,6 +36,12 @@ Invariants:
   their rows join the file's transaction and their bytes are written before
   it commits.  Their ids are deterministic, so a re-import refers to the same
   files.
+* **Nothing dropped unreported.**  Entries of a sub-agent ``thread`` go to the
+  sub-agent's own conversation (``<session>/agent-<thread>``, child of the
+  file's conversation), in the same transaction, deduplicated by event key;
+  every record not stored as a message is counted by type, with its bytes
+  (``skipped_records``, ``skipped_bytes``).  A session the transcript gives no
+  title is titled by its first typed prompt.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
+import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -59,7 +66,7 @@ from lossless.ingest import prepare_messages, was_repaired
 from lossless.interception import Interceptor, PendingFile
 from lossless.large_files import file_scope
 from lossless.ports import PreparedMessage, Store
-from lossless.records import BootstrapState, Conversation, JSONValue, MessageRecord, utcnow
+from lossless.records import BootstrapState, Conversation, JSONValue, Message, MessageRecord, TextPart, utcnow
 from lossless.sessions import SessionPolicy, open_session
 from lossless.tokens import TokenCounter
 from lossless.transcripts import (
@@ -102,6 +109,10 @@ class FileImport:
     reason: str | None = None
     left_out: int = 0
     repaired: int = 0
+    #: Bytes of the skipped records, by the same type keys as ``skipped_records``.
+    skipped_bytes: dict[str, int] = field(default_factory=dict)
+    #: Sub-agent conversations this file's messages went to (besides its own), by session id.
+    subagents: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, JSONValue]:
         return {
@@ -115,6 +126,8 @@ class FileImport:
             "dropped": self.dropped,
             "parts": self.parts,
             "skipped_records": dict(self.skipped_records),
+            "skipped_bytes": dict(self.skipped_bytes),
+            "subagents": dict(self.subagents),
             "reason": self.reason,
             "left_out": self.left_out,
             "repaired": self.repaired,
@@ -218,8 +231,29 @@ class _Run:
     pending: list[_Ready] = field(default_factory=list)
     matched_seq: int | None = None
     stored_seq: int | None = None
+    skipped_bytes: Counter[str] = field(default_factory=Counter)
+    #: Sub-agent threads: what the file says about each, its conversation once made, messages stored.
+    threads: dict[str, SessionInfo] = field(default_factory=dict)
+    thread_conversations: dict[str, Conversation] = field(default_factory=dict)
+    thread_stored: Counter[str] = field(default_factory=Counter)
+    #: The first thing a person typed, the title of a session whose transcript names none.
+    first_prompt: str | None = None
+
+    @property
+    def title(self) -> str | None:
+        return self.info.title or self.first_prompt
+
+    def note_prompt(self, entry: Entry) -> None:
+        if self.first_prompt is None and entry.thread is None and entry.message.role == "user":
+            self.first_prompt = _prompt_title(entry.message)
 
     def merge(self, info: SessionInfo) -> None:
+        if info.thread is not None:
+            known = self.threads.get(info.thread)
+            self.threads[info.thread] = (
+                info if known is None else SessionInfo(metadata={**info.metadata, **known.metadata}, thread=info.thread)
+            )
+            return
         current = self.info
         self.info = SessionInfo(
             session_id=current.session_id or info.session_id,
@@ -289,7 +323,7 @@ class _Importer:
                 return run
             conversation = run.conversation
             if conversation is not None:
-                if run.info.title and not conversation.title:
+                if run.title and not conversation.title:
                     conversation = await self._conversation(run)
                 tail = await anyio.to_thread.run_sync(self._hash_tail, run.offset)
                 await self.store.put_bootstrap_state(
@@ -318,6 +352,8 @@ class _Importer:
             skipped_records=dict(run.skipped),
             left_out=run.left_out,
             repaired=run.repaired,
+            skipped_bytes=dict(run.skipped_bytes),
+            subagents={c.session_id: run.thread_stored[t] for t, c in run.thread_conversations.items()},
         )
 
     async def _find_state(self) -> BootstrapState | None:
@@ -372,9 +408,11 @@ class _Importer:
                         run.merge(event)
                     elif isinstance(event, Skipped):
                         run.skipped[event.kind] += 1
+                        run.skipped_bytes[event.kind] += event.size
                         run.offset = max(run.offset, event.end_offset)
                         run.last_key = event.key or run.last_key
                     else:
+                        run.note_prompt(event)
                         pending.append(event)
                 if pending:
                     blocked = await self._flush(pending, run)
@@ -396,6 +434,9 @@ class _Importer:
             if reason is not None:
                 return FileImport(str(self.path), self.format, "skipped", reason=reason)
             run.conversation = await self._conversation(run)
+        if any(entry.thread is not None for entry in entries):
+            await self._store_threads([e for e in entries if e.thread is not None], run)
+            entries = [e for e in entries if e.thread is None]
         if run.window is None:
             run.window = await self._window(run.conversation.id, run.window_after)
         ready = [await self._prepare(entry, run.conversation) for entry in entries]
@@ -419,6 +460,35 @@ class _Importer:
             else:
                 run.pending.append(item)
         return None
+
+    async def _store_threads(self, entries: list[Entry], run: _Run) -> None:
+        """Store sub-agent entries in their own conversations (their event keys make a re-read store nothing)."""
+        threads: dict[str, list[Entry]] = {}
+        for entry in entries:
+            threads.setdefault(entry.thread or "", []).append(entry)
+            run.offset = max(run.offset, entry.end_offset)
+        for thread, batch in threads.items():
+            conversation = run.thread_conversations.get(thread)
+            if conversation is None:
+                prompts = (_prompt_title(e.message) for e in batch if e.message.role == "user")
+                conversation = await self._thread_conversation(run, thread, next(filter(None, prompts), None))
+                run.thread_conversations[thread] = conversation
+            ready = [await self._prepare(entry, conversation) for entry in batch]
+            run.dropped += sum(0 if item.prepared else 1 for item in ready)
+            run.thread_stored[thread] += (await self._append(conversation, ready, run))[0]
+
+    async def _thread_conversation(self, run: _Run, thread: str, title: str | None) -> Conversation:
+        """The sub-agent conversation ``thread`` of the file's session: ``<session>/agent-<thread>``, its child."""
+        assert run.conversation is not None
+        info = run.threads.get(thread, SessionInfo())
+        return await self.store.get_or_create_conversation(
+            agent_id=self.agent_id,
+            session_id=f"{run.conversation.session_id}/agent-{thread}",
+            title=title,
+            source=self.format,
+            parent_id=run.conversation.id,
+            metadata=info.metadata or None,
+        )
 
     async def _window(self, conversation_id: int, after_seq: int | None) -> _Window:
         """The stored messages (above ``after_seq``) that the file's entries are matched against."""
@@ -456,21 +526,26 @@ class _Importer:
     async def _commit(self, ready: list[_Ready], run: _Run) -> None:
         """Store the prepared entries (their large files first) in the file's transaction."""
         assert run.conversation is not None
+        _, newest = await self._append(run.conversation, ready, run)
+        if newest is not None:
+            run.stored_seq = newest
+
+    async def _append(self, conversation: Conversation, ready: list[_Ready], run: _Run) -> tuple[int, int | None]:
+        """Append prepared entries to ``conversation`` (large files first): how many were new, the newest seq."""
         prepared = [p for item in ready for p in item.prepared]
         files = [f for item in ready for f in item.files]
         if files and self.interceptor is not None:
-            rows = await self.interceptor.store_files(files, run.conversation.id)
+            rows = await self.interceptor.store_files(files, conversation.id)
             await self.store.insert_large_files(rows)
         try:
-            result = await self.store.append_messages(run.conversation.id, prepared)
+            result = await self.store.append_messages(conversation.id, prepared)
         except InputError as exc:
             raise TranscriptError(str(self.path), ready[0].entry.line if ready else None, str(exc)) from exc
         run.stored += len(result.stored)
         run.repaired += sum(1 for r in result.stored if was_repaired(r.to_message()))
         run.duplicates += result.duplicates
         run.parts += sum(len(r.parts) for r in result.stored)
-        if result.stored:
-            run.stored_seq = max(r.seq for r in result.stored)
+        return len(result.stored), max((r.seq for r in result.stored), default=None)
 
     def _session_id(self, run: _Run) -> str:
         if self.session_id:
@@ -494,11 +569,30 @@ class _Importer:
             session_id=self._session_id(run),
             session_key=self.session_key,
             retain_depth=self.config.new_session_retain_depth,
-            title=run.info.title,
+            title=run.title,
             source=self.format,
             parent_id=parent_id,
             metadata=run.info.metadata or None,
         )
+
+
+#: Titles made from a first prompt are cut to this many characters.
+TITLE_CHARS = 80
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _prompt_title(message: Message) -> str | None:
+    """A title from a person's message: its first line of typed text (not host-injected, not a
+    ``<command…>`` wrapper), cut to :data:`TITLE_CHARS`; ``None`` when it has none."""
+    for part in message.parts:
+        if not isinstance(part, TextPart) or part.synthetic or part.ignored:
+            continue
+        text = part.text.strip()
+        if not text or text.startswith("<"):
+            continue
+        line = _LONE_SURROGATE.sub("\ufffd", " ".join(text.splitlines()[0].split()))  # a title is plain Unicode
+        return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1] + "…"
+    return None
 
 
 def _resolve(path: str | os.PathLike[str]) -> tuple[Path, bool]:

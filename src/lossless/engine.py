@@ -42,6 +42,7 @@ from zoneinfo import ZoneInfo
 
 import anyio
 
+from lossless._version import VERSION as VERSION  # re-exported: the adapters name it from here
 from lossless.assembly import AssembledContext, RenderCache, assemble
 from lossless.bootstrap import FileImport, discover_transcripts, import_transcript
 from lossless.compaction import CompactionResult, Compactor, Mode
@@ -95,7 +96,6 @@ __all__ = [
 
 log = logging.getLogger("lossless.engine")
 
-VERSION = "0.1.0"
 
 #: Called after each file of an import: (files done, files in all, that file's result or error).
 ImportProgress = Callable[[int, int, FileImport | Exception], Awaitable[None] | None]

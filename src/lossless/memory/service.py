@@ -35,7 +35,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lossless.errors import InputError, NotFoundError, ProviderError
 from lossless.memory import admission as amac
@@ -57,7 +57,6 @@ from lossless.memory.records import CATEGORIES, Memory, MemoryDraft, MemoryPatch
 from lossless.memory.scopes import Caller, check_scope, default_write_scope, reachable_scopes, require_reach
 from lossless.memory.vectors import (
     DEFAULT_EXACT_MAX,
-    F32,
     VectorHit,
     VectorIndex,
     chunk_text,
@@ -67,6 +66,9 @@ from lossless.memory.vectors import (
 )
 from lossless.ports import Store
 from lossless.records import MessageRecord, Summary, content_hash, utcnow
+
+if TYPE_CHECKING:
+    from lossless.memory.vectors import F32
 
 __all__ = ["MemoryHit", "MemoryService", "Remembered", "SearchResult"]
 
@@ -259,6 +261,16 @@ class MemoryService:
         vectors = await self._vectors_for(draft.abstract, draft.content)
         (memory,) = await self.store.insert([draft], [vectors])
         return memory
+
+    async def store_fact(self, draft: MemoryDraft, *, scope: str | None = None) -> Memory:
+        """Store a memory as a person or agent states it: a draft with a ``fact_key`` that already has a
+        current memory (in ``scope``, else in any reachable scope) supersedes it, keeping the old one as
+        history; anything else is added.  The one path of ``memory_store`` and ``lcm memory add``."""
+        if draft.fact_key:
+            page = await self.list(fact_key=draft.fact_key, scopes=[scope] if scope else None)
+            if page:
+                return await self.supersede(page[-1][1].memory_id, draft)
+        return await self.add(draft, scope=scope)
 
     async def _visible(self, memory_id: str) -> Memory:
         reach = await self.reach()

@@ -5,6 +5,12 @@ Invariants:
 * Readers never touch the store.  They turn bytes into :class:`SessionInfo`,
   :class:`Entry` and :class:`Skipped` events; the bootstrap module decides
   what to store.
+* A file may hold more than one conversation: events with a ``thread`` belong
+  to a sub-agent conversation of the file's session (``<session>/agent-<thread>``,
+  whose parent is the session), as sub-agent files under ``subagents/`` do.
+* Nothing is dropped silently: every record a reader does not turn into a
+  message is a :class:`Skipped` event with its type and its size in bytes, so an
+  import can report what it left out.
 * Each :class:`Entry` has a stable ``key`` derived from the transcript itself
   (an entry id, or a hash of the line), so reading the same file twice yields
   the same keys and re-importing it stores nothing new.
@@ -56,6 +62,8 @@ class SessionInfo:
     parent_session_id: str | None = None
     started_at: datetime | None = None
     metadata: dict[str, JSONValue] = field(default_factory=dict)
+    #: Set: this describes the sub-agent conversation ``thread`` of the file's session, not the session.
+    thread: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +74,8 @@ class Entry:
     message: Message
     line: int | None
     end_offset: int
+    #: Set: the message belongs to the sub-agent conversation ``thread`` of the file's session.
+    thread: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +87,8 @@ class Skipped:
     end_offset: int
     #: For tree-shaped formats: the id of a skipped entry that is on the conversation's path.
     key: str | None = None
+    #: The record's size in bytes (its line, for JSONL), reported by the import.
+    size: int = 0
 
 
 Event = SessionInfo | Entry | Skipped
