@@ -9,7 +9,7 @@ The dataset is JSON: ``{"conversations": [{"id", "messages": [{"id", "role", "co
 ``data/recall-small.json`` (30 hand-written questions) stays as a smoke test (``--dataset``).
 
 Every conversation is ingested through the engine (message ids become event keys, dates kept) into one
-SQLite file, compacted with small thresholds, and its user turns are mined for long-term memories.  Each
+SQLite file, compacted with small thresholds, and its messages are mined for long-term memories.  Each
 question is then asked **within its own conversation**, as an agent would, through the public API only:
 
 * ``full_text`` / ``semantic`` / ``hybrid`` — ``engine.grep(question, mode=…, scope="messages",
@@ -185,10 +185,9 @@ async def evaluate(
         if "memory" in methods:
             started = time.perf_counter()
             for conversation in dataset["conversations"]:
-                conv = await engine.conversation(conversation["id"])
-                records = [r for r in await engine.messages(conversation["id"]) if r.role == "user"]
-                for start in range(0, len(records), 64):
-                    await service.remember(conv.id, records[start : start + 64])
+                # Every speaker's messages, as the compactor's leaf hook mines them (people in a chat
+                # are "user" and "assistant" alike).
+                await service.mine(await engine.messages(conversation["id"]))
             timings["memory_mining_s"] = time.perf_counter() - started
         questions = dataset["questions"]
         needs_vectors = any(m in methods for m in ("semantic", "hybrid", "summary"))
