@@ -22,6 +22,8 @@ Invariants:
   :class:`~lossless.records.CompactionEvent` (trigger, mode, context tokens
   before and after, time taken), in one store transaction; messages are never
   changed or deleted.
+* **System messages are pinned.**  A stored ``system`` message (a policy the
+  host recorded) is never folded into a summary; assembly always sends it.
 * **Never split a tool call from its result.**  The fresh tail grows backwards
   to take in the calls whose results it holds, and a leaf chunk grows forwards
   to take in the results of the calls it holds.
@@ -170,6 +172,7 @@ class _Run:
     run_id: str
     created: list[Summary] = field(default_factory=list)
     passes: int = 0
+    tail_max_tokens: int | None = None
 
 
 def compression_target(base: int, source_tokens: int) -> int:
@@ -226,10 +229,18 @@ class Compactor:
 
     # ------------------------------------------------------------------ public
 
-    def needs_leaf_pass(self, entries: Sequence[ContextEntry]) -> bool:
-        """The incremental trigger: raw tokens outside the fresh tail reach ``leaf_chunk_tokens``."""
-        start = tail_start(entries, self.config.fresh_tail_count, self.config.fresh_tail_max_tokens)
-        raw = sum(e.token_count for e in entries[:start] if e.kind == "message")
+    def _tail(self, entries: Sequence[ContextEntry], tail_max_tokens: int | None = None) -> int:
+        """Where the fresh tail starts: ``fresh_tail_count`` messages, capped by tokens when a cap applies."""
+        cap = tail_max_tokens if tail_max_tokens is not None else self.config.fresh_tail_max_tokens
+        return tail_start(entries, self.config.fresh_tail_count, cap)
+
+    def needs_leaf_pass(self, entries: Sequence[ContextEntry], tail_max_tokens: int | None = None) -> bool:
+        """The incremental trigger: raw tokens outside the fresh tail reach ``leaf_chunk_tokens``.
+
+        Pinned (``system``) messages are never summarised, so they do not count.
+        """
+        start = self._tail(entries, tail_max_tokens)
+        raw = sum(e.token_count for e in entries[:start] if e.kind == "message" and e.role != "system")
         return raw >= self.config.leaf_chunk_tokens
 
     async def compact(
@@ -240,11 +251,13 @@ class Compactor:
         target_tokens: int | None = None,
         trigger: CompactionTrigger = "manual",
         progress: Callable[[CompactionResult], Awaitable[None] | None] | None = None,
+        tail_max_tokens: int | None = None,
     ) -> CompactionResult:
         """Compact one conversation; see the module docstring for the modes and guarantees.
 
         ``trigger`` (who asked: ``threshold``, ``manual`` or ``maintenance``) is recorded on each
-        pass's :class:`~lossless.records.CompactionEvent`.
+        pass's :class:`~lossless.records.CompactionEvent`.  ``tail_max_tokens`` caps the protected
+        fresh tail for this call (the engine passes the cap that follows the host's budget).
         """
         if mode == "until_under" and (target_tokens is None or target_tokens < 0):
             raise InputError("mode 'until_under' needs a target_tokens of zero or more")
@@ -254,9 +267,11 @@ class Compactor:
         async with lock:
             if isinstance(self.store, ConversationLocks):  # several hosts share the store
                 async with self.store.conversation_lock(conversation_id):
-                    result = await self._compact(conversation_id, mode, target_tokens, trigger, progress)
+                    result = await self._compact(
+                        conversation_id, mode, target_tokens, trigger, progress, tail_max_tokens
+                    )
             else:
-                result = await self._compact(conversation_id, mode, target_tokens, trigger, progress)
+                result = await self._compact(conversation_id, mode, target_tokens, trigger, progress, tail_max_tokens)
         if self.on_leaf is not None:
             for summary in result.summaries:
                 if summary.kind != "leaf":
@@ -276,6 +291,7 @@ class Compactor:
         target: int | None,
         trigger: CompactionTrigger,
         progress: Callable[[CompactionResult], Awaitable[None] | None] | None,
+        tail_max_tokens: int | None = None,
     ) -> CompactionResult:
         started = time.monotonic()
         limit_ms = (
@@ -283,6 +299,7 @@ class Compactor:
         )
         deadline = started + limit_ms / 1000
         run = _Run(mode, target, deadline, mode == "until_under", trigger, uuid.uuid4().hex[:16])
+        run.tail_max_tokens = tail_max_tokens
         entries = await self.store.get_context(conversation_id)
         before = sum(e.token_count for e in entries)
         conflicts = 0
@@ -364,7 +381,7 @@ class Compactor:
 
     def _why_nothing(self, entries: Sequence[ContextEntry], run: _Run) -> StopReason:
         if run.target is not None:
-            start = tail_start(entries, self.config.fresh_tail_count, self.config.fresh_tail_max_tokens)
+            start = self._tail(entries, run.tail_max_tokens)
             if sum(e.token_count for e in entries[start:]) > run.target:
                 return "irreducible_tail"
         return "nothing_eligible"
@@ -373,19 +390,32 @@ class Compactor:
 
     def _plan(self, entries: Sequence[ContextEntry], run: _Run) -> _Plan | None:
         if run.mode == "incremental":
-            if not run.created and self.needs_leaf_pass(entries):
+            if not run.created and self.needs_leaf_pass(entries, run.tail_max_tokens):
                 return self._plan_leaf(entries, run)
             return self._plan_condensed(entries, run, max_depth=self.config.incremental_max_depth)
         return self._plan_leaf(entries, run) or self._plan_condensed(entries, run, max_depth=None)
 
     def _plan_leaf(self, entries: Sequence[ContextEntry], run: _Run) -> _Plan | None:
-        start = tail_start(entries, self.config.fresh_tail_count, self.config.fresh_tail_max_tokens)
-        first = next((i for i in range(start) if entries[i].kind == "message"), None)
-        if first is None:
-            return None
-        end = first
-        while end < start and entries[end].kind == "message":
-            end += 1
+        start = self._tail(entries, run.tail_max_tokens)
+        # Pinned (system) messages are never summarised: a chunk is a run of other messages, and a run
+        # too small to summarise before a pinned message lets the next run be tried.
+        search = 0
+        while True:
+            first = next(
+                (i for i in range(search, start) if entries[i].kind == "message" and entries[i].role != "system"),
+                None,
+            )
+            if first is None:
+                return None
+            end = first
+            while end < start and entries[end].kind == "message" and entries[end].role != "system":
+                end += 1
+            plan = self._leaf_chunk(entries, run, first, end)
+            if plan is not None or end >= start or entries[end].role != "system":
+                return plan
+            search = end + 1
+
+    def _leaf_chunk(self, entries: Sequence[ContextEntry], run: _Run, first: int, end: int) -> _Plan | None:
         chunk_end = first
         tokens = 0
         while chunk_end < end and (
