@@ -445,7 +445,7 @@ async def test_after_turn_never_raises(tmp_path: Path) -> None:
             raise RuntimeError("disk on fire")
 
         engine.compactor.compact = broken  # type: ignore[method-assign]
-        engine.compactor.needs_leaf_pass = lambda entries: True  # type: ignore[method-assign]
+        engine.compactor.needs_leaf_pass = lambda entries, *_: True  # type: ignore[method-assign]
         result = await engine.after_turn("s", _turn(1), token_budget=1000)
         assert result.error == "compaction failed: disk on fire"
         assert len(result.ingest.stored) == 2  # the turn was stored all the same
@@ -478,7 +478,7 @@ async def test_a_stuck_summarizer_never_blocks_ingest(tmp_path: Path) -> None:
     try:
         for i in range(6):  # under the leaf trigger
             await engine.ingest_batch("h", _turn(i))
-        engine.compactor.needs_leaf_pass = lambda entries: True  # type: ignore[method-assign]
+        engine.compactor.needs_leaf_pass = lambda entries, *_: True  # type: ignore[method-assign]
         results: list[AfterTurnResult] = []
 
         async def turn() -> None:

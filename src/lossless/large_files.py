@@ -16,6 +16,10 @@ What is intercepted (each payload on its own, when its tokens exceed the thresho
   canonical base64 is stored decoded, so the blob is the real file.
 * Tool outputs: an output still over the threshold once its own blocks are
   taken out is intercepted whole.
+* Plain text: a text part (of any role: a paste, a log, a dump) still over
+  the threshold once its own blocks are taken out is intercepted whole, as
+  ``pasted text`` (origin ``file_block``), so no entry point stores a huge
+  message inline.
 
 Invariants:
 
@@ -374,7 +378,14 @@ def _without(text: str, payloads: Sequence[Payload]) -> str:
 
 def _part_payloads(index: int, part: Part, threshold: int, counter: TokenCounter) -> list[Payload]:
     if isinstance(part, TextPart):
-        return _text_payloads(Slot(index, "text"), part.text, threshold, counter)
+        text = part.text
+        slot = Slot(index, "text")
+        inner = _text_payloads(slot, text, threshold, counter)
+        rest = _without(text, inner) if inner else text
+        if _over(rest, threshold, counter) and _encodable(text):
+            # A plain text over the threshold (a paste, a log, a dump in any role) is stored aside whole.
+            return [Payload(slot, 0, len(text), "", "", text.encode("utf-8"), "utf8", "file_block", "pasted text")]
+        return inner
     if isinstance(part, ToolPart) and part.output is not None:
         output = part.output
         slot = Slot(index, "output")
@@ -419,7 +430,7 @@ def may_hold_payloads(message: Message, threshold: int) -> bool:
         kind = type(part)
         if kind is TextPart:
             text = part.text  # type: ignore[union-attr]
-            if len(text) > shortest and ("<file" in text or "base64," in text) and _may_exceed(text, threshold):
+            if len(text) > shortest and _may_exceed(text, threshold):  # a file block, a data URL or plain text
                 return True
         elif kind is ToolPart:
             output = part.output  # type: ignore[union-attr]
