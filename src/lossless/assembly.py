@@ -49,7 +49,7 @@ from typing import Any, Literal
 from xml.sax.saxutils import escape, quoteattr
 
 from lossless.budget import MESSAGE_OVERHEAD, MIN_EXCERPT_TOKENS, chat_tokens, excerpt, tail_token_cap, usable_budget
-from lossless.context import tail_start, units
+from lossless.context import pairs, tail_start, units
 from lossless.formats import OutputFormat, render_anthropic, render_openai, sanitize_anthropic, sanitize_openai
 from lossless.records import ContextEntry, MessageRecord, Summary
 from lossless.tokens import TokenCounter
@@ -326,16 +326,7 @@ def assemble(
     and parents, so a changed summary is rendered afresh.
     """
     present = [e for e in entries if (e.message_id in messages if e.kind == "message" else e.summary_id in summaries)]
-    rendered_summaries: dict[str, Rendered] = {}
-    for sid, summary in summaries.items():
-        key = (sid, summary.content, tuple(parents.get(sid, ())))
-        found = cache.get(key) if cache is not None else None
-        if found is None:
-            text = render_summary(summary, key[2], zone)
-            found = Rendered(text, counter.count(text))
-            if cache is not None:
-                cache[key] = found
-        rendered_summaries[sid] = found
+    rendered_summaries = _render_summaries(summaries, parents, zone, counter, cache)
     render = render_openai if output == "openai" else render_anthropic
     chats: dict[int, list[dict[str, Any]]] = {}
 
@@ -374,30 +365,54 @@ def assemble(
     def build(keep: Sequence[bool], caps: Mapping[int, int], guidance: bool = True) -> AssembledContext:
         return _build(present, keep, caps, chat, costs, summaries, counter, output, tail_tokens, budget, guidance)
 
-    # Choose with the costs known, measure what was chosen, and choose again until the count of the
-    # final rendering fits; each round keeps back what the last one overshot by (the recall guidance
-    # grows with what is left out).
-    reserve = 0
-    for _attempt in range(8):
-        keep, caps = _choose(present, costs, groups, start, max(0, limit - reserve), tail_cap, prompt or None, bags)
+    def measure(keep: Sequence[bool]) -> bool:
+        """Count the rendering of every chosen item not counted yet; whether any cost changed."""
         changed = False
         for index in (i for i, k in enumerate(keep) if k and i not in exact):
             measured = chat_tokens(chat(index), counter)
             exact.add(index)
             changed = changed or measured != costs[index]
             costs[index] = measured
-        if changed and sum(min(costs[i], caps.get(i, costs[i])) for i, k in enumerate(keep) if k) > limit - reserve:
-            continue  # the measured costs no longer fit: choose again with them
-        result = build(keep, caps)
-        if result.estimated_tokens <= limit:
-            return result
-        reserve += result.estimated_tokens - limit
-    # A budget too small for the guidance: the messages come first, and nothing is ever sent over the limit.
-    keep, caps = _choose(present, costs, groups, start, limit, tail_cap, prompt or None, bags)
-    result = build(keep, caps, guidance=False)
-    if result.estimated_tokens <= limit:
-        return result
-    return build([False] * len(present), {}, guidance=False)
+        return changed
+
+    # Choose with the costs known, measure what was chosen (each item once), choose again until the
+    # choice is measured; then count the final rendering, and while it is over the limit keep back what
+    # it overshot by (the recall guidance grows with what is left out) and choose again.
+    for guidance in (True, False):
+        reserve = 0
+        for _attempt in range(len(present) + 8):
+            keep, caps = _choose(present, costs, groups, start, max(0, limit - reserve), tail_cap, prompt, bags)
+            if measure(keep):
+                continue
+            result = build(keep, caps, guidance)
+            if result.estimated_tokens <= limit:
+                return result
+            reserve += result.estimated_tokens - limit
+            if reserve > limit:
+                break
+    # Not reached with a sane counter; the guarantee does not depend on it: send nothing rather than too much.
+    return build([False] * len(present), {}, False)
+
+
+def _render_summaries(
+    summaries: Mapping[str, Summary],
+    parents: Mapping[str, Sequence[str]],
+    zone: tzinfo,
+    counter: TokenCounter,
+    cache: MutableMapping[RenderKey, Rendered] | None,
+) -> dict[str, Rendered]:
+    """Each summary's rendering and token count, from ``cache`` where it has them."""
+    out: dict[str, Rendered] = {}
+    for sid, summary in summaries.items():
+        key = (sid, summary.content, tuple(parents.get(sid, ())))
+        found = cache.get(key) if cache is not None else None
+        if found is None:
+            text = render_summary(summary, key[2], zone)
+            found = Rendered(text, counter.count(text))
+            if cache is not None:
+                cache[key] = found
+        out[sid] = found
+    return out
 
 
 def _bags(
@@ -418,6 +433,24 @@ def _bags(
     return [bag(present[a]) if b - a == 1 else sum(map(bag, present[a:b]), Counter[str]()) for a, b in groups]
 
 
+def _fit_required(
+    members: Sequence[int], present: Sequence[ContextEntry], costs: Sequence[int], room: int
+) -> dict[int, int] | None:
+    """Caps that make ``members`` fit ``room`` (empty: they fit whole), or None when they cannot."""
+    need = sum(costs[i] for i in members)
+    if need <= room:
+        return {}
+    # Too large whole: messages are cut to a common cap; a summary is never cut.
+    cuttable = [i for i in members if present[i].kind == "message"]
+    fixed = sum(costs[i] for i in members if present[i].kind != "message")
+    if not cuttable or fixed > room:
+        return None
+    cap = _water_cap([costs[i] for i in cuttable], room - fixed)
+    if cap < MIN_EXCERPT_TOKENS:
+        return None
+    return {i: cap for i in cuttable if costs[i] > cap}
+
+
 def _required(
     present: Sequence[ContextEntry],
     costs: Sequence[int],
@@ -427,31 +460,31 @@ def _required(
     keep: list[bool],
     caps: dict[int, int],
 ) -> int:
-    """Mark the units that must be sent (newest, newest user turn, pinned), excerpting to fit; the room left."""
+    """Mark what must be sent, excerpting to fit; the room left.
+
+    What must be sent: the newest item, the newest user message and every pinned (system) message,
+    each with its unit (so tool calls stay with their results).  When that cannot fit, each keeps
+    only itself and, for a tool result, its call (a pair is still never split); when even that
+    cannot fit, pinned messages give way, newest first, then the newest user message.
+    """
     newest_user = next((i for i in range(len(present) - 1, -1, -1) if _is_user_turn(present[i])), None)
-    required = [unit_of[len(present) - 1]]
+    targets = [len(present) - 1]
     if newest_user is not None:
-        required.append(unit_of[newest_user])
-    required += [unit_of[i] for i, e in enumerate(present) if _is_pinned(e)]
-    required = list(dict.fromkeys(required))
-    while required:
-        members = [i for g in required for i in range(*groups[g])]
-        need = sum(costs[i] for i in members)
-        if need <= room:
-            for i in members:
-                keep[i] = True
-            return room - need
-        # Too large whole: messages are cut to a common cap; a summary that does not fit is left out.
-        cuttable = [i for i in members if present[i].kind == "message"]
-        fixed = sum(costs[i] for i in members if present[i].kind != "message")
-        cap = _water_cap([costs[i] for i in cuttable], room - fixed) if cuttable else 0
-        if cuttable and fixed <= room and cap >= MIN_EXCERPT_TOKENS:
-            for i in members:
-                keep[i] = True
-                if present[i].kind == "message" and costs[i] > cap:
-                    caps[i] = cap
-            return 0
-        required.pop()  # the least important required unit gives way (pinned ones, newest first)
+        targets.append(newest_user)
+    targets += [i for i, e in enumerate(present) if _is_pinned(e)]
+    targets = list(dict.fromkeys(targets))
+    callers = pairs(present)
+    while targets:
+        whole = sorted({i for t in targets for i in range(*groups[unit_of[t]])})
+        cores = sorted({i for t in targets for i in (t, callers.get(t, t))})
+        for members in (whole, cores):
+            found = _fit_required(members, present, costs, room)
+            if found is not None:
+                for i in members:
+                    keep[i] = True
+                caps.update(found)
+                return room - sum(min(costs[i], found.get(i, costs[i])) for i in members)
+        targets.pop()
     return room
 
 
@@ -475,7 +508,8 @@ def _choose(
     if sum(cost_of) <= room:
         return [True] * len(present), caps
     room = _required(present, costs, groups, unit_of, room, keep, caps)
-    chosen = {unit_of[i] for i, k in enumerate(keep) if k}
+    chosen = {unit_of[i] for i, k in enumerate(keep) if k}  # (a required unit may be kept only in part)
+    added: list[int] = []
     # The fresh tail, newest first, while it fits its cap: it is cut from its oldest end.
     tail_used = sum(cost_of[g] for g in chosen if groups[g][0] >= start)
     for g in range(len(groups) - 1, -1, -1):
@@ -487,6 +521,7 @@ def _choose(
         if tail_used + cost_of[g] > tail_cap or cost_of[g] > room:
             break
         chosen.add(g)
+        added.append(g)
         tail_used += cost_of[g]
         room -= cost_of[g]
     # The rest of the room: newest first, or most relevant to the prompt first.
@@ -500,8 +535,9 @@ def _choose(
                 continue  # relevance: a smaller, less relevant unit may still fit
             break  # newest first: stop at the first unit that does not fit (a contiguous recent span)
         chosen.add(g)
+        added.append(g)
         room -= cost_of[g]
-    for g in chosen:
+    for g in added:
         for i in range(*groups[g]):
             keep[i] = True
     return keep, caps

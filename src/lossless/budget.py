@@ -49,7 +49,7 @@ MESSAGE_OVERHEAD = 4
 #: What an inline image is counted as (about the most a provider bills for one image).
 IMAGE_TOKENS = 1_600
 #: The smallest excerpt worth sending: the marker and a little of the text around it.
-MIN_EXCERPT_TOKENS = 96
+MIN_EXCERPT_TOKENS = 48
 #: Share of the budget the fresh tail may take when ``fresh_tail_max_tokens`` is not set.
 FRESH_TAIL_SHARE = 0.5
 
