@@ -190,6 +190,7 @@ class AfterTurnIn(_Body):
     messages: list[MessageIn] = Field(default_factory=list)
     token_budget: Budget
     session_key: SessionId | None = None
+    observed_tokens: Budget | None = None
 
 
 class CompactIn(_Body):
@@ -438,7 +439,11 @@ async def assemble(body: AssembleIn, engine: Caller) -> dict[str, Any]:
 async def after_turn(body: AfterTurnIn, engine: Caller) -> dict[str, Any]:
     """Store a turn's new messages, then compact if a trigger fires (failures come back in error)."""
     result = await engine.after_turn(
-        body.session_id, _messages(body.messages), token_budget=body.token_budget, session_key=body.session_key
+        body.session_id,
+        _messages(body.messages),
+        token_budget=body.token_budget,
+        session_key=body.session_key,
+        observed_tokens=body.observed_tokens,
     )
     return after_turn_dict(result)
 
