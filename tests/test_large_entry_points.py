@@ -25,7 +25,7 @@ from lossless.records import ToolPart
 
 from .test_http_api import ALICE, Running, make_config
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 ROLES = ("user", "assistant", "tool", "system")
 _ROWS = "".join(f"row {i:07d}: the quick brown fox jumps over the lazy dog 0123456789\n" for i in range(310_000))
