@@ -42,11 +42,13 @@ from typing import Any, Protocol, runtime_checkable
 from lossless.errors import ConfigError, MissingDependencyError, StoreError
 
 __all__ = [
+    "ESTIMATE_MARGINS",
     "TOKENIZER_CHOICES",
     "EstimatingCounter",
     "RecentCounter",
     "TiktokenCounter",
     "TokenCounter",
+    "exact_available",
     "token_counter_for",
 ]
 
