@@ -534,6 +534,11 @@ async def test_assemble_passes_host_messages_through_when_it_cannot_help(tmp_pat
         disabled = await engine.assemble("s", token_budget=100, messages=host, output="anthropic")
         assert disabled.messages[0] == {"role": "user", "content": [{"type": "text", "text": "hello"}]}
         assert await engine.conversations() == []
+        # The host's own messages are held to the budget too: the newest goes as an excerpt.
+        huge = [Message.user("word " * 50_000), Message.assistant("an answer " * 40_000)]
+        passed = await engine.assemble("s", token_budget=2_000, messages=huge)
+        assert passed.estimated_tokens <= 2_000 and not passed.over_budget
+        assert passed.messages[-1]["role"] == "assistant" and "left out here" in passed.messages[-1]["content"]
     finally:
         await engine.dispose()
 

@@ -73,7 +73,7 @@ def _totals(result: ReplayResult) -> Table:
     )
     table.add_row("summaries by depth", _depths(result.summaries_by_depth))
     check = "[green]0[/]" if not result.violations else f"[red]{result.violations}[/]"
-    table.add_row("turns over budget (engine fault)", check)
+    table.add_row("contexts over budget (engine fault)", check)
     if result.left_out_turns:
         table.add_row(
             "turns that left items out to fit",
