@@ -41,21 +41,25 @@ async def one(path: Path, budget: int) -> dict[str, object]:
     }
 
 
-async def main() -> int:
+def parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     default = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus"
     parser.add_argument("corpus", nargs="?", default=str(default))
     parser.add_argument("--budgets", default="8000,16000,32000")
     parser.add_argument("--json", dest="json_out")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+async def main() -> int:
+    args = parse()
     budgets = [int(b) for b in args.budgets.split(",")]
     rows: list[dict[str, object]] = []
     started = time.perf_counter()
-    for path in discover_transcripts([args.corpus]):
+    for path in await anyio.to_thread.run_sync(discover_transcripts, [args.corpus]):
         for budget in budgets:
             try:
                 row = await one(path, budget)
-            except Exception as exc:  # noqa: BLE001 - a file that is not a session is reported, not fatal
+            except Exception as exc:  # a file that is not a session is reported, not fatal
                 print(f"skip {path.name} at {budget}: {exc}", flush=True)
                 continue
             rows.append(row)
@@ -70,7 +74,8 @@ async def main() -> int:
     turns = sum(int(str(r["turns"])) for r in rows)
     print(f"\n{len(rows)} replays, {turns:,} turns, {over} over budget, {time.perf_counter() - started:.0f} s")
     if args.json_out:
-        Path(args.json_out).write_text(json.dumps({"rows": rows, "over_budget_turns": over}, indent=2))
+        text = json.dumps({"rows": rows, "over_budget_turns": over}, indent=2)
+        await anyio.Path(args.json_out).write_text(text)
     return 1 if over else 0
 
 

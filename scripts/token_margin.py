@@ -36,7 +36,8 @@ def windows(pairs: list[tuple[int, int]], size: int) -> list[float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("corpus", nargs="?", default=str(Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus"))
+    default = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus"
+    parser.add_argument("corpus", nargs="?", default=str(default))
     parser.add_argument("--json", dest="json_out")
     args = parser.parse_args()
     estimate, exact = EstimatingCounter(), TiktokenCounter("o200k_base")
@@ -44,7 +45,7 @@ def main() -> int:
     for path in discover_transcripts([args.corpus]):
         try:
             _, entries = read_entries(path)
-        except Exception as exc:  # noqa: BLE001 - a file that is not a transcript is reported and skipped
+        except Exception as exc:  # a file that is not a transcript is reported and skipped
             print(f"skip {path}: {exc}", file=sys.stderr)
             continue
         texts = [e.message.content for e in entries if e.message.content]

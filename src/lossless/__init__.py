@@ -10,6 +10,7 @@ expand its way back to any original detail.  Start with :class:`ContextEngine`::
 Everything listed in ``__all__`` is the public API; other names may change.
 """
 
+from lossless.assembly import LeftOut
 from lossless.bootstrap import FileImport
 from lossless.config import SETTINGS, Config, load_config
 from lossless.engine import VERSION, ContextEngine, EngineInfo, FileDescription
@@ -51,6 +52,7 @@ from lossless.records import (
 from lossless.retrieval import AccessDenied, Caller
 from lossless.stores import open_store
 from lossless.tokens import EstimatingCounter, TiktokenCounter, TokenCounter
+from lossless.triggers import CompactionDecision
 
 __version__ = VERSION
 
@@ -60,6 +62,7 @@ __all__ = [
     "AgentPart",
     "BlobStore",
     "Caller",
+    "CompactionDecision",
     "CompactionEvent",
     "CompactionPart",
     "Config",
@@ -77,6 +80,7 @@ __all__ = [
     "InputError",
     "LargeFile",
     "LcmError",
+    "LeftOut",
     "Message",
     "MessageRecord",
     "MissingDependencyError",

@@ -474,8 +474,8 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
             zone=self.zone,
             output=output,
         )
-        # The host's messages have no stored ids: say how many were left out, not which.
-        return replace(assembled, included=(), dropped=(), left_out=())
+        # The host's messages have no stored ids, and are not stored: nothing to name or to look up.
+        return replace(assembled, included=(), dropped=(), left_out=(), system_prompt_addition=None)
 
     async def after_turn(
         self,
