@@ -221,3 +221,64 @@ def test_engine_context_is_within_budget_and_summaries_expand_to_their_sources(
             assert await covered(engine.store, conversation.id) == [m.id for m in stored]
 
     anyio.run(scenario)
+
+
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
+@given(
+    turns=st.lists(
+        st.tuples(st.sampled_from(["user", "assistant", "tool", "file", "system"]), st.sampled_from([5, 300, 30_000])),
+        min_size=1,
+        max_size=12,
+    ),
+    budget=st.integers(1_000, 1_000_000),
+    tail=st.integers(1, 80),
+    tail_cap=st.none() | st.integers(100, 100_000),
+    threshold=st.sampled_from([500, 25_000]),
+    tokenizer=st.sampled_from(["estimate", "auto"]),
+)
+def test_engine_sessions_with_files_and_random_settings_fit_any_budget(
+    tmp_path: Path,
+    turns: list[tuple[str, int]],
+    budget: int,
+    tail: int,
+    tail_cap: int | None,
+    threshold: int,
+    tokenizer: str,
+) -> None:
+    async def scenario() -> None:
+        async with await ContextEngine.open(
+            f"sqlite:///{tmp_path / 'f.db'}",
+            data_dir=tmp_path / "data",
+            fresh_tail_count=tail,
+            fresh_tail_max_tokens=tail_cap,
+            large_file_token_threshold=threshold,
+            tokenizer=tokenizer,
+        ) as engine:
+            session = f"f{next(_sessions)}"
+            for i, (kind, size) in enumerate(turns):
+                text = words(size, f"x{i}_")
+                if kind == "tool":
+                    call = ToolPart(call_id=f"c{i}", name="run", input={"i": i})
+                    batch = [Message.from_parts("assistant", [call]), Message.tool_result(f"c{i}", text)]
+                elif kind == "file":
+                    batch = [Message.user(f'see <file name="f{i}.txt">\n{text}\n</file> please')]
+                else:
+                    batch = [Message(kind, text)]  # type: ignore[arg-type]
+                result = await engine.after_turn(session, batch, token_budget=budget)
+                assert result.error is None
+                out = await engine.assemble(session, token_budget=budget, prompt=text[:40])
+                assert out.estimated_tokens <= budget and not out.over_budget
+                stored = await engine.messages(session)
+                assert stored[-1].id in out.included  # the newest item is sent, whole or excerpted
+                users = [m for m in stored if m.role == "user" and not any(isinstance(p, ToolPart) for p in m.parts)]
+                if users:
+                    assert users[-1].id in out.included
+                listed = {o.ref for o in out.left_out if o.reason == "budget"}
+                assert listed == set(out.dropped)
+                assert set(out.included) | listed == {
+                    e.ref for e in await engine.store.get_context(stored[0].conversation_id)
+                }
+
+    anyio.run(scenario)
