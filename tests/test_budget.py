@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from lossless.budget import (
     IMAGE_TOKENS,
     MESSAGE_OVERHEAD,
+    CountCache,
     chat_tokens,
     excerpt,
     tail_token_cap,
@@ -68,3 +69,23 @@ def test_an_excerpt_of_a_large_tool_input_and_what_cannot_be_cut() -> None:
     small = [{"role": "user", "content": "short"}]
     assert excerpt(small, 100, COUNTER, "msg#1") == small  # what fits is returned as it is
     assert excerpt(render_openai(call), 5, COUNTER, "msg#7") is None  # not even the pointer fits
+
+
+def test_the_count_cache_answers_as_its_counter_and_counts_a_text_once() -> None:
+    seen: list[str] = []
+
+    class Counting(EstimatingCounter):
+        def count(self, text: str) -> int:
+            seen.append(text)
+            return super().count(text)
+
+    cache = CountCache(Counting(), max_chars=3_000, min_chars=10)
+    long = "a long text " * 100
+    assert cache.count(long) == COUNTER.count(long) == cache.count("".join(["a long text "] * 100))
+    assert len(seen) == 1  # the second, equal text (another object) was not counted again
+    assert cache.count("short") == COUNTER.count("short") and len(seen) == 2  # short texts are not kept
+    for i in range(5):
+        cache.count(f"{i} " + long)  # beyond max_chars the least recently used are dropped
+    cache.count(long)
+    assert len(seen) == 8
+    assert cache.margin(8_000) == COUNTER.margin(8_000) and cache.name == "estimate"

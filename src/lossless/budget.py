@@ -20,12 +20,16 @@ Invariants:
 * :func:`tail_token_cap` is the fresh tail's token cap for a budget: the
   ``fresh_tail_max_tokens`` setting when set, else a share of the budget, so
   the defaults work at any budget.
-* Pure: values in, values out.
+* :class:`CountCache` remembers the counts of long texts (by value, least
+  recently used dropped beyond a character budget), so assembling the same
+  context turn after turn counts only what is new.
+* Pure: values in, values out (the cache aside, which only remembers answers).
 """
 
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -36,6 +40,7 @@ __all__ = [
     "IMAGE_TOKENS",
     "MESSAGE_OVERHEAD",
     "MIN_EXCERPT_TOKENS",
+    "CountCache",
     "chat_tokens",
     "excerpt",
     "tail_token_cap",
@@ -57,6 +62,45 @@ FRESH_TAIL_SHARE = 0.5
 _STRUCTURE = frozenset({"role", "type", "media_type"})
 # Strings under these keys (or anywhere inside a tool input) are text that may be cut.
 _TEXT = frozenset({"content", "text", "arguments"})
+
+
+class CountCache:
+    """A token counter that remembers the counts of texts of ``min_chars`` or more (see the module doc).
+
+    Same answers as the counter it wraps (it forwards ``name`` and ``margin``); for use by one event
+    loop (assembly runs there), not shared between threads.
+    """
+
+    def __init__(self, counter: TokenCounter, *, max_chars: int = 64 * 1024 * 1024, min_chars: int = 256) -> None:
+        self.counter = counter
+        self.name = counter.name
+        self.max_chars = max_chars
+        self.min_chars = min_chars
+        self._counts: OrderedDict[str, int] = OrderedDict()
+        self._chars = 0
+
+    def margin(self, budget: int) -> float:
+        inner = getattr(self.counter, "margin", None)
+        return float(inner(budget)) if callable(inner) else 0.0
+
+    def count(self, text: str) -> int:
+        if len(text) < self.min_chars:
+            return self.counter.count(text)
+        found = self._counts.get(text)
+        if found is not None:
+            self._counts.move_to_end(text)
+            return found
+        found = self.counter.count(text)
+        if len(text) <= self.max_chars // 4:
+            self._counts[text] = found
+            self._chars += len(text)
+            while self._chars > self.max_chars:
+                evicted, _ = self._counts.popitem(last=False)
+                self._chars -= len(evicted)
+        return found
+
+    def __repr__(self) -> str:
+        return f"CountCache({self.counter!r})"
 
 
 def usable_budget(budget: int, counter: TokenCounter) -> int:

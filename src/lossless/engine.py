@@ -42,7 +42,7 @@ import anyio
 
 from lossless.assembly import AssembledContext, RenderCache, assemble
 from lossless.bootstrap import FileImport, discover_transcripts, import_transcript
-from lossless.budget import tail_token_cap
+from lossless.budget import CountCache, tail_token_cap
 from lossless.compaction import CompactionResult, Compactor, Mode
 from lossless.config import Config, load_config
 from lossless.errors import InputError, NotFoundError, StoreError
@@ -212,6 +212,7 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
         )
         self._conversations: OrderedDict[tuple[str, str], Conversation] = OrderedDict()
         self._rendered = RenderCache()  # summaries are rendered once, not on every turn
+        self._assembly_counts = CountCache(self.tokens)  # a context is counted once, not on every turn
 
     # -------------------------------------------------------------- lifecycle
 
@@ -429,7 +430,7 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
             budget=budget,
             fresh_tail_count=self.config.fresh_tail_count,
             fresh_tail_max_tokens=self.config.fresh_tail_max_tokens,
-            counter=self.tokens,
+            counter=self._assembly_counts,
             zone=self.zone,
             prompt=prompt,
             output=output,
