@@ -79,7 +79,7 @@ def test_the_count_cache_answers_as_its_counter_and_counts_a_text_once() -> None
             seen.append(text)
             return super().count(text)
 
-    cache = CountCache(Counting(), max_chars=3_000, min_chars=10)
+    cache = CountCache(Counting(), max_chars=6_000, min_chars=10)
     long = "a long text " * 100
     assert cache.count(long) == COUNTER.count(long) == cache.count("".join(["a long text "] * 100))
     assert len(seen) == 1  # the second, equal text (another object) was not counted again
