@@ -355,12 +355,14 @@ def assemble(
     limit = usable_budget(budget, counter)
     tail_cap = tail_token_cap(budget, fresh_tail_max_tokens)
     groups = units(present)
-    bag_cache: list[list[Counter[str]]] = []
+    bag_cache: dict[int, Counter[str]] = {}
 
-    def bags() -> list[Counter[str]]:
-        if not bag_cache:
-            bag_cache.append(_bags(present, groups, messages, summaries, rendered_summaries))
-        return bag_cache[0]
+    def bags(wanted: Sequence[int]) -> list[Counter[str]]:
+        """The search terms of the units ``wanted`` (each unit's computed once per call)."""
+        for g in wanted:
+            if g not in bag_cache:
+                bag_cache[g] = _bag(present, groups[g], messages, summaries, rendered_summaries)
+        return [bag_cache[g] for g in wanted]
 
     def build(keep: Sequence[bool], caps: Mapping[int, int], guidance: bool = True) -> AssembledContext:
         return _build(present, keep, caps, chat, costs, summaries, counter, output, tail_tokens, budget, guidance)
@@ -415,13 +417,13 @@ def _render_summaries(
     return out
 
 
-def _bags(
+def _bag(
     present: Sequence[ContextEntry],
-    groups: Sequence[tuple[int, int]],
+    group: tuple[int, int],
     messages: Mapping[int, MessageRecord],
     summaries: Mapping[str, Summary],
     rendered: Mapping[str, Rendered],
-) -> list[Counter[str]]:
+) -> Counter[str]:
     def bag(entry: ContextEntry) -> Counter[str]:
         if entry.kind == "message":
             return Counter(terms(messages[entry.message_id or 0].content))
@@ -430,7 +432,8 @@ def _bags(
             found.terms = Counter(terms(summaries[entry.summary_id or ""].content))
         return found.terms
 
-    return [bag(present[a]) if b - a == 1 else sum(map(bag, present[a:b]), Counter[str]()) for a, b in groups]
+    a, b = group
+    return bag(present[a]) if b - a == 1 else sum(map(bag, present[a:b]), Counter[str]())
 
 
 def _fit_required(
@@ -496,7 +499,7 @@ def _choose(
     room: int,
     tail_cap: int,
     prompt: str | None,
-    bags: Callable[[], list[Counter[str]]],
+    bags: Callable[[Sequence[int]], list[Counter[str]]],
 ) -> tuple[list[bool], dict[int, int]]:
     """Which items to send, and the token cap of each one sent as an excerpt (see the module docstring)."""
     keep = [False] * len(present)
@@ -527,7 +530,8 @@ def _choose(
     # The rest of the room: newest first, or most relevant to the prompt first.
     order = [g for g in range(len(groups) - 1, -1, -1) if g not in chosen]
     if prompt and order:
-        scores = bm25_bags(prompt, bags())
+        # BM25 over the candidates only (what is already chosen is not ranked, nor counted in the collection).
+        scores = dict(zip(order, bm25_bags(prompt, bags(order)), strict=True))
         order.sort(key=lambda g: -scores[g])  # stable: equal scores stay newest first
     for g in order:
         if cost_of[g] > room:

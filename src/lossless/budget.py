@@ -67,15 +67,25 @@ _TEXT = frozenset({"content", "text", "arguments"})
 class CountCache:
     """A token counter that remembers the counts of texts of ``min_chars`` or more (see the module doc).
 
+    Bounded by ``max_chars`` characters and ``max_entries`` texts in all.
+
     Same answers as the counter it wraps (it forwards ``name`` and ``margin``); for use by one event
     loop (assembly runs there), not shared between threads.
     """
 
-    def __init__(self, counter: TokenCounter, *, max_chars: int = 64 * 1024 * 1024, min_chars: int = 256) -> None:
+    def __init__(
+        self,
+        counter: TokenCounter,
+        *,
+        max_chars: int = 64 * 1024 * 1024,
+        min_chars: int = 8,
+        max_entries: int = 200_000,
+    ) -> None:
         self.counter = counter
         self.name = counter.name
         self.max_chars = max_chars
         self.min_chars = min_chars
+        self.max_entries = max_entries
         self._counts: OrderedDict[str, int] = OrderedDict()
         self._chars = 0
 
@@ -94,7 +104,7 @@ class CountCache:
         if len(text) <= self.max_chars // 4:
             self._counts[text] = found
             self._chars += len(text)
-            while self._chars > self.max_chars:
+            while self._chars > self.max_chars or len(self._counts) > self.max_entries:
                 evicted, _ = self._counts.popitem(last=False)
                 self._chars -= len(evicted)
         return found
