@@ -380,18 +380,18 @@ def assemble(
     # Choose with the costs known, measure what was chosen (each item once), choose again until the
     # choice is measured; then count the final rendering, and while it is over the limit keep back what
     # it overshot by (the recall guidance grows with what is left out) and choose again.
+    # (A round that measured something is followed by another: at most one per item.)
     for guidance in (True, False):
-        reserve = 0
-        for _attempt in range(len(present) + 8):
+        reserve = builds = 0
+        while builds < 8 and reserve <= limit:
             keep, caps = _choose(present, costs, groups, start, max(0, limit - reserve), tail_cap, prompt, bags)
             if measure(keep):
                 continue
+            builds += 1
             result = build(keep, caps, guidance)
             if result.estimated_tokens <= limit:
                 return result
             reserve += result.estimated_tokens - limit
-            if reserve > limit:
-                break
     # Not reached with a sane counter; the guarantee does not depend on it: send nothing rather than too much.
     return build([False] * len(present), {}, False)
 
