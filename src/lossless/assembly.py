@@ -465,15 +465,14 @@ def _required(
 ) -> int:
     """Mark what must be sent, excerpting to fit; the room left.
 
-    What must be sent: the newest item, the newest user message and every pinned (system) message,
+    What must be sent: the newest message, the newest user message and every pinned (system) message,
     each with its unit (so tool calls stay with their results).  When that cannot fit, each keeps
     only itself and, for a tool result, its call (a pair is still never split); when even that
     cannot fit, pinned messages give way, newest first, then the newest user message.
     """
+    newest = next((i for i in range(len(present) - 1, -1, -1) if present[i].kind == "message"), None)
     newest_user = next((i for i in range(len(present) - 1, -1, -1) if _is_user_turn(present[i])), None)
-    targets = [len(present) - 1]
-    if newest_user is not None:
-        targets.append(newest_user)
+    targets = [i for i in (newest, newest_user) if i is not None]
     targets += [i for i, e in enumerate(present) if _is_pinned(e)]
     targets = list(dict.fromkeys(targets))
     callers = pairs(present)
