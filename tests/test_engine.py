@@ -301,8 +301,9 @@ async def test_bad_blocks_lose_no_text(engine: ContextEngine) -> None:
             f"intro {i}\n{text}\noutro", event_key=f"k{i}", created_at=record.created_at
         )
     records = await engine.messages("bad")
-    assert len(records[0].content) > len(body)  # unclosed: kept inline
-    assert all(len(r.content) < 5000 for r in records[1:])
+    # Unclosed: not a file block, but plain text over the threshold — stored aside whole (issue 18).
+    assert "| pasted text |" in records[0].content
+    assert all(len(r.content) < 5000 for r in records)
 
 
 async def test_the_size_limit_applies_to_what_remains(tmp_path: Path) -> None:
@@ -311,10 +312,12 @@ async def test_the_size_limit_applies_to_what_remains(tmp_path: Path) -> None:
         body = _log(300_000)
         ok = await engine.ingest("s", Message.user(f'<file name="big.log">\n{body}\n</file>'))
         assert ok.stored_count == 1
+        # Each of these parts is under the large-file threshold, so they stay; together they are over the limit.
+        under = [TextPart(f"{i} {_log(40_000)}") for i in range(4)]
         with pytest.raises(InputError, match="max_message_bytes"):
-            await engine.ingest("s", Message.user(f'<file name="b.log">\n{body}\n</file>{body}'))
-        with pytest.raises(InputError, match="max_message_bytes"):
-            await engine.ingest("s", Message.user(f'<file name="unclosed.log">\n{body}'))
+            await engine.ingest(
+                "s", Message.from_parts("user", [TextPart(f'<file name="b.log">\n{body}\n</file>'), *under])
+            )
         assert len(await engine.files("s")) == 1  # refused batches stored no file …
         assert len(list((tmp_path / "l.db-files").rglob("*.txt"))) == 1  # … and no blob
 
