@@ -70,7 +70,7 @@ from lossless.records import (
     canonical_json,
     render_parts,
 )
-from lossless.tokens import TokenCounter
+from lossless.tokens import EstimatingCounter, TokenCounter
 
 __all__ = [
     "DEFAULT_PAGE_BYTES",
@@ -297,8 +297,20 @@ def _may_exceed(text: str, threshold: int) -> bool:
     return len(text.encode("utf-8", "surrogatepass")) > threshold
 
 
+_ESTIMATE = EstimatingCounter()
+
+
+def _surely_over(text: str, threshold: int) -> bool:
+    """Over the threshold by any counter: the fast estimate says more than four times it.
+
+    (The estimate is within a few percent of exact counts on real text and never off by a factor of
+    two, so an exact tokenizer need not read megabytes to learn they are over 25,000 tokens.)
+    """
+    return len(text) > threshold * 4 and _ESTIMATE.count(text) > threshold * 4
+
+
 def _over(text: str, threshold: int, counter: TokenCounter) -> bool:
-    return _may_exceed(text, threshold) and counter.count(text) > threshold
+    return _may_exceed(text, threshold) and (_surely_over(text, threshold) or counter.count(text) > threshold)
 
 
 def _decoded(body: str) -> tuple[bytes, Encoding]:
@@ -452,7 +464,8 @@ def find_payloads(message: Message, *, threshold: int, counter: TokenCounter) ->
     if not may_hold_payloads(message, threshold):
         return ()
     rendered = _content_rendered(message)
-    if rendered and counter.count(message.content) < threshold - _MARGIN:
+    content = message.content
+    if rendered and not _surely_over(content, threshold) and counter.count(content) < threshold - _MARGIN:
         # The content holds every text and tool output, and it is under the threshold (counting it
         # costs nothing extra: ingest counts it anyway); only file parts' data: URLs can be over.
         parts = enumerate(message.parts)
