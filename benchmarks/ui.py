@@ -5,11 +5,12 @@ The stores are those of ``benchmarks/assembly.py`` (one conversation of real age
 into leaves of 100 messages and condensed levels of 10).  Each page is requested through the ASGI app
 ``lcm serve`` runs (httpx's ASGI transport: the app's own routing, identity, rendering and the store, no
 socket), interleaved across the stores run by run.  Goal: every page's p95 at most 100 ms on the largest
-store.
+store.  ``LOSSLESS_BENCH_STORES=DIR`` keeps the built stores in DIR and reuses them on the next run.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import tempfile
@@ -91,10 +92,16 @@ async def main() -> None:
     sizes = [1_000, 50_000] if args.quick else [1_000, 1_000_000]
     runs = 15 if args.quick else 30
     pool = load_messages()
+    keep = os.environ.get("LOSSLESS_BENCH_STORES")  # a folder to keep the built stores in, and reuse them from
     with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(keep or tmp)
+        await anyio.Path(folder).mkdir(parents=True, exist_ok=True)
         paths = {}
         for size in sizes:
-            paths[size] = Path(tmp) / f"ui-{size}.db"
+            paths[size] = folder / f"ui-{size}.db"
+            if keep and await anyio.Path(paths[size]).exists():
+                print(f"reusing the {size:,}-message store in {paths[size]}")
+                continue
             built = await build(paths[size], size, pool)
             print(f"built {size:,} messages in {built['build_s']:.1f} s ({built['summaries']:.0f} summaries)")
         times = await measure(paths, runs)

@@ -24,7 +24,16 @@ from lossless.large_files import DEFAULT_PAGE_BYTES
 from lossless.observability import timed
 from lossless.ports import Store
 from lossless.records import Grant, LargeFile, parse_timestamp
-from lossless.retrieval import Caller, ExpandResult, FileView, GrepOptions, GrepResult, Retriever, SummaryDescription
+from lossless.retrieval import (
+    Caller,
+    ExpandResult,
+    FileView,
+    GrepOptions,
+    GrepResult,
+    MessageView,
+    Retriever,
+    SummaryDescription,
+)
 from lossless.retrieval.dag import DEFAULT_MAX_DEPTH
 from lossless.retrieval.expansion import DEFAULT_MAX_TOKENS as DEFAULT_EXPANSION_ANSWER_TOKENS
 from lossless.retrieval.expansion import ExpandQueryResult, ExpansionRunner, new_grant_id
@@ -93,12 +102,15 @@ class RecallMixin:
         before: datetime | str | None = None,
         limit: int = 50,
         sort: Literal["recency", "relevance"] = "recency",
+        context: int = 0,
         caller: Caller | None = None,
     ) -> GrepResult:
         """Search stored messages and summaries, or stored files (``scope="files"``); see :mod:`lossless.retrieval`.
 
         ``mode`` is ``regex``, ``full_text``, or ``semantic`` / ``hybrid`` (messages and summaries by
-        meaning, with the long-term memory's embedder; not ``scope="files"``).
+        meaning, with the long-term memory's embedder; not ``scope="files"``).  To answer a question,
+        ``mode="hybrid"`` (or ``"full_text"`` with ``sort="relevance"``) ranks best; ``context=N`` returns
+        each message hit with the N turns before and after it.
 
         Without ``caller`` the search runs as this engine's agent over all its
         conversations (or ``conversation``); an agent's own calls pass its
@@ -113,6 +125,7 @@ class RecallMixin:
             before=None if before is None else parse_timestamp(before) if isinstance(before, str) else before,
             limit=limit,
             sort=sort,
+            context=context,
         )
         return await self._retrieval().grep(who, options, conversation_id=conversation_id, all_conversations=wide)
 
@@ -127,8 +140,9 @@ class RecallMixin:
         end_line: int | None = None,
         max_bytes: int = DEFAULT_PAGE_BYTES,
         caller: Caller | None = None,
-    ) -> SummaryDescription | FileView:
-        """A summary (``sum_…``: content, lineage, sizes) or stored file (``file_…``: metadata, a page of lines)."""
+    ) -> SummaryDescription | FileView | MessageView:
+        """A summary (``sum_…``: content, lineage, sizes), stored file (``file_…``: metadata, a page of lines)
+        or message (``msg#N``: where it sits and its whole content)."""
         who, conversation_id, wide = await self._retrieval_target(caller, conversation, all_conversations)
         return await self._retrieval().describe(
             who,

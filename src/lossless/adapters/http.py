@@ -35,6 +35,7 @@ from typing import Annotated, Any, Literal
 
 import anyio
 
+from lossless.adapters.http_docs import docs_page
 from lossless.adapters.service import (
     Engines,
     after_turn_dict,
@@ -74,7 +75,7 @@ try:
     import prometheus_client
     from fastapi import APIRouter, Depends, FastAPI, Query, Request
     from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import JSONResponse, Response
+    from fastapi.responses import HTMLResponse, JSONResponse, Response
     from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
     from pydantic import BaseModel, ConfigDict, Field
     from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -603,6 +604,8 @@ def _tool_endpoint(name: str) -> Callable[..., Awaitable[dict[str, Any]]]:
             arguments = await request.json()
         except ValueError as exc:
             raise InputError(f"{name}: the body must be a JSON object of the tool's arguments ({exc})") from exc
+        except RecursionError:
+            raise InputError(f"{name}: the body nests lists and objects too deep to be read") from None
         if not isinstance(arguments, dict):
             raise InputError(f"{name}: the body must be a JSON object of the tool's arguments")
         return await call_tool(engine, name, arguments)
@@ -664,8 +667,16 @@ def create_app(config: Config, *, engines: Engines | None = None) -> FastAPI:
         description="Lossless context memory for LLM agents: ingest, assemble, compact, search and read back. "
         "Errors always have the shape {error: {type, message, status, retryable}}.",
         lifespan=lifespan,
+        docs_url=None,  # FastAPI's pages load their scripts from a CDN: /docs is rendered here instead
+        redoc_url=None,
     )
     app.state.lcm = state
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        """The API reference as one self-contained page (works offline)."""
+        return HTMLResponse(docs_page(app.openapi()))
+
     app.include_router(router)
     from lossless.adapters.ui import ui_router
 

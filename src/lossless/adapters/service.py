@@ -135,6 +135,7 @@ def ingest_dict(result: IngestResult) -> dict[str, JSONValue]:
         "duplicates": result.duplicates,
         "skipped": result.skipped,
         "skip_reason": result.skip_reason,
+        "repaired": result.repaired,
     }
 
 
@@ -318,6 +319,7 @@ async def _grep_tool(engine: ContextEngine, caller: Caller, arguments: Mapping[s
         before=args.get("before"),
         limit=args.get("limit", 50),
         sort=args.get("sort", "recency"),
+        context=args.get("context", 0),
         **_reach(caller, args),
     )
     return _rendered(found.to_dict(), found.render())

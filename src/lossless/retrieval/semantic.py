@@ -37,11 +37,11 @@ from lossless.retrieval.grep import (
     GrepHit,
     GrepOptions,
     GrepResult,
-    grep,
     no_matches,
     snippet,
 )
-from lossless.retrieval.query import FullTextQuery, QuerySyntax, Term, parse_full_text
+from lossless.retrieval.hybrid import hybrid_hits
+from lossless.retrieval.query import FullTextQuery, QuerySyntax, parse_full_text
 
 __all__ = ["SemanticHit", "SemanticSearch", "SemanticSummaryHit", "grep_semantic"]
 
@@ -100,38 +100,6 @@ class SemanticSearch(Protocol):
         mode: SearchMode = "semantic",
         fulltext: Sequence[str] = (),
     ) -> Sequence[SemanticSummaryHit]: ...
-
-
-def _any_term(query: FullTextQuery) -> str:
-    """The query as an OR of all its terms, in the full-text language (for the keyword half of hybrid)."""
-
-    def one(term: Term) -> str:
-        if term.phrase:
-            return '"' + term.text + '"'
-        return term.text + ("*" if term.prefix else "")
-
-    return " OR ".join(dict.fromkeys(one(t) for t in query.terms))
-
-
-async def _keyword_ranking(
-    store: Store,
-    options: GrepOptions,
-    conversation_ids: tuple[int, ...],
-    query: FullTextQuery,
-    scope: Literal["messages", "summaries"],
-) -> list[int | str]:
-    """Message or summary ids by full-text relevance to any of the query's terms."""
-    keyword = GrepOptions(
-        _any_term(query),
-        mode="full_text",
-        scope=scope,
-        since=options.since,
-        before=options.before,
-        limit=_FULL_TEXT_DEPTH,
-        sort="relevance",
-    )
-    found = await grep(store, keyword, conversation_ids)
-    return [h.ref for h in found.hits]
 
 
 def _locate(text: str, words: Sequence[str]) -> tuple[int, int]:
@@ -278,11 +246,13 @@ async def grep_semantic(
     found: list[GrepHit] = []
     more = False
     for scope in scopes:
-        fulltext = None
-        if query is not None:
-            fulltext = await _keyword_ranking(store, options, conversation_ids, query, scope)
+        if options.mode == "hybrid":
+            hits, extra = await hybrid_hits(store, options, conversation_ids, search, scope, keyword=query is not None)
+            found += hits
+            more = more or extra
+            continue
         run = _message_hits if scope == "messages" else _summary_hits
-        hits, extra = await run(store, options, conversation_ids, search, window, words, fulltext)
+        hits, extra = await run(store, options, conversation_ids, search, window, words, None)
         found += hits
         more = more or extra
     if len(scopes) > 1:

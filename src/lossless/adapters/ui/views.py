@@ -25,7 +25,6 @@ from lossless.engine import ContextEngine
 from lossless.errors import InputError, LcmError, NotFoundError
 from lossless.memory import decay
 from lossless.records import FilePart, MessageRecord, Summary, ToolPart, utcnow
-from lossless.retrieval.dag import SummaryDescription
 
 __all__ = ["PAGES", "Page"]
 
@@ -33,6 +32,8 @@ __all__ = ["PAGES", "Page"]
 Page = Callable[[ContextEngine, Mapping[str, str], Mapping[str, str]], Awaitable[tuple[str, str, str]]]
 
 PAGE_SIZE = 100
+SUM_TOKENS_UP_TO = 50_000
+MAX_SOURCES = 500
 MAX_TEXT = 4_000
 BUDGETS = (8_000, 16_000, 32_000, 128_000)
 
@@ -68,10 +69,17 @@ async def conversations_page(
     found = await engine.conversations(limit=PAGE_SIZE, offset=offset)
     if wanted:
         found = [c for c in found if wanted in f"{c.title or ''} {c.session_id} {c.agent_id}".lower()]
-    sizes = await engine.store.conversation_sizes([c.id for c in found])
+    # A message count is the newest seq (one index probe); a token total is a sum over the rows, so it is
+    # taken only for conversations small enough to sum quickly: the page costs the same at any size.
+    counts = {}
+    for c in found:
+        newest = await engine.messages(c.id, tail=1)
+        counts[c.id] = newest[0].seq if newest else 0
+    summed = [c.id for c in found if counts[c.id] <= SUM_TOKENS_UP_TO]
+    sizes = await engine.store.conversation_sizes(summed) if summed else {}
     rows = []
     for c in found:
-        count, tokens = sizes.get(c.id, (0, 0))
+        count, tokens = counts[c.id], sizes.get(c.id, (0, -1))[1]
         events = await engine.compaction_events(c.id, limit=1)
         state = "never compacted" if not events else f"compacted {stamp(events[0].created_at)}"
         rows.append((c, count, tokens, state))
@@ -87,7 +95,7 @@ async def conversations_page(
             f'<a href="/ui/c/{c.id}">{esc(c.title or c.session_id)}</a><br><small>{esc(c.session_id)}</small>',
             esc(c.agent_id),
             f"{count:,}",
-            f"{tokens:,}",
+            f"{tokens:,}" if tokens >= 0 else f'<span title="not summed above {SUM_TOKENS_UP_TO:,} messages">—</span>',
             esc(stamp(c.updated_at)),
             esc(state + ("" if c.active else " · archived")),
         )
@@ -255,26 +263,29 @@ async def conversation_page(
 async def summary_page(
     engine: ContextEngine, params: Mapping[str, str], path: Mapping[str, str]
 ) -> tuple[str, str, str]:
-    described = await engine.describe(path["summary"])
-    if not isinstance(described, SummaryDescription):
-        raise NotFoundError("summary", path["summary"], "summary ids start with sum_")
-    s = described.summary
-    expanded = await engine.expand([s.id], max_depth=1, include_messages=True, token_cap=50_000)
+    found = await engine.store.get_summaries([path["summary"]])
+    if not found:
+        raise NotFoundError("summary", path["summary"], "open summaries from a conversation's DAG")
+    s = found[0]
+    await engine.conversation(s.conversation_id)  # another agent's summary: not found
+    # Its own sources only (one level): reads as many rows as it has sources, at any history size.
     sources = []
-    for child in expanded.summaries:
-        if child.id != s.id and child.source_of == s.id:
-            text = esc(_clip(child.content, 300)[0])
-            sources.append(f'<li><a href="/ui/s/{esc(child.id)}">{esc(child.id)}</a> {text}</li>')
-    for message in expanded.messages:
-        if message.summary_id not in (None, s.id):
-            continue
-        text = esc(_clip(message.content, 300)[0])
-        sources.append(
-            f'<li><a href="/ui/m/{message.id}">msg#{message.id}</a> <span class="role">{esc(message.role)}</span> '
-            f"{text}</li>"
-        )
-    # SummaryDescription.parents are what it was made from (listed below); children what was made from it.
-    parents = "".join(f'<a href="/ui/s/{esc(p)}">{esc(p)}</a> ' for p in described.children)
+    if s.depth > 0:
+        ids = (await engine.store.get_summary_parents([s.id])).get(s.id, ())
+        by_id = {x.id: x for x in await engine.store.get_summaries(list(ids))}
+        for sid in ids:
+            text = esc(_clip(by_id[sid].content, 300)[0]) if sid in by_id else ""
+            sources.append(f'<li><a href="/ui/s/{esc(sid)}">{esc(sid)}</a> {text}</li>')
+    else:
+        message_ids = (await engine.store.get_summary_messages([s.id])).get(s.id, ())
+        records = {m.id: m for m in await engine.store.get_messages_by_id(list(message_ids[:MAX_SOURCES]))}
+        for mid in message_ids[:MAX_SOURCES]:
+            record = records.get(mid)
+            text = esc(_clip(record.content, 300)[0]) if record else ""
+            role = esc(record.role) if record else ""
+            sources.append(f'<li><a href="/ui/m/{mid}">msg#{mid}</a> <span class="role">{role}</span> {text}</li>')
+    children = (await engine.store.get_summary_children([s.id])).get(s.id, ())
+    parents = "".join(f'<a href="/ui/s/{esc(p)}">{esc(p)}</a> ' for p in children)
     meta = (
         f"<p>{esc(s.kind)} · depth {s.depth} · {s.token_count:,} tokens · {esc(stamp(s.earliest_at))} – "
         f"{esc(stamp(s.latest_at))} · made by {esc(s.provider or '?')} {esc(s.model or '')} at level "
@@ -286,7 +297,7 @@ async def summary_page(
             else ""
         )
     )
-    note = f"<p class=note>{esc(expanded.note)}</p>" if expanded.note else ""
+    note = f"<p class=note>The first {MAX_SOURCES:,} shown.</p>" if len(sources) >= MAX_SOURCES else ""
     body = (
         meta
         + f'<pre class="text summary">{esc(s.content)}</pre>'

@@ -415,6 +415,10 @@ _V7 = (
     "CREATE INDEX compaction_events_summary_idx ON compaction_events (summary_id)",
 )
 
+#: Where bootstrap reconciliation stands in the store: messages above this seq are not yet matched
+#: with the transcript (live ingest that the file may still catch up with).
+_V20 = ("ALTER TABLE conversation_bootstrap_state ADD COLUMN reconciled_seq INTEGER",)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "expansion grants", _V2),
@@ -422,4 +426,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "background jobs", _V5),
     Migration(6, "memory mining record", _V6),
     Migration(7, "compaction events", _V7),
+    Migration(20, "bootstrap reconciliation point", _V20),
 )
