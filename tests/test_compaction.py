@@ -443,8 +443,11 @@ async def outside_tail(engine: ContextEngine, conversation: int) -> tuple[int, i
 
 
 async def test_a_short_message_before_an_oversized_one_never_stalls_compaction(tmp_path: Path) -> None:
-    """The issue's reproduction, with default settings: the stranded short question no longer blocks."""
-    async with await ContextEngine.open(f"sqlite:///{tmp_path / 'r.db'}") as engine:
+    """The issue's reproduction, with default settings: the stranded short question no longer blocks.
+
+    (The large-file threshold is raised so the oversized message stays inline: by default plain text
+    over 25,000 tokens is stored aside at ingest, and compaction would never see it.)"""
+    async with await ContextEngine.open(f"sqlite:///{tmp_path / 'r.db'}", large_file_token_threshold=500_000) as engine:
         chunk = engine.config.leaf_chunk_tokens
         huge = words(2 * chunk)
         await engine.after_turn("s", [Message.user("q0"), Message.assistant(huge)], token_budget=1_000_000)
