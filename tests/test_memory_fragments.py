@@ -9,7 +9,7 @@ import pytest
 
 from lossless.memory.fragments import fragment_reason, is_fragment
 
-LABELLED = Path(__file__).parent / "fixtures" / "fragments-labelled.json"
+LABELLED = Path(__file__).parent / "data" / "fragments-labelled.json"
 
 
 @pytest.mark.parametrize(

@@ -552,6 +552,8 @@ class _Importer:
             return self.session_id
         if run.info.session_id:
             return run.info.session_id
+        if run.conversation is not None:  # an appended read: the header with the file's id was read before
+            return run.conversation.session_id
         # No id in the file: derive one from its name and its first entry, stable across moves.
         basis = run.first_key or str(self.path.resolve())
         return f"{self.path.stem}:{hashlib.sha256(basis.encode('utf-8', 'surrogatepass')).hexdigest()[:12]}"
