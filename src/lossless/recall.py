@@ -13,16 +13,17 @@ calls pass its :class:`~lossless.retrieval.Caller` so its reach applies.
 
 from __future__ import annotations
 
+import logging
 import secrets
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 
 from lossless.config import Config
-from lossless.errors import AccessDeniedError, InputError, NotFoundError
+from lossless.errors import AccessDeniedError, InputError, MissingDependencyError, NotFoundError, StoreError
 from lossless.large_files import DEFAULT_PAGE_BYTES
 from lossless.observability import timed
-from lossless.ports import Store
+from lossless.ports import SearchVectorStore, Store
 from lossless.records import Grant, LargeFile, parse_timestamp
 from lossless.retrieval import Caller, ExpandResult, FileView, GrepOptions, GrepResult, Retriever, SummaryDescription
 from lossless.retrieval.dag import DEFAULT_MAX_DEPTH
@@ -32,6 +33,7 @@ from lossless.retrieval.expansion import expand_query as run_expand_query
 from lossless.tokens import TokenCounter
 
 if TYPE_CHECKING:
+    from lossless.memory.message_index import BuildProgress, VectorBuilder
     from lossless.memory.messages import MessageSearch
     from lossless.memory.service import MemoryService
 
@@ -44,6 +46,8 @@ MAX_GRANT_TTL = timedelta(hours=24)
 #: The largest token cap a grant may carry (that of the ``max_expand_tokens`` setting).
 MAX_GRANT_TOKEN_CAP = 10_000_000
 _MAX_LABEL = 200
+
+log = logging.getLogger("lossless.index")
 
 
 class RecallMixin:
@@ -71,6 +75,46 @@ class RecallMixin:
         from lossless.memory.messages import MessageSearch
 
         return MessageSearch(self.store, self.memory())
+
+    # -- search vectors, built in the background (never by a search)
+
+    _vector_builder: VectorBuilder | None = None
+    #: Why this engine builds no vectors in the background (e.g. the embeddings extra is missing).
+    _vector_build_off: str | None = None
+
+    def vector_builder(self) -> VectorBuilder:
+        """The builder of this store's search vectors, with the memory embedder (made on first use)."""
+        if self._vector_builder is None:
+            from lossless.memory.message_index import VectorBuilder
+
+            if not isinstance(self.store, SearchVectorStore):
+                raise StoreError(f"the {self.store.backend} store keeps no search vectors")
+            self._vector_builder = VectorBuilder(self.store, self.memory().embedder)
+        return self._vector_builder
+
+    async def index_step(self) -> int:
+        """Embed and store one batch of messages or summaries that have no search vectors yet (0: none left)."""
+        return await self.vector_builder().step()
+
+    async def index_progress(self, conversation: int | str | None = None) -> BuildProgress:
+        """How much of the store (or of one conversation) has search vectors, and the build's measured rate."""
+        ids = None
+        if conversation is not None:
+            found = await self._retrieval().conversation_id_for(Caller(self.config.agent_id), conversation)
+            ids = [found] if found is not None else None
+        return await self.vector_builder().progress(ids)
+
+    async def run_idle_step(self) -> bool:
+        """A background worker's idle work: one build step; False when there is nothing (or no way) to build."""
+        if self._vector_build_off is not None:
+            return False
+        try:
+            builder = self.vector_builder()
+        except (MissingDependencyError, StoreError) as exc:
+            self._vector_build_off = str(exc)
+            log.info("no background build of search vectors: %s", exc)
+            return False
+        return await builder.step() > 0
 
     async def _retrieval_target(
         self, caller: Caller | None, conversation: int | str | None, all_conversations: bool

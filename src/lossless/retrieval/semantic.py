@@ -144,10 +144,32 @@ def _locate(text: str, words: Sequence[str]) -> tuple[int, int]:
     return 0, 0
 
 
-def _wanted(options: GrepOptions, score: float, conversation_id: int, allowed: set[int]) -> bool:
+def _wanted(
+    options: GrepOptions, score: float, conversation_id: int, allowed: set[int], *, fused: bool = False
+) -> bool:
     """Whether a ranked id may become a hit: in reach, and (semantic) similar at all."""
     # A text sharing nothing with the query (similarity 0 or less) is no match, only a rank.
-    return conversation_id in allowed and (options.mode == "hybrid" or score > 0)
+    return conversation_id in allowed and (options.mode == "hybrid" or fused or score > 0)
+
+
+async def _partial_index(
+    search: SemanticSearch, conversation_ids: tuple[int, ...], scopes: Sequence[Literal["messages", "summaries"]]
+) -> str | None:
+    """A note saying how much is embedded yet, when the background build has not covered everything."""
+    coverage = getattr(search, "coverage", None)
+    if coverage is None:
+        return None
+    parts: list[str] = []
+    for scope in scopes:
+        indexed, total = await coverage(conversation_ids, scope)
+        if indexed < total:
+            parts.append(f"{indexed:,} of {total:,} {scope} ({100 * indexed / total:.0f}%)")
+    if not parts:
+        return None
+    return (
+        f"(semantic index still building: {' and '.join(parts)} embedded so far; the rest was searched by "
+        "its words. The background build goes on; `lcm index` shows or finishes it.)"
+    )
 
 
 def _in_window(options: GrepOptions, earliest: datetime, latest: datetime) -> bool:
@@ -173,17 +195,19 @@ async def _message_hits(
     window: int,
     words: Sequence[str],
     fulltext: Sequence[int | str] | None,
+    partial: bool = False,
 ) -> tuple[list[GrepHit], bool]:
     """Up to ``limit`` message hits, best first, and whether more passed the filters."""
     ranked = await search.search(
         options.pattern,
         list(conversation_ids),
         limit=window,
-        mode="hybrid" if options.mode == "hybrid" else "semantic",
+        mode="hybrid" if options.mode == "hybrid" or (partial and fulltext) else "semantic",
         fulltext=[int(ref) for ref in fulltext or ()],
     )
     allowed = set(conversation_ids)
-    ranked = [h for h in ranked if _wanted(options, h.score, h.conversation_id, allowed)]
+    fused = partial and bool(fulltext)
+    ranked = [h for h in ranked if _wanted(options, h.score, h.conversation_id, allowed, fused=fused)]
     records = {m.id: m for m in await store.get_messages_by_id([h.message_id for h in ranked])}
     pairs = [(records.get(h.message_id), h.score) for h in ranked]
     return _first(
@@ -214,6 +238,7 @@ async def _summary_hits(
     window: int,
     words: Sequence[str],
     fulltext: Sequence[int | str] | None,
+    partial: bool = False,
 ) -> tuple[list[GrepHit], bool]:
     """Up to ``limit`` summary hits, best first, and whether more passed the filters.
 
@@ -224,11 +249,12 @@ async def _summary_hits(
         options.pattern,
         list(conversation_ids),
         limit=window,
-        mode="hybrid" if options.mode == "hybrid" else "semantic",
+        mode="hybrid" if options.mode == "hybrid" or (partial and fulltext) else "semantic",
         fulltext=[str(ref) for ref in fulltext or ()],
     )
     allowed = set(conversation_ids)
-    ranked = [h for h in ranked if _wanted(options, h.score, h.conversation_id, allowed)]
+    fused = partial and bool(fulltext)
+    ranked = [h for h in ranked if _wanted(options, h.score, h.conversation_id, allowed, fused=fused)]
     records = {s.id: s for s in await store.get_summaries([h.summary_id for h in ranked])}
     pairs = [(records.get(h.summary_id), h.score) for h in ranked]
     return _first(
@@ -272,6 +298,14 @@ async def grep_semantic(
             notes.append(f"(the keyword half of hybrid search was skipped: {parsed.message})")
         else:
             query = parsed
+    partial = await _partial_index(search, conversation_ids, scopes)
+    if partial is not None:
+        # Vectors are built in the background, never by a search: what is not built yet is found by its
+        # words (the keyword half of hybrid), and the result says how much was ranked by meaning.
+        notes.append(partial)
+        if query is None and options.mode == "semantic":
+            parsed = parse_full_text(options.pattern)
+            query = None if isinstance(parsed, QuerySyntax) else parsed
     filtered = options.since is not None or options.before is not None
     window = _MAX_CANDIDATES if filtered else options.limit + 1
     words = [w for w in re.findall(r"\w+", options.pattern) if len(w) > 1]
@@ -282,7 +316,7 @@ async def grep_semantic(
         if query is not None:
             fulltext = await _keyword_ranking(store, options, conversation_ids, query, scope)
         run = _message_hits if scope == "messages" else _summary_hits
-        hits, extra = await run(store, options, conversation_ids, search, window, words, fulltext)
+        hits, extra = await run(store, options, conversation_ids, search, window, words, fulltext, partial is not None)
         found += hits
         more = more or extra
     if len(scopes) > 1:
