@@ -104,6 +104,24 @@ class RecallMixin:
             ids = [found] if found is not None else None
         return await self.vector_builder().progress(ids)
 
+    async def index_in_background(self, poll_s: float = 2.0) -> None:
+        """Build search vectors as they are needed, until cancelled (the MCP server runs this beside its session).
+
+        Each step is one batch; with nothing to build it looks again every ``poll_s`` seconds.  A
+        failing step is logged and retried later: a server never stops for it.
+        """
+        import anyio
+
+        while True:
+            try:
+                busy = await self.run_idle_step()
+            except Exception as exc:  # e.g. a locked store: try again later
+                log.warning("background build of search vectors: %s", exc)
+                busy = False
+            if self._vector_build_off is not None:
+                return
+            await anyio.sleep(0 if busy else poll_s)
+
     async def run_idle_step(self) -> bool:
         """A background worker's idle work: one build step; False when there is nothing (or no way) to build."""
         if self._vector_build_off is not None:

@@ -163,6 +163,7 @@ async def serve_stdio(
         async with anyio.create_task_group() as group:
             if follow:
                 group.start_soon(follow_paths, engine, follow, interval)
+            group.start_soon(engine.index_in_background)  # semantic grep never embeds: vectors are built here
             async with stdio_server() as (read_stream, write_stream):
                 await server.run(read_stream, write_stream, server.create_initialization_options())
             group.cancel_scope.cancel()
@@ -194,5 +195,6 @@ async def serve_http(
         async with anyio.create_task_group() as group:
             if follow:
                 group.start_soon(follow_paths, engine, follow, interval)
+            group.start_soon(engine.index_in_background)  # semantic grep never embeds: vectors are built here
             await server.serve()
             group.cancel_scope.cancel()

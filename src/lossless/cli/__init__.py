@@ -2,7 +2,7 @@
 
 Commands: ``import``, ``conversations``, ``messages``, ``files``, ``file``, ``compact``,
 ``summaries``, ``compactions``, ``replay``, ``stats``, ``config show``, ``grep``, ``describe``, ``expand``, ``doctor``,
-``prune``, ``vacuum``, ``migrate``, ``worker``, ``jobs``, ``serve`` (the HTTP API), ``mcp`` (the MCP server)
+``index``, ``prune``, ``vacuum``, ``migrate``, ``worker``, ``jobs``, ``serve`` (the HTTP API), ``mcp`` (the MCP server)
 and ``grants`` (create, show, revoke expansion grants for ``mcp --grant``).
 Every command honours ``--database`` (else ``LCM_DATABASE_URL``, the config file, or SQLite in the
 data directory) and prints JSON with ``--json``.
@@ -25,6 +25,7 @@ from lossless.cli.doctor import doctor_command
 from lossless.cli.files import file_command, files_command
 from lossless.cli.grants import grants_group
 from lossless.cli.imports import import_command
+from lossless.cli.index import index_command
 from lossless.cli.inspect import conversations_command, messages_command, stats_command
 from lossless.cli.memory import memory_group
 from lossless.cli.migrate import migrate_command
@@ -69,6 +70,7 @@ cli.add_command(compactions_command)
 cli.add_command(replay_command)
 cli.add_command(config_group)
 cli.add_command(doctor_command)
+cli.add_command(index_command)
 cli.add_command(prune_command)
 cli.add_command(vacuum_command)
 cli.add_command(worker_command)
