@@ -30,7 +30,7 @@ from typing import Any, Literal, Protocol, TypeVar
 from lossless.errors import InputError, StoreError
 from lossless.memory.service import MemoryService
 from lossless.memory.vectors import VectorIndex, normalize, to_blob
-from lossless.ports import SearchVectorStore, Store, VectorSource
+from lossless.ports import SearchVectorStore, Store, VectorSource, VectorState
 
 __all__ = ["MessageHit", "MessageSearch", "SummaryHit", "reciprocal_rank_fusion"]
 
@@ -82,14 +82,29 @@ class MessageSearch:
         self.memory = memory
         self._indexes: dict[tuple[VectorSource, int], tuple[int, VectorIndex]] = {}
         self._queries: OrderedDict[str, Any] = OrderedDict()
+        self._handed_states: dict[tuple[VectorSource, tuple[int, ...]], dict[int, VectorState]] = {}
 
     @property
     def model(self) -> str:
         return self.memory.embedder.model
 
+    async def _states(
+        self, source: VectorSource, conversation_ids: Sequence[int], *, keep: bool = False
+    ) -> dict[int, VectorState]:
+        """The store's vector states; read once per search (what ``coverage`` read, the ranking takes over)."""
+        key = (source, tuple(conversation_ids))
+        if not keep:
+            handed = self._handed_states.pop(key, None)
+            if handed is not None:
+                return handed
+        states = await self.vectors.vector_states(self.model, source, conversation_ids)
+        if keep:
+            self._handed_states[key] = states
+        return states
+
     async def coverage(self, conversation_ids: Sequence[int], source: VectorSource) -> tuple[int, int]:
         """``(indexed, total)`` items of ``source`` in the conversations: how much a search ranks by meaning."""
-        states = await self.vectors.vector_states(self.model, source, conversation_ids)
+        states = await self._states(source, conversation_ids, keep=True)
         return sum(s.indexed for s in states.values()), sum(s.total for s in states.values())
 
     async def _query_vector(self, query: str) -> Any:
@@ -121,7 +136,7 @@ class MessageSearch:
         found = await self.vectors.nearest_items(self.model, source, to_blob(qvec), conversation_ids, limit=limit)
         if found is not None:
             return [(str(key), c, score) for key, c, score in found]
-        states = await self.vectors.vector_states(self.model, source, conversation_ids)
+        states = await self._states(source, conversation_ids)
         hits: list[tuple[str, int, float]] = []
         for conversation_id in dict.fromkeys(conversation_ids):
             state = states.get(conversation_id)

@@ -461,7 +461,7 @@ _V16 = tuple(
             PRIMARY KEY ({key.split()[0]}, model, chunk)
         )
         """,
-        f"CREATE INDEX {table}_conversation_idx ON {table} (model, conversation_id)",
+        f"CREATE INDEX {table}_conversation_idx ON {table} (model, conversation_id, chunk, dim)",
         f"ALTER TABLE {table} ALTER COLUMN vector SET STORAGE EXTERNAL",
     )
 )

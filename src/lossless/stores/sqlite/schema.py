@@ -430,7 +430,7 @@ _V16 = (
         PRIMARY KEY (message_id, model, chunk)
     ) WITHOUT ROWID
     """,
-    "CREATE INDEX message_vectors_conversation_idx ON message_vectors (model, conversation_id)",
+    "CREATE INDEX message_vectors_conversation_idx ON message_vectors (model, conversation_id, chunk, dim)",
     """
     CREATE TABLE summary_vectors (
         summary_id      TEXT NOT NULL REFERENCES summaries(summary_id) ON DELETE CASCADE,
@@ -442,7 +442,7 @@ _V16 = (
         PRIMARY KEY (summary_id, model, chunk)
     ) WITHOUT ROWID
     """,
-    "CREATE INDEX summary_vectors_conversation_idx ON summary_vectors (model, conversation_id)",
+    "CREATE INDEX summary_vectors_conversation_idx ON summary_vectors (model, conversation_id, chunk, dim)",
 )
 
 MIGRATIONS: tuple[Migration, ...] = (
