@@ -138,3 +138,30 @@ async def test_postgres_searches_in_the_database_with_pgvector(pg_url: str) -> N
         assert both is not None and {c for _, c, _ in both} == {a, b} and len(both) == 61
     finally:
         await store.close()
+
+
+async def test_the_build_and_search_through_an_openai_compatible_endpoint(config: Config) -> None:
+    """Ollama, vLLM or llama.cpp's server: the build posts the stored texts once, a search only its query."""
+    from lossless.testing import StubProviderServer
+
+    with StubProviderServer() as stub:
+        engine = await ContextEngine.open(
+            config=config.replace(
+                memory_embedder="openai",
+                memory_embedding_base_url=stub.openai_base_url,
+                memory_embedding_model="nomic-embed-text",
+                memory_embedding_dimensions=64,
+            )
+        )
+        try:
+            texts = ["the nightly backup failed on a disk quota", "lunch at the ramen place", "rotate the db password"]
+            await engine.ingest_batch("s", [Message("user", t) for t in texts])
+            while await engine.index_step():
+                pass
+            posted = [text for r in stub.requests for text in r.body["input"]]
+            assert sorted(posted) == sorted(texts) and {r.body["model"] for r in stub.requests} == {"nomic-embed-text"}
+            found = await engine.grep("nightly backup failed", mode="semantic", scope="messages", limit=1)
+            assert [h.snippet for h in found.hits] == [texts[0]] and found.notes == ()
+            assert [r.body["input"] for r in stub.requests[len(posted) and -1 :]] == [["nightly backup failed"]]
+        finally:
+            await engine.dispose()
