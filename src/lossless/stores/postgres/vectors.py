@@ -143,11 +143,17 @@ class SearchVectors:
         ids = list(dict.fromkeys(int(c) for c in conversation_ids))
         if not ids:
             return {}
+        # seq runs 1, 2, … per conversation: its maximum is the message count, one index probe
+        total = (
+            "SELECT coalesce(max(seq), 0) FROM messages i WHERE i.conversation_id = c.conversation_id"
+            if source == "messages"
+            else f"SELECT count(*) FROM {items} i WHERE i.conversation_id = c.conversation_id"
+        )
         async with self._db.transaction() as conn:
             found = await _all(
                 conn,
                 "SELECT c.conversation_id, "
-                f"(SELECT count(*) FROM {items} i WHERE i.conversation_id = c.conversation_id), "
+                f"({total}), "
                 f"coalesce(v.indexed, 0), coalesce(v.rows, 0) FROM conversations c LEFT JOIN ("
                 f"SELECT conversation_id, count(*) FILTER (WHERE chunk = 0) AS indexed, "
                 f"count(*) FILTER (WHERE dim > 0) AS rows FROM {vectors} "

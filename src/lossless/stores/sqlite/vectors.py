@@ -65,13 +65,15 @@ def states(
     out: dict[int, VectorState] = {}
     for chunk in chunks(list(dict.fromkeys(conversation_ids))):
         marks = ",".join("?" * len(chunk))
-        totals = dict(
-            conn.execute(
-                f"SELECT conversation_id, count(*) FROM {items} WHERE conversation_id IN ({marks}) "
-                "GROUP BY conversation_id",
-                tuple(chunk),
-            ).fetchall()
-        )
+        if source == "messages":  # seq runs 1, 2, … per conversation: its maximum is the count, one index probe
+            total_sql = (
+                "SELECT conversation_id, (SELECT max(seq) FROM messages m WHERE m.conversation_id = c.conversation_id) "
+            )
+            total_sql += f"FROM conversations c WHERE conversation_id IN ({marks})"
+        else:
+            total_sql = f"SELECT conversation_id, count(*) FROM {items} WHERE conversation_id IN ({marks}) "
+            total_sql += "GROUP BY conversation_id"
+        totals = {r[0]: r[1] or 0 for r in conn.execute(total_sql, tuple(chunk)).fetchall()}
         present = conn.execute(
             f"SELECT conversation_id, sum(chunk = 0), sum(dim > 0) FROM {vectors} "
             f"WHERE model = ? AND conversation_id IN ({marks}) GROUP BY conversation_id",
