@@ -110,6 +110,7 @@ class VectorBuilder:
     _seconds: float = 0.0
     _items: int = 0
     _prepared: set[str] = field(default_factory=set)
+    _written_in_pass: int = 0
 
     @property
     def model(self) -> str:
@@ -127,8 +128,15 @@ class VectorBuilder:
         for source in ("summaries", "messages"):
             done = await self._step(source)
             if done:
+                self._written_in_pass += done
                 return done
         self._cursors.clear()  # next pass starts over: catches rows committed out of id order
+        if self._written_in_pass:
+            self._written_in_pass = 0
+            # a database that plans its vector searches (PostgreSQL) gets fresh statistics of what was added
+            refresh = getattr(self.store, "refresh_vector_statistics", None)
+            if refresh is not None:
+                await refresh()
         return 0
 
     async def _step(self, source: VectorSource) -> int:

@@ -50,6 +50,9 @@ _EXTENSION = (
     "SELECT quote_ident(n.nspname), e.extversion FROM pg_extension e "
     "JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
 )
+#: (database, table, dimension) → (extension schema, version) where the HNSW index was seen: an index
+#: once made stays (a failing search forgets it), so a search does not look it up each time.
+_READY: dict[tuple[str, str, int], tuple[str, tuple[int, ...]]] = {}
 _HAS_COLUMN = (
     "SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attname = 'embedding' AND NOT attisdropped"
 )
@@ -224,6 +227,15 @@ class SearchVectors:
             log.warning("could not prepare the pgvector index of %s (%s); searching in memory", vectors, exc)
             return False
 
+    async def refresh_vector_statistics(self) -> None:
+        """``ANALYZE`` both tables (the build calls it after a pass that added vectors).
+
+        With stale statistics the planner takes a large conversation for a small one and ranks it by
+        reading every vector instead of walking the HNSW index.
+        """
+        async with self._db.transaction() as conn:
+            await conn.execute("ANALYZE message_vectors, summary_vectors")
+
     async def _fill(self, conn: Connection, vectors: str, key: str, schema: str) -> None:
         """Embeddings for every row that has none (inside the transaction that holds the table's lock)."""
         while True:
@@ -255,16 +267,20 @@ class SearchVectors:
         ids = list(dict.fromkeys(int(c) for c in conversation_ids))
         if limit < 1 or not ids or not 0 < dim <= MAX_HNSW_DIMENSIONS:
             return None
+        ready = _READY.get((self._db.url, vectors, dim))
         async with self._db.transaction() as conn:
-            row = await _one(conn, _EXTENSION)
-            found = await _one(conn, "SELECT to_regclass(%s) IS NOT NULL", (f"{vectors}_hnsw_{dim}",))
-            if row is None or not (found and found[0]):
-                return None
-            schema, version = str(row[0]), _version(row[1])
+            if ready is None:
+                row = await _one(conn, _EXTENSION)
+                found = await _one(conn, "SELECT to_regclass(%s) IS NOT NULL", (f"{vectors}_hnsw_{dim}",))
+                if row is None or not (found and found[0]):
+                    return None
+                ready = _READY[(self._db.url, vectors, dim)] = (str(row[0]), _version(row[1]))
+            schema, version = ready
             try:
                 async with conn.transaction():  # a savepoint: the optional index must never fail a search
                     return await self._search(conn, schema, version, vectors, key, model, query, ids, limit)
             except psycopg.Error as exc:
+                _READY.pop((self._db.url, vectors, dim), None)  # look again next time (was the index dropped?)
                 log.warning("pgvector search failed (%s); searching in memory", exc)
                 return None
 
