@@ -72,6 +72,9 @@ def test_every_command_and_exit_code_is_documented() -> None:
         "grep",
         "describe",
         "expand",
+        "install",
+        "uninstall",
+        "hook",
     }
     for name in names:
         assert f"lcm {name}" in CLI_DOC, f"lcm {name} is not documented in docs/cli.md"
@@ -111,6 +114,7 @@ def test_readme_python_quickstart_runs(tmp_path: Path) -> None:
         "http.md",
         "mcp.md",
         "retrieval.md",
+        "integrations.md",
     ],
 )
 def test_docs_linked_from_the_readme_exist(doc: str) -> None:

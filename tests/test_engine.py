@@ -609,6 +609,34 @@ async def test_a_failed_spawn_rolls_back_and_the_id_can_be_used_again(engine: Co
         await engine.prepare_subagent_spawn("parent", "other", mode="clone")  # type: ignore[arg-type]
 
 
+async def test_restarting_a_session_keeps_everything_and_the_store_stays_sound(tmp_path: Path) -> None:
+    engine = await _open(tmp_path, FakeSummarizer(), fresh_tail_count=4)
+    try:
+        for i in range(6):
+            await engine.ingest_batch("talk", _turn(i))
+        await engine.compact("talk", force=True)
+        before = await engine.store.get_context((await engine.conversation("talk")).id)
+        dropped = await engine.restart_session("talk", "talk~1", carry_context=True, drop_newest=1)
+        assert [m.id for m in dropped] == [before[-1].message_id]  # the newest raw message left the context
+        after = await engine.store.get_context((await engine.conversation("talk~1")).id)
+        assert [e.ref for e in after] == [e.ref for e in before[:-1]]
+        new = await engine.conversation("talk~1")
+        old = await engine.conversation("talk")
+        assert new.parent_id == old.id and old.archived_at is not None
+        cleared = await engine.restart_session("talk~1", "talk~2")
+        assert cleared == [] and await engine.store.get_context((await engine.conversation("talk~2")).id) == []
+        await engine.ingest("talk~2", Message.user("fresh start"))
+        assert len(await engine.messages("talk")) == 12  # nothing removed anywhere
+        report = await engine.check_integrity()
+        assert report.problems == (), report.problems
+        with pytest.raises(InputError, match="already exists"):
+            await engine.restart_session("talk~2", "talk")
+        with pytest.raises(InputError, match="drop_newest"):
+            await engine.restart_session("talk~2", "talk~3", drop_newest=-1)
+    finally:
+        await engine.dispose()
+
+
 async def test_concurrent_turns_of_one_conversation_lose_and_duplicate_nothing(tmp_path: Path) -> None:
     """Many after_turn calls of one session at once (each may compact): every message is stored once and
     the context still expands to exactly the stored messages, in order."""

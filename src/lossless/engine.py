@@ -563,6 +563,42 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
         await self.store.archive_conversation(child.id)
         self._conversations.clear()
 
+    async def restart_session(
+        self, session_id: str, new_session_id: str, *, carry_context: bool = False, drop_newest: int = 0
+    ) -> list[MessageRecord]:
+        """Go on with ``session_id`` as a new conversation ``new_session_id``; nothing stored is removed.
+
+        The old conversation is archived (it stays stored and searchable) and the new one is
+        linked to it as its parent.  ``carry_context``: the new context starts as the old one
+        (shared items, not copies), less its newest ``drop_newest`` raw messages — a host's
+        "undo" — which are returned, oldest first; otherwise it starts empty (a host's "clear").
+        Only raw messages at the end of the context can be left out: a summary stops the count.
+        """
+        if drop_newest < 0:
+            raise InputError(f"drop_newest must be zero or more, got {drop_newest}")
+        old = await self.conversation(session_id)
+        _require_text(new_session_id, "new_session_id")
+        if await self.store.find_conversation(agent_id=self.config.agent_id, session_id=new_session_id):
+            raise InputError(f"session {new_session_id!r} already exists; a restart needs a new session id")
+        entries = await self.store.get_context(old.id) if carry_context else []
+        keep = len(entries)
+        while keep > 0 and len(entries) - keep < drop_newest and entries[keep - 1].kind == "message":
+            keep -= 1
+        dropped_ids = [e.message_id for e in entries[keep:] if e.message_id is not None]
+        await self.store.archive_conversation(old.id)  # first: one active conversation per session key
+        new = await self.store.get_or_create_conversation(
+            agent_id=self.config.agent_id,
+            session_id=new_session_id,
+            session_key=old.session_key,
+            parent_id=old.id,
+            source="restart",
+            metadata={"restart_of": old.session_id},
+        )
+        await self.store.copy_context(new.id, entries[:keep])
+        self._conversations.clear()
+        by_id = {m.id: m for m in await self.store.get_messages_by_id(dropped_ids)}
+        return [by_id[i] for i in dropped_ids if i in by_id]
+
     # -------------------------------------------------------------- compaction
 
     async def compact(

@@ -3,7 +3,8 @@
 Commands: ``import``, ``conversations``, ``messages``, ``files``, ``file``, ``compact``,
 ``summaries``, ``compactions``, ``replay``, ``stats``, ``config show``, ``grep``, ``describe``, ``expand``, ``doctor``,
 ``index``, ``prune``, ``vacuum``, ``migrate``, ``worker``, ``jobs``, ``serve`` (the HTTP API), ``mcp`` (the MCP server)
-and ``grants`` (create, show, revoke expansion grants for ``mcp --grant``).
+``grants`` (create, show, revoke expansion grants for ``mcp --grant``), and
+``install`` / ``uninstall claude-code`` (hooks and the MCP server for Claude Code).
 Every command honours ``--database`` (else ``LCM_DATABASE_URL``, the config file, or SQLite in the
 data directory) and prints JSON with ``--json``.
 ``memory …`` (add, search, explain, list, forget, update, export, import, stats,
@@ -27,6 +28,7 @@ from lossless.cli.grants import grants_group
 from lossless.cli.imports import import_command
 from lossless.cli.index import index_command
 from lossless.cli.inspect import conversations_command, messages_command, stats_command
+from lossless.cli.integrations import hook_group, install_group, uninstall_group
 from lossless.cli.memory import memory_group
 from lossless.cli.migrate import migrate_command
 from lossless.cli.replay import replay_command
@@ -82,6 +84,9 @@ cli.add_command(grep_command)
 cli.add_command(describe_command)
 cli.add_command(expand_command)
 cli.add_command(memory_group)
+cli.add_command(install_group)
+cli.add_command(uninstall_group)
+cli.add_command(hook_group)
 
 
 def main() -> None:

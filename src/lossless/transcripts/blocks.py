@@ -136,7 +136,8 @@ def _tool_call(block: Mapping[str, Any]) -> list[Part]:
     arguments = block.get("arguments", block.get("input"))
     return [
         ToolPart(
-            call_id=_str(block.get("id") or block.get("call_id")),
+            # A Responses item has both: ``id`` names the item, ``call_id`` pairs the call with its output.
+            call_id=_str(block.get("call_id") or block.get("id")),
             name=_str(block.get("name")),
             input=_parse_arguments(arguments) if arguments is not None else {},
             metadata=_extra(block, {"id", "call_id", "name", "arguments", "input"}),
