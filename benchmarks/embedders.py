@@ -231,7 +231,7 @@ def candidates() -> dict[str, Any]:
 
 
 async def measure(
-    embedder: Any, conversations: list[dict[str, Any]], questions: list[dict[str, Any]]
+    embedder: Any, conversations: list[dict[str, Any]], questions: list[dict[str, Any]], *, verbose: bool = True
 ) -> dict[str, Any]:
     recalls: dict[int, list[float]] = {k: [] for k in KS}
     reciprocal: list[float] = []
@@ -277,6 +277,8 @@ async def measure(
                     reciprocal.append(1.0 / first if first else 0.0)
             finally:
                 await engine.dispose()
+        if verbose:
+            print(f"  {conversation['id']}: R@10 so far {100 * statistics.fmean(recalls[10]):.1f}", flush=True)
     return {
         **{f"R@{k}": 100 * statistics.fmean(v) for k, v in recalls.items()},
         "MRR": statistics.fmean(reciprocal),
