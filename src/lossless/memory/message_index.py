@@ -15,6 +15,10 @@ Invariants:
   write keeps the first's vectors, so the result is the same.
 * A long text is embedded in chunks of the embedder's ``max_chars`` (the same chunks as memory);
   a blank one is recorded with no vector, so it counts as indexed.
+* **Idle is cheap.**  A pass over messages walks the rows after where the previous pass ended, so
+  an idle worker checks only new messages; every :data:`RESCAN_S` seconds it walks them all again
+  (rows committed out of id order).  Summaries, far fewer, are walked whole every pass, so one
+  rewritten in place is embedded again at the next step.
 * Progress is measured, not guessed: :meth:`VectorBuilder.progress` counts indexed and total items
   in the store, and the ETA comes from the throughput of this builder's own batches.
 """
@@ -35,6 +39,8 @@ __all__ = ["BuildProgress", "VectorBuilder", "chunk_text", "to_unit_blob"]
 SOURCES: tuple[VectorSource, ...] = ("messages", "summaries")
 #: Items embedded per step: small enough that a step takes about a second with the local model.
 DEFAULT_BATCH = 64
+#: How often a builder looks through all rows again rather than only those after its last pass.
+RESCAN_S = 300.0
 
 
 def chunk_text(text: str, max_chars: int, overlap: int = 200) -> list[str]:
@@ -111,6 +117,7 @@ class VectorBuilder:
     _items: int = 0
     _prepared: set[str] = field(default_factory=set)
     _written_in_pass: int = 0
+    _last_rescan: float = field(default_factory=time.monotonic)
 
     @property
     def model(self) -> str:
@@ -130,7 +137,15 @@ class VectorBuilder:
             if done:
                 self._written_in_pass += done
                 return done
-        self._cursors.clear()  # next pass starts over: catches rows committed out of id order
+        # The next pass starts where this one ended (new rows have higher ids), and from the start again
+        # every RESCAN_S: that catches rows committed out of id order and summaries rewritten in place.
+        now = time.monotonic()
+        rescan = now - self._last_rescan >= RESCAN_S
+        if rescan:
+            self._last_rescan = now
+        for source, cursor in self._cursors.items():
+            # summaries (a tenth as many) are always walked again: one rewritten in place is re-embedded soon
+            self._cursors[source] = _Cursor(after=0 if rescan or source == "summaries" else cursor.after)
         if self._written_in_pass:
             self._written_in_pass = 0
             # a database that plans its vector searches (PostgreSQL) gets fresh statistics of what was added
