@@ -40,6 +40,7 @@ QUESTIONS = [
 
 async def run_loop(engine: ContextEngine, model: AsyncOpenAI, model_name: str, *, turns: int, budget: int) -> None:
     session = "agent-loop-example"
+    largest = 0  # the most tokens any one request carried, as measured below
     for turn in range(turns):
         question = f"{QUESTIONS[turn % len(QUESTIONS)]} (turn {turn + 1})"
         # 1. Store the user's message as it arrives (the event_key makes a retry harmless).
@@ -49,6 +50,9 @@ async def run_loop(engine: ContextEngine, model: AsyncOpenAI, model_name: str, *
         context = await engine.assemble(session, token_budget=budget, prompt=question, output="openai")
         system = SYSTEM + ("\n\n" + context.system_prompt_addition if context.system_prompt_addition else "")
         messages: list[Any] = [{"role": "system", "content": system}, *context.messages]
+        # What this request really carries: the assembled context plus our own system prompt.
+        sent = context.estimated_tokens + engine.tokens.count(SYSTEM)
+        largest = max(largest, sent)
         reply = await model.chat.completions.create(model=model_name, messages=messages)
         answer = reply.choices[0].message.content or ""
 
@@ -61,13 +65,16 @@ async def run_loop(engine: ContextEngine, model: AsyncOpenAI, model_name: str, *
         summaries = context.summaries_included
         compacted = f", compacted to {done.context_tokens} tokens" if done.compaction else ""
         print(
-            f"turn {turn + 1:>2}: sent {len(messages):>2} messages, ~{context.estimated_tokens} tokens "
-            f"({summaries} summaries){compacted}"
+            f"turn {turn + 1:>2}: sent {len(messages):>2} messages, ~{sent} tokens ({summaries} summaries){compacted}"
         )
         if done.error:
             print(f"         after_turn reported: {done.error}")
     stored = await engine.messages(session)
-    print(f"stored {len(stored)} messages verbatim; the model never saw more than the {budget}-token budget")
+    print(f"stored {len(stored)} messages verbatim; the largest request was ~{largest} tokens", end="")
+    if largest <= budget:
+        print(f", within the {budget}-token budget")
+    else:  # the newest messages are always sent whole: a budget below them cannot be met
+        print(f", OVER the {budget}-token budget (the newest messages are always sent whole): raise --budget")
 
 
 async def main() -> None:

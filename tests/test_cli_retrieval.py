@@ -1,4 +1,4 @@
-"""``lcm grep``, ``lcm describe`` and ``lcm expand`` on an imported sample session."""
+"""``lcm grep``, ``lcm describe``, ``lcm expand`` and ``lcm show`` on an imported sample session."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def test_grep_describe_expand(tmp_path: Path) -> None:
     summary_ids = [m["id"] for m in as_json["matches"]]
     assert summary_ids and all(s.startswith("sum_") for s in summary_ids)
     syntax = run(db, "grep", "NEAR(", "--mode", "full_text")
-    assert syntax.exit_code == 0 and "NEAR" in syntax.output and "regex" in syntax.output
+    assert syntax.exit_code == 3 and "NEAR" in syntax.stderr and "regex" in syntax.stderr
     in_session = run(db, "grep", "x", "-c", conversation["session_id"], "--limit", "1")
     assert in_session.exit_code == 0
 
@@ -49,3 +49,59 @@ def test_grep_describe_expand(tmp_path: Path) -> None:
     assert missing.exit_code == 5 and "no summary" in missing.output
     bad = run(db, "expand")
     assert bad.exit_code == 3
+
+
+def imported(tmp_path: Path) -> str:
+    db = f"sqlite:///{tmp_path / 'cli.db'}"
+    assert run(db, "import", str(SAMPLE)).exit_code == 0
+    return db
+
+
+def test_an_invalid_query_is_an_error_and_no_matches_is_not(tmp_path: Path) -> None:
+    db = imported(tmp_path)
+    bad = run(db, "grep", "(")
+    assert bad.exit_code == 3 and "not a valid regular expression" in bad.stderr and not bad.stdout
+    as_json = run(db, "grep", "(", "--json")
+    assert as_json.exit_code == 3
+    assert json.loads(as_json.stdout)["error"]["type"] == "InputError"
+    nothing = run(db, "grep", "no such text anywhere in it")
+    assert nothing.exit_code == 0 and "no matches" in nothing.stdout
+    # The hint names the command's own options, not the tool's parameter syntax.
+    words = run(db, "grep", '"unclosed', "--mode", "full_text")
+    assert words.exit_code == 3 and "--mode regex" in words.stderr and "mode=" not in words.stderr
+
+
+def test_every_cited_id_opens(tmp_path: Path) -> None:
+    db = imported(tmp_path)
+    assert run(db, "compact", "1", "--full").exit_code == 0
+    hits = json.loads(run(db, "grep", "window", "--scope", "messages", "--limit", "1", "--json").stdout)["matches"]
+    cited = hits[0]["citation"].strip("[]")
+    assert cited == f"msg#{hits[0]['id']}"
+    record = next(m for m in json.loads(run(db, "messages", "1", "--json").stdout) if f"msg#{m['id']}" == cited)
+    shown = run(db, "show", cited)
+    assert shown.exit_code == 0 and cited in shown.stdout and record["content"] in shown.stdout
+    raw = run(db, "show", cited, "--raw")
+    assert raw.stdout_bytes == record["content"].encode()
+    assert json.loads(run(db, "describe", cited, "--json").stdout)["content"] == record["content"]
+    [last] = json.loads(run(db, "messages", "1", "--tail", "1", "--json").stdout)
+    assert f"msg#{last['id']}" in run(db, "messages", "1", "--tail", "1").stdout  # listings cite the same ids
+    summary = json.loads(run(db, "grep", "[a-z]+", "--scope", "summaries", "--json").stdout)["matches"][0]["id"]
+    assert summary in run(db, "show", summary).stdout
+    assert run(db, "show", summary, "--raw").exit_code == 0
+    assert run(db, "show", "msg#999999").exit_code == 5
+    assert run(db, "show", "nonsense").exit_code == 3
+
+
+def test_expand_lists_the_ids_it_could_not_fit(tmp_path: Path) -> None:
+    db = imported(tmp_path)
+    assert run(db, "compact", "1", "--full").exit_code == 0
+    summary = json.loads(run(db, "grep", "[a-z]+", "--scope", "summaries", "--json").stdout)["matches"][0]["id"]
+    capped = json.loads(run(db, "expand", summary, "-m", "--max-depth", "8", "--token-cap", "50", "--json").stdout)
+    assert capped["truncated"] and capped["omitted"]
+    returned = {s["id"] for s in capped["summaries"]} | {f"msg#{m['id']}" for m in capped["messages"]}
+    assert not returned & set(capped["omitted"])
+    text = run(db, "expand", summary, "-m", "--max-depth", "8", "--token-cap", "50")
+    assert "not returned" in text.stdout
+    first = capped["omitted"][0]
+    assert first.split("#")[0] in text.stdout  # the ids are printed, to open one at a time
+    assert run(db, "show", first).exit_code == 0

@@ -244,7 +244,11 @@ async def test_until_under_meets_a_budget_or_says_why(engine: ContextEngine) -> 
     done = await compactor(engine).compact(conversation, mode="until_under", target_tokens=tail + 150)
     assert done.stop_reason == "budget_met"
     assert done.tokens_after <= tail + 150 < total
-    impossible = await compactor(engine).compact(conversation, mode="until_under", target_tokens=tail // 2)
+    # Under a target the fresh tail yields (down to the newest message), so half the tail is reachable too.
+    yielded = await compactor(engine).compact(conversation, mode="until_under", target_tokens=tail // 2)
+    assert yielded.stop_reason == "budget_met" and yielded.tokens_after <= tail // 2
+    newest = (await engine.store.get_context(conversation))[-1].token_count
+    impossible = await compactor(engine).compact(conversation, mode="until_under", target_tokens=newest // 2)
     assert impossible.stop_reason == "irreducible_tail"
     with pytest.raises(InputError):
         await compactor(engine).compact(conversation, mode="until_under")
@@ -417,3 +421,178 @@ async def test_full_sweep_of_every_corpus_transcript(corpus: Path, tmp_path: Pat
                 whole[name] = 1 - done.tokens_after / done.tokens_before
         assert len(whole) >= 8
         assert min(whole.values()) >= 0.90, whole
+
+
+# ---------------------------------------------------------------------- progress is guaranteed
+
+
+def words(count: int, tag: str = "w") -> str:
+    return " ".join(f"{tag}{i}" for i in range(count))
+
+
+async def outside_tail(engine: ContextEngine, conversation: int) -> tuple[int, int]:
+    """(raw tokens, all tokens) of the context outside the fresh tail."""
+    from lossless.context import tail_start
+
+    entries = await engine.store.get_context(conversation)
+    start = tail_start(entries, engine.config.fresh_tail_count, engine.config.fresh_tail_max_tokens)
+    raw = sum(e.token_count for e in entries[:start] if e.kind == "message")
+    return raw, sum(e.token_count for e in entries[:start])
+
+
+async def test_a_short_message_before_an_oversized_one_never_stalls_compaction(tmp_path: Path) -> None:
+    """The issue's reproduction, with default settings: the stranded short question no longer blocks."""
+    async with await ContextEngine.open(f"sqlite:///{tmp_path / 'r.db'}") as engine:
+        chunk = engine.config.leaf_chunk_tokens
+        huge = words(2 * chunk)
+        await engine.after_turn("s", [Message.user("q0"), Message.assistant(huge)], token_budget=1_000_000)
+        for turn in range(1, 60):
+            ordinary = [Message.user(f"q{turn} " + words(40, "x")), Message.assistant(f"a{turn} " + words(200, "y"))]
+            await engine.after_turn("s", ordinary, token_budget=1_000_000)
+        conversation = (await engine.conversation("s")).id
+        done = await engine.compact("s", force=True)
+        assert done.stop_reason != "no_progress"
+        raw_after, _ = await outside_tail(engine, conversation)
+        assert raw_after < chunk
+        assert len(await engine.store.list_summaries(conversation)) >= 1
+        # The oversized message stays whole in the store, reachable from the summary that stands for it.
+        stored = await engine.messages("s")
+        assert stored[1].content == huge
+        assert await covered(engine.store, conversation) == [m.id for m in stored]
+        # The same history stored without compaction: one forced compaction makes progress.
+        history = [Message.user("q0"), Message.assistant(huge)]
+        for turn in range(1, 60):
+            history += [Message.user(f"q{turn} " + words(40, "x")), Message.assistant(f"a{turn} " + words(200, "y"))]
+        other = (await engine.ingest_batch("t", history)).conversation_id
+        assert other is not None
+        raw_before, _ = await outside_tail(engine, other)
+        assert raw_before >= chunk  # over the incremental trigger
+        done = await engine.compact("t", force=True)
+        assert done.stop_reason != "no_progress" and done.passes >= 1
+        assert done.tokens_after < done.tokens_before
+        raw_after, _ = await outside_tail(engine, other)
+        assert raw_after < chunk
+        again = await engine.compact("t", force=True)
+        assert again.stop_reason == "nothing_eligible"
+
+
+async def test_after_turn_keeps_compacting_past_an_oversized_message(tmp_path: Path) -> None:
+    async with await ContextEngine.open(f"sqlite:///{tmp_path / 'r.db'}", **settings()) as engine:  # type: ignore[arg-type]
+        chunk = engine.config.leaf_chunk_tokens
+        await engine.after_turn("s", [Message.user("q0"), Message.assistant(words(2 * chunk))], token_budget=10**6)
+        sizes = []
+        for turn in range(1, 40):
+            done = await engine.after_turn(
+                "s", [Message.user(f"q{turn}"), Message.assistant(words(60, f"a{turn}_"))], token_budget=10**6
+            )
+            sizes.append(done.context_tokens)
+        conversation = (await engine.conversation("s")).id
+        raw, _ = await outside_tail(engine, conversation)
+        assert raw < chunk
+        stored = sum(m.token_count for m in await engine.messages("s"))
+        assert max(sizes[-10:]) < stored / 3  # compacted as it goes, not growing with the history
+
+
+async def test_a_chunk_too_small_to_shrink_grows_and_is_never_tried_twice(engine: ContextEngine) -> None:
+    chunk = engine.config.leaf_chunk_tokens
+    history = [Message.user("hi"), Message.assistant(words(3 * chunk)), *chat(6)]
+    result = await engine.ingest_batch("s", history)
+    assert result.conversation_id is not None
+    summarizer = ScriptedSummarizer([head_of(12)])
+    done = await compactor(engine, summarizer).compact(result.conversation_id, mode="full")
+    assert done.stop_reason != "no_progress" and done.compacted
+    texts = [(c.text, c.policy) for c in summarizer.calls]
+    assert len(texts) == len(set(texts))  # never the same request twice
+    ids = await all_ids(engine, "s")
+    lineage = await engine.store.get_lineage(result.conversation_id)
+    first_leaf = done.summaries[0]
+    assert list(lineage[first_leaf.id])[:2] == ids[:2]  # "hi" went together with its large neighbour
+
+
+async def test_an_oversized_message_falls_back_to_a_head_and_tail_excerpt(engine: ContextEngine) -> None:
+    chunk = engine.config.leaf_chunk_tokens
+    body = "HEAD-START " + words(3 * chunk) + " TAIL-END"
+    result = await engine.ingest_batch("s", [Message.assistant(body), *chat(4)])
+    assert result.conversation_id is not None
+    done = await compactor(engine, ScriptedSummarizer([""])).compact(result.conversation_id, mode="full")
+    leaf = done.summaries[0]
+    assert leaf.level == "fallback"
+    ids = await all_ids(engine, "s")
+    assert f"msg#{ids[0]}" in leaf.content
+    assert "HEAD-START" in leaf.content and "TAIL-END" in leaf.content
+    assert "left out" in leaf.content and leaf.token_count < leaf.source_token_count
+    assert (await engine.messages("s"))[0].content == body  # whole in the store
+
+
+async def test_no_progress_only_when_what_is_left_cannot_shrink(engine: ContextEngine) -> None:
+    tiny = [Message("user" if i % 2 == 0 else "assistant", "ok") for i in range(8)]
+    result = await engine.ingest_batch("s", tiny)
+    assert result.conversation_id is not None
+    total = sum(e.token_count for e in await engine.store.get_context(result.conversation_id))
+    summarizer = ScriptedSummarizer(["a much longer answer than its two-token sources could ever be"])
+    done = await compactor(engine, summarizer).compact(
+        result.conversation_id, mode="until_under", target_tokens=total - 1
+    )
+    assert done.stop_reason == "no_progress" and not done.compacted
+    texts = [(c.text, c.policy) for c in summarizer.calls]
+    assert len(texts) == len(set(texts))
+
+
+async def test_under_a_target_the_fresh_tail_yields(engine: ContextEngine) -> None:
+    result = await engine.ingest_batch("s", chat(8, words=400))
+    assert result.conversation_id is not None
+    total = sum(e.token_count for e in await engine.store.get_context(result.conversation_id))
+    target = total // 4
+    done = await compactor(engine).compact(result.conversation_id, mode="until_under", target_tokens=target)
+    assert done.stop_reason == "budget_met" and done.tokens_after <= target
+    entries = await engine.store.get_context(result.conversation_id)
+    ids = await all_ids(engine, "s")
+    assert entries[-1].message_id == ids[-1]  # the newest message stays raw
+    assert await covered(engine.store, result.conversation_id) == ids
+
+
+async def test_a_long_replay_at_a_small_budget_stays_within_one_turn_of_the_threshold(tmp_path: Path) -> None:
+    """The replay bar at a smaller scale (benchmarks/compaction_replay.py runs it at default settings)."""
+    import math
+    import random
+
+    rng = random.Random(5)
+    budget = 4000
+    async with await ContextEngine.open(
+        f"sqlite:///{tmp_path / 'r.db'}", leaf_chunk_tokens=1000, leaf_target_tokens=200, condensed_target_tokens=200
+    ) as engine:
+        engine.compactor.summarizer = ScriptedSummarizer([head_of(30)])  # type: ignore[assignment]
+        threshold = int(engine.config.context_threshold * budget)
+        for turn in range(400):
+            messages = [
+                Message(role, words(max(1, int(math.exp(rng.uniform(0, math.log(3000))) / 2)), f"t{turn}{role[0]}"))
+                for role in ("user", "assistant")
+            ]
+            size = sum(engine.tokens.count(m.content) for m in messages)
+            done = await engine.after_turn("s", messages, token_budget=budget)
+            assert done.error is None
+            assert done.context_tokens <= threshold + size, (turn, done.compaction)
+
+
+async def test_summaries_list_their_sources_files_whatever_the_summarizer_writes(engine: ContextEngine) -> None:
+    """File ids come from the sources, not from the summary text: a summarizer that never names them."""
+    messages = chat(40)
+    log = "\n".join(f"2026-01-05 line {i} of the build log, nothing unusual" for i in range(2000))
+    messages[1] = Message.tool_result("c1", log, name="bash", event_key="f")
+    result = await engine.ingest_batch("s", messages)
+    assert result.conversation_id is not None
+    files = await engine.files(result.conversation_id)
+    assert len(files) == 1
+    done = await compactor(engine, ScriptedSummarizer(["a summary that names no file"])).compact(
+        result.conversation_id, mode="full"
+    )
+    leaf = done.summaries[0]
+    assert leaf.kind == "leaf" and files[0].id not in leaf.content
+    assert leaf.file_ids == (files[0].id,)
+    condensed = [s for s in done.summaries if s.kind == "condensed"]
+    assert condensed and all(s.file_ids == (files[0].id,) for s in condensed)
+    assert all(s.file_ids == () for s in done.summaries[1:] if s.kind == "leaf")  # their sources hold no file
+    described = await engine.describe(leaf.id, conversation=result.conversation_id)
+    assert files[0].id in str(described.to_dict())
+    context = await engine.assemble("s", token_budget=100_000)
+    assert f'<file_ref id="{files[0].id}" />' in str(context.messages)  # the compacted context names the file

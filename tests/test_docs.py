@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lossless.cli import cli
+from lossless.cli import COMMANDS
 from lossless.config import SETTINGS
 from lossless.errors import EXIT_CODES
 
@@ -46,7 +46,7 @@ def test_readme_gives_exactly_two_setup_commands_up_front() -> None:
 
 
 def test_every_command_and_exit_code_is_documented() -> None:
-    names = set(cli.commands)
+    names = set(COMMANDS)
     assert names == {
         "import",
         "replay",
@@ -73,9 +73,11 @@ def test_every_command_and_exit_code_is_documented() -> None:
         "grep",
         "describe",
         "expand",
+        "show",
         "install",
         "uninstall",
         "hook",
+        "ui",
     }
     for name in names:
         assert f"lcm {name}" in CLI_DOC, f"lcm {name} is not documented in docs/cli.md"
@@ -95,6 +97,13 @@ def test_readme_python_quickstart_runs(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "claude-code" in done.stdout and "new messages" in done.stdout
     assert re.search(r"^\d+ messages, \d+ tokens$", done.stdout, flags=re.M)
+    # Run again, as its comment promises: nothing is stored twice.
+    again = subprocess.run(
+        [sys.executable, "-c", block.group(1)], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert again.returncode == 0, again.stderr
+    assert "claude-code 0 new messages" in again.stdout
+    assert again.stdout.split("\n")[0] == done.stdout.split("\n")[0]  # the same context: no duplicates in it
 
 
 @pytest.mark.parametrize(
@@ -115,7 +124,9 @@ def test_readme_python_quickstart_runs(tmp_path: Path) -> None:
         "http.md",
         "mcp.md",
         "retrieval.md",
+        "conformance.md",
         "integrations.md",
+        "ui.md",
     ],
 )
 def test_docs_linked_from_the_readme_exist(doc: str) -> None:

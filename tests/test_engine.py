@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from lossless import ContextEngine, FilePart, InputError, Message, NotFoundError, StoreError, TextPart, ToolPart
-from lossless.config import Config
+from lossless.config import Config, load_config
 from lossless.engine import AfterTurnResult
 from lossless.ports import SummaryRequest, SummaryResult
 from lossless.retrieval import FileView
@@ -709,3 +709,66 @@ async def test_a_file_id_in_a_depth_two_summary_describes_the_original_bytes(con
         assert await engine.read_file(file_id) == content.encode()
     finally:
         await engine.dispose()
+
+
+async def test_a_lone_surrogate_in_one_message_stores_the_whole_turn_losslessly(engine: ContextEngine) -> None:
+    turn = [Message.user("first"), Message.assistant("cut emoji \ud83d here"), Message.user("third")]
+    result = await engine.after_turn("bad-text", turn, token_budget=100_000)
+    assert result.error is None and result.ingest.stored_count == 3 and result.ingest.repaired == 1
+    stored = await engine.messages("bad-text")
+    assert [m.content for m in stored] == ["first", "cut emoji \ufffd here", "third"]
+    assert (await engine.restore_message(stored[1])) == Message.assistant(
+        "cut emoji \ud83d here", created_at=stored[1].created_at
+    )
+    found = await engine.grep("cut emoji", conversation="bad-text")
+    assert found.hits  # searchable as stored
+
+
+async def test_a_spawn_with_a_ttl_gives_the_child_a_read_grant_that_ends_with_it(engine: ContextEngine) -> None:
+    from datetime import timedelta
+
+    await engine.ingest("parent", Message.user("the parent's history"))
+    handle = await engine.prepare_subagent_spawn(
+        "parent", "child", child_session_key="agent:main:sub:1", ttl=timedelta(minutes=5)
+    )
+    assert handle.grant is not None and handle.grant.grantee == "agent:main:sub:1"
+    parent = await engine.conversation("parent")
+    assert handle.grant.conversation_ids == (parent.id,)
+    assert timedelta(minutes=4) < handle.grant.expires_at - handle.grant.created_at <= timedelta(minutes=5)
+    assert (await engine.expansion_grant(handle.grant.id)).revoked_at is None
+    await engine.on_subagent_ended("child")
+    ended = await engine.expansion_grant(handle.grant.id)
+    assert ended.revoked_at is not None and ended.revoke_reason == "completed"
+    failed = await engine.prepare_subagent_spawn("parent", "child-2", ttl=timedelta(seconds=30))
+    assert failed.grant is not None
+    await failed.rollback()
+    assert (await engine.expansion_grant(failed.grant.id)).revoke_reason == "error"
+    assert (await engine.prepare_subagent_spawn("parent", "child-3")).grant is None  # no ttl, no grant
+    with pytest.raises(InputError, match="ttl"):
+        await engine.prepare_subagent_spawn("parent", "child-4", ttl=timedelta(days=3))
+
+
+async def test_memories_of_a_turn_go_to_the_agent_its_session_key_names(config: Config) -> None:
+    from lossless.engine import open_memory
+
+    settings = config.replace(memory_auto_extract=True, memory_embedder="hash")
+    async with await ContextEngine.open(config=settings) as engine:
+        said = [Message.user("I prefer green tea in the morning before work.")]
+        await engine.after_turn("s-ops", said, token_budget=100_000, session_key="agent:ops:discord:channel:7")
+        await engine.after_turn("s-plain", [Message.user("I prefer black coffee after lunch.")], token_budget=100_000)
+    async with await open_memory(settings, system=True) as session:
+        listed = await session.service.list()
+        scopes = {m.scope for _, m in listed}
+        assert "agent:ops" in scopes and f"agent:{settings.agent_id}" in scopes, listed
+    # An engine whose agent_id is configured keeps every memory in its own scope: no key can move them.
+    configured = load_config(
+        {"database_url": settings.database_url, "data_dir": str(settings.data_dir), "agent_id": "main"},
+        env={},
+    ).replace(memory_auto_extract=True, memory_embedder="hash")
+    async with await ContextEngine.open(config=configured) as engine:
+        await engine.after_turn(
+            "s-ops-2", [Message.user("I prefer oolong tea at night.")], token_budget=100_000, session_key="agent:ops:x"
+        )
+    async with await open_memory(settings, system=True) as session:
+        oolong = [m for _, m in await session.service.list() if "oolong" in m.content]
+        assert oolong and {m.scope for m in oolong} == {"agent:main"}

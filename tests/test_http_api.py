@@ -258,6 +258,19 @@ def test_openapi_is_published(base_url: str) -> None:
     assert spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
 
 
+def test_docs_page_is_self_contained(base_url: str) -> None:
+    with client(base_url, token=None) as http:
+        page = http.get("/docs")
+        spec = http.get("/openapi.json").json()
+        assert http.get("/redoc").status_code == 404
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    html = page.text
+    assert "<script" not in html and "http://" not in html and "https://" not in html  # nothing loaded from elsewhere
+    for path in spec["paths"]:
+        assert f"<code>{path}</code>" in html
+    assert "/openapi.json" in html
+
+
 def test_loopback_detection() -> None:
     assert all(is_loopback(h) for h in ("127.0.0.1", "localhost", "::1", "[::1]", "127.8.9.1"))
     assert not any(is_loopback(h) for h in ("0.0.0.0", "::", "192.168.1.2", "example.com"))
@@ -366,6 +379,19 @@ def test_retrieval_and_memory_over_http(base_url: str) -> None:
         for mode in ("regex", "full_text"):  # NUL ends an FTS5 query string: it must not reach SQLite as one
             assert http.post("/v1/grep", json={"pattern": "topic\u0000 3", "mode": mode}).status_code == 200
         assert_error(http.post("/v1/grep", json={}), 400, "InputError")
+        # An invalid query is a 400 with the one error shape, on both routes; no matches is a 200.
+        assert (
+            "regular expression"
+            in assert_error(http.post("/v1/grep", json={"pattern": "("}), 400, "InputError")["message"]
+        )
+        assert_error(http.post("/v1/tools/lcm_grep", json={"pattern": "("}), 400, "InputError")
+        assert http.post("/v1/grep", json={"pattern": "nowhere to be found"}).json()["matches"] == []
+        # Every cited id opens: describe takes the msg#N of a grep match.
+        opened = http.post("/v1/describe", json={"id": "msg#8"}).json()
+        assert opened["type"] == "message" and opened["message_id"] == "msg#8"
+        assert "topic 3 is settled" in opened["content"] and "[msg#8]" in opened["text"]
+        capped = http.post("/v1/expand", json={"summary_ids": [summary], "include_messages": True, "token_cap": 5})
+        assert capped.json()["truncated"] and capped.json()["omitted"]
         assert_error(http.post("/v1/grep", json={"pattern": "x", "mode": "fuzzy"}), 400, "InputError")
         assert_error(http.post("/v1/grep", json={"pattern": "x", "conversation_id": 999}), 403, "AccessDeniedError")
         assert_error(http.post("/v1/describe", json={"id": "sum_0000"}), 404, "NotFoundError")
@@ -484,3 +510,25 @@ def test_no_endpoint_reads_another_agents_conversation(tmp_path: Path) -> None:
         # and alice's data is intact: bob's writes went to bob's own conversation and memories
         assert len(alice.get("/v1/conversations/private/messages").json()["messages"]) == 13
         assert alice.post("/v1/tools/memory_list", json={}).json()["memories"][0]["content"] == f"The code is {SECRET}."
+
+
+def test_a_lone_surrogate_over_http_stores_the_turn_and_says_so(base_url: str) -> None:
+    body = (
+        '{"session_id": "bad-text", "token_budget": 100000, "messages": ['
+        '{"role": "user", "content": "one"}, {"role": "assistant", "content": "cut \\ud83d emoji"}]}'
+    )
+    with client(base_url) as http:
+        done = http.post("/v1/after_turn", content=body, headers={"Content-Type": "application/json"})
+        assert done.status_code == 200, done.text
+        result = done.json()
+        assert result["error"] is None and result["ingest"]["stored"] == 2 and result["ingest"]["repaired"] == 1
+        listed = http.get("/v1/conversations/bad-text/messages").json()
+        assert [m["content"] for m in listed["messages"]] == ["one", "cut \ufffd emoji"]
+        # The agent tool (the MCP server's lcm_ingest runs the same service call) says so too.
+        tool = http.post(
+            "/v1/tools/lcm_ingest",
+            content='{"session_id": "bad-text", "messages": [{"role": "user", "content": "\\udc80 x"}]}',
+            headers={"Content-Type": "application/json"},
+        )
+        assert tool.status_code == 200, tool.text
+        assert (tool.json()["stored"], tool.json()["repaired"]) == (1, 1)

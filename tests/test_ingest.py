@@ -64,3 +64,28 @@ def test_size_estimate_is_an_upper_bound_of_the_exact_size() -> None:
 def test_rejects_non_messages() -> None:
     with pytest.raises(InputError, match=r"expected lossless\.Message"):
         prepare([{"role": "user", "content": "x"}])  # type: ignore[list-item]
+
+
+def test_invalid_unicode_is_stored_shown_as_replacement_and_the_original_kept() -> None:
+    from lossless.ingest import INVALID_UNICODE_KEY, original_message, repair_unicode, was_repaired
+
+    sent = Message.from_parts(
+        "assistant",
+        [
+            ToolPart(
+                call_id="c", name="run", input={"arg\udc80": "x\ud83d"}, output="half \ud800 emoji", status="completed"
+            )
+        ],
+        metadata={"note": "ok \udfff"},
+    )
+    stored = repair_unicode(sent)
+    assert was_repaired(stored) and not was_repaired(sent)
+    assert "\ufffd" in stored.content and not any(0xD800 <= ord(c) <= 0xDFFF for c in stored.content)
+    part = stored.parts[0]
+    assert isinstance(part, ToolPart) and part.output == "half \ufffd emoji" and part.input == {"arg\ufffd": "x\ufffd"}
+    record = stored.metadata[INVALID_UNICODE_KEY]  # type: ignore[index]
+    assert record["replaced"] >= 4 and record["original"].isascii()
+    assert original_message(stored) == sent  # every code unit back
+    assert repair_unicode(Message.user("fine ✓")) == Message.user("fine ✓")  # valid text is untouched
+    ready, _ = prepare([Message.user("a"), Message.user("b \ud800")])
+    assert [p.message.content for p in ready] == ["a", "b \ufffd"]  # type: ignore[attr-defined]

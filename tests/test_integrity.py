@@ -507,3 +507,42 @@ def test_lcm_doctor_plans_and_applies_remakes(tmp_path: Path) -> None:
     result = json.loads(out)
     assert code == 0 and result["applied"] and all(r["action"] == "remake_summary" for r in result["applied"])
     assert result["after"]["fallback_summaries"] == 0 and result["after"]["ok"] is True
+
+
+def test_lcm_doctor_reports_a_stalled_compaction(tmp_path: Path) -> None:
+    import json
+
+    import anyio
+    from click.testing import CliRunner
+
+    from lossless.cli import cli
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    options = {"fresh_tail_count": 4, "leaf_chunk_tokens": 300, "leaf_target_tokens": 60}
+
+    async def setup() -> int:
+        async with await ContextEngine.open(url, **options) as engine:  # type: ignore[arg-type]
+            history = [Message.user(" ".join(f"w{i}_{j}" for j in range(60))) for i in range(30)]
+            done = await engine.ingest_batch("stalled", history)  # stored, never compacted
+            assert done.conversation_id is not None
+            return done.conversation_id
+
+    cid = anyio.run(setup)
+
+    def doctor(*args: str) -> tuple[int, str]:
+        env = {"LCM_FRESH_TAIL_COUNT": "4", "LCM_LEAF_CHUNK_TOKENS": "300", "LCM_LEAF_TARGET_TOKENS": "60"}
+        result = CliRunner(env=env).invoke(cli, ["--database", url, "doctor", *args], catch_exceptions=False)
+        return result.exit_code, result.stdout
+
+    code, out = doctor()
+    assert code == 0 and f"conversation {cid}: compaction has stalled" in out and "lcm compact" in out
+    stalled = json.loads(doctor("--json")[1])["report"]["stalled_compaction"]
+    assert [s["conversation_id"] for s in stalled] == [cid] and stalled[0]["raw_tokens_outside_fresh_tail"] >= 600
+
+    async def catch_up() -> None:
+        async with await ContextEngine.open(url, **options) as engine:  # type: ignore[arg-type]
+            await engine.compact(cid, force=True)
+
+    anyio.run(catch_up)
+    assert "stalled" not in doctor()[1]
+    assert json.loads(doctor("--json")[1])["report"]["stalled_compaction"] == []

@@ -96,6 +96,14 @@ async def test_a_client_session_lists_and_calls_every_tool(tmp_path: Path) -> No
         assert [m["id"] for m in found.structured_content["matches"]] == [fourth]
         described = await call("lcm_describe", {"id": summary, "token_cap": 100_000})
         assert not described.is_error and described.content[0].text.startswith(f"[{summary}]")
+        # Every id a tool cites opens with lcm_describe, messages too.
+        message = await call("lcm_describe", {"id": f"msg#{fourth}"})
+        assert not message.is_error and message.structured_content["content"] == messages[3]["content"]
+        # An invalid query is a tool error, distinct from finding nothing.
+        invalid = await session.call_tool("lcm_grep", {"pattern": "("})
+        assert invalid.is_error and "not a valid regular expression" in invalid.content[0].text
+        nothing = await call("lcm_grep", {"pattern": "nowhere to be found"})
+        assert not nothing.is_error and nothing.structured_content["matches"] == []
         answered = await call("lcm_expand_query", {"prompt": "What did message 3 say?", "summary_ids": [summary]})
         assert not answered.is_error and answered.structured_content["status"] == "completed"
         assert answered.content[0].text == answered.structured_content["answer"] and "[msg#" in answered.content[0].text

@@ -47,6 +47,20 @@ def test_add_search_explain_update_forget(run) -> None:  # type: ignore[no-untyp
     assert len(json.loads(run("memory", "list", "--json"))) == 1
 
 
+def test_add_with_a_fact_key_supersedes_like_the_tool(run) -> None:  # type: ignore[no-untyped-def]
+    key = ("--category", "preferences", "--fact-key", "preferences:drink")
+    first = json.loads(run("memory", "add", "I prefer coffee.", *key, "--json"))
+    second = json.loads(run("memory", "add", "I prefer green tea now.", *key, "--json"))
+    assert second["supersedes"] == first["memory_id"]
+    current = json.loads(run("memory", "list", "--fact-key", "preferences:drink", "--json"))
+    assert [m["memory_id"] for m in current] == [second["memory_id"]]
+    versions = json.loads(run("memory", "list", "--fact-key", "preferences:drink", "--history", "--json"))
+    assert {m["memory_id"] for m in versions} == {first["memory_id"], second["memory_id"]}
+    assert "supersedes" in run("memory", "add", "I prefer water.", *key)
+    other = json.loads(run("memory", "add", "The build runs on Fridays.", "--json"))
+    assert other["supersedes"] is None  # no key: a plain add
+
+
 def test_export_import_roundtrip_and_bad_input(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     for i in range(3):
         run("memory", "add", f"Fact {i} about the build.")

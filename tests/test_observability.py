@@ -91,6 +91,30 @@ async def test_compaction_logs_the_spec_fields_as_json(tmp_path: Path) -> None:
     assert all(line["compaction_id"] == done["compaction_id"] for line in made)
 
 
+async def test_compaction_logs_from_after_turn_name_the_session(tmp_path: Path) -> None:
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(obs.JsonFormatter())
+    logger = logging.getLogger("lossless")
+    old_level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        async with await ContextEngine.open(f"sqlite:///{tmp_path / 'l.db'}", **SETTINGS) as engine:  # type: ignore[arg-type]
+            turns = chat(40)
+            results = [
+                await engine.after_turn("turns", turns[i : i + 2], token_budget=100_000) for i in range(0, 40, 2)
+            ]
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
+    assert any(r.compaction and r.compaction.summaries for r in results)
+    done = [
+        line for line in map(json.loads, stream.getvalue().splitlines()) if "compacted conversation" in line["message"]
+    ]
+    assert done and all(line["session_id"] == "turns" and line["trigger_reason"] == "threshold" for line in done)
+
+
 def test_json_formatter_handles_odd_values_and_errors() -> None:
     record = logging.makeLogRecord(
         {"name": "lossless.x", "levelname": "ERROR", "msg": "boom %s", "args": (1,), "token_after": 5, "obj": object()}

@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from lossless import ContextEngine, Message
-from lossless.errors import ConfigError, InputError, StoreError
+from lossless.errors import ConfigError, ConflictError, InputError, StoreError
 from lossless.stores import blob_store_for, open_store
 from lossless.stores.postgres import PostgresStore
 
@@ -130,6 +130,30 @@ async def test_two_hosts_never_hold_one_conversations_lock(pg_url: str) -> None:
     finally:
         await a.close()
         await b.close()
+
+
+async def test_compaction_under_another_hosts_lock_is_a_retryable_conflict_not_a_wait(pg_url: str) -> None:
+    """Spec: lock contention is a retryable conflict; no caller waits for another host's slow summarizer."""
+    holder = await open_store(pg_url)
+    try:
+        async with (
+            await ContextEngine.open(pg_url, postgres_lock_timeout_ms=200, **SMALL) as engine,  # type: ignore[arg-type]
+        ):
+            stored = await engine.ingest_batch("locked", [Message.user(text(0, n) * 20) for n in range(30)])
+            assert stored.conversation_id is not None
+            assert isinstance(holder, PostgresStore)
+            async with holder._db.conversation_lock(stored.conversation_id):
+                started = anyio.current_time()
+                with pytest.raises(ConflictError, match=f"conversation {stored.conversation_id} is being compacted"):
+                    await engine.compact("locked", force=True)
+                assert anyio.current_time() - started < 5
+                # The turn is stored and answered at once; the other host is doing the compaction.
+                turn = await engine.after_turn("locked", [Message.user("one more")], token_budget=500)
+                assert turn.error is None and turn.ingest.stored and turn.compaction is None
+            done = await engine.compact("locked", force=True)  # free again: compaction runs
+            assert done.summaries
+    finally:
+        await holder.close()
 
 
 async def test_concurrent_compactions_of_one_conversation_make_one_lineage(pg_url: str) -> None:

@@ -149,21 +149,21 @@ async def test_redos_pattern_is_linear(engine: ContextEngine) -> None:
 
 
 @pytest.mark.parametrize("query", ['"', "NEAR(", "*", "a OR", "(x", "   "])
-async def test_fts_syntax_gives_a_clear_message(engine: ContextEngine, query: str) -> None:
+async def test_fts_syntax_is_an_input_error_with_a_clear_message(engine: ContextEngine, query: str) -> None:
     await seeded(engine)
     retriever = Retriever(engine.store)
-    result = await retriever.grep(caller(), GrepOptions(query, mode="full_text"))
-    assert result.hits == () and result.message is not None
-    assert "regex" in result.message  # says what to write instead
-    assert result.render() == result.message
+    with pytest.raises(InputError, match="regex"):  # says what to write instead
+        await retriever.grep(caller(), GrepOptions(query, mode="full_text"))
 
 
-async def test_invalid_regex_is_a_result_not_an_exception(engine: ContextEngine) -> None:
+async def test_invalid_regex_is_an_input_error_not_an_empty_result(engine: ContextEngine) -> None:
     await seeded(engine)
-    result = await Retriever(engine.store).grep(caller(), GrepOptions("(unclosed"))
-    assert result.message is not None and "not a valid regular expression" in result.message
-    backref = await Retriever(engine.store).grep(caller(), GrepOptions(r"(a)\1"))
-    assert backref.message is not None and "RE2" in backref.message
+    with pytest.raises(InputError, match="not a valid regular expression"):
+        await Retriever(engine.store).grep(caller(), GrepOptions("(unclosed"))
+    with pytest.raises(InputError, match="RE2"):
+        await Retriever(engine.store).grep(caller(), GrepOptions(r"(a)\1"))
+    nothing = await Retriever(engine.store).grep(caller(), GrepOptions("no such text anywhere"))
+    assert nothing.hits == () and nothing.message is not None  # no matches is a result, not an error
 
 
 @pytest.mark.parametrize(
@@ -354,10 +354,12 @@ async def test_word_queries_mean_the_same_on_every_backend(
     engine: ContextEngine, query: str, expected: list[int] | None
 ) -> None:
     await engine.ingest_batch("s1", [Message.user(text) for text in WORDY], session_key="key-s1")
-    result = await Retriever(engine.store).grep(caller(), GrepOptions(query, mode="full_text", scope="messages"))
-    if expected is None:
-        assert result.message is not None and not result.hits
+    options = GrepOptions(query, mode="full_text", scope="messages")
+    if expected is None:  # nothing searchable: an invalid query, not an empty result
+        with pytest.raises(InputError, match="no searchable words"):
+            await Retriever(engine.store).grep(caller(), options)
         return
+    result = await Retriever(engine.store).grep(caller(), options)
     assert sorted(WORDY.index(h.snippet) for h in result.hits) == expected, result.message
 
 

@@ -94,10 +94,10 @@ async def test_regex_and_full_text_find_lines_of_stored_files(engine: ContextEng
 
 async def test_bad_patterns_filters_and_empty_results_are_messages(engine: ContextEngine) -> None:
     await seed(engine)
-    bad = await engine.grep("(unclosed", scope="files")
-    assert not bad.hits and "not a valid regular expression" in (bad.message or "")
-    syntax = await engine.grep("NEAR(a b)", mode="full_text", scope="files")
-    assert not syntax.hits and "NEAR" in (syntax.message or "")
+    with pytest.raises(InputError, match="not a valid regular expression"):
+        await engine.grep("(unclosed", scope="files")
+    with pytest.raises(InputError, match="NEAR"):
+        await engine.grep("NEAR(a b)", mode="full_text", scope="files")
     nothing = await engine.grep("no such text anywhere", scope="files")
     assert not nothing.hits and "no matches" in (nothing.message or "") and "binary" in (nothing.message or "")
     future = await engine.grep("ERROR", scope="files", since=engine._clock() + timedelta(days=1))

@@ -48,3 +48,26 @@ def test_memory_tools_are_defined_with_closed_schemas() -> None:
         assert set(schema.get("required", ())) <= set(schema["properties"])
     assert TOOLS["memory_recall"].input_schema["required"] == ["query"]
     assert TOOLS["memory_store"].anthropic()["input_schema"]["properties"]["category"]["enum"][0] == "profile"
+
+
+def test_every_parameter_of_every_tool_is_described() -> None:
+    import lossless.memory.toolcalls  # noqa: F401  (the memory tools' handlers)
+
+    def undescribed(schema: dict[str, object], path: str) -> list[str]:
+        missing: list[str] = []
+        properties = schema.get("properties")
+        assert isinstance(properties, dict)
+        for key, value in properties.items():
+            if not value.get("description"):
+                missing.append(path + key)
+            items = value.get("items")
+            if value.get("type") == "array" and isinstance(items, dict) and "properties" in items:
+                missing += undescribed(items, f"{path}{key}[].")
+        return missing
+
+    names = ["lcm_grep", "lcm_describe", "lcm_expand", "lcm_expand_query", "lcm_ingest", "lcm_compact"]
+    names += ["memory_recall", "memory_store", "memory_forget", "memory_update", "memory_list", "memory_stats"]
+    for spec in (TOOLS[name] for name in names):
+        assert undescribed(dict(spec.input_schema), f"{spec.name}: ") == []
+    described = TOOLS["lcm_grep"].input_schema["properties"]["conversation_id"]["description"]
+    assert "lcm mcp" in described  # the default is right for a server with no session of its own

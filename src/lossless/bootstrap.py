@@ -11,6 +11,19 @@ Invariants:
   Grown, with the same bytes before the offset: reading resumes at the offset.
   Anything else (rewritten, truncated, a branch in a tree format): the file is
   read whole and the event keys sort out what is new.
+* **Reconciled with live ingest.**  A host that stores turns as they happen
+  (``after_turn``/``ingest_batch``, without the file's entry ids) and calls
+  bootstrap at session start gets no second copy: the file's entries are
+  matched against the store's messages on role and content, the *n*-th
+  occurrence of a (role, content) in the file with the *n*-th in the store, so
+  repeated texts keep their positions.  The newest matched entry is the
+  anchor; only the entries after it are imported (entries before it that the
+  store lacks are counted in ``left_out``, as the reconciliation leaves them).
+  The store's side of the match is remembered (``reconciled_seq``), so an
+  appended read compares its new entries only with the messages stored since.
+  While there is something to match against, the entries after the newest
+  match wait in memory until the next match or the end of the file (a file
+  the store knows nothing of is streamed as before).
 * **All or nothing per file.**  One file is imported in one transaction: a
   corrupt line rolls back everything read from that file and raises a
   :class:`TranscriptError` naming the file and line; nothing stored before is
@@ -23,6 +36,12 @@ Invariants:
   their rows join the file's transaction and their bytes are written before
   it commits.  Their ids are deterministic, so a re-import refers to the same
   files.
+* **Nothing dropped unreported.**  Entries of a sub-agent ``thread`` go to the
+  sub-agent's own conversation (``<session>/agent-<thread>``, child of the
+  file's conversation), in the same transaction, deduplicated by event key;
+  every record not stored as a message is counted by type, with its bytes
+  (``skipped_records``, ``skipped_bytes``).  A session the transcript gives no
+  title is titled by its first typed prompt.
 """
 
 from __future__ import annotations
@@ -30,6 +49,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
+import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -42,12 +62,12 @@ import anyio.to_thread
 
 from lossless.config import Config
 from lossless.errors import InputError, TranscriptError
-from lossless.ingest import prepare_messages
+from lossless.ingest import prepare_messages, was_repaired
 from lossless.interception import Interceptor, PendingFile
 from lossless.large_files import file_scope
 from lossless.ports import PreparedMessage, Store
-from lossless.records import BootstrapState, Conversation, JSONValue, utcnow
-from lossless.sessions import SessionPolicy
+from lossless.records import BootstrapState, Conversation, JSONValue, Message, MessageRecord, TextPart, utcnow
+from lossless.sessions import SessionPolicy, open_session
 from lossless.tokens import TokenCounter
 from lossless.transcripts import (
     FORMATS,
@@ -87,6 +107,12 @@ class FileImport:
     parts: int = 0
     skipped_records: dict[str, int] = field(default_factory=dict)
     reason: str | None = None
+    left_out: int = 0
+    repaired: int = 0
+    #: Bytes of the skipped records, by the same type keys as ``skipped_records``.
+    skipped_bytes: dict[str, int] = field(default_factory=dict)
+    #: Sub-agent conversations this file's messages went to (besides its own), by session id.
+    subagents: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, JSONValue]:
         return {
@@ -100,7 +126,11 @@ class FileImport:
             "dropped": self.dropped,
             "parts": self.parts,
             "skipped_records": dict(self.skipped_records),
+            "skipped_bytes": dict(self.skipped_bytes),
+            "subagents": dict(self.subagents),
             "reason": self.reason,
+            "left_out": self.left_out,
+            "repaired": self.repaired,
         }
 
 
@@ -137,6 +167,49 @@ def _tail_hash(stream: IO[bytes], offset: int) -> str:
     return hashlib.sha256(stream.read(offset - start)).hexdigest()
 
 
+def _match_key(role: str, content: str) -> tuple[str, bytes]:
+    return role, hashlib.blake2b(content.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+@dataclass(slots=True)
+class _Window:
+    """The store's messages an import is matched against, by event key and by (role, content)."""
+
+    seqs: dict[tuple[str, bytes], list[int]] = field(default_factory=dict)  # unmatched, oldest first
+    keys: dict[str, tuple[int, tuple[str, bytes]]] = field(default_factory=dict)
+
+    def add(self, record: MessageRecord) -> None:
+        key = _match_key(record.role, record.content)
+        self.seqs.setdefault(key, []).append(record.seq)
+        if record.event_key is not None:
+            self.keys[record.event_key] = (record.seq, key)
+
+    def match(self, event_key: str | None, role: str, content: str) -> int | None:
+        """The seq of the stored message this entry is, or None when the store lacks it.
+
+        The same event key is that message; otherwise the oldest unmatched one with the same role and
+        content, so the *n*-th repetition of a text in the file is the *n*-th in the store.
+        """
+        keyed = self.keys.pop(event_key, None) if event_key is not None else None
+        if keyed is not None:
+            seq, key = keyed
+            waiting = self.seqs.get(key, [])
+            if seq in waiting:
+                waiting.remove(seq)
+            return seq
+        same = self.seqs.get(_match_key(role, content))
+        return same.pop(0) if same else None
+
+
+@dataclass(frozen=True, slots=True)
+class _Ready:
+    """One entry, prepared for storage (its large files planned, not yet written)."""
+
+    entry: Entry
+    prepared: list[PreparedMessage]
+    files: list[PendingFile]
+
+
 @dataclass(slots=True)
 class _Run:
     """Mutable bookkeeping for one import."""
@@ -151,8 +224,36 @@ class _Run:
     offset: int = 0
     last_key: str | None = None
     first_key: str | None = None
+    left_out: int = 0
+    repaired: int = 0
+    window_after: int | None = None  # the store messages above this seq are matched against the entries
+    window: _Window | None = None
+    pending: list[_Ready] = field(default_factory=list)
+    matched_seq: int | None = None
+    stored_seq: int | None = None
+    skipped_bytes: Counter[str] = field(default_factory=Counter)
+    #: Sub-agent threads: what the file says about each, its conversation once made, messages stored.
+    threads: dict[str, SessionInfo] = field(default_factory=dict)
+    thread_conversations: dict[str, Conversation] = field(default_factory=dict)
+    thread_stored: Counter[str] = field(default_factory=Counter)
+    #: The first thing a person typed, the title of a session whose transcript names none.
+    first_prompt: str | None = None
+
+    @property
+    def title(self) -> str | None:
+        return self.info.title or self.first_prompt
+
+    def note_prompt(self, entry: Entry) -> None:
+        if self.first_prompt is None and entry.thread is None and entry.message.role == "user":
+            self.first_prompt = _prompt_title(entry.message)
 
     def merge(self, info: SessionInfo) -> None:
+        if info.thread is not None:
+            known = self.threads.get(info.thread)
+            self.threads[info.thread] = (
+                info if known is None else SessionInfo(metadata={**info.metadata, **known.metadata}, thread=info.thread)
+            )
+            return
         current = self.info
         self.info = SessionInfo(
             session_id=current.session_id or info.session_id,
@@ -161,6 +262,12 @@ class _Run:
             started_at=current.started_at or info.started_at,
             metadata={**info.metadata, **current.metadata},
         )
+
+    def reconciled_seq(self) -> int:
+        """The store's point up to which it now agrees with the file (see :class:`BootstrapState`)."""
+        if self.stored_seq is not None:
+            return self.stored_seq  # what was imported is the store's newest: everything below is settled
+        return max(self.matched_seq or 0, self.window_after or 0)
 
 
 class _Importer:
@@ -203,7 +310,12 @@ class _Importer:
         if state is not None and state.size == stat.st_size and state.mtime_ns == stat.st_mtime_ns:
             return FileImport(path_text, format_name, "unchanged", state.conversation_id)
         start = 0
-        if state is not None and reader.incremental and await self._continues(state, stat.st_size):
+        if (
+            state is not None
+            and state.reconciled_seq is not None  # rows from before reconciliation: read whole once
+            and reader.incremental
+            and await self._continues(state, stat.st_size)
+        ):
             start = state.offset
         async with self.store.atomic():
             run = await self._read_and_store(reader, start, state, stat.st_mtime_ns)
@@ -211,7 +323,7 @@ class _Importer:
                 return run
             conversation = run.conversation
             if conversation is not None:
-                if run.info.title and not conversation.title:
+                if run.title and not conversation.title:
                     conversation = await self._conversation(run)
                 tail = await anyio.to_thread.run_sync(self._hash_tail, run.offset)
                 await self.store.put_bootstrap_state(
@@ -224,6 +336,7 @@ class _Importer:
                         tail_hash=tail,
                         last_entry_key=run.last_key,
                         updated_at=utcnow(),
+                        reconciled_seq=run.reconciled_seq(),
                     )
                 )
         return FileImport(
@@ -237,6 +350,10 @@ class _Importer:
             dropped=run.dropped,
             parts=run.parts,
             skipped_records=dict(run.skipped),
+            left_out=run.left_out,
+            repaired=run.repaired,
+            skipped_bytes=dict(run.skipped_bytes),
+            subagents={c.session_id: run.thread_stored[t] for t, c in run.thread_conversations.items()},
         )
 
     async def _find_state(self) -> BootstrapState | None:
@@ -266,12 +383,16 @@ class _Importer:
         run = _Run(offset=start, last_key=context.last_entry_key)
         if start and state is not None:
             run.conversation = await self.store.get_conversation(state.conversation_id)
+            run.window_after = state.reconciled_seq
         try:
             outcome = await self._consume(reader, context, run)
         except NeedsFullRead:
             context = ReadContext(str(self.path), max_line_bytes=max_line, fallback_time=fallback)
             run = _Run()
             outcome = await self._consume(reader, context, run)
+        if isinstance(outcome, _Run) and outcome.pending:
+            await self._commit(outcome.pending, outcome)
+            outcome.pending = []
         return outcome
 
     async def _consume(self, reader: TranscriptReader, context: ReadContext, run: _Run) -> _Run | FileImport:
@@ -287,9 +408,11 @@ class _Importer:
                         run.merge(event)
                     elif isinstance(event, Skipped):
                         run.skipped[event.kind] += 1
+                        run.skipped_bytes[event.kind] += event.size
                         run.offset = max(run.offset, event.end_offset)
                         run.last_key = event.key or run.last_key
                     else:
+                        run.note_prompt(event)
                         pending.append(event)
                 if pending:
                     blocked = await self._flush(pending, run)
@@ -311,43 +434,118 @@ class _Importer:
             if reason is not None:
                 return FileImport(str(self.path), self.format, "skipped", reason=reason)
             run.conversation = await self._conversation(run)
-        prepared: list[PreparedMessage] = []
-        files: list[PendingFile] = []
-        now = utcnow()
-        scope = file_scope(run.conversation.agent_id, run.conversation.session_id)
+        if any(entry.thread is not None for entry in entries):
+            await self._store_threads([e for e in entries if e.thread is not None], run)
+            entries = [e for e in entries if e.thread is None]
+        if run.window is None:
+            run.window = await self._window(run.conversation.id, run.window_after)
+        ready = [await self._prepare(entry, run.conversation) for entry in entries]
+        for item in ready:
+            run.offset = max(run.offset, item.entry.end_offset)
+            run.last_key = item.entry.key
+            run.dropped += 0 if item.prepared else 1
+        if not run.window.seqs:  # nothing stored to match against: store as we read
+            if ready:
+                await self._commit(ready, run)
+            return None
+        for item in ready:
+            matched = [run.window.match(p.message.event_key, p.message.role, p.message.content) for p in item.prepared]
+            if item.prepared and all(seq is not None for seq in matched):
+                # The store holds this entry already: it is the anchor so far, and what waited before it
+                # (entries the store lacks, older than a message it has) is left out.
+                run.left_out += sum(1 for waiting in run.pending if waiting.prepared)
+                run.pending = []
+                run.duplicates += len(item.prepared)
+                run.matched_seq = max(run.matched_seq or 0, *(seq for seq in matched if seq is not None))
+            else:
+                run.pending.append(item)
+        return None
+
+    async def _store_threads(self, entries: list[Entry], run: _Run) -> None:
+        """Store sub-agent entries in their own conversations (their event keys make a re-read store nothing)."""
+        threads: dict[str, list[Entry]] = {}
         for entry in entries:
-            message = entry.message
-            if self.interceptor is not None:
-                planned = await self.interceptor.plan([message], scope=scope)
-                message = planned.messages[0]  # type: ignore[assignment]  # a Message in, a Message out
-                files += planned.files
-            try:
-                ready, dropped = prepare_messages(
-                    [message],
-                    counter=self.counter,
-                    now=now,
-                    max_message_bytes=self.config.max_message_bytes,
-                    prune_heartbeat_ok=self.config.prune_heartbeat_ok,
-                )
-            except InputError as exc:
-                problem = str(exc).removeprefix("message 0 ")
-                raise TranscriptError(str(self.path), entry.line, f"message {problem}") from exc
-            prepared += ready
-            run.dropped += dropped
+            threads.setdefault(entry.thread or "", []).append(entry)
+            run.offset = max(run.offset, entry.end_offset)
+        for thread, batch in threads.items():
+            conversation = run.thread_conversations.get(thread)
+            if conversation is None:
+                prompts = (_prompt_title(e.message) for e in batch if e.message.role == "user")
+                conversation = await self._thread_conversation(run, thread, next(filter(None, prompts), None))
+                run.thread_conversations[thread] = conversation
+            ready = [await self._prepare(entry, conversation) for entry in batch]
+            run.dropped += sum(0 if item.prepared else 1 for item in ready)
+            run.thread_stored[thread] += (await self._append(conversation, ready, run))[0]
+
+    async def _thread_conversation(self, run: _Run, thread: str, title: str | None) -> Conversation:
+        """The sub-agent conversation ``thread`` of the file's session: ``<session>/agent-<thread>``, its child."""
+        assert run.conversation is not None
+        info = run.threads.get(thread, SessionInfo())
+        return await self.store.get_or_create_conversation(
+            agent_id=self.agent_id,
+            session_id=f"{run.conversation.session_id}/agent-{thread}",
+            title=title,
+            source=self.format,
+            parent_id=run.conversation.id,
+            metadata=info.metadata or None,
+        )
+
+    async def _window(self, conversation_id: int, after_seq: int | None) -> _Window:
+        """The stored messages (above ``after_seq``) that the file's entries are matched against."""
+        window = _Window()
+        cursor = after_seq
+        while True:
+            page = await self.store.get_messages(conversation_id, after_seq=cursor, limit=_CHUNK)
+            for record in page:
+                window.add(record)
+            if len(page) < _CHUNK:
+                return window
+            cursor = page[-1].seq
+
+    async def _prepare(self, entry: Entry, conversation: Conversation) -> _Ready:
+        message = entry.message
+        files: list[PendingFile] = []
+        if self.interceptor is not None:
+            scope = file_scope(conversation.agent_id, conversation.session_id)
+            planned = await self.interceptor.plan([message], scope=scope)
+            message = planned.messages[0]  # type: ignore[assignment]  # a Message in, a Message out
+            files += planned.files
+        try:
+            ready, _dropped = prepare_messages(
+                [message],
+                counter=self.counter,
+                now=utcnow(),
+                max_message_bytes=self.config.max_message_bytes,
+                prune_heartbeat_ok=self.config.prune_heartbeat_ok,
+            )
+        except InputError as exc:
+            problem = str(exc).removeprefix("message 0 ")
+            raise TranscriptError(str(self.path), entry.line, f"message {problem}") from exc
+        return _Ready(entry, ready, files)
+
+    async def _commit(self, ready: list[_Ready], run: _Run) -> None:
+        """Store the prepared entries (their large files first) in the file's transaction."""
+        assert run.conversation is not None
+        _, newest = await self._append(run.conversation, ready, run)
+        if newest is not None:
+            run.stored_seq = newest
+
+    async def _append(self, conversation: Conversation, ready: list[_Ready], run: _Run) -> tuple[int, int | None]:
+        """Append prepared entries to ``conversation`` (large files first): how many were new, the newest seq."""
+        prepared = [p for item in ready for p in item.prepared]
+        files = [f for item in ready for f in item.files]
         if files and self.interceptor is not None:
-            rows = await self.interceptor.store_files(files, run.conversation.id)
+            rows = await self.interceptor.store_files(files, conversation.id)
             await self.store.insert_large_files(rows)
         try:
-            result = await self.store.append_messages(run.conversation.id, prepared)
+            result = await self.store.append_messages(conversation.id, prepared)
         except InputError as exc:
-            raise TranscriptError(str(self.path), entries[0].line if entries else None, str(exc)) from exc
+            raise TranscriptError(str(self.path), ready[0].entry.line if ready else None, str(exc)) from exc
         run.stored += len(result.stored)
+        run.repaired += sum(1 for r in result.stored if was_repaired(r.to_message()))
         run.duplicates += result.duplicates
         run.parts += sum(len(r.parts) for r in result.stored)
-        for entry in entries:
-            run.offset = max(run.offset, entry.end_offset)
-            run.last_key = entry.key
-        return None
+        return len(result.stored), max((r.seq for r in result.stored), default=None)
 
     def _session_id(self, run: _Run) -> str:
         if self.session_id:
@@ -356,7 +554,7 @@ class _Importer:
             return run.info.session_id
         # No id in the file: derive one from its name and its first entry, stable across moves.
         basis = run.first_key or str(self.path.resolve())
-        return f"{self.path.stem}:{hashlib.sha256(basis.encode()).hexdigest()[:12]}"
+        return f"{self.path.stem}:{hashlib.sha256(basis.encode('utf-8', 'surrogatepass')).hexdigest()[:12]}"
 
     async def _conversation(self, run: _Run) -> Conversation:
         parent_id = None
@@ -365,15 +563,36 @@ class _Importer:
                 agent_id=self.agent_id, session_id=run.info.parent_session_id
             )
             parent_id = parent.id
-        return await self.store.get_or_create_conversation(
+        return await open_session(
+            self.store,
             agent_id=self.agent_id,
             session_id=self._session_id(run),
             session_key=self.session_key,
-            title=run.info.title,
+            retain_depth=self.config.new_session_retain_depth,
+            title=run.title,
             source=self.format,
             parent_id=parent_id,
             metadata=run.info.metadata or None,
         )
+
+
+#: Titles made from a first prompt are cut to this many characters.
+TITLE_CHARS = 80
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _prompt_title(message: Message) -> str | None:
+    """A title from a person's message: its first line of typed text (not host-injected, not a
+    ``<command…>`` wrapper), cut to :data:`TITLE_CHARS`; ``None`` when it has none."""
+    for part in message.parts:
+        if not isinstance(part, TextPart) or part.synthetic or part.ignored:
+            continue
+        text = part.text.strip()
+        if not text or text.startswith("<"):
+            continue
+        line = _LONE_SURROGATE.sub("\ufffd", " ".join(text.splitlines()[0].split()))  # a title is plain Unicode
+        return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1] + "…"
+    return None
 
 
 def _resolve(path: str | os.PathLike[str]) -> tuple[Path, bool]:

@@ -13,7 +13,10 @@ with one summary a level deeper.  Modes:
   messages waits), then condensation of any run of at least
   ``condensed_min_fanout_hard`` same-depth nodes, shallowest first;
 * ``until_under``: like ``full``, also summarising leftovers of two or more
-  messages, stopping as soon as the context fits ``target_tokens``.
+  messages (or one worth shortening), stopping as soon as the context fits
+  ``target_tokens``.  Under a target the fresh tail yields: it keeps at most
+  half the target's tokens (never less than the newest message with the call
+  it answers), so a budget can be met whatever the message sizes.
 
 Invariants:
 
@@ -31,6 +34,17 @@ Invariants:
   context's token total strictly decreases; passes are also bounded by count
   and by a deadline.  Every call returns a :class:`CompactionResult` whose
   ``stop_reason`` says why it stopped.
+* **Always progresses.**  A chunk that cannot be summarised shorter (a few
+  tokens, e.g. a short question stranded before a message larger than
+  ``leaf_chunk_tokens``) grows to take in its next neighbour, and is planned
+  again; one that cannot grow any more is set aside for the rest of the call
+  and the next chunk is planned — the same unsummarisable chunk is never
+  tried twice.  A chunk too small to be worth a summary is grown before the
+  summarizer is asked.  A message larger than ``leaf_chunk_tokens`` is shown
+  to the summarizer as a head-and-tail excerpt under its id, and when every
+  attempt fails its fallback is such an excerpt (the message stays whole in
+  the store).  So ``no_progress`` means that what is left outside the fresh
+  tail cannot be made shorter (or another writer kept conflicting).
 * **Escalation.**  Each summary is tried with the ``normal`` policy, then
   ``aggressive``, then made by deterministic truncation (``fallback``); the
   summary records the level and the reason.  A summarizer that raises, hangs,
@@ -89,6 +103,7 @@ __all__ = [
     "StopReason",
     "compression_target",
     "find_file_ids",
+    "tail_to_tokens",
     "truncate_to_tokens",
 ]
 
@@ -140,6 +155,7 @@ class _Plan:
     depth: int
     sources: tuple[ContextEntry, ...]
     previous: ContextEntry | None
+    room: bool = False  # the chunk could take in its next neighbour
 
     @property
     def tokens(self) -> int:
@@ -170,6 +186,11 @@ class _Run:
     run_id: str
     created: list[Summary] = field(default_factory=list)
     passes: int = 0
+    # (kind, ordinal of the first source) -> the fewest items that chunk must now hold (it was too small)
+    grow: dict[tuple[SummaryKind, int], int] = field(default_factory=dict)
+    # chunks (kind, first ordinal) that could not be made shorter even grown as far as they can go
+    stuck: set[tuple[SummaryKind, int]] = field(default_factory=set)
+    failures: int = 0
 
 
 def compression_target(base: int, source_tokens: int) -> int:
@@ -198,6 +219,25 @@ def truncate_to_tokens(text: str, limit: int, counter: TokenCounter) -> str:
         position = cut.rfind(boundary)
         if position > len(cut) * 0.8:
             return cut[:position]
+    return cut
+
+
+def tail_to_tokens(text: str, limit: int, counter: TokenCounter) -> str:
+    """The longest suffix of ``text`` (started at a line or word boundary when possible) of at most ``limit`` tokens."""
+    if counter.count(text) <= limit:
+        return text
+    low, high = 0, len(text)
+    while low < high:  # the fewest characters to drop from the front
+        middle = (low + high) // 2
+        if counter.count(text[middle:]) <= limit:
+            high = middle
+        else:
+            low = middle + 1
+    cut = text[low:]
+    for boundary in ("\n", " "):
+        position = cut.find(boundary)
+        if 0 <= position < len(cut) * 0.2:
+            return cut[position + 1 :]
     return cut
 
 
@@ -288,6 +328,8 @@ class Compactor:
         conflicts = 0
         # Each pass either makes the item count smaller, or turns one oversized message into a summary
         # (which later passes never take alone again), so this bound is never reached; it backs up the proof.
+        # A chunk that cannot be shortened either grows by one item or is set aside, so failed attempts are
+        # bounded by the item count too (``run.failures``).
         max_passes = 2 * len(entries) + 8
         stop: StopReason
 
@@ -327,8 +369,12 @@ class Compactor:
                 stop = "provider_unavailable"
                 break
             if outcome == "no_progress":
-                stop = "no_progress"
-                break
+                run.failures += 1
+                if run.failures > max_passes:
+                    stop = "no_progress"
+                    break
+                self._set_aside(plan, run)
+                continue
             event = CompactionEvent(
                 conversation_id=conversation_id,
                 summary_id=outcome.id,
@@ -352,6 +398,7 @@ class Compactor:
                 entries = await self.store.get_context(conversation_id)
                 continue
             conflicts = 0
+            run.grow.pop((plan.kind, plan.sources[0].ordinal), None)
             run.created.append(outcome)
             run.passes += 1
             entries = _apply(entries, plan, outcome)
@@ -362,11 +409,23 @@ class Compactor:
 
         return result(stop, entries)
 
+    @staticmethod
+    def _set_aside(plan: _Plan, run: _Run) -> None:
+        """``plan`` could not be made shorter: plan that chunk one item larger next time, or never again."""
+        key = (plan.kind, plan.sources[0].ordinal)
+        if plan.room:
+            run.grow[key] = len(plan.sources) + 1
+        else:
+            run.grow.pop(key, None)
+            run.stuck.add(key)
+
     def _why_nothing(self, entries: Sequence[ContextEntry], run: _Run) -> StopReason:
         if run.target is not None:
-            start = tail_start(entries, self.config.fresh_tail_count, self.config.fresh_tail_max_tokens)
+            start = self._tail_start(entries, run)
             if sum(e.token_count for e in entries[start:]) > run.target:
                 return "irreducible_tail"
+        if run.stuck:  # what is left outside the fresh tail is too small to be made shorter
+            return "no_progress"
         return "nothing_eligible"
 
     # ------------------------------------------------------------------ planning
@@ -378,24 +437,44 @@ class Compactor:
             return self._plan_condensed(entries, run, max_depth=self.config.incremental_max_depth)
         return self._plan_leaf(entries, run) or self._plan_condensed(entries, run, max_depth=None)
 
+    def _tail_start(self, entries: Sequence[ContextEntry], run: _Run) -> int:
+        """Where the protected fresh tail starts; under a target it holds at most half the target's tokens."""
+        cap = self.config.fresh_tail_max_tokens
+        if run.mode == "until_under" and run.target is not None:
+            share = max(1, run.target // 2)
+            cap = share if cap is None else min(cap, share)
+        return tail_start(entries, self.config.fresh_tail_count, cap)
+
     def _plan_leaf(self, entries: Sequence[ContextEntry], run: _Run) -> _Plan | None:
-        start = tail_start(entries, self.config.fresh_tail_count, self.config.fresh_tail_max_tokens)
-        first = next((i for i in range(start) if entries[i].kind == "message"), None)
-        if first is None:
-            return None
-        end = first
-        while end < start and entries[end].kind == "message":
-            end += 1
+        start = self._tail_start(entries, run)
+        answered = pairs(entries)
+        first = 0
+        while True:
+            first = next((i for i in range(first, start) if entries[i].kind == "message"), start)
+            if first >= start:
+                return None
+            end = first
+            while end < start and entries[end].kind == "message":
+                end += 1
+            key: tuple[SummaryKind, int] = ("leaf", entries[first].ordinal)
+            if key in run.stuck:  # this run of messages cannot be made shorter: plan the next one
+                first = end
+                continue
+            break
+        at_least = run.grow.get(key, 1)
         chunk_end = first
         tokens = 0
         while chunk_end < end and (
-            chunk_end == first or tokens + entries[chunk_end].token_count <= self.config.leaf_chunk_tokens
+            chunk_end - first < at_least or tokens + entries[chunk_end].token_count <= self.config.leaf_chunk_tokens
         ):
             tokens += entries[chunk_end].token_count
             chunk_end += 1
+        # A chunk cut short by a large neighbour and too small to be worth a summary takes the neighbour in
+        # (a message over leaf_chunk_tokens reaches the summarizer as a head-and-tail excerpt).
+        if chunk_end < end and tokens < self._worth_summarising:
+            chunk_end += 1
         # Take in the results of the calls the chunk makes (they are outside the tail: see tail_start).
         # A call that is never answered (an aborted turn) holds nothing back.
-        answered = pairs(entries)
         extended = True
         while extended:
             extended = False
@@ -408,10 +487,17 @@ class Compactor:
         # a small leftover just before the fresh tail waits for more history, unless under budget pressure.
         full = chunk_end < end or sum(e.token_count for e in sources) >= self.config.leaf_chunk_tokens
         minimum = 2 if run.pressure else self.config.leaf_min_fanout
-        if not full and len(sources) < minimum:
+        if run.pressure and sum(e.token_count for e in sources) >= self._worth_summarising:
+            minimum = 1  # under a target, one message worth shortening is shortened
+        if not full and len(sources) < minimum and key not in run.grow:
             return None
         previous = next((entries[i] for i in range(first - 1, -1, -1) if entries[i].kind == "summary"), None)
-        return _Plan("leaf", 0, sources, previous)
+        return _Plan("leaf", 0, sources, previous, room=chunk_end < end)
+
+    @property
+    def _worth_summarising(self) -> int:
+        """Fewest source tokens a summary can be expected to shrink (a chunk below it grows first)."""
+        return min(2 * _MIN_TARGET, self.config.leaf_chunk_tokens // 4)
 
     def _plan_condensed(self, entries: Sequence[ContextEntry], run: _Run, *, max_depth: int | None) -> _Plan | None:
         depths = sorted({e.depth for e in entries if e.kind == "summary" and e.depth is not None})
@@ -430,11 +516,13 @@ class Compactor:
                 end = index
                 while end < len(entries) and entries[end].kind == "summary" and entries[end].depth == depth:
                     end += 1
-                if end - index >= fanout:
+                key: tuple[SummaryKind, int] = ("condensed", entries[index].ordinal)
+                if end - index >= fanout and key not in run.stuck:
+                    at_least = max(fanout, run.grow.get(key, fanout))
                     chunk_end = index
                     tokens = 0
                     while chunk_end < end and (
-                        chunk_end - index < fanout
+                        chunk_end - index < at_least
                         or tokens + entries[chunk_end].token_count <= self.config.leaf_chunk_tokens
                     ):
                         tokens += entries[chunk_end].token_count
@@ -442,7 +530,8 @@ class Compactor:
                     previous = next(
                         (entries[i] for i in range(index - 1, -1, -1) if entries[i].kind == "summary"), None
                     )
-                    return _Plan("condensed", depth + 1, tuple(entries[index:chunk_end]), previous)
+                    sources = tuple(entries[index:chunk_end])
+                    return _Plan("condensed", depth + 1, sources, previous, room=chunk_end < end)
                 index = end
         return None
 
@@ -470,18 +559,31 @@ class Compactor:
         outcome = await self._ask(request, plan.tokens, pressure=run.pressure)
         if outcome is None:
             return None
+        files = await self._source_file_ids(plan, children)
         if isinstance(outcome, _Answer):
             return self._summary(
                 conversation_id, plan, outcome.content, outcome.tokens, children, earliest, latest,
                 provider=outcome.provider, model=outcome.model, level=outcome.level, reason=outcome.reason,
+                source_files=files,
             )  # fmt: skip
-        fallback = self._fallback(text, plan.tokens)
+        single = plan.kind == "leaf" and len(plan.sources) == 1
+        fallback = self._fallback(text, plan.tokens, excerpt=single)
         if fallback is None:
             return "no_progress"
         return self._summary(
             conversation_id, plan, fallback, self.counter.count(fallback), children, earliest, latest,
             provider="truncation", model=None, level="fallback", reason="; ".join(outcome) or None,
+            source_files=files,
         )  # fmt: skip
+
+    async def _source_file_ids(self, plan: _Plan, children: Sequence[Summary]) -> list[str]:
+        """The large files a summary's sources hold, whatever its text says: a leaf's from its messages'
+        stored text (each stored-aside file leaves its ``[LCM File: file_…`` reference there), a condensed
+        summary's from its children."""
+        if plan.kind != "leaf":
+            return [f for c in children for f in c.file_ids]
+        messages = await self.store.get_messages_by_id([e.message_id for e in plan.sources if e.message_id is not None])
+        return [f for m in messages for f in find_file_ids(m.content)]
 
     async def _ask(self, request: SummaryRequest, source_tokens: int, *, pressure: bool) -> _Answer | list[str] | None:
         """The first acceptable answer to ``request`` (``normal``, then ``aggressive``), else why each failed.
@@ -588,13 +690,24 @@ class Compactor:
         latest = max((s.latest_at for s in summaries if s.latest_at), default=None)
         return text, summaries, earliest, latest
 
-    def _fallback(self, text: str, source_tokens: int) -> str | None:
-        """Deterministic truncation, built to be shorter than the sources; None when that is impossible."""
+    def _fallback(self, text: str, source_tokens: int, *, excerpt: bool = False) -> str | None:
+        """Deterministic truncation, built to be shorter than the sources; None when that is impossible.
+
+        With ``excerpt`` (one message), the beginning and the end of the text around a note of what was
+        left out: the segment's header names the message, so the whole text stays one expansion away.
+        """
         marker_tokens = self.counter.count(TRUNCATION_MARKER) + 1
         budget = min(self.config.fallback_max_tokens, source_tokens // 2) - marker_tokens
         if budget < 1:
             return None
         candidate = f"{truncate_to_tokens(text, budget, self.counter).rstrip()}\n{TRUNCATION_MARKER}"
+        if excerpt and self.counter.count(text) > budget:
+            note = "\n[… the middle of this message is left out here; expand this summary for its whole text …]\n"
+            share = budget - self.counter.count(note)
+            if share >= 8:
+                head = truncate_to_tokens(text, share * 3 // 4, self.counter).rstrip()
+                tail = tail_to_tokens(text, share - share * 3 // 4, self.counter).lstrip()
+                candidate = f"{head}{note}{tail}\n{TRUNCATION_MARKER}"
         return candidate if self.counter.count(candidate) < source_tokens else None
 
     def _summary(
@@ -611,6 +724,7 @@ class Compactor:
         model: str | None,
         level: SummaryLevel,
         reason: str | None,
+        source_files: Sequence[str] = (),
     ) -> Summary:
         created = self._clock()
         first = plan.sources[0].ref
@@ -618,12 +732,11 @@ class Compactor:
         if plan.kind == "leaf":
             descendants, descendant_tokens = 0, 0
             source_tokens = plan.tokens
-            file_ids = find_file_ids(content)
         else:
             descendants = sum(c.descendant_count + 1 for c in children)
             descendant_tokens = sum(c.descendant_token_count + c.token_count for c in children)
             source_tokens = sum(c.source_token_count for c in children)
-            file_ids = list(dict.fromkeys([f for c in children for f in c.file_ids] + find_file_ids(content)))
+        file_ids = list(dict.fromkeys([*source_files, *find_file_ids(content)]))
         return Summary(
             id=f"sum_{digest[:16]}",
             conversation_id=conversation_id,

@@ -126,7 +126,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("sqlite_synchronous", "sqliteSynchronous", "choice", "normal", "SQLite durability: normal survives process crashes (kill -9); full also survives power loss, at a lower write rate.", "storage", choices=("normal", "full")),
     Setting("sqlite_busy_timeout_ms", "sqliteBusyTimeoutMs", "int", 10_000, "How long a writer waits for another process's write lock before giving up with a retryable ConflictError.", "storage", minimum=0, maximum=600_000),
     Setting("postgres_pool_size", "postgresPoolSize", "int", 8, "Most connections one process keeps open to a PostgreSQL database.", "storage", minimum=1, maximum=256),
-    Setting("postgres_lock_timeout_ms", "postgresLockTimeoutMs", "int", 10_000, "How long a PostgreSQL writer waits for a conversation's row lock before giving up with a retryable ConflictError.", "storage", minimum=0, maximum=600_000),
+    Setting("postgres_lock_timeout_ms", "postgresLockTimeoutMs", "int", 10_000, "How long a PostgreSQL writer waits for a conversation's row lock (or a compaction for another host's compaction of it) before giving up with a retryable ConflictError.", "storage", minimum=0, maximum=600_000),
     Setting("large_files_storage", "largeFilesStorage", "choice", "filesystem", "Where the bytes of large files go: files under large_files_dir, or the database itself (PostgreSQL: every host sees them).", "storage", choices=("filesystem", "database")),
     Setting("max_message_bytes", "maxMessageBytes", "int", 32 * 1024 * 1024, "Largest message accepted (UTF-8 bytes of its content and parts, after large files are stored aside).", "storage", minimum=1024, maximum=1 << 30),
     # -- sessions
@@ -134,7 +134,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("stateless_session_patterns", "statelessSessionPatterns", "list", (), "Session keys matching these globs may read but never write.", "sessions"),
     Setting("skip_stateless_sessions", "skipStatelessSessions", "bool", True, "Skip writes from stateless sessions (when false they are stored like any other).", "sessions"),
     Setting("prune_heartbeat_ok", "pruneHeartbeatOk", "bool", False, "Also drop assistant replies that are exactly HEARTBEAT_OK (heartbeat polls are always skipped).", "sessions"),
-    Setting("new_session_retain_depth", "newSessionRetainDepth", "int", 2, "Summary depth carried into a new session started with /new.", "sessions", minimum=0, maximum=64),
+    Setting("new_session_retain_depth", "newSessionRetainDepth", "int", 2, "A new session id under an existing session_key (a host's /new) starts with the previous session's summaries of this depth and deeper; a depth above the deepest summary carries nothing.", "sessions", minimum=0, maximum=64),
     Setting("bootstrap_max_tokens", "bootstrapMaxTokens", "int", None, "Token cap for history imported into a forked session (default: max(6000, 0.3 × leaf_chunk_tokens)).", "sessions", minimum=1, maximum=100_000_000, optional=True),
     Setting("timezone", "timezone", "timezone", None, "Time zone used when showing timestamps to models and people (default: TZ, else the system zone). Storage is always UTC.", "sessions", optional=True),
     # -- compaction
@@ -202,6 +202,26 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("memory_dedup", "memoryDedup", "choice", "auto", "Who makes the dedup decision for an extracted memory that has similar ones: auto (openai when memory_extractor is openai, else offline), offline (deterministic rules) or openai (a chat model picks one of the seven decisions, writes merged texts and rates utility for admission control; the category rules still hold, and any failure falls back to the rules).", "memory", choices=("auto", "offline", "openai")),
     Setting("memory_dedup_timeout_ms", "memoryDedupTimeoutMs", "int", 20_000, "Deadline of one model call of the dedup step (decision, merge or utility rating); past it the rules decide.", "memory", minimum=100, maximum=600_000),
     Setting("memory_fusion", "memoryFusion", "choice", "weighted", "How memory search fuses vector and keyword results: weighted (the reference's 0.7/0.3 with the exact-match floor) or rrf (reciprocal-rank fusion).", "memory", choices=("weighted", "rrf")),
+    # memory retrieval and decay tuning (spec/001 defaults)
+    Setting("memory_min_score", "minScore", "float", 0.3, "Memory search: fused candidates scoring below this are dropped before rerank (weighted fusion only).", "memory", minimum=0.0, maximum=1.0),
+    Setting("memory_hard_min_score", "hardMinScore", "float", 0.35, "Memory search: results scoring below this after every boost and penalty are dropped (weighted fusion only).", "memory", minimum=0.0, maximum=1.5),
+    Setting("memory_candidate_pool", "candidatePoolSize", "int", 20, "Memory search: candidates taken from each of vector and keyword search (at least 2 x the limit).", "memory", minimum=1, maximum=10_000),
+    Setting("memory_recency_half_life_days", "recencyHalfLifeDays", "float", 14.0, "Memory search: half-life in days of the additive recency boost.", "memory", minimum=0.01, maximum=36_500.0),
+    Setting("memory_recency_weight", "recencyWeight", "float", 0.1, "Memory search: size of the additive recency boost (0 turns it off).", "memory", minimum=0.0, maximum=1.0),
+    Setting("memory_length_norm_anchor", "lengthNormAnchor", "int", 500, "Memory search: memories longer than this many characters are scored down gently (log scale, at most to 0.3x).", "memory", minimum=1, maximum=1_000_000),
+    Setting("memory_time_decay", "timeDecay", "choice", "weibull", "Memory search: time decay of scores: weibull (the decay engine's search boost), legacy (half-life with reinforcement by access) or off.", "memory", choices=("weibull", "legacy", "off")),
+    Setting("memory_time_decay_half_life_days", "timeDecayHalfLifeDays", "float", 60.0, "Memory search, legacy time decay: half-life in days.", "memory", minimum=0.01, maximum=36_500.0),
+    Setting("memory_reinforcement_factor", "reinforcementFactor", "float", 0.5, "Memory search, legacy time decay: how much each access lengthens the half-life.", "memory", minimum=0.0, maximum=10.0),
+    Setting("memory_max_half_life_multiplier", "maxHalfLifeMultiplier", "float", 3.0, "Memory search, legacy time decay: cap on the reinforced half-life, as a multiple of the base.", "memory", minimum=1.0, maximum=100.0),
+    Setting("memory_decay_half_life_days", "decayHalfLifeDays", "float", 30.0, "Decay engine: base recency half-life in days (longer for important memories, a third for dynamic ones).", "memory", minimum=0.01, maximum=36_500.0),
+    Setting("memory_decay_importance_modulation", "importanceModulation", "float", 1.5, "Decay engine: the half-life is multiplied by e^(this x importance).", "memory", minimum=0.0, maximum=10.0),
+    Setting("memory_decay_recency_weight", "decayRecencyWeight", "float", 0.4, "Decay engine: weight of recency in the composite score.", "memory", minimum=0.0, maximum=1.0),
+    Setting("memory_decay_frequency_weight", "decayFrequencyWeight", "float", 0.3, "Decay engine: weight of access frequency in the composite score.", "memory", minimum=0.0, maximum=1.0),
+    Setting("memory_decay_intrinsic_weight", "decayIntrinsicWeight", "float", 0.3, "Decay engine: weight of importance x confidence in the composite score.", "memory", minimum=0.0, maximum=1.0),
+    Setting("memory_search_boost_min", "searchBoostMin", "float", 0.3, "Decay engine: the least a memory's search score is multiplied by, however faded.", "memory", minimum=0.0, maximum=1.0),
+    Setting("memory_stale_threshold", "staleThreshold", "float", 0.3, "Decay engine: a current memory whose composite score is below this is stale (counted by lcm memory stats and MemoryService.stats).", "memory", minimum=0.0, maximum=1.0),
+    Setting("memory_tag_prefixes", "tagPrefixes", "list", ("proj", "env", "team", "scope"), "Memory search: a query word PREFIX:value with one of these prefixes is a tag filter: only memories holding that exact tag are returned (tag-scoped recall).", "memory", pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,31}$", allowed="a list of tag prefixes (letters, digits, _ or -)"),
+    Setting("memory_query_expansion", "queryExpansion", "bool", True, "Memory search from the CLI (lcm memory search): the keyword side also looks for common English/Chinese synonyms of the query words (at most 5 added terms).", "memory"),
 )
 # fmt: on
 
@@ -301,6 +321,25 @@ class Config:
     memory_dedup: str = "auto"
     memory_dedup_timeout_ms: int = 20_000
     memory_fusion: str = "weighted"
+    memory_min_score: float = 0.3
+    memory_hard_min_score: float = 0.35
+    memory_candidate_pool: int = 20
+    memory_recency_half_life_days: float = 14.0
+    memory_recency_weight: float = 0.1
+    memory_length_norm_anchor: int = 500
+    memory_time_decay: str = "weibull"
+    memory_time_decay_half_life_days: float = 60.0
+    memory_reinforcement_factor: float = 0.5
+    memory_max_half_life_multiplier: float = 3.0
+    memory_decay_half_life_days: float = 30.0
+    memory_decay_importance_modulation: float = 1.5
+    memory_decay_recency_weight: float = 0.4
+    memory_decay_frequency_weight: float = 0.3
+    memory_decay_intrinsic_weight: float = 0.3
+    memory_search_boost_min: float = 0.3
+    memory_stale_threshold: float = 0.3
+    memory_tag_prefixes: tuple[str, ...] = ("proj", "env", "team", "scope")
+    memory_query_expansion: bool = True
     #: Where each value came from: "default", "file:<path>", "env:<NAME>" or "argument".
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     #: The :data:`PROVIDER_ENV_VARS` that were set when the config was loaded (may hold keys).

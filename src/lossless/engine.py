@@ -28,25 +28,36 @@ Invariants:
 from __future__ import annotations
 
 import hashlib
+import hmac
 import logging
 import os
+import secrets
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, tzinfo
+from datetime import datetime, timedelta, tzinfo
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 from zoneinfo import ZoneInfo
 
 import anyio
 
+from lossless._version import VERSION as VERSION  # re-exported: the adapters name it from here
 from lossless.assembly import AssembledContext, RenderCache, assemble
 from lossless.bootstrap import FileImport, discover_transcripts, import_transcript
 from lossless.compaction import CompactionResult, Compactor, Mode
 from lossless.config import Config, load_config
-from lossless.errors import InputError, NotFoundError, StoreError
+from lossless.errors import (
+    ConflictError,
+    InputError,
+    NotFoundError,
+    StoreError,
+    TranscriptError,
+    check_integer,
+    check_unicode,
+)
 from lossless.formats import OutputFormat, render_anthropic, render_openai
-from lossless.ingest import prepare_messages
+from lossless.ingest import INVALID_UNICODE_KEY, original_message, prepare_messages, was_repaired
 from lossless.interception import Interceptor, PendingFile
 from lossless.large_files import DEFAULT_PAGE_BYTES, Page, file_scope, page_lines, referenced_file_ids, restore
 from lossless.maintenance import MaintenanceMixin
@@ -55,6 +66,7 @@ from lossless.ports import AppendResult, BlobStore, PreparedMessage, Store, Stor
 from lossless.recall import RecallMixin
 from lossless.records import (
     Conversation,
+    Grant,
     IngestResult,
     JSONValue,
     LargeFile,
@@ -64,7 +76,7 @@ from lossless.records import (
     utcnow,
 )
 from lossless.retries import retry_conflicts
-from lossless.sessions import SessionPolicy
+from lossless.sessions import SessionPolicy, agent_id_from_session_key, open_session
 from lossless.tokens import RecentCounter, TokenCounter, token_counter_for
 
 if TYPE_CHECKING:
@@ -84,7 +96,6 @@ __all__ = [
 
 log = logging.getLogger("lossless.engine")
 
-VERSION = "0.1.0"
 
 #: Called after each file of an import: (files done, files in all, that file's result or error).
 ImportProgress = Callable[[int, int, FileImport | Exception], Awaitable[None] | None]
@@ -107,9 +118,13 @@ class SpawnHandle:
     conversation: Conversation
     mode: Literal["isolated", "fork"]
     _engine: ContextEngine
+    #: With a ``ttl``: the child's read grant over the parent's history (``lcm mcp --grant``), until then.
+    grant: Grant | None = None
 
     async def rollback(self) -> None:
         """Undo :meth:`ContextEngine.prepare_subagent_spawn` (only while the child has stored nothing)."""
+        if self.grant is not None:
+            await self._engine.revoke_expansion_grant(self.grant.id, "error")
         await self._engine.store.discard_conversation(self.conversation.id)
         self._engine._conversations.clear()
 
@@ -142,6 +157,18 @@ class FileDescription:
 def _require_text(value: object, what: str) -> None:
     if not isinstance(value, str) or not value:
         raise InputError(f"{what} must be a non-empty string, got {value!r}")
+    check_unicode(value, what)
+
+
+def conversation_number(ref: int | str) -> int | None:
+    """The conversation id ``ref`` names (an int, or a string of ASCII digits), checked; None for a session id."""
+    if isinstance(ref, str):
+        if not (ref.isascii() and ref.isdigit()):
+            return None
+        if len(ref) > 19:  # more digits than any 64-bit id (and int() refuses over 4,300)
+            raise InputError(f"conversation id {ref[:40]}… is out of range: ids are positive 64-bit integers")
+        ref = int(ref)
+    return check_integer(ref, "conversation id")
 
 
 def _require_budget(value: object) -> None:
@@ -201,6 +228,8 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
         )
         self._conversations: OrderedDict[tuple[str, str], Conversation] = OrderedDict()
         self._rendered = RenderCache()  # summaries are rendered once, not on every turn
+        self._nonce_key = secrets.token_bytes(16)  # marks real summaries (see lossless.assembly)
+        self._agent_memory: dict[str, MemoryService] = {}  # agents named by session keys (see remember)
 
     # -------------------------------------------------------------- lifecycle
 
@@ -248,8 +277,13 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
             return cached
         found = await self.store.find_conversation(agent_id=self.config.agent_id, session_id=session_id)
         if found is None or (session_key is not None and found.session_key != session_key) or not found.active:
-            found = await self.store.get_or_create_conversation(
-                agent_id=self.config.agent_id, session_id=session_id, session_key=session_key, source="api"
+            found = await open_session(
+                self.store,
+                agent_id=self.config.agent_id,
+                session_id=session_id,
+                session_key=session_key,
+                retain_depth=self.config.new_session_retain_depth,
+                source="api",
             )
         self._conversations[cache_key] = found
         if len(self._conversations) > 4096:
@@ -259,10 +293,11 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
     async def conversation(self, ref: int | str) -> Conversation:
         """A conversation of this agent by id (an int or digits) or by session id."""
         conversation: Conversation | None = None
-        if not isinstance(ref, int):
+        if not isinstance(ref, int) or isinstance(ref, bool):
             _require_text(ref, "conversation")
-        if isinstance(ref, int) or ref.isdigit():
-            conversation = await self.store.get_conversation(int(ref))
+        number = conversation_number(ref)
+        if number is not None:
+            conversation = await self.store.get_conversation(number)
             if conversation is not None and conversation.agent_id != self.config.agent_id:
                 conversation = None
         if conversation is None and isinstance(ref, str):
@@ -288,10 +323,11 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
         limit: int | None = None,
     ) -> list[MessageRecord]:
         """Stored messages of a conversation in order; ``tail=N`` gives the last N."""
+        for name, value in (("tail", tail), ("after_seq", after_seq), ("limit", limit)):
+            if value is not None:
+                check_integer(value, name)
         conv = await self.conversation(conversation)
         if tail is not None:
-            if tail < 0:
-                raise InputError(f"tail must be zero or more, got {tail}")
             newest = await self.store.get_messages(conv.id, limit=tail, newest_first=True)
             return newest[::-1]
         return await self.store.get_messages(conv.id, after_seq=after_seq, limit=limit)
@@ -350,12 +386,22 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
             result = await retry_conflicts(lambda: self._append_with_files(conversation.id, prepared, files))
         else:
             result = await retry_conflicts(lambda: self.store.append_messages(conversation.id, prepared))
+        repaired = sum(1 for m in result.stored if was_repaired(m.to_message()))
+        if repaired:
+            log.warning(
+                "session %r: %d message(s) held invalid Unicode (lone surrogates); stored with U+FFFD in their "
+                "place, the original kept in their metadata (%s)",
+                session_id,
+                repaired,
+                INVALID_UNICODE_KEY,
+            )
         return IngestResult(
             conversation.id,
             result.stored,
             result.duplicates,
             dropped,
             "heartbeat" if dropped else None,
+            repaired,
         )
 
     # -------------------------------------------------------------- assembly and the turn
@@ -423,9 +469,15 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
             prompt=prompt,
             output=output,
             cache=self._rendered,
+            nonce=self._nonce(conversation.id),
         )
         record("lcm_context_tokens", assembled.estimated_tokens)
         return assembled
+
+    def _nonce(self, conversation_id: int) -> str:
+        """This process's nonce for a conversation's summaries: stable across turns, unknowable to stored text."""
+        digest = hmac.new(self._nonce_key, str(conversation_id).encode(), hashlib.sha256).hexdigest()
+        return digest[:16]
 
     def _pass_through(self, messages: Sequence[Message], output: OutputFormat) -> AssembledContext:
         now = self._clock()
@@ -453,12 +505,15 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
         token_budget: int,
         session_key: str | None = None,
     ) -> AfterTurnResult:
-        """Store the turn's new messages, then compact if needed.  Never raises (see ``error``).
+        """Store the turn's new messages, then compact if needed.  Never raises (see ``error``), except
+        :class:`~lossless.errors.InputError` for a ``token_budget`` that is not a positive integer
+        (nothing is stored then).
 
         Compaction runs only when a trigger fires — so no summarizer call is made below them: a
         full compaction when the context is over ``context_threshold`` × ``token_budget``, else an
         incremental leaf pass when ``leaf_chunk_tokens`` of raw history lie outside the fresh tail.
         """
+        _require_budget(token_budget)  # a caller's mistake: refused before anything is stored
         try:
             ingested = await self.ingest_batch(session_id, list(messages), session_key=session_key)
         except Exception as exc:
@@ -468,16 +523,19 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
             return AfterTurnResult(ingested)
         if self.config.memory_auto_extract:
             try:
-                await self.remember(ingested)
+                await self.remember(ingested, session_key=session_key)
             except Exception as exc:  # memory is a side line: it never fails the turn
                 log.warning("after_turn memory extraction for %r failed: %s", session_id, exc, exc_info=exc)
         try:
-            return await self._maybe_compact(ingested, token_budget)
+            return await self._maybe_compact(ingested, token_budget, session_id)
+        except ConflictError as exc:  # another process compacts this conversation right now: the job is in hand
+            log.info("after_turn left the compaction of %r to another process: %s", session_id, exc)
+            return AfterTurnResult(ingested)
         except Exception as exc:
             log.error("after_turn compaction of %r failed: %s", session_id, exc, exc_info=exc)
             return AfterTurnResult(ingested, error=f"compaction failed: {exc}")
 
-    async def _maybe_compact(self, ingested: IngestResult, token_budget: int) -> AfterTurnResult:
+    async def _maybe_compact(self, ingested: IngestResult, token_budget: int, session_id: str) -> AfterTurnResult:
         assert ingested.conversation_id is not None
         conversation_id = ingested.conversation_id
         entries = await self.store.get_context(conversation_id)
@@ -498,17 +556,18 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
             return AfterTurnResult(ingested, None, tokens)
         if tokens > threshold:
             compaction = self._compacted(
-                await self.compactor.compact(conversation_id, mode="full", trigger="threshold")
+                await self.compactor.compact(conversation_id, mode="full", trigger="threshold"), session_id
             )
             if compaction.tokens_after > threshold:
                 compaction = self._compacted(
                     await self.compactor.compact(
                         conversation_id, mode="until_under", target_tokens=threshold, trigger="threshold"
-                    )
+                    ),
+                    session_id,
                 )
         elif self.compactor.needs_leaf_pass(entries):
             compaction = self._compacted(
-                await self.compactor.compact(conversation_id, mode="incremental", trigger="threshold")
+                await self.compactor.compact(conversation_id, mode="incremental", trigger="threshold"), session_id
             )
         after = compaction.tokens_after if compaction else tokens
         return AfterTurnResult(ingested, compaction, after)
@@ -522,6 +581,7 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
         *,
         mode: Literal["isolated", "fork"] = "isolated",
         child_session_key: str | None = None,
+        ttl: timedelta | None = None,
     ) -> SpawnHandle:
         """Set up a sub-agent's conversation before it starts.
 
@@ -529,6 +589,10 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
         starts with the newest of the parent's context items, up to ``bootstrap_max_tokens`` (they
         are shared, not copied: expanding them leads to the parent's messages).  Call
         :meth:`SpawnHandle.rollback` if the spawn then fails.
+
+        ``ttl`` (spec 004's optional TTL; 1 s to 24 h): the child also gets a read grant over the
+        parent's history that ends after ``ttl`` — or earlier, at :meth:`on_subagent_ended` or
+        rollback (``handle.grant.id`` is what ``lcm mcp --grant`` takes).
         """
         if mode not in ("isolated", "fork"):
             raise InputError(f"mode must be 'isolated' or 'fork', got {mode!r}")
@@ -536,13 +600,16 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
         existing = await self.store.find_conversation(agent_id=self.config.agent_id, session_id=child_session_id)
         if existing is not None:
             raise InputError(f"session {child_session_id!r} already exists; a sub-agent needs a new session id")
+        grant = None
+        if ttl is not None:
+            grant = await self.grant_expansion([parent.id], ttl=ttl, grantee=child_session_key or child_session_id)
         child = await self.store.get_or_create_conversation(
             agent_id=self.config.agent_id,
             session_id=child_session_id,
             session_key=child_session_key,
             parent_id=parent.id,
             source="subagent",
-            metadata={"spawn": mode},
+            metadata={"spawn": mode, **({"grant_id": grant.id} if grant else {})},
         )
         if mode == "fork":
             entries = await self.store.get_context(parent.id)
@@ -553,13 +620,16 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
                 start -= 1
                 used += entries[start].token_count
             await self.store.copy_context(child.id, entries[start:])
-        return SpawnHandle(child, mode, self)
+        return SpawnHandle(child, mode, self, grant)
 
     async def on_subagent_ended(self, child_session_id: str) -> None:
         """A sub-agent finished or was swept: archive its conversation (it stays stored and searchable)."""
         child = await self.store.find_conversation(agent_id=self.config.agent_id, session_id=child_session_id)
         if child is None:
             raise NotFoundError("conversation", child_session_id, "the sub-agent was never prepared or stored")
+        grant_id = (child.metadata or {}).get("grant_id")
+        if isinstance(grant_id, str):  # its read grant ends with it
+            await self.revoke_expansion_grant(grant_id, "completed")
         await self.store.archive_conversation(child.id)
         self._conversations.clear()
 
@@ -617,6 +687,8 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
         ``incremental`` (only what the thresholds call for).  Always returns a result whose
         ``stop_reason`` says why it stopped.
         """
+        if target_tokens is not None:
+            check_integer(target_tokens, "target_tokens")
         conv = await self.conversation(conversation)
         chosen: Mode = mode or ("until_under" if target_tokens is not None else "full" if force else "incremental")
         result = await self.compactor.compact(
@@ -684,8 +756,11 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
         return FileDescription(found, page)
 
     async def restore_message(self, message: Message | MessageRecord) -> Message:
-        """The message exactly as it was ingested (with the time it was stored at), its large files put back."""
-        original = message.to_message() if isinstance(message, MessageRecord) else message
+        """The message exactly as it was ingested (with the time it was stored at), its large files put back.
+
+        A message stored with invalid Unicode shown as U+FFFD comes back with the host's original code units.
+        """
+        original = original_message(message.to_message() if isinstance(message, MessageRecord) else message)
         contents = {file_id: await self.read_file(file_id) for file_id in referenced_file_ids(original)}
         return await anyio.to_thread.run_sync(lambda: restore(original, contents.__getitem__))
 
@@ -742,6 +817,12 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
                 if stop_on_error:
                     raise
                 outcome = exc
+            except (RecursionError, UnicodeError, ValueError, OverflowError) as exc:  # one bad file; the rest go on
+                log.warning("import of %s failed: %s", path, exc, exc_info=exc)
+                problem = TranscriptError(str(path), None, f"cannot be imported ({type(exc).__name__}: {exc})")
+                if stop_on_error:
+                    raise problem from exc
+                outcome = problem
             results.append(outcome)
             if progress is not None:
                 maybe = progress(done, len(files), outcome)
@@ -761,11 +842,28 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
             self._memory_service = _memory_service(self.store, self.config, MemoryCaller.agent(self.config.agent_id))
         return self._memory_service
 
-    async def remember(self, ingested: IngestResult) -> Remembered | None:
-        """Mine a stored turn for memories, once (``after_turn`` does it when ``memory_auto_extract``)."""
+    async def remember(self, ingested: IngestResult, *, session_key: str | None = None) -> Remembered | None:
+        """Mine a stored turn for memories, once (``after_turn`` does it when ``memory_auto_extract``).
+
+        The memories go to the engine agent's scope; when ``agent_id`` is not configured, a session key
+        of the form ``agent:<id>:…`` names the agent instead (spec 001 scopes), so one host serving
+        several agents keeps their memories apart.
+        """
         if ingested.conversation_id is None or not any(m.role == "user" for m in ingested.stored):
             return None
-        return await self.memory().mine(ingested.stored)
+        agent = (
+            agent_id_from_session_key(session_key)
+            if self.config.sources.get("agent_id", "default") == "default"
+            else None
+        )
+        if agent is None or agent == self.config.agent_id:
+            return await self.memory().mine(ingested.stored)
+        from lossless.memory.scopes import Caller as MemoryCaller
+
+        service = self._agent_memory.get(agent)
+        if service is None:
+            service = self._agent_memory[agent] = _memory_service(self.store, self.config, MemoryCaller.agent(agent))
+        return await service.mine(ingested.stored)
 
 
 # ------------------------------------------------------------------ long-term memory
@@ -815,6 +913,7 @@ async def open_memory(
 
 def _memory_service(store: Store, config: Config, caller: MemoryCaller) -> MemoryService:
     """The memory service the settings describe, on ``store``'s file."""
+    from lossless.memory import decay
     from lossless.memory.admission import PRESETS
     from lossless.memory.ranking import RetrievalConfig
     from lossless.memory.service import MemoryService
@@ -825,7 +924,10 @@ def _memory_service(store: Store, config: Config, caller: MemoryCaller) -> Memor
         memory_store_for(store),
         embedder_for(config),
         caller,
-        retrieval=RetrievalConfig(fusion="rrf" if config.memory_fusion == "rrf" else "weighted"),
+        retrieval=RetrievalConfig.from_config(config),
+        decay_config=decay.config_from(config),
+        tag_prefixes=config.memory_tag_prefixes,
+        stale_threshold=config.memory_stale_threshold,
         exact_search_max=config.memory_exact_search_max,
         reranker=reranker_for(config),
         admission=PRESETS.get(config.memory_admission),

@@ -29,12 +29,18 @@ Invariants:
 * Adapters translate this tree exactly once each: the CLI maps it to exit codes
   (see :data:`EXIT_CODES`), the HTTP API to one JSON error shape, MCP to tool
   error results.
+* Input that no store can hold never reaches one: :func:`check_unicode` (lone
+  surrogates), :func:`check_integer` (numbers beyond a signed 64-bit column)
+  and :func:`check_nesting` (structures deeper than :data:`MAX_NESTING`) turn
+  it into an :class:`InputError` that says what to fix.
 """
 
 from __future__ import annotations
 
 __all__ = [
     "EXIT_CODES",
+    "MAX_INTEGER",
+    "MAX_NESTING",
     "AccessDeniedError",
     "ConfigError",
     "ConflictError",
@@ -48,6 +54,9 @@ __all__ = [
     "SchemaError",
     "StoreError",
     "TranscriptError",
+    "check_integer",
+    "check_nesting",
+    "check_unicode",
     "exit_code_for",
     "redact",
 ]
@@ -180,3 +189,55 @@ def redact(value: str, *, keep: int = 4) -> str:
     if len(value) <= keep:
         return "…(redacted)"
     return f"{value[:keep]}…(redacted, {len(value)} chars)"
+
+
+# ---------------------------------------------------------------------- input guards
+
+#: The largest integer a store column holds (SQLite INTEGER and PostgreSQL BIGINT are signed 64-bit).
+MAX_INTEGER = 2**63 - 1
+#: The deepest nesting of lists and objects accepted in tool inputs, metadata and transcript entries.
+MAX_NESTING = 100
+
+
+def _show_integer(value: int) -> str:
+    return str(value) if value.bit_length() <= 256 else f"an integer of {value.bit_length():,} bits"
+
+
+def check_unicode(value: str, what: str) -> str:
+    """``value``, or an :class:`InputError` when it holds a lone surrogate (not valid Unicode; no store takes it)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(
+            f"{what} holds invalid Unicode (a lone surrogate U+{ord(value[exc.start]):04X} at position "
+            f"{exc.start}): send valid UTF-8 text"
+        ) from None
+    return value
+
+
+def check_integer(value: object, what: str, *, minimum: int = 0, maximum: int = MAX_INTEGER) -> int:
+    """``value`` when it is an integer from ``minimum`` to ``maximum``, else an :class:`InputError` naming the range."""
+    if type(value) is not int:
+        raise InputError(f"{what} must be an integer, got {value!r}")
+    if not minimum <= value <= maximum:
+        raise InputError(f"{what} must be an integer from {minimum} to {maximum}, got {_show_integer(value)}")
+    return value
+
+
+def check_nesting(value: object, what: str, *, limit: int = MAX_NESTING) -> None:
+    """An :class:`InputError` when lists and objects in ``value`` nest deeper than ``limit``.
+
+    Checked without recursion, so even a structure too deep for the JSON encoder gets the clear error.
+    """
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: list[object] = list(item.values())
+        elif isinstance(item, list | tuple):
+            children = list(item)
+        else:
+            continue
+        if depth + 1 > limit:
+            raise InputError(f"{what} nests lists and objects more than {limit} deep: flatten it")
+        stack.extend((child, depth + 1) for child in children)

@@ -14,12 +14,16 @@ Invariants:
 * Reasoning parts are left out (providers reject replayed reasoning without
   its original context); host compaction summaries and other parts render as
   text, so nothing the model needs disappears silently.
+* Stored text cannot pass for a summary: :func:`quote_wrappers` escapes every
+  ``<summary`` / ``</summary`` (and ``<summary_ref``) tag in the text the model
+  reads of a stored message (``&lt;summary …``); the store keeps it verbatim.
 * Pure: values in, JSON-ready dicts out.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -35,6 +39,8 @@ from lossless.records import (
 
 __all__ = [
     "OutputFormat",
+    "quote_stored",
+    "quote_wrappers",
     "render_anthropic",
     "render_openai",
     "sanitize_anthropic",
@@ -73,6 +79,41 @@ def _image(part: FilePart) -> bool:
 
 def _other_text(part: object) -> str:
     return render_parts([part]) if not isinstance(part, ReasoningPart) else ""  # type: ignore[list-item]
+
+
+# ---------------------------------------------------------------------- summary look-alikes
+
+_WRAPPER_TAG = re.compile(r"<(/?\s*summary(?:_ref)?)(?=[\s/>]|$)", re.IGNORECASE)
+
+
+def quote_wrappers(text: str) -> str:
+    """``text`` with every tag that could pass for a summary wrapper escaped: ``<summary`` → ``&lt;summary``."""
+    if "<" not in text:
+        return text
+    return _WRAPPER_TAG.sub(lambda found: "&lt;" + found.group(1), text)
+
+
+def _quote_blocks(content: object) -> object:
+    if isinstance(content, str):
+        return quote_wrappers(content)
+    if not isinstance(content, list):
+        return content
+    blocks: list[object] = []
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
+            block = {**block, "text": quote_wrappers(block["text"])}
+        elif isinstance(block, dict) and block.get("type") == "tool_result":
+            block = {**block, "content": _quote_blocks(block.get("content"))}
+        blocks.append(block)
+    return blocks
+
+
+def quote_stored(chats: list[Chat]) -> list[Chat]:
+    """Rendered stored messages with :func:`quote_wrappers` applied to all the text the model reads.
+
+    (Tool-call inputs, the model's own structured arguments, are left as they are.)
+    """
+    return [{**chat, "content": _quote_blocks(chat["content"])} if "content" in chat else chat for chat in chats]
 
 
 # ---------------------------------------------------------------------- OpenAI

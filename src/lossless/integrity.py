@@ -19,6 +19,11 @@ a :class:`Problem`.  The rules (``spec/002`` invariants 1–4 and more):
 * the full-text index holds exactly the rows it claims to cover (``search_index``; whole-store
   runs only, on stores that implement :class:`~lossless.ports.MaintainableStore`).
 
+Not a broken rule but reported beside the problems: summaries made by truncation (re-makable), and,
+given the compaction settings (:class:`StallCheck`), conversations whose compaction has *stalled* —
+at least twice ``leaf_chunk_tokens`` of raw history outside the fresh tail, which compaction after
+every turn never leaves behind (``lcm compact --full`` catches up).
+
 Invariants of this module:
 
 * **Checking writes nothing.**  :meth:`IntegrityChecker.run` only reads.
@@ -44,6 +49,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from lossless.context import tail_start
 from lossless.errors import InputError, NotFoundError, StoreError
 from lossless.ports import BlobStore, MaintainableStore, Store
 from lossless.records import ContextItem, Conversation, JSONValue, MessageRecord, Summary
@@ -56,6 +62,7 @@ __all__ = [
     "Repair",
     "RepairOutcome",
     "RepairPlan",
+    "StallCheck",
     "plan_repairs",
     "why_unrepairable",
 ]
@@ -118,6 +125,8 @@ class IntegrityReport:
     problems: tuple[Problem, ...] = ()
     #: ``(conversation id, summary id)`` of each summary made by truncation (not a problem; re-makable).
     fallbacks: tuple[tuple[int, str], ...] = ()
+    #: ``(conversation id, raw tokens outside the fresh tail)`` of each conversation whose compaction stalled.
+    stalled: tuple[tuple[int, int], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -140,6 +149,9 @@ class IntegrityReport:
             },
             "fallback_summaries": self.fallback_summaries,
             "fallback_summary_ids": [summary_id for _, summary_id in self.fallbacks],
+            "stalled_compaction": [
+                {"conversation_id": cid, "raw_tokens_outside_fresh_tail": tokens} for cid, tokens in self.stalled
+            ],
             "problem_counts": dict(self.counts()),
             "problems": [p.to_dict() for p in self.problems],
         }
@@ -253,6 +265,15 @@ def plan_repairs(report: IntegrityReport) -> RepairPlan:
     return RepairPlan(tuple(index + drops + restores + remakes), tuple(unrepairable))
 
 
+@dataclass(frozen=True, slots=True)
+class StallCheck:
+    """The compaction settings a stall is judged by (from :class:`~lossless.config.Config`)."""
+
+    fresh_tail_count: int
+    fresh_tail_max_tokens: int | None
+    leaf_chunk_tokens: int
+
+
 @dataclass(slots=True)
 class _Scan:
     """Mutable state of one run (never escapes :meth:`IntegrityChecker.run`)."""
@@ -264,6 +285,7 @@ class _Scan:
     context_items: int = 0
     files: int = 0
     fallback: list[tuple[int, str]] = field(default_factory=list)
+    stalled: list[tuple[int, int]] = field(default_factory=list)
 
     def add(
         self,
@@ -279,10 +301,18 @@ class _Scan:
 class IntegrityChecker:
     """Checks a store (and its blob store) against the rules in the module docstring."""
 
-    def __init__(self, store: Store, blobs: BlobStore | None = None, *, remake: Remaker | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        blobs: BlobStore | None = None,
+        *,
+        remake: Remaker | None = None,
+        stalls: StallCheck | None = None,
+    ) -> None:
         self.store = store
         self.blobs = blobs
         self.remake = remake
+        self.stalls = stalls
 
     async def run(self, conversation_id: int | None = None) -> IntegrityReport:
         """Check one conversation, or (``None``) every conversation and the store-wide search index."""
@@ -314,6 +344,7 @@ class IntegrityChecker:
             search_index_checked=index_checked,
             problems=tuple(scan.problems),
             fallbacks=tuple(scan.fallback),
+            stalled=tuple(scan.stalled),
         )
 
     def plan_repairs(self, report: IntegrityReport) -> RepairPlan:
@@ -391,6 +422,13 @@ class IntegrityChecker:
         self._lineage(cid, summaries, lineage, message_tokens, known_summaries, scan)
         self._coverage(cid, items, messages, summaries, lineage, scan)
         await self._files(cid, scan)
+        # A stall is judged on a sound context only (a dangling item cannot even be read as an entry).
+        if self.stalls is not None and not any(p.conversation_id == cid for p in scan.problems):
+            entries = await store.get_context(cid)
+            start = tail_start(entries, self.stalls.fresh_tail_count, self.stalls.fresh_tail_max_tokens)
+            raw = sum(e.token_count for e in entries[:start] if e.kind == "message")
+            if raw >= 2 * self.stalls.leaf_chunk_tokens:
+                scan.stalled.append((cid, raw))
 
     def _context_items(
         self,

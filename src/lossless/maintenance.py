@@ -20,7 +20,14 @@ import anyio
 from lossless.compaction import CompactionResult, Compactor, Mode
 from lossless.config import Config
 from lossless.errors import InputError, StoreError
-from lossless.integrity import IntegrityChecker, IntegrityReport, RepairOutcome, RepairPlan, plan_repairs
+from lossless.integrity import (
+    IntegrityChecker,
+    IntegrityReport,
+    RepairOutcome,
+    RepairPlan,
+    StallCheck,
+    plan_repairs,
+)
 from lossless.observability import record
 from lossless.ports import BlobStore, Job, JobQueue, JobReason, PrunableBlobStore, Store
 from lossless.records import CompactionEvent, Conversation, JSONValue, Summary
@@ -51,7 +58,10 @@ class MaintenanceMixin:
     async def check_integrity(self, conversation: int | str | None = None) -> IntegrityReport:
         """Check one conversation of this agent, or (``None``) the whole store; see :mod:`lossless.integrity`."""
         conversation_id = None if conversation is None else (await self.conversation(conversation)).id
-        report = await IntegrityChecker(self.store, self.blobs).run(conversation_id)
+        stalls = StallCheck(
+            self.config.fresh_tail_count, self.config.fresh_tail_max_tokens, self.config.leaf_chunk_tokens
+        )
+        report = await IntegrityChecker(self.store, self.blobs, stalls=stalls).run(conversation_id)
         for kind, count in report.counts().items():
             record("lcm_integrity_failures", count, kind=kind)
         if report.problems:

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeAlias, get_args
 
-from lossless.errors import InputError
+from lossless.errors import InputError, check_nesting
 
 __all__ = [
     "PART_TYPES",
@@ -73,6 +73,7 @@ TOOL_STATUSES: tuple[ToolStatus, ...] = get_args(ToolStatus)
 
 
 def check_json(value: object, what: str) -> None:
+    check_nesting(value, what)
     try:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as exc:

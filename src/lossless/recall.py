@@ -25,7 +25,16 @@ from lossless.large_files import DEFAULT_PAGE_BYTES
 from lossless.observability import timed
 from lossless.ports import SearchVectorStore, Store
 from lossless.records import Grant, LargeFile, parse_timestamp
-from lossless.retrieval import Caller, ExpandResult, FileView, GrepOptions, GrepResult, Retriever, SummaryDescription
+from lossless.retrieval import (
+    Caller,
+    ExpandResult,
+    FileView,
+    GrepOptions,
+    GrepResult,
+    MessageView,
+    Retriever,
+    SummaryDescription,
+)
 from lossless.retrieval.dag import DEFAULT_MAX_DEPTH
 from lossless.retrieval.expansion import DEFAULT_MAX_TOKENS as DEFAULT_EXPANSION_ANSWER_TOKENS
 from lossless.retrieval.expansion import ExpandQueryResult, ExpansionRunner, new_grant_id
@@ -127,12 +136,11 @@ class RecallMixin:
         if self._vector_build_off is not None:
             return False
         try:
-            builder = self.vector_builder()
-        except (MissingDependencyError, StoreError) as exc:
+            return await self.vector_builder().step() > 0
+        except (MissingDependencyError, StoreError) as exc:  # e.g. no embeddings extra: nothing to build with
             self._vector_build_off = str(exc)
             log.info("no background build of search vectors: %s", exc)
             return False
-        return await builder.step() > 0
 
     async def _retrieval_target(
         self, caller: Caller | None, conversation: int | str | None, all_conversations: bool
@@ -189,8 +197,9 @@ class RecallMixin:
         end_line: int | None = None,
         max_bytes: int = DEFAULT_PAGE_BYTES,
         caller: Caller | None = None,
-    ) -> SummaryDescription | FileView:
-        """A summary (``sum_…``: content, lineage, sizes) or stored file (``file_…``: metadata, a page of lines)."""
+    ) -> SummaryDescription | FileView | MessageView:
+        """A summary (``sum_…``: content, lineage, sizes), stored file (``file_…``: metadata, a page of lines)
+        or message (``msg#N``: where it sits and its whole content)."""
         who, conversation_id, wide = await self._retrieval_target(caller, conversation, all_conversations)
         return await self._retrieval().describe(
             who,

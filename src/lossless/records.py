@@ -343,6 +343,9 @@ class IngestResult:
     duplicates: int = 0
     skipped: int = 0
     skip_reason: str | None = None
+    #: Messages stored with invalid Unicode (lone surrogates) shown as U+FFFD; the exact original
+    #: is kept with each (``engine.restore_message`` gives it back).
+    repaired: int = 0
 
     @property
     def stored_count(self) -> int:
@@ -557,6 +560,9 @@ class BootstrapState:
     ``offset`` is the byte offset just past the last complete entry read;
     ``tail_hash`` is the SHA-256 of the (up to) 4 KiB before ``offset``, so an
     append-only file can be recognised and read from ``offset`` on.
+    ``reconciled_seq`` is the store's side of the same point: messages of the
+    conversation above it (live ingest the file has not caught up with yet) are
+    matched against the file's next entries; None on rows written before it existed.
     """
 
     conversation_id: int
@@ -567,6 +573,7 @@ class BootstrapState:
     tail_hash: str | None = None
     last_entry_key: str | None = None
     updated_at: datetime = field(default_factory=utcnow)
+    reconciled_seq: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

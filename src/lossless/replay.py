@@ -124,7 +124,10 @@ ReplayProgress = Callable[[int, int, Checkpoint | None], Awaitable[None] | None]
 
 
 def read_entries(path: str | Path) -> tuple[str, list[Entry]]:
-    """The transcript's format and its messages in order (blocking: run it in a worker thread)."""
+    """The transcript's format and its session's messages in order (blocking: run it in a worker thread).
+
+    Messages of sub-agents recorded inline (an entry's ``thread``) belong to other conversations: a
+    replay plays the session itself, as its own model saw it."""
     file = Path(path).expanduser()
     if not file.is_file():
         raise InputError(f"no transcript at {str(file)!r}: give the path of a transcript file")
@@ -133,7 +136,8 @@ def read_entries(path: str | Path) -> tuple[str, list[Entry]]:
         raise InputError(why_unrecognised(file))
     reader = reader_for(format_name)
     with file.open("rb") as stream:
-        entries = [e for e in reader.read(stream, ReadContext(str(file))) if isinstance(e, Entry)]
+        events = reader.read(stream, ReadContext(str(file)))
+        entries = [e for e in events if isinstance(e, Entry) and e.thread is None]
     return format_name, entries
 
 

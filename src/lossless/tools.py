@@ -75,7 +75,9 @@ _CONVERSATION = {
     "conversation_id": {
         "type": "integer",
         "minimum": 1,
-        "description": "Search or read this conversation only (default: your own conversation and its sub-agents).",
+        "description": "Search or read this conversation only. Default: every conversation in your reach — "
+        "in a session of your own, that conversation and its sub-agents; with no session (as under lcm mcp), "
+        "every conversation of your agent.",
     },
     "all_conversations": {
         "type": "boolean",
@@ -125,13 +127,17 @@ GREP = register(
 DESCRIBE = register(
     ToolSpec(
         "lcm_describe",
-        "Look up a summary (sum_…) or a stored large file (file_…) by id: a summary's content, depth, time range, "
-        "lineage, source messages and the token cost of expanding it; a file's metadata, exploration summary "
-        "and its lines page by page.",
+        "Look up a summary (sum_…), a stored large file (file_…) or a message (msg#N) by id: a summary's content, "
+        "depth, time range, lineage, source messages and the token cost of expanding it; a file's metadata, "
+        "exploration summary and its lines page by page; a message's conversation, position, time and whole content.",
         {
             "type": "object",
             "properties": {
-                "id": {"type": "string", "pattern": "^(sum|file)_", "description": "A sum_… or file_… id."},
+                "id": {
+                    "type": "string",
+                    "pattern": "^(sum_|file_|msg#[0-9])",
+                    "description": "A sum_…, file_… or msg#N id, as the other tools cite them.",
+                },
                 **_CONVERSATION,
                 "token_cap": {
                     "type": "integer",
@@ -190,6 +196,7 @@ EXPAND_QUERY = register(
                     "items": {"type": "string", "pattern": "^sum_"},
                     "minItems": 1,
                     "maxItems": 50,
+                    "description": "Summaries to read from (or give query).",
                 },
                 "max_tokens": {"type": "integer", "minimum": 50, "maximum": 20000, "description": "Default 2000."},
                 "token_cap": {
@@ -214,7 +221,11 @@ SUBAGENT_TOOLS: tuple[ToolSpec, ...] = (GREP, DESCRIBE, EXPAND)
 _MESSAGE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "role": {"type": "string", "enum": ["system", "user", "assistant", "tool"]},
+        "role": {
+            "type": "string",
+            "enum": ["system", "user", "assistant", "tool"],
+            "description": "Who wrote it; tool for a tool's result.",
+        },
         "content": {"type": "string", "description": "The message text (rendered from parts when omitted)."},
         "parts": {
             "type": "array",
@@ -228,7 +239,7 @@ _MESSAGE_SCHEMA: dict[str, Any] = {
             "maxLength": 512,
             "description": "A stable id of the message: ingesting the same key again is a no-op.",
         },
-        "metadata": {"type": "object"},
+        "metadata": {"type": "object", "description": "Any JSON object, stored with the message as given."},
     },
     "required": ["role"],
     "additionalProperties": False,
@@ -243,7 +254,12 @@ register(
             "type": "object",
             "properties": {
                 "session_id": {"type": "string", "minLength": 1, "description": "The host's session id."},
-                "messages": {"type": "array", "items": _MESSAGE_SCHEMA, "minItems": 1},
+                "messages": {
+                    "type": "array",
+                    "items": _MESSAGE_SCHEMA,
+                    "minItems": 1,
+                    "description": "The new messages, oldest first; each is stored verbatim.",
+                },
                 "session_key": {"type": "string", "minLength": 1, "description": "Optional routing key."},
             },
             "required": ["session_id", "messages"],
@@ -266,8 +282,16 @@ register(
                     "minLength": 1,
                     "description": "The conversation's id or its session id.",
                 },
-                "force": {"type": "boolean", "default": False},
-                "target_tokens": {"type": "integer", "minimum": 1},
+                "force": {
+                    "type": "boolean",
+                    "default": False,
+                    "description": "Run every pass there is room for, not only what the thresholds call for.",
+                },
+                "target_tokens": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "Compact until the conversation's context is at most this many tokens.",
+                },
             },
             "required": ["conversation"],
             "additionalProperties": False,
@@ -307,7 +331,13 @@ MEMORY_RECALL = register(
             "type": "object",
             "properties": {
                 "query": {"type": "string", "minLength": 1, "maxLength": 2000, "description": "What to look for."},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 20, "default": 5},
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 20,
+                    "default": 5,
+                    "description": "Most memories to return.",
+                },
                 "scope": _SCOPE_SCHEMA,
                 "category": _CATEGORY_SCHEMA,
                 "as_of": {
@@ -329,9 +359,19 @@ MEMORY_STORE = register(
         {
             "type": "object",
             "properties": {
-                "text": {"type": "string", "minLength": 1, "maxLength": 64000},
+                "text": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 64000,
+                    "description": "The fact, as one self-contained statement.",
+                },
                 "category": _CATEGORY_SCHEMA,
-                "importance": {"type": "number", "minimum": 0, "maximum": 1},
+                "importance": {
+                    "type": "number",
+                    "minimum": 0,
+                    "maximum": 1,
+                    "description": "0 to 1 (default: by category); higher is kept longer and ranked higher.",
+                },
                 "scope": _SCOPE_SCHEMA,
                 "fact_key": {
                     "type": "string",
@@ -365,10 +405,19 @@ MEMORY_UPDATE = register(
             "type": "object",
             "properties": {
                 "memory_id": _MEMORY_ID_SCHEMA,
-                "text": {"type": "string", "minLength": 1, "maxLength": 64000},
-                "importance": {"type": "number", "minimum": 0, "maximum": 1},
+                "text": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 64000,
+                    "description": "The new text (re-indexed).",
+                },
+                "importance": {"type": "number", "minimum": 0, "maximum": 1, "description": "0 to 1."},
                 "category": _CATEGORY_SCHEMA,
-                "supersede": {"type": "boolean", "default": False},
+                "supersede": {
+                    "type": "boolean",
+                    "default": False,
+                    "description": "Keep the old text as history and store text as the current version.",
+                },
             },
             "required": ["memory_id"],
             "additionalProperties": False,
@@ -384,8 +433,18 @@ MEMORY_LIST = register(
             "properties": {
                 "scope": _SCOPE_SCHEMA,
                 "category": _CATEGORY_SCHEMA,
-                "include_superseded": {"type": "boolean", "default": False},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 20},
+                "include_superseded": {
+                    "type": "boolean",
+                    "default": False,
+                    "description": "Also list the old versions that newer ones replaced.",
+                },
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 50,
+                    "default": 20,
+                    "description": "Most memories to return.",
+                },
                 "after": {"type": "integer", "minimum": 0, "default": 0, "description": "Paging cursor."},
             },
             "additionalProperties": False,

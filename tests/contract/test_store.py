@@ -162,6 +162,17 @@ async def test_unicode_nul_and_surrogate_free_text_round_trip(store: Store) -> N
     assert [m.content for m in await store.get_messages(conv)] == texts
 
 
+async def test_lookups_by_text_no_row_can_hold_are_input_errors(store: Store) -> None:
+    """A lone surrogate in a looked-up id is a clear InputError on every backend, never a raw UnicodeEncodeError."""
+    await new_conversation(store)
+    with pytest.raises(InputError, match="surrogate"):
+        await store.find_conversation(agent_id="main", session_id="s\ud800")
+    with pytest.raises(InputError, match="surrogate"):
+        await store.get_large_file("file_\udfff")
+    with pytest.raises(InputError, match="surrogate"):
+        await store.get_summaries(["sum_\ud800"])
+
+
 async def test_get_messages_windows(store: Store) -> None:
     conv = await new_conversation(store)
     await store.append_messages(conv, [prep(Message.user(str(i))) for i in range(10)])

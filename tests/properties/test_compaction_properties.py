@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from lossless import ContextEngine, Message, ToolPart
 from lossless.compaction import Compactor
+from lossless.context import tail_start
 from lossless.errors import ProviderError
 from tests.fakes import ScriptedSummarizer, head_of
 from tests.test_compaction import covered
@@ -113,10 +114,11 @@ def test_compaction_terminates_and_keeps_every_message_once(
             sizes.update({s.id: s.token_count for s in await engine.store.list_summaries(conversation)})
             for summary in done.summaries:
                 assert summary.token_count < sum(sizes[source] for source in lineage[summary.id])
-            # The fresh tail stays raw.
+            # The fresh tail stays raw (under a target it yields, down to the newest message).
             raw = [e.message_id for e in after if e.kind == "message"]
-            if tail:
-                assert raw[-min(tail, len(ids)) :] == ids[-min(tail, len(ids)) :]
+            kept = min(tail, len(ids)) if mode != "until_under" else min(tail, len(ids), 1)
+            if kept:
+                assert raw[-kept:] == ids[-kept:]
             # The stop reason is one of the documented ones, and true.
             if done.stop_reason == "budget_met":
                 assert target is None or done.tokens_after <= target
@@ -129,5 +131,58 @@ def test_compaction_terminates_and_keeps_every_message_once(
             assert [e.tokens_before for e in events] == totals[:-1]
             assert totals[-1] == done.tokens_after
             assert all(e.tokens_after < e.tokens_before and e.mode == mode for e in events)
+
+    anyio.run(scenario)
+
+
+sizes = st.one_of(st.integers(1, 4), st.integers(1, 600), st.integers(600, 3000))  # tiny, ordinary, ≫ a chunk
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    turns=st.lists(st.tuples(sizes, sizes), min_size=1, max_size=30),
+    tail=st.integers(0, 8),
+    leaf_fanout=st.integers(2, 8),
+    budget=st.one_of(st.none(), st.integers(500, 20_000)),
+)
+def test_forced_compaction_always_brings_history_within_target(
+    tmp_path: Path, turns: list[tuple[int, int]], tail: int, leaf_fanout: int, budget: int | None
+) -> None:
+    """Whatever the message sizes, after compact(force=True) the raw history outside the fresh tail is under
+    ``leaf_chunk_tokens`` and the summaries form one run of strictly decreasing depths — turn after turn."""
+    chunk = 1000
+
+    async def scenario() -> None:
+        async with await ContextEngine.open(
+            f"sqlite:///{tmp_path / 'g.db'}",
+            fresh_tail_count=tail,
+            leaf_chunk_tokens=chunk,
+            leaf_target_tokens=200,
+            condensed_target_tokens=200,
+            leaf_min_fanout=leaf_fanout,
+            condensed_min_fanout_hard=2,
+        ) as engine:
+            engine.compactor.summarizer = ScriptedSummarizer([head_of(8)])  # type: ignore[assignment]
+            session = f"g{next(_sessions)}"
+            for number, (asked, answered) in enumerate(turns):
+                messages = [
+                    Message("user", " ".join(f"u{number}_{j}" for j in range(asked))),
+                    Message("assistant", " ".join(f"a{number}_{j}" for j in range(answered))),
+                ]
+                if budget is None:
+                    await engine.ingest_batch(session, messages)
+                else:
+                    assert (await engine.after_turn(session, messages, token_budget=budget)).error is None
+                done = await engine.compact(session, force=True)
+                entries = await engine.store.get_context(done.conversation_id)
+                start = tail_start(entries, tail)
+                raw = sum(e.token_count for e in entries[:start] if e.kind == "message")
+                event(f"{done.stop_reason}")
+                assert raw < chunk, (number, done)
+                assert done.stop_reason != "no_progress" or raw < 20  # only a few tokens cannot be shortened
+                depths = [e.depth for e in entries[:start] if e.kind == "summary"]
+                assert all(a is not None and b is not None and a > b for a, b in itertools.pairwise(depths)), depths
+            ids = [m.id for m in await engine.messages(session)]
+            assert await covered(engine.store, done.conversation_id) == ids
 
     anyio.run(scenario)

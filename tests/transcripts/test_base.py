@@ -32,7 +32,7 @@ def test_unfinished_last_line_is_left_for_later() -> None:
     [
         (b'{"a": 1}\n{oops}\n', 2, "not valid JSON"),
         (b'{"a": 1}\n[1]\n', 2, "is a JSON list"),
-        (b'\n\n{"a": "\xff"}\n', 3, "not valid UTF-8"),
+        (b'\n\n{"a": \xff}\n', 3, "not valid JSON"),  # a bad byte outside a string
         (b'{"a": "\x00"}\n', 1, "raw NUL byte"),
     ],
 )
@@ -40,6 +40,12 @@ def test_corrupt_lines_name_their_line(data: bytes, line: int, problem: str) -> 
     with pytest.raises(TranscriptError) as caught:
         lines(data)
     assert caught.value.line == line and problem in str(caught.value) and caught.value.path == "t.jsonl"
+
+
+def test_invalid_utf8_inside_a_string_is_kept_as_escaped_bytes() -> None:
+    [(_, _, value)] = lines(b'{"a": "caf\xe9"}\n')
+    assert value == {"a": "caf\udce9"}  # surrogateescape: the ingest stores U+FFFD and keeps the byte
+    assert value["a"].encode("utf-8", "surrogateescape") == b"caf\xe9"
 
 
 def test_line_size_limit() -> None:

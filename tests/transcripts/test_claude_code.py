@@ -17,7 +17,7 @@ SUB = FIXTURES / "claude-code" / "session" / "subagents" / "agent-abc1234.jsonl"
 
 def test_main_session_messages_and_roles() -> None:
     events = read(MAIN, "claude-code")
-    found = entries(events)
+    found = [e for e in entries(events) if e.thread is None]
     assert len(found) == 20
     assert Counter(e.message.role for e in found) == {"assistant": 10, "tool": 5, "user": 4, "system": 1}
     info = infos(events)
@@ -25,7 +25,28 @@ def test_main_session_messages_and_roles() -> None:
     assert info[0].metadata["gitBranch"] == "main"
     assert [i.title for i in info if i.title] == ["Fix E501 in render.py; render_title callers"]
     kinds = Counter(s.kind for s in skipped(events))
-    assert kinds["progress"] == 2 and kinds["summary"] == 1 and kinds["system:turn_duration"] == 1
+    assert kinds == {
+        "progress:hook_progress": 1,
+        "summary": 1,
+        "system:turn_duration": 1,
+        "system:stop_hook_summary": 1,
+        "file-history-snapshot": 1,
+    }
+    assert all(s.size > 0 for s in skipped(events))  # every record left out is reported with its size
+
+
+def test_inline_subagent_progress_becomes_the_subagents_thread() -> None:
+    events = read(MAIN, "claude-code")
+    inline = [e for e in entries(events) if e.thread is not None]
+    assert [(e.thread, e.key, e.message.role) for e in inline] == [
+        ("abc1234", "f1d0ea34-aeef-45ba-8094-30e5e594f484", "user")
+    ]
+    assert inline[0].message.content.startswith("List every caller of render_title()")
+    (thread,) = [i for i in infos(events) if i.thread is not None]
+    assert thread.thread == "abc1234"
+    assert thread.metadata["parent_tool_call_id"] == "toolu_01KqUOo9vrzlN5VPX0Xtl9dZ"
+    # The sub-agent's own file holds the same record under the same key: stored once.
+    assert "f1d0ea34-aeef-45ba-8094-30e5e594f484" in {e.key for e in entries(read(SUB, "claude-code"))}
 
 
 def test_blocks_become_parts_and_keys_are_record_uuids() -> None:

@@ -19,6 +19,8 @@ Invariants:
   retrieval tools are also ``POST /v1/grep``, ``/v1/describe``, ``/v1/expand``
   and ``/v1/expand_query`` (the same calls).  They run as the token's agent,
   reaching every conversation of that agent (or the one named), never another's.
+* The web explorer (``/ui``, :mod:`lossless.adapters.ui`) resolves its caller the same way (its
+  session cookie holds a bearer token), so it shows exactly what that agent's API calls may read.
 """
 
 import hmac
@@ -33,6 +35,7 @@ from typing import Annotated, Any, Literal
 
 import anyio
 
+from lossless.adapters.http_docs import docs_page
 from lossless.adapters.service import (
     Engines,
     after_turn_dict,
@@ -72,7 +75,7 @@ try:
     import prometheus_client
     from fastapi import APIRouter, Depends, FastAPI, Query, Request
     from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import JSONResponse, Response
+    from fastapi.responses import HTMLResponse, JSONResponse, Response
     from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
     from pydantic import BaseModel, ConfigDict, Field
     from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -304,6 +307,18 @@ def _state(request: Request) -> _State:
 _bearer = HTTPBearer(auto_error=False, description="A token from the api_tokens setting.")
 
 
+def _agent_for(state: _State, token: str | None) -> str | None:
+    """The agent whose api_tokens entry is ``token`` (every token compared, in constant time), else None."""
+    if token is None:
+        return None
+    given = token.encode()
+    agent = None
+    for candidate, owner in state.tokens.items():
+        if hmac.compare_digest(given, candidate.encode()):
+            agent = owner
+    return agent
+
+
 def caller(
     request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> ContextEngine:
@@ -314,13 +329,25 @@ def caller(
         return state.engines.base
     if credentials is None:
         raise ApiError(401, "Unauthorized", "this server needs Authorization: Bearer <token> (see api_tokens)")
-    given = credentials.credentials.encode()
-    agent = None
-    for token, owner in state.tokens.items():  # every token compared, in constant time
-        if hmac.compare_digest(given, token.encode()):
-            agent = owner
+    agent = _agent_for(state, credentials.credentials)
     if agent is None:
         raise ApiError(401, "Unauthorized", "the bearer token is not one of this server's api_tokens")
+    return state.engines.for_agent(agent)
+
+
+async def ui_engine(request: Request) -> ContextEngine:
+    """The web explorer's caller: as :func:`caller`, from its session cookie or a bearer header."""
+    from lossless.adapters.ui import COOKIE, LoginRequired
+
+    state = _state(request)
+    assert state.engines is not None, "the app's lifespan opens the engines"
+    if not state.tokens:
+        return state.engines.base
+    header = request.headers.get("authorization", "")
+    token = request.cookies.get(COOKIE) or (header[7:] if header.lower().startswith("bearer ") else None)
+    agent = _agent_for(state, token)
+    if agent is None:
+        raise LoginRequired
     return state.engines.for_agent(agent)
 
 
@@ -572,6 +599,8 @@ def _tool_endpoint(name: str) -> Callable[..., Awaitable[dict[str, Any]]]:
             arguments = await request.json()
         except ValueError as exc:
             raise InputError(f"{name}: the body must be a JSON object of the tool's arguments ({exc})") from exc
+        except RecursionError:
+            raise InputError(f"{name}: the body nests lists and objects too deep to be read") from None
         if not isinstance(arguments, dict):
             raise InputError(f"{name}: the body must be a JSON object of the tool's arguments")
         return await call_tool(engine, name, arguments)
@@ -615,6 +644,7 @@ def create_app(config: Config, *, engines: Engines | None = None) -> FastAPI:
         tokens=parse_tokens(config.api_tokens),
         roots=[Path(root).expanduser().resolve() for root in config.api_import_roots],
         metrics=_Metrics(),
+        engines=engines,  # given engines serve at once (an in-process ASGI client runs no lifespan)
     )
 
     @asynccontextmanager
@@ -632,9 +662,20 @@ def create_app(config: Config, *, engines: Engines | None = None) -> FastAPI:
         description="Lossless context memory for LLM agents: ingest, assemble, compact, search and read back. "
         "Errors always have the shape {error: {type, message, status, retryable}}.",
         lifespan=lifespan,
+        docs_url=None,  # FastAPI's pages load their scripts from a CDN: /docs is rendered here instead
+        redoc_url=None,
     )
     app.state.lcm = state
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        """The API reference as one self-contained page (works offline)."""
+        return HTMLResponse(docs_page(app.openapi()))
+
     app.include_router(router)
+    from lossless.adapters.ui import ui_router
+
+    app.include_router(ui_router(ui_engine, token_valid=lambda token: _agent_for(state, token) is not None))
     _add_tool_routes(app)
     app.add_exception_handler(LcmError, on_lcm_error)
     app.add_exception_handler(ApiError, on_api_error)

@@ -165,8 +165,51 @@ async def serve_stdio(
                 group.start_soon(follow_paths, engine, follow, interval)
             group.start_soon(engine.index_in_background)  # semantic grep never embeds: vectors are built here
             async with stdio_server() as (read_stream, write_stream):
-                await server.run(read_stream, write_stream, server.create_initialization_options())
+                answered, requests = anyio.create_memory_object_stream[Any](0)
+                group.start_soon(_answer_unreadable, read_stream, answered, write_stream)
+                await server.run(requests, write_stream, server.create_initialization_options())
             group.cancel_scope.cancel()
+
+
+async def _answer_unreadable(source: Any, forward: Any, write_stream: Any) -> None:
+    """Pass messages on; answer a request the SDK could not read (e.g. an escaped lone surrogate) with an error.
+
+    The SDK drops such a line, which leaves its client waiting forever; the standard library still reads it,
+    so its id is known and the client gets a JSON-RPC "invalid params" error that says what to fix.
+    """
+    from mcp.shared.message import SessionMessage
+
+    async with forward:
+        async for item in source:
+            if isinstance(item, Exception):
+                request_id = _unreadable_request_id(item)
+                if request_id is not None:
+                    error = types.ErrorData(
+                        code=types.INVALID_PARAMS,
+                        message="the request holds invalid Unicode (a lone surrogate escape such as \\ud800): "
+                        "send valid UTF-8 text",
+                    )
+                    await write_stream.send(
+                        SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
+                    )
+                    continue
+            await forward.send(item)
+
+
+def _unreadable_request_id(error: Exception) -> int | str | None:
+    """The id of the request in a line the SDK refused, when the line is a readable JSON-RPC request."""
+    errors = getattr(error, "errors", None)
+    if not callable(errors):
+        return None
+    try:
+        line = errors()[0].get("input")
+        message = json.loads(line) if isinstance(line, str) else None
+    except (ValueError, RecursionError, IndexError, TypeError):
+        return None
+    if not isinstance(message, dict) or "method" not in message:
+        return None
+    request_id = message.get("id")
+    return request_id if isinstance(request_id, int | str) and not isinstance(request_id, bool) else None
 
 
 async def serve_http(

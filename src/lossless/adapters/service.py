@@ -135,6 +135,7 @@ def ingest_dict(result: IngestResult) -> dict[str, JSONValue]:
         "duplicates": result.duplicates,
         "skipped": result.skipped,
         "skip_reason": result.skip_reason,
+        "repaired": result.repaired,
     }
 
 

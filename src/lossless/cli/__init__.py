@@ -1,8 +1,9 @@
 """The ``lcm`` command.
 
 Commands: ``import``, ``conversations``, ``messages``, ``files``, ``file``, ``compact``,
-``summaries``, ``compactions``, ``replay``, ``stats``, ``config show``, ``grep``, ``describe``, ``expand``, ``doctor``,
-``index``, ``prune``, ``vacuum``, ``migrate``, ``worker``, ``jobs``, ``serve`` (the HTTP API), ``mcp`` (the MCP server)
+``summaries``, ``compactions``, ``replay``, ``stats``, ``config show``, ``grep``, ``describe``, ``expand``, ``show``,
+``doctor``, ``index``,
+``prune``, ``vacuum``, ``migrate``, ``worker``, ``jobs``, ``serve`` (the HTTP API), ``mcp`` (the MCP server)
 ``grants`` (create, show, revoke expansion grants for ``mcp --grant``), and
 ``install`` / ``uninstall claude-code`` (hooks and the MCP server for Claude Code).
 Every command honours ``--database`` (else ``LCM_DATABASE_URL``, the config file, or SQLite in the
@@ -15,33 +16,70 @@ Exit codes are documented in ``docs/cli.md`` and defined by
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import click
 
-from lossless.cli._common import CliState
-from lossless.cli.compact import compact_command, compactions_command, summaries_command
-from lossless.cli.config_cmd import config_group
-from lossless.cli.doctor import doctor_command
-from lossless.cli.files import file_command, files_command
-from lossless.cli.grants import grants_group
-from lossless.cli.imports import import_command
-from lossless.cli.index import index_command
-from lossless.cli.inspect import conversations_command, messages_command, stats_command
-from lossless.cli.integrations import hook_group, install_group, uninstall_group
-from lossless.cli.memory import memory_group
-from lossless.cli.migrate import migrate_command
-from lossless.cli.replay import replay_command
-from lossless.cli.retention import prune_command, vacuum_command
-from lossless.cli.retrieval import describe_command, expand_command, grep_command
-from lossless.cli.serve import mcp_command, serve_command
-from lossless.cli.worker import jobs_group, worker_command
-from lossless.engine import VERSION
+from lossless._version import VERSION
+from lossless.cli._state import CliState
 
 __all__ = ["cli", "main"]
 
+#: Each command and the module that defines it: a command's module (and so the engine, the store
+#: and everything they import) loads only when that command runs, so ``lcm --version`` and
+#: ``lcm CMD --help`` start fast, and a command that needs an optional extra costs the others nothing.
+COMMANDS: dict[str, str] = {
+    "import": "lossless.cli.imports:import_command",
+    "migrate": "lossless.cli.migrate:migrate_command",
+    "conversations": "lossless.cli.inspect:conversations_command",
+    "messages": "lossless.cli.inspect:messages_command",
+    "files": "lossless.cli.files:files_command",
+    "file": "lossless.cli.files:file_command",
+    "stats": "lossless.cli.inspect:stats_command",
+    "compact": "lossless.cli.compact:compact_command",
+    "summaries": "lossless.cli.compact:summaries_command",
+    "compactions": "lossless.cli.compact:compactions_command",
+    "replay": "lossless.cli.replay:replay_command",
+    "config": "lossless.cli.config_cmd:config_group",
+    "doctor": "lossless.cli.doctor:doctor_command",
+    "index": "lossless.cli.index:index_command",
+    "prune": "lossless.cli.retention:prune_command",
+    "vacuum": "lossless.cli.retention:vacuum_command",
+    "worker": "lossless.cli.worker:worker_command",
+    "jobs": "lossless.cli.worker:jobs_group",
+    "serve": "lossless.cli.serve:serve_command",
+    "ui": "lossless.cli.serve:ui_command",
+    "mcp": "lossless.cli.serve:mcp_command",
+    "grants": "lossless.cli.grants:grants_group",
+    "grep": "lossless.cli.retrieval:grep_command",
+    "describe": "lossless.cli.retrieval:describe_command",
+    "expand": "lossless.cli.retrieval:expand_command",
+    "show": "lossless.cli.retrieval:show_command",
+    "memory": "lossless.cli.memory:memory_group",
+    "install": "lossless.cli.integrations:install_group",
+    "uninstall": "lossless.cli.integrations:uninstall_group",
+    "hook": "lossless.cli.integrations:hook_group",
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+
+class _LazyGroup(click.Group):
+    """A group whose commands are imported by name, on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module, _, name = target.partition(":")
+        command = getattr(importlib.import_module(module), name)
+        assert isinstance(command, click.Command)
+        return command
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(VERSION, prog_name="lcm")
 @click.option(
     "--database", "-d", metavar="URL", help="Database URL (default: LCM_DATABASE_URL, else SQLite in the data dir)."
@@ -57,36 +95,6 @@ __all__ = ["cli", "main"]
 def cli(ctx: click.Context, database: str | None, config_file: Path | None, agent: str | None) -> None:
     """lossless: every message kept, old history compacted into summaries you can always expand back."""
     ctx.obj = CliState(database, config_file, agent)
-
-
-cli.add_command(import_command)
-cli.add_command(migrate_command)
-cli.add_command(conversations_command)
-cli.add_command(messages_command)
-cli.add_command(files_command)
-cli.add_command(file_command)
-cli.add_command(stats_command)
-cli.add_command(compact_command)
-cli.add_command(summaries_command)
-cli.add_command(compactions_command)
-cli.add_command(replay_command)
-cli.add_command(config_group)
-cli.add_command(doctor_command)
-cli.add_command(index_command)
-cli.add_command(prune_command)
-cli.add_command(vacuum_command)
-cli.add_command(worker_command)
-cli.add_command(jobs_group)
-cli.add_command(serve_command)
-cli.add_command(mcp_command)
-cli.add_command(grants_group)
-cli.add_command(grep_command)
-cli.add_command(describe_command)
-cli.add_command(expand_command)
-cli.add_command(memory_group)
-cli.add_command(install_group)
-cli.add_command(uninstall_group)
-cli.add_command(hook_group)
 
 
 def main() -> None:

@@ -5,36 +5,109 @@ options (explicit) over ``LCM_*`` variables and the config file; errors from
 the :class:`~lossless.errors.LcmError` tree become one line on stderr (and, with
 ``--json``, a ``{"ok": false, "error": …}`` object on stdout) and the exit code
 of :data:`~lossless.errors.EXIT_CODES`.  Nothing else in the CLI catches them.
+
+Output is verbatim: the consoles interpret no markup and no emoji codes in what
+they print (stored text, paths and error messages reach the terminal as they
+are), and control characters other than newline and tab are shown as escapes
+(``\x1b``), never sent to the terminal (:func:`visible`).  Styling is applied
+only through :func:`styled`, never by formatting markup into a string.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import re
 import sys
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 import anyio
 import click
 from rich.console import Console
+from rich.text import Text
 
-from lossless.config import Config, load_config
+from lossless.cli._state import CliState
+from lossless.config import Config
 from lossless.engine import ContextEngine
-from lossless.errors import LcmError, exit_code_for
+from lossless.errors import LcmError, NotFoundError, exit_code_for
+from lossless.stores import sqlite_path_from_url
 
-__all__ = ["CliState", "json_option", "open_engine", "run_command", "stderr", "stdout"]
+__all__ = [
+    "CliState",
+    "cli_words",
+    "json_option",
+    "open_engine",
+    "require_store",
+    "run_command",
+    "stderr",
+    "stdout",
+    "styled",
+    "visible",
+]
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
 
+#: Control characters a terminal would act on (C0 but newline and tab, DEL, C1, bidi overrides).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def visible(text: str) -> str:
+    """``text`` with every control character shown as an escape (``\\x1b``) instead of sent to the terminal."""
+    return _CONTROL.sub(_escape, text)
+
+
+class _VerbatimConsole(Console):
+    """A console that prints strings as they are: no markup, no emoji codes, control characters escaped."""
+
+    def render_str(self, text: str, **options: Any) -> Text:
+        options["markup"] = False
+        options["emoji"] = False
+        return super().render_str(visible(text), **options)
+
+
+#: Tool-call syntax in the core's hints, and the same advice in the command line's own words.
+_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"\bmode=['\"]([a-z_]+)['\"]"), r"--mode \1"),
+    (re.compile(r"\bscope=['\"]([a-z_]+)['\"]"), r"--scope \1"),
+    (re.compile(r"\blcm_(grep|describe|expand)\b"), r"lcm \1"),
+    (re.compile(r"\btoken_cap=([0-9,]+)"), r"--token-cap \1"),
+    (re.compile(r"\blimit=([0-9]+)"), r"--limit \1"),
+    (re.compile(r"\bstart_line=([0-9]+)"), r"--lines \1:"),
+    (re.compile(r"\binclude_messages=true\b"), "--include-messages"),
+    (re.compile(r"\ball_conversations=true\b"), "leaving out --conversation"),
+    (re.compile(r"\bconversation_id\b"), "--conversation"),
+)
+
+
+def cli_words(text: str) -> str:
+    """A hint written for the agent tools (``mode='full_text'``) in the command's words (``--mode full_text``)."""
+    for pattern, replacement in _HINTS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def styled(*pieces: str | tuple[str, str]) -> Text:
+    """Styled output from plain strings: each piece is ``text`` or ``(text, style)``, shown verbatim."""
+    out = Text()
+    for piece in pieces:
+        text, style = (piece, "") if isinstance(piece, str) else piece
+        out.append(visible(text), style=style)
+    return out
+
+
 def _console(stream: Any, **options: Any) -> Console:
     # Pipes and captured output get a fixed, roomy width instead of rich's 80 columns.
     width = None if stream.isatty() else 132
-    return Console(highlight=False, width=width, **options)
+    return _VerbatimConsole(highlight=False, markup=False, emoji=False, width=width, **options)
 
 
 def stdout() -> Console:
@@ -45,21 +118,27 @@ def stderr() -> Console:
     return _console(sys.stderr, stderr=True)
 
 
-@dataclass(slots=True)
-class CliState:
-    """The global options, as given on the command line."""
+def require_store(config: Config) -> None:
+    """Refuse a missing SQLite file: a command that only reads says so instead of creating an empty store
+    (and the folders above it) at a mistyped path."""
+    url = config.database_url
+    if url is None or not url.startswith("sqlite:///"):
+        return
+    path = Path(sqlite_path_from_url(url)).expanduser()
+    if str(path) != ":memory:" and not path.exists():
+        raise NotFoundError(
+            "database",
+            str(path),
+            "nothing is stored there yet (check --database or LCM_DATABASE_URL, or store something with lcm import)",
+        )
 
-    database: str | None = None
-    config_file: Path | None = None
-    agent: str | None = None
 
-    def config(self, **overrides: Any) -> Config:
-        values: dict[str, Any] = {"database_url": self.database, "agent_id": self.agent, **overrides}
-        return load_config(values, config_file=self.config_file)
-
-
-async def open_engine(state: CliState, **overrides: Any) -> ContextEngine:
-    return await ContextEngine.open(config=state.config(**overrides))
+async def open_engine(state: CliState, *, create: bool = False, **overrides: Any) -> ContextEngine:
+    """The engine on the configured store; unless ``create``, the store must already exist."""
+    config = state.config(**overrides)
+    if not create:
+        require_store(config)
+    return await ContextEngine.open(config=config)
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
@@ -80,7 +159,7 @@ def run_command(fn: Callable[P, Awaitable[T]]) -> Callable[P, T]:
         except LcmError as exc:
             if as_json:
                 emit_json({"ok": False, "error": {"type": type(exc).__name__, "message": str(exc)}})
-            stderr().print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+            stderr().print(styled(("error:", "bold red"), f" {cli_words(str(exc))}"), soft_wrap=True)
             sys.exit(exit_code_for(exc))
 
     return wrapper

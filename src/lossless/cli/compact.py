@@ -8,10 +8,11 @@ from typing import Any
 import click
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 from rich.tree import Tree
 
 from lossless.adapters.service import event_dict, events_with_summaries
-from lossless.cli._common import CliState, emit_json, json_option, open_engine, run_command, stderr, stdout
+from lossless.cli._common import CliState, emit_json, json_option, open_engine, run_command, stderr, stdout, styled
 from lossless.compaction import CompactionResult, Mode
 from lossless.records import ContextEntry, Summary
 from lossless.segments import format_time
@@ -52,7 +53,8 @@ async def compact_command(state: CliState, conversation: str, until: int | None,
     async with await open_engine(state) as engine:
         with Progress(
             SpinnerColumn(),
-            TextColumn("[bold]compacting[/] {task.fields[detail]}"),
+            TextColumn("compacting", style="bold"),
+            TextColumn("{task.fields[detail]}", markup=False),
             TimeElapsedColumn(),
             console=stderr(),
             transient=True,
@@ -84,10 +86,12 @@ async def compact_command(state: CliState, conversation: str, until: int | None,
     stdout().print(table)
 
 
-def _label(summary: Summary, zone: Any) -> str:
+def _label(summary: Summary, zone: Any) -> Text:
     span = f"{format_time(summary.earliest_at, zone)} → {format_time(summary.latest_at, zone)}"
-    level = "" if summary.level == "normal" else f" · [yellow]{summary.level}[/]"
-    return f"[bold]{summary.id}[/] · depth {summary.depth} · {span} · {summary.token_count:,} tokens{level}"
+    label = styled((summary.id, "bold"), f" · depth {summary.depth} · {span} · {summary.token_count:,} tokens")
+    if summary.level != "normal":
+        label.append_text(styled(" · ", (summary.level, "yellow")))
+    return label
 
 
 @click.command("summaries")
@@ -191,9 +195,9 @@ async def compactions_command(state: CliState, conversation: str, limit: int, as
     for name in ("replaced", "context tokens", "time"):
         table.add_column(name, justify="right")
     for event, summary in events:
-        made = f"{event.summary_id} (depth {summary.depth}" if summary else event.summary_id
+        made = styled(f"{event.summary_id} (depth {summary.depth}" if summary else event.summary_id)
         if summary:
-            made += ")" if summary.level == "normal" else f", [yellow]{summary.level}[/])"
+            made.append_text(styled(")") if summary.level == "normal" else styled(", ", (summary.level, "yellow"), ")"))
         unit = "messages" if summary is None or summary.kind == "leaf" else "summaries"
         table.add_row(
             format_time(event.created_at, zone),

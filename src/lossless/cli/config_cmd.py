@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from lossless.cli._common import CliState, emit_json, json_option, run_command, stdout
+from lossless.cli._common import CliState, emit_json, json_option, run_command, stdout, styled
 from lossless.config import SETTINGS
 
 __all__ = ["config_group"]
@@ -48,8 +48,8 @@ async def show_command(state: CliState, as_json: bool) -> None:
     table.add_column("source")
     for setting in SETTINGS:
         value = derived.get(setting.name, values[setting.name])
-        shown = "" if value is None else str(value)
+        shown = styled("" if value is None else str(value))
         if setting.name in derived and values[setting.name] is None:
-            shown += " [dim](derived)[/]"
+            shown.append(" (derived)", style="dim")
         table.add_row(setting.name, shown, config.sources.get(setting.name, "default"))
     stdout().print(table)

@@ -12,7 +12,7 @@ from typing import Any
 import click
 from rich.table import Table
 
-from lossless.cli._common import CliState, emit_json, json_option, open_engine, run_command, stdout
+from lossless.cli._common import CliState, emit_json, json_option, open_engine, run_command, stdout, styled
 from lossless.integrity import IntegrityReport, RepairPlan, plan_repairs, why_unrepairable
 
 __all__ = ["PROBLEMS_FOUND", "doctor_command"]
@@ -25,17 +25,25 @@ def _print_report(report: IntegrityReport, title: str) -> None:
     out = stdout()
     scope = f"conversation {report.conversation_id}" if report.conversation_id is not None else "the whole store"
     out.print(
-        f"[bold]{title}[/] of {scope}: {report.conversations} conversations, {report.messages} messages, "
-        f"{report.summaries} summaries, {report.context_items} context items, {report.files} files"
-        + (", search index" if report.search_index_checked else "")
+        styled(
+            (title, "bold"),
+            f" of {scope}: {report.conversations} conversations, {report.messages} messages, "
+            f"{report.summaries} summaries, {report.context_items} context items, {report.files} files"
+            + (", search index" if report.search_index_checked else ""),
+        )
     )
     if report.fallback_summaries:
         out.print(
             f"{report.fallback_summaries} summaries were made by truncation (no summarizer answered); "
             "--plan shows how to re-make them with the current summarizer"
         )
+    for conversation_id, raw in report.stalled:
+        out.print(
+            f"conversation {conversation_id}: compaction has stalled ({raw:,} tokens of raw history outside the "
+            f"fresh tail); catch up with  lcm compact {conversation_id} --full"
+        )
     if report.ok:
-        out.print("[green]no problems found[/]")
+        out.print(styled(("no problems found", "green")))
         return
     table = Table(title=f"{len(report.problems)} problems", title_justify="left")
     for column in ("kind", "conversation", "where", "what is wrong"):
@@ -48,13 +56,15 @@ def _print_report(report: IntegrityReport, title: str) -> None:
 def _print_plan(plan: RepairPlan) -> None:
     out = stdout()
     if plan.repairs:
-        out.print(f"[bold]{len(plan.repairs)} repairs[/] (non-destructive; run with --apply to carry them out):")
+        out.print(
+            styled((f"{len(plan.repairs)} repairs", "bold"), " (non-destructive; run with --apply to carry them out):")
+        )
         for repair in plan.repairs:
             out.print(f"  - {repair.description}")
     else:
         out.print("no repair to propose")
     if plan.unrepairable:
-        out.print(f"[bold]{len(plan.unrepairable)} problems have no safe repair:[/]")
+        out.print(styled((f"{len(plan.unrepairable)} problems have no safe repair:", "bold")))
         for problem in plan.unrepairable:
             out.print(f"  - {problem.subject}: {why_unrepairable(problem)}")
 

@@ -12,7 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from lossless.bootstrap import FileImport
-from lossless.cli._common import CliState, emit_json, json_option, open_engine, run_command, stderr, stdout
+from lossless.cli._common import CliState, emit_json, json_option, open_engine, run_command, stderr, stdout, styled
 from lossless.errors import LcmError, TranscriptError
 from lossless.transcripts import FORMATS
 
@@ -21,14 +21,17 @@ __all__ = ["import_command"]
 
 def _short(path: str, width: int = 60) -> str:
     with contextlib.suppress(ValueError):  # another drive on Windows
-        path = os.path.relpath(path)
+        relative = os.path.relpath(path)
+        if not relative.startswith(".."):
+            path = relative
+    # The end of a path tells files apart: cut from the front, never the file name.
     return path if len(path) <= width else "…" + path[-(width - 1) :]
 
 
 def _summary_table(results: list[FileImport | Exception]) -> Table:
     table = Table(title="Import summary", title_justify="left", show_footer=True)
     imported = [r for r in results if isinstance(r, FileImport)]
-    table.add_column("file", footer=f"{len(results)} file(s)")
+    table.add_column("file", footer=f"{len(results)} file(s)", overflow="fold", min_width=24)
     table.add_column("format")
     table.add_column("status")
     table.add_column("conversation", justify="right")
@@ -40,9 +43,7 @@ def _summary_table(results: list[FileImport | Exception]) -> Table:
     )
     for result in results:
         if isinstance(result, FileImport):
-            status = {"unchanged": "[dim]unchanged[/]", "skipped": "[yellow]skipped[/]"}.get(
-                result.status, result.status
-            )
+            status = styled((result.status, {"unchanged": "dim", "skipped": "yellow"}.get(result.status, "")))
             table.add_row(
                 _short(result.path),
                 result.format,
@@ -55,8 +56,40 @@ def _summary_table(results: list[FileImport | Exception]) -> Table:
             )
         else:
             path = result.path if isinstance(result, TranscriptError) else "?"
-            table.add_row(_short(path), "-", "[red]failed[/]", "-", "0", "0", "0", "0")
+            table.add_row(_short(path), "-", styled(("failed", "red")), "-", "0", "0", "0", "0")
     return table
+
+
+def _size(count: int) -> str:
+    value = float(count)
+    for unit in ("B", "KiB", "MiB"):
+        if value < 1024 or unit == "MiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} MiB"  # pragma: no cover
+
+
+def _print_left_out(imported: list[FileImport]) -> None:
+    """What was not stored as messages, by record type with its size, and where sub-agents went."""
+    counts: dict[str, int] = {}
+    sizes: dict[str, int] = {}
+    for result in imported:
+        for kind, count in result.skipped_records.items():
+            counts[kind] = counts.get(kind, 0) + count
+            sizes[kind] = sizes.get(kind, 0) + result.skipped_bytes.get(kind, 0)
+    if counts:
+        table = Table(title="Records not stored as messages (by type)", title_justify="left")
+        table.add_column("record type")
+        table.add_column("records", justify="right")
+        table.add_column("size", justify="right")
+        for kind in sorted(counts, key=lambda k: (-sizes[k], k)):
+            table.add_row(kind, f"{counts[kind]:,}", _size(sizes[kind]))
+        stdout().print(table)
+    for result in imported:
+        for session_id, count in result.subagents.items():
+            stdout().print(
+                f"sub-agent {session_id}: {count:,} new messages (from {_short(result.path)})", soft_wrap=True
+            )
 
 
 @click.command("import")
@@ -84,14 +117,14 @@ async def import_command(
     """
     if session_id is not None and (len(paths) != 1 or not paths[0].is_file()):
         raise click.UsageError("--session-id needs exactly one file")
-    engine = await open_engine(state)
+    engine = await open_engine(state, create=True)
     async with engine:
         show_progress = not as_json and stderr().is_terminal
         with Progress(
-            TextColumn("[bold]importing"),
+            TextColumn("importing", style="bold"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("{task.fields[current]}"),
+            TextColumn("{task.fields[current]}", markup=False),
             TimeElapsedColumn(),
             console=stderr(),
             transient=True,
@@ -131,10 +164,27 @@ async def import_command(
             )
         else:
             stdout().print(_summary_table(results))
+            _print_left_out([r for r in results if isinstance(r, FileImport)])
             for result in results:
                 if isinstance(result, FileImport) and result.status == "skipped":
-                    stderr().print(f"[yellow]skipped[/] {_short(result.path)}: {result.reason}")
+                    stderr().print(styled(("skipped", "yellow"), f" {_short(result.path)}: {result.reason}"))
+                if isinstance(result, FileImport) and result.repaired:
+                    stderr().print(
+                        styled(
+                            ("note", "yellow"),
+                            f" {_short(result.path)}: {result.repaired} message(s) held invalid UTF-8 or "
+                            "Unicode, stored with U+FFFD in its place (the exact original is kept with each)",
+                        )
+                    )
+                if isinstance(result, FileImport) and result.left_out:
+                    stderr().print(
+                        styled(
+                            ("note", "yellow"),
+                            f" {_short(result.path)}: {result.left_out} entr(y/ies) older than the newest "
+                            "message already stored were left out (bootstrap imports what follows it)",
+                        )
+                    )
             for error in failures:
-                stderr().print(f"[bold red]error:[/] {error}", highlight=False)
+                stderr().print(styled(("error:", "bold red"), f" {error}"))
         if failures:
             sys.exit(3)

@@ -97,10 +97,11 @@ async def messages_command(
     if full:
         for r in records:
             stdout().rule(f"#{r.seq} {r.role} · msg#{r.id} · {_when(r.created_at)} · {r.token_count} tokens")
-            stdout().print(r.content, markup=False, highlight=False)
+            stdout().print(r.content, soft_wrap=True)
         return
     table = Table(show_edge=False, pad_edge=False)
     for name, justify in (
+        ("id", "right"),
         ("seq", "right"),
         ("time", "left"),
         ("role", "left"),
@@ -111,7 +112,7 @@ async def messages_command(
     for r in records:
         preview = " ".join(r.content.split())
         preview = preview if len(preview) <= 160 else preview[:159] + "…"
-        table.add_row(str(r.seq), _when(r.created_at), r.role, str(r.token_count), preview)
+        table.add_row(f"msg#{r.id}", str(r.seq), _when(r.created_at), r.role, str(r.token_count), preview)
     stdout().print(table)
 
 

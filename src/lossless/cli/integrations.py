@@ -106,7 +106,7 @@ def hook_claude_code(state: CliState, event: str) -> None:
         return
 
     async def handle() -> dict[str, object] | None:
-        async with await open_engine(state) as engine:
+        async with await open_engine(state, create=True) as engine:
             return await run_hook(engine, event, payload)
 
     try:

@@ -24,8 +24,9 @@ from typing import Any
 import anyio.to_thread
 import click
 from rich.table import Table
+from rich.text import Text
 
-from lossless.cli._common import CliState, emit_json, json_option, run_command, stdout
+from lossless.cli._common import CliState, emit_json, json_option, require_store, run_command, stdout, styled
 from lossless.engine import MemorySession, open_memory
 from lossless.errors import InputError, NotFoundError
 from lossless.memory.records import CATEGORIES, Memory, MemoryDraft, MemoryPatch
@@ -36,10 +37,14 @@ __all__ = ["memory_group"]
 _CATEGORY = click.Choice(CATEGORIES)
 
 
-async def _open(ctx: click.Context) -> MemorySession:
+async def _open(ctx: click.Context, *, create: bool = False) -> MemorySession:
+    """The memory service; unless ``create`` (add, import), the store must already exist."""
     state: CliState = ctx.find_object(CliState)  # type: ignore[assignment]
     system = bool(ctx.find_root().meta.get("memory_all_scopes"))
-    return await open_memory(state.config(), system=system)
+    config = state.config()
+    if not create:
+        require_store(config)
+    return await open_memory(config, system=system)
 
 
 @click.group("memory")
@@ -63,9 +68,9 @@ def _table(memories: Sequence[Memory], scores: Sequence[float] | None = None) ->
     for name in columns:
         table.add_column(name, no_wrap=name != "memory")
     for i, m in enumerate(memories):
-        row = [m.memory_id[:12], m.category, m.tier, m.scope, _preview(m.abstract)]
+        row: list[str | Text] = [m.memory_id[:12], m.category, m.tier, m.scope, _preview(m.abstract)]
         if m.invalidated_at is not None:
-            row[-1] = f"[dim]{row[-1]} (superseded)[/]"
+            row[-1] = styled((f"{row[-1]} (superseded)", "dim"))
         if scores is not None:
             row.insert(0, f"{scores[i]:.3f}")
         table.add_row(*row)
@@ -77,7 +82,10 @@ def _table(memories: Sequence[Memory], scores: Sequence[float] | None = None) ->
 @click.option("--category", type=_CATEGORY, default="entities", show_default=True)
 @click.option("--scope", help="Scope to store it in (default: the agent's own, agent:<id>).")
 @click.option("--importance", type=click.FloatRange(0, 1), help="0–1 (default: by category).")
-@click.option("--fact-key", help="What fact this is about, e.g. preferences:drink (for versioning).")
+@click.option(
+    "--fact-key",
+    help="What fact this is about, e.g. preferences:drink: a current memory with this key is superseded.",
+)
 @click.option("--dynamic", is_flag=True, help="A fact that changes (decays three times faster).")
 @json_option
 @click.pass_context
@@ -92,7 +100,7 @@ async def add_command(
     dynamic: bool,
     as_json: bool,
 ) -> None:
-    """Store TEXT as a memory."""
+    """Store TEXT as a memory (with --fact-key, the new version of that fact: the old one is kept as history)."""
     draft = MemoryDraft(
         text,
         category=category,  # type: ignore[arg-type]
@@ -100,20 +108,27 @@ async def add_command(
         fact_key=fact_key,
         temporal_type="dynamic" if dynamic else "static",
     )
-    async with await _open(ctx) as session:
-        memory = await session.service.add(draft, scope=scope)
+    async with await _open(ctx, create=True) as session:
+        memory = await session.service.store_fact(draft, scope=scope)
     if as_json:
         emit_json(memory.to_dict())
     else:
-        stdout().print(f"stored {memory.memory_id} in {memory.scope}")
+        replaced = f" (supersedes {memory.supersedes})" if memory.supersedes else ""
+        stdout().print(f"stored {memory.memory_id} in {memory.scope}{replaced}")
 
 
 async def _search(
     ctx: click.Context, query: str, limit: int, scope: tuple[str, ...], category: str | None, explain: bool
 ) -> SearchResult:
+    state: CliState = ctx.find_object(CliState)  # type: ignore[assignment]
     async with await _open(ctx) as session:
         return await session.service.search(
-            query, limit=limit, scopes=list(scope) or None, category=category, explain=explain
+            query,
+            limit=limit,
+            scopes=list(scope) or None,
+            category=category,
+            explain=explain,
+            expand=state.config().memory_query_expansion,  # a person's query: synonyms help (spec: cli/manual)
         )
 
 
@@ -166,7 +181,7 @@ async def explain_command(
         table.add_row(memory_id[:12], *(f"{values[s]:.3f}" if s in values else "–" for s in stages), outcome)
     stdout().print(table)
     timings = ", ".join(f"{k} {v:.1f} ms" for k, v in result.timings_ms.items())
-    stdout().print(f"[dim]{timings}[/]")
+    stdout().print(styled((timings, "dim")))
 
 
 @memory_group.command("list")
@@ -207,7 +222,7 @@ async def list_command(
         return
     stdout().print(_table([m for _, m in page]))
     if len(page) == limit:
-        stdout().print(f"[dim]more: --after {page[-1][0]}[/]")
+        stdout().print(styled((f"more: --after {page[-1][0]}", "dim")))
 
 
 @memory_group.command("forget")
@@ -316,7 +331,7 @@ async def import_command(ctx: click.Context, source: Path, batch: int, as_json: 
         except (ValueError, TypeError) as exc:
             raise InputError(f"{source}:{number}: not a memory record: {exc}; nothing was imported") from exc
     added = 0
-    async with await _open(ctx) as session:
+    async with await _open(ctx, create=True) as session:
         for start in range(0, len(memories), batch):
             added += await session.service.import_(memories[start : start + batch])
     if as_json:
@@ -330,14 +345,17 @@ async def import_command(ctx: click.Context, source: Path, batch: int, as_json: 
 @click.pass_context
 @run_command
 async def stats_command(ctx: click.Context, as_json: bool) -> None:
-    """Counts of the memories you reach, by category, tier and scope."""
+    """Counts of the memories you reach, by category, tier and scope; stale ones (memory_stale_threshold)."""
     async with await _open(ctx) as session:
         stats = await session.service.stats()
     if as_json:
         emit_json(stats.to_dict())
         return
     out = stdout()
-    out.print(f"memories: {stats.current} current, {stats.superseded} superseded; vectors: {stats.vectors}")
+    out.print(
+        f"memories: {stats.current} current ({stats.stale} stale), {stats.superseded} superseded; "
+        f"vectors: {stats.vectors}"
+    )
     for title, counts in (("category", stats.by_category), ("tier", stats.by_tier), ("scope", stats.by_scope)):
         out.print(f"by {title}: " + (", ".join(f"{k} {v}" for k, v in counts.items()) or "–"))
 

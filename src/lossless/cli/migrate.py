@@ -15,7 +15,7 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from lossless.cli._common import CliState, emit_json, json_option, run_command, stderr, stdout
+from lossless.cli._common import CliState, emit_json, json_option, run_command, stderr, stdout, styled
 from lossless.cli.doctor import PROBLEMS_FOUND
 from lossless.engine import ContextEngine
 from lossless.errors import InputError
@@ -87,10 +87,14 @@ async def migrate_command(state: CliState, source: str, target: str, as_json: bo
         out.print(table)
         out.print(f"large-file bytes copied: {result.blobs_copied}")
         for file_id in result.blobs_missing:
-            out.print(f"[red]missing in the source's file folder:[/] {file_id}")
+            out.print(styled(("missing in the source's file folder:", "red"), f" {file_id}"))
         if report.ok:
-            out.print("integrity of the target: [green]no problems found[/]")
+            out.print(styled("integrity of the target: ", ("no problems found", "green")))
         else:
-            out.print(f"integrity of the target: [red]{len(report.problems)} problems[/] (run lcm doctor on it)")
+            out.print(
+                styled(
+                    "integrity of the target: ", (f"{len(report.problems)} problems", "red"), " (run lcm doctor on it)"
+                )
+            )
     if not ok:
         sys.exit(PROBLEMS_FOUND)

@@ -10,7 +10,7 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from lossless.cli._common import CliState, emit_json, json_option, run_command, stderr, stdout
+from lossless.cli._common import CliState, emit_json, json_option, run_command, stderr, stdout, styled
 from lossless.cli.compact import summary_tree
 from lossless.engine import ContextEngine
 from lossless.replay import Checkpoint, ReplayResult, replay
@@ -39,7 +39,7 @@ def _checkpoint_table(result: ReplayResult) -> Table:
             f"{point.raw_tokens:,}",
             f"{point.context_tokens:,}",
             f"{point.assembled_tokens:,}",
-            f"[{style}]{share:.0%}[/]" if style else f"{share:.0%}",
+            styled((f"{share:.0%}", style)),
             str(point.compactions),
             _depths(point.summaries_by_depth),
         )
@@ -62,15 +62,15 @@ def _totals(result: ReplayResult) -> Table:
         "compactions", f"{result.compactions} ({', '.join(f'{n} {r}' for r, n in result.stop_reasons.items()) or '-'})"
     )
     table.add_row("summaries by depth", _depths(result.summaries_by_depth))
-    check = "[green]0[/]" if not result.violations else f"[red]{result.violations}[/]"
+    check = styled(("0", "green")) if not result.violations else styled((str(result.violations), "red"))
     table.add_row("contexts over budget (engine fault)", check)
     if result.over_budget_turns:
         table.add_row(
             "turns whose fresh tail alone was over budget",
-            f"[yellow]{result.over_budget_turns}[/] (raise --budget or set --tail-tokens)",
+            styled((str(result.over_budget_turns), "yellow"), " (raise --budget or set --tail-tokens)"),
         )
     if result.errors:
-        table.add_row("after_turn errors", f"[red]{len(result.errors)}[/]: {result.errors[0]}")
+        table.add_row("after_turn errors", styled((str(len(result.errors)), "red"), f": {result.errors[0]}"))
     table.add_row("time", f"{result.seconds:.2f} s")
     return table
 
@@ -118,7 +118,7 @@ async def replay_command(
         config = state.config(**overrides)
         async with await ContextEngine.open(config=config) as engine:
             with Progress(
-                TextColumn("[bold]replaying[/]"),
+                TextColumn("replaying", style="bold"),
                 BarColumn(),
                 MofNCompleteColumn(),
                 TextColumn("turns"),

@@ -1,20 +1,22 @@
-"""``lcm grep``, ``lcm describe`` and ``lcm expand``: the agent retrieval tools, from the shell.
+"""``lcm grep``, ``lcm describe``, ``lcm expand`` and ``lcm show``: the agent retrieval tools, from the shell.
 
 They run as the operator of the ``--agent`` (default ``main``): every conversation
 of that agent is in reach, or the one ``--conversation`` names.  Output is the same
-text an agent sees, or JSON with ``--json``.
+text an agent sees, or JSON with ``--json``.  Every id they print (``msg#N``,
+``sum_…``, ``file_…``) opens with ``lcm show ID`` (``--raw``: the exact stored text).
 """
 
 from __future__ import annotations
 
 import click
 
-from lossless.cli._common import CliState, emit_json, json_option, open_engine, run_command, stdout
+from lossless.cli._common import CliState, cli_words, emit_json, json_option, open_engine, run_command, stdout
 from lossless.cli.files import parse_lines
+from lossless.errors import InputError
 from lossless.retrieval.dag import DEFAULT_MAX_DEPTH, MAX_DEPTH
 from lossless.retrieval.grep import DEFAULT_LIMIT, MAX_LIMIT
 
-__all__ = ["describe_command", "expand_command", "grep_command"]
+__all__ = ["describe_command", "expand_command", "grep_command", "show_command"]
 
 _conversation = click.option(
     "--conversation", "-c", metavar="ID", help="Only this conversation (its id or session id); default: all of them."
@@ -22,7 +24,7 @@ _conversation = click.option(
 
 
 def _print(text: str) -> None:
-    stdout().print(text, markup=False, highlight=False)
+    stdout().print(text, soft_wrap=True)
 
 
 @click.command("grep")
@@ -75,6 +77,8 @@ async def grep_command(
         )
     if as_json:
         emit_json(result.to_dict())
+    elif not result.hits and result.message is not None:
+        _print(cli_words(result.message))  # advice only: no stored text in it
     else:
         _print(result.render())
 
@@ -90,7 +94,7 @@ async def grep_command(
 async def describe_command(
     state: CliState, item_id: str, conversation: str | None, token_cap: int | None, lines: str | None, as_json: bool
 ) -> None:
-    """Show a summary (sum_…) with its lineage and sizes, or a stored file (file_…) and its lines."""
+    """Show a summary (sum_…) with its lineage and sizes, a stored file (file_…) and its lines, or a message (msg#N)."""
     start, end = parse_lines(lines) if lines else (None, None)
     async with await open_engine(state) as engine:
         described = await engine.describe(
@@ -136,3 +140,36 @@ async def expand_command(
         emit_json(result.to_dict())
     else:
         _print(result.render())
+
+
+@click.command("show")
+@click.argument("item_id")
+@click.option("--raw", is_flag=True, help="Write the exact stored text (a message or summary) or bytes (a file), only.")
+@click.option("--lines", metavar="A:B", help="Files: show lines A to B (1-based).")
+@json_option
+@click.pass_obj
+@run_command
+async def show_command(state: CliState, item_id: str, raw: bool, lines: str | None, as_json: bool) -> None:
+    """Open any id the other commands print: a message (msg#N), a summary (sum_…) or a file (file_…).
+
+    Looks across every conversation of the agent.  --raw writes the stored content exactly as it
+    is, with nothing added (for pipes and diffs).
+    """
+    if raw and (as_json or lines):
+        raise InputError("--raw writes the stored content as it is: use it without --json and --lines")
+    start, end = parse_lines(lines) if lines else (None, None)
+    async with await open_engine(state) as engine:
+        if raw and item_id.startswith("file_"):
+            data = await engine.read_file(item_id)
+        else:
+            described = await engine.describe(item_id, start_line=start, end_line=end)
+            data = b""
+    if raw:
+        if not item_id.startswith("file_"):
+            content = described.to_dict()["content"]
+            data = content.encode("utf-8", "surrogatepass") if isinstance(content, str) else b""
+        click.echo(data, nl=False)  # bytes go to the binary stream untouched
+    elif as_json:
+        emit_json(described.to_dict())
+    else:
+        _print(described.render())

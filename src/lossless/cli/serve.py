@@ -12,7 +12,7 @@ import click
 
 from lossless.cli._common import CliState, run_command
 
-__all__ = ["mcp_command", "serve_command"]
+__all__ = ["mcp_command", "serve_command", "ui_command"]
 
 
 @click.command("serve")
@@ -27,6 +27,24 @@ async def serve_command(state: CliState, host: str, port: int) -> None:
     config = state.config()
     check_bind(config, host)
     await serve(config, host=host, port=port)
+
+
+@click.command("ui")
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
+@click.option("--no-browser", is_flag=True, help="Do not open a browser; just print the address.")
+@click.pass_obj
+@run_command
+async def ui_command(state: CliState, port: int, no_browser: bool) -> None:
+    """Open the web explorer on this store (lcm serve on 127.0.0.1, then the browser at /ui/)."""
+    import webbrowser
+
+    from lossless.adapters.http import serve
+
+    address = f"http://127.0.0.1:{port}/ui/"
+    click.echo(f"the explorer is at {address} (Ctrl-C stops it)")
+    if not no_browser:
+        webbrowser.open(address)
+    await serve(state.config(), host="127.0.0.1", port=port)
 
 
 @click.command("mcp")

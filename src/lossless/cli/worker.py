@@ -89,7 +89,7 @@ async def worker_command(
     log_format: str | None,
 ) -> None:
     """Run compaction and integrity jobs from the queue; several workers may serve one database."""
-    async with await open_engine(state) as engine:
+    async with await open_engine(state, create=True) as engine:
         configure_logging(log_format or engine.config.log_format)
         if metrics_port is not None:
             render_metrics()  # raises the install hint when prometheus-client is missing
@@ -175,7 +175,7 @@ async def jobs_add(
     as_json: bool,
 ) -> None:
     """Queue a KIND job (compaction needs a CONVERSATION; integrity checks everything without one)."""
-    async with await open_engine(state) as engine:
+    async with await open_engine(state, create=True) as engine:
         if kind == "compaction":
             if conversation is None:
                 raise click.UsageError("a compaction job needs a CONVERSATION")

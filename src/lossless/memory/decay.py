@@ -34,9 +34,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
 
+from lossless.config import Config
 from lossless.memory.records import Memory, Tier
 
-__all__ = ["DecayConfig", "DecayScores", "composite", "next_tier", "score", "search_boost"]
+__all__ = ["DecayConfig", "DecayScores", "composite", "config_from", "next_tier", "score", "search_boost"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +65,18 @@ class DecayConfig:
 
 
 DEFAULT = DecayConfig()
+
+
+def config_from(config: Config) -> DecayConfig:
+    """The decay engine the ``memory_decay_*`` settings describe (tier rules keep their spec values)."""
+    return DecayConfig(
+        half_life_days=config.memory_decay_half_life_days,
+        importance_modulation=config.memory_decay_importance_modulation,
+        recency_weight=config.memory_decay_recency_weight,
+        frequency_weight=config.memory_decay_frequency_weight,
+        intrinsic_weight=config.memory_decay_intrinsic_weight,
+        search_boost_min=config.memory_search_boost_min,
+    )
 
 
 @dataclass(frozen=True, slots=True)

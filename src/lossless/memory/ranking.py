@@ -39,6 +39,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal
 
+from lossless.config import Config
 from lossless.memory import decay
 from lossless.memory.records import Memory
 
@@ -83,6 +84,24 @@ class RetrievalConfig:
 
     def pool_size(self, limit: int) -> int:
         return max(self.candidate_pool, 2 * limit)
+
+    @classmethod
+    def from_config(cls, config: Config) -> RetrievalConfig:
+        """The pipeline the ``memory_*`` settings describe (their defaults are this class's)."""
+        time_decay: TimeDecay = config.memory_time_decay  # type: ignore[assignment]  # validated choice
+        return cls(
+            fusion="rrf" if config.memory_fusion == "rrf" else "weighted",
+            min_score=config.memory_min_score,
+            candidate_pool=config.memory_candidate_pool,
+            recency_half_life_days=config.memory_recency_half_life_days,
+            recency_weight=config.memory_recency_weight,
+            length_norm_anchor=config.memory_length_norm_anchor,
+            time_decay=time_decay,
+            time_decay_half_life_days=config.memory_time_decay_half_life_days,
+            reinforcement_factor=config.memory_reinforcement_factor,
+            max_half_life_multiplier=config.memory_max_half_life_multiplier,
+            hard_min_score=config.memory_hard_min_score,
+        )
 
 
 @dataclass(frozen=True, slots=True)

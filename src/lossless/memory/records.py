@@ -313,6 +313,8 @@ class MemoryStats:
     by_scope: Mapping[str, int]
     vectors: int
     cached_embeddings: int
+    #: Current memories whose decay composite is below ``memory_stale_threshold`` (None: not counted).
+    stale: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -324,4 +326,5 @@ class MemoryStats:
             "by_scope": dict(self.by_scope),
             "vectors": self.vectors,
             "cached_embeddings": self.cached_embeddings,
+            "stale": self.stale,
         }

@@ -35,11 +35,11 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lossless.errors import InputError, NotFoundError, ProviderError
 from lossless.memory import admission as amac
-from lossless.memory import decay, extraction, llm_dedup
+from lossless.memory import decay, extraction, llm_dedup, querying
 from lossless.memory.admission import AdmissionConfig
 from lossless.memory.ports import (
     DedupJudge,
@@ -51,12 +51,12 @@ from lossless.memory.ports import (
     Reranker,
     StoredVectors,
 )
+from lossless.memory.querying import holds_tags, split_tags
 from lossless.memory.ranking import Candidate, RetrievalConfig, Scored, finish, fuse, rerank_window
 from lossless.memory.records import CATEGORIES, Memory, MemoryDraft, MemoryPatch, MemoryStats
 from lossless.memory.scopes import Caller, check_scope, default_write_scope, reachable_scopes, require_reach
 from lossless.memory.vectors import (
     DEFAULT_EXACT_MAX,
-    F32,
     VectorHit,
     VectorIndex,
     chunk_text,
@@ -66,6 +66,9 @@ from lossless.memory.vectors import (
 )
 from lossless.ports import Store
 from lossless.records import MessageRecord, Summary, content_hash, utcnow
+
+if TYPE_CHECKING:
+    from lossless.memory.vectors import F32
 
 __all__ = ["MemoryHit", "MemoryService", "Remembered", "SearchResult"]
 
@@ -130,7 +133,11 @@ class MemoryService:
         admission: AdmissionConfig | None = None,
         extractor: Extractor | None = None,
         judge: DedupJudge | None = None,
+        tag_prefixes: Sequence[str] = (),
+        stale_threshold: float = 0.3,
     ) -> None:
+        self.tag_prefixes = tuple(tag_prefixes)
+        self.stale_threshold = stale_threshold
         self.store = store
         self.embedder = embedder
         self.caller = caller
@@ -255,6 +262,16 @@ class MemoryService:
         (memory,) = await self.store.insert([draft], [vectors])
         return memory
 
+    async def store_fact(self, draft: MemoryDraft, *, scope: str | None = None) -> Memory:
+        """Store a memory as a person or agent states it: a draft with a ``fact_key`` that already has a
+        current memory (in ``scope``, else in any reachable scope) supersedes it, keeping the old one as
+        history; anything else is added.  The one path of ``memory_store`` and ``lcm memory add``."""
+        if draft.fact_key:
+            page = await self.list(fact_key=draft.fact_key, scopes=[scope] if scope else None)
+            if page:
+                return await self.supersede(page[-1][1].memory_id, draft)
+        return await self.add(draft, scope=scope)
+
     async def _visible(self, memory_id: str) -> Memory:
         reach = await self.reach()
         found = await self.store.get([memory_id])
@@ -345,7 +362,15 @@ class MemoryService:
         return await self.store.import_memories(memories, vectors)
 
     async def stats(self, *, scopes: Sequence[str] | None = None) -> MemoryStats:
-        return await self.store.stats(await self._read_scopes(scopes))
+        """Counts by category, tier and scope; ``stale``: current memories whose decay composite is below
+        ``stale_threshold`` (read over every memory the caller reaches)."""
+        counted = await self.store.stats(await self._read_scopes(scopes))
+        now = self.clock()
+        stale = 0
+        async for memory in self.export(scopes=scopes):
+            if memory.current and decay.composite(memory, now, self.decay_config) < self.stale_threshold:
+                stale += 1
+        return replace(counted, stale=stale)
 
     async def search(
         self,
@@ -357,9 +382,16 @@ class MemoryService:
         as_of: datetime | None = None,
         record_access: bool = True,
         explain: bool = False,
+        expand: bool = False,
     ) -> SearchResult:
-        """The pipeline of :mod:`lossless.memory.ranking` over vector and keyword candidates."""
+        """The pipeline of :mod:`lossless.memory.ranking` over vector and keyword candidates.
+
+        Tag words of the query (``proj:atlas``, see :mod:`lossless.memory.querying`) filter the
+        results; ``expand`` adds synonyms to the keyword side (the CLI's searches, by default).
+        """
         _check_query(query)
+        asked = split_tags(query, self.tag_prefixes)
+        searched = asked.text
         if not 1 <= limit <= MAX_LIMIT:
             raise InputError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
         if category is not None and category not in CATEGORIES:
@@ -368,17 +400,18 @@ class MemoryService:
         clock = time.perf_counter()
         revision = await self.store.revision()
         filter_ = await self._read_scopes(scopes, revision)
-        (qvec,) = await self.embed([query], task="query")
+        (qvec,) = await self.embed([searched], task="query")
         timings["embed"] = (time.perf_counter() - clock) * 1000
         history = as_of is not None
-        pool = self.retrieval.pool_size(limit)
+        pool = self.retrieval.pool_size(limit) * (4 if asked.tags else 1)  # a tag filter drops many
         clock = time.perf_counter()
         vector_hits, index = await self._nearest(
             qvec, limit=pool, scopes=filter_, include_superseded=history, revision=revision
         )
         timings["vector"] = (time.perf_counter() - clock) * 1000
         clock = time.perf_counter()
-        keyword_hits = await self.store.keyword_search(query, filter_, limit=pool, include_superseded=history)
+        keyword_query = querying.expand(searched) if expand else searched
+        keyword_hits = await self.store.keyword_search(keyword_query, filter_, limit=pool, include_superseded=history)
         timings["keyword"] = (time.perf_counter() - clock) * 1000
         clock = time.perf_counter()
         ids = list(dict.fromkeys([h.memory_id for h in vector_hits] + [h.memory_id for h in keyword_hits]))
@@ -394,7 +427,7 @@ class MemoryService:
         candidates: list[Candidate] = []
         for memory_id in ids:
             memory = memories.get(memory_id)
-            if memory is None or (category and memory.category != category):
+            if memory is None or (category and memory.category != category) or not holds_tags(memory, asked.tags):
                 continue
             if as_of is not None and not memory.valid_at(as_of):
                 continue
@@ -418,7 +451,7 @@ class MemoryService:
         if self.reranker is not None and window:
             clock_rerank = time.perf_counter()
             try:
-                by_index = await self.reranker.rerank(query, [s.memory.content for s in window])
+                by_index = await self.reranker.rerank(searched, [s.memory.content for s in window])
                 rerank_scores = {window[i].memory.memory_id: score for i, score in by_index.items()}
             except (ProviderError, TimeoutError) as exc:
                 log.warning("reranker %s failed (%s); blending with cosine instead", self.reranker.name, exc)

@@ -116,12 +116,9 @@ async def call_memory_tool(service: MemoryService, name: str, arguments: Mapping
             importance=args.get("importance"),
             fact_key=args.get("fact_key"),
         )
-        if draft.fact_key:
-            page = await service.list(fact_key=draft.fact_key, scopes=[args["scope"]] if "scope" in args else None)
-            if page:
-                memory = await service.supersede(page[-1][1].memory_id, draft)
-                return {"stored": memory.memory_id, "scope": memory.scope, "superseded": memory.supersedes}
-        memory = await service.add(draft, scope=args.get("scope"))
+        memory = await service.store_fact(draft, scope=args.get("scope"))
+        if memory.supersedes:
+            return {"stored": memory.memory_id, "scope": memory.scope, "superseded": memory.supersedes}
         return {"stored": memory.memory_id, "scope": memory.scope}
     if name == "memory_forget":
         memory = await service.forget(args["memory_id"])

@@ -18,20 +18,35 @@ Invariants:
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from lossless.errors import MissingDependencyError
 
-try:
+if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
-except ImportError as exc:  # pragma: no cover - numpy is in the embeddings and dev extras
-    raise MissingDependencyError("long-term memory search", "embeddings", "numpy") from exc
+
+    F32: TypeAlias = npt.NDArray[np.float32]
+else:
+
+    class _LazyNumpy:
+        """NumPy, imported on first use: the base install (no ``embeddings`` extra) imports this
+        module fine, and only a vector operation says which extra it needs."""
+
+        def __getattr__(self, name: str) -> Any:
+            try:
+                module = importlib.import_module("numpy")
+            except ImportError as exc:
+                raise MissingDependencyError("long-term memory search", "embeddings", "numpy") from exc
+            globals()["np"] = module  # later calls reach numpy directly
+            return getattr(module, name)
+
+    np = _LazyNumpy()
 
 __all__ = ["VectorIndex", "chunk_text", "from_blob", "normalize", "to_blob"]
-
-F32 = npt.NDArray[np.float32]
 #: Chunk vectors searched exactly; above this the sign-bit sketch preselects candidates.
 DEFAULT_EXACT_MAX = 50_000
 #: Candidates the sketch passes to the exact step (at least; 64 × limit when larger).

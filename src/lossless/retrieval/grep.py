@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from lossless.errors import InputError
+from lossless.errors import InputError, check_unicode
 from lossless.ports import SearchRequest, SearchRow, Store
 from lossless.records import JSONValue, format_timestamp
 from lossless.retrieval.query import (
@@ -92,6 +92,7 @@ class GrepOptions:
             raise InputError(f"pattern must be a non-empty string, got {self.pattern!r}")
         if len(self.pattern) > MAX_PATTERN_CHARS:
             raise InputError(f"pattern is {len(self.pattern):,} characters; the most is {MAX_PATTERN_CHARS:,}")
+        check_unicode(self.pattern, "pattern")
         if self.mode not in ("regex", "full_text", *SEMANTIC_MODES):
             raise InputError(f"mode must be 'regex', 'full_text', 'semantic' or 'hybrid', got {self.mode!r}")
         if self.scope not in ("messages", "summaries", "both", "files"):
@@ -385,8 +386,8 @@ async def grep(store: Store, options: GrepOptions, conversation_ids: tuple[int, 
             "search through a Retriever (or the engine)"
         )
     plan = _plan(options)
-    if isinstance(plan, str):
-        return GrepResult(options, message=plan, conversations=len(conversation_ids))
+    if isinstance(plan, str):  # an invalid query is an error, never an empty result
+        raise InputError(plan)
     scopes: list[Literal["messages", "summaries"]] = (
         ["messages", "summaries"] if options.scope == "both" else [options.scope]
     )

@@ -17,14 +17,15 @@ Invariants:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from lossless.errors import InputError, NotFoundError
+from lossless.errors import InputError, NotFoundError, check_integer, check_unicode
 from lossless.large_files import DEFAULT_PAGE_BYTES, Page, page_lines
 from lossless.ports import Store
-from lossless.records import JSONValue, LargeFile, Summary, utcnow
+from lossless.records import JSONValue, LargeFile, MessageRecord, Summary, format_timestamp, utcnow
 from lossless.retrieval.access import AccessDenied, Caller, Reach, resolve_reach
 from lossless.retrieval.dag import (
     DEFAULT_MAX_DEPTH,
@@ -38,7 +39,7 @@ from lossless.retrieval.files import grep_files
 from lossless.retrieval.grep import SEMANTIC_MODES, GrepOptions, GrepResult, grep
 from lossless.retrieval.semantic import SemanticSearch, grep_semantic
 
-__all__ = ["FileView", "Retriever"]
+__all__ = ["FileView", "MessageView", "Retriever", "message_id_of"]
 
 _QUERY_HITS = 5
 
@@ -69,6 +70,38 @@ class FileView:
             if page.next_start_line is not None:
                 head.append(f"(more from start_line={page.next_start_line})")
         return "\n".join(head)
+
+
+#: A message citation as the tools print it: ``msg#42`` (the global message id).
+_MESSAGE_ID = re.compile(r"msg#([0-9]{1,18})")
+
+
+def message_id_of(item_id: str) -> int | None:
+    """The global message id a ``msg#N`` citation names, else ``None``."""
+    match = _MESSAGE_ID.fullmatch(item_id)
+    return None if match is None else int(match.group(1))
+
+
+@dataclass(frozen=True, slots=True)
+class MessageView:
+    """One stored message as describe shows it: where it sits (conversation, seq, time) and its content, whole."""
+
+    message: MessageRecord
+
+    def to_dict(self) -> dict[str, JSONValue]:
+        return {"type": "message", "message_id": f"msg#{self.message.id}", **self.message.to_dict()}
+
+    def render(self) -> str:
+        m = self.message
+        kinds = sorted({part.type for part in m.parts})
+        return "\n".join(
+            [
+                f"[msg#{m.id}] {m.role} message, conversation {m.conversation_id}, seq {m.seq}",
+                f"time: {format_timestamp(m.created_at)}; tokens: {m.token_count:,}; parts: {', '.join(kinds) or '-'}",
+                "",
+                m.content,
+            ]
+        )
 
 
 class Retriever:
@@ -108,12 +141,17 @@ class Retriever:
 
     async def conversation_id_for(self, caller: Caller, conversation: int | str | None) -> int | None:
         """A conversation named by id (an int or digits) or by one of the caller's agent's session ids."""
-        if conversation is None or (isinstance(conversation, int) and not isinstance(conversation, bool)):
-            return conversation
+        if conversation is None:
+            return None
+        if isinstance(conversation, int) and not isinstance(conversation, bool):
+            return check_integer(conversation, "conversation id")
         if not isinstance(conversation, str) or not conversation:
             raise InputError(f"conversation must be an id or a session id, got {conversation!r}")
-        if conversation.isdigit():
-            return int(conversation)
+        check_unicode(conversation, "conversation")
+        if conversation.isascii() and conversation.isdigit():
+            if len(conversation) > 19:
+                raise InputError(f"conversation id {conversation[:40]}… is out of range: ids are 64-bit integers")
+            return check_integer(int(conversation), "conversation id")
         found = await self.store.find_conversation(agent_id=caller.agent_id, session_id=conversation)
         if found is None:
             raise NotFoundError("conversation", conversation, "give a conversation id or a session id")
@@ -155,12 +193,21 @@ class Retriever:
         start_line: int | None = None,
         end_line: int | None = None,
         max_bytes: int = DEFAULT_PAGE_BYTES,
-    ) -> SummaryDescription | FileView:
-        """A summary (``sum_…``) or a stored file (``file_…``) within the caller's reach."""
+    ) -> SummaryDescription | FileView | MessageView:
+        """A summary (``sum_…``), a stored file (``file_…``) or a message (``msg#N``) within the caller's reach."""
         given: object = item_id
-        if not isinstance(given, str) or not given.startswith(("sum_", "file_")):
-            raise InputError(f"describe takes a summary id (sum_…) or a file id (file_…), got {item_id!r}")
+        message_id = message_id_of(given) if isinstance(given, str) else None
+        if not isinstance(given, str) or (message_id is None and not given.startswith(("sum_", "file_"))):
+            raise InputError(
+                f"describe takes a summary id (sum_…), a file id (file_…) or a message id (msg#N), got {item_id!r}"
+            )
+        check_unicode(item_id, "id")
         reach = await self.reach(caller, conversation_id=conversation_id, all_conversations=all_conversations)
+        if message_id is not None:
+            messages = await self.store.get_messages_by_id([message_id])
+            if not messages or not reach.allows(messages[0].conversation_id):
+                raise NotFoundError("message", item_id, "message ids appear in search results as msg#N")
+            return MessageView(messages[0])
         if item_id.startswith("sum_"):
             return await describe_summary(self.store, await self.find_summary(item_id, reach), token_cap=token_cap)
         found = await self.store.get_large_file(item_id)

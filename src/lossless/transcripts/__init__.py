@@ -81,8 +81,8 @@ def _records(stream: IO[bytes], limit: int = 50) -> Iterator[object]:
             continue
         seen += 1
         try:
-            yield json.loads(line.decode("utf-8-sig"))
-        except (UnicodeDecodeError, ValueError):
+            yield json.loads(line.decode("utf-8-sig", "surrogateescape"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
             yield None
 
 
@@ -145,6 +145,8 @@ def why_unrecognised(path: str | Path) -> str:
                     return f"line {number} is not valid UTF-8"
                 except ValueError as exc:
                     return f"line {number} is not valid JSON ({exc})"
+                except RecursionError:
+                    return f"line {number} nests lists and objects too deep to be read"
                 if not isinstance(value, dict):
                     return f"line {number} is a JSON {type(value).__name__}, not an object"
                 return f"its records (e.g. line {number}: keys {', '.join(sorted(value)[:6])}) match no known format"

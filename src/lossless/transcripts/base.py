@@ -5,6 +5,12 @@ Invariants:
 * Readers never touch the store.  They turn bytes into :class:`SessionInfo`,
   :class:`Entry` and :class:`Skipped` events; the bootstrap module decides
   what to store.
+* A file may hold more than one conversation: events with a ``thread`` belong
+  to a sub-agent conversation of the file's session (``<session>/agent-<thread>``,
+  whose parent is the session), as sub-agent files under ``subagents/`` do.
+* Nothing is dropped silently: every record a reader does not turn into a
+  message is a :class:`Skipped` event with its type and its size in bytes, so an
+  import can report what it left out.
 * Each :class:`Entry` has a stable ``key`` derived from the transcript itself
   (an entry id, or a hash of the line), so reading the same file twice yields
   the same keys and re-importing it stores nothing new.
@@ -56,6 +62,8 @@ class SessionInfo:
     parent_session_id: str | None = None
     started_at: datetime | None = None
     metadata: dict[str, JSONValue] = field(default_factory=dict)
+    #: Set: this describes the sub-agent conversation ``thread`` of the file's session, not the session.
+    thread: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +74,8 @@ class Entry:
     message: Message
     line: int | None
     end_offset: int
+    #: Set: the message belongs to the sub-agent conversation ``thread`` of the file's session.
+    thread: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +87,8 @@ class Skipped:
     end_offset: int
     #: For tree-shaped formats: the id of a skipped entry that is on the conversation's path.
     key: str | None = None
+    #: The record's size in bytes (its line, for JSONL), reported by the import.
+    size: int = 0
 
 
 Event = SessionInfo | Entry | Skipped
@@ -168,14 +180,16 @@ def _parse_line(data: bytes, path: str, line: int, complete: bool) -> dict[str, 
     try:
         if b"\x00" in data:
             raise TranscriptError(path, line, "contains a raw NUL byte, which JSON does not allow")
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise TranscriptError(path, line, f"is not valid UTF-8 (byte {exc.start + 1} of the line)") from exc
+        # Invalid UTF-8 bytes become lone surrogates (U+DC80…U+DCFF): a broken byte inside a string is
+        # stored as U+FFFD with the exact bytes kept (lossless.ingest.repair_unicode); one outside a
+        # string is still a JSON error naming the line.
+        text = data.decode("utf-8", "surrogateescape")
         try:
             value = json.loads(text)
         except json.JSONDecodeError as exc:
             raise TranscriptError(path, line, f"is not valid JSON: {exc.msg} (column {exc.colno})") from exc
+        except RecursionError:
+            raise TranscriptError(path, line, "nests lists and objects too deep to be read") from None
     except TranscriptError:
         if not complete:
             return None  # still being written: the next read sees the whole line
@@ -190,11 +204,11 @@ def load_document(stream: IO[bytes], path: str) -> tuple[Any, int]:
     stream.seek(0)
     raw = stream.read()
     try:
-        return json.loads(raw.decode("utf-8-sig")), len(raw)
-    except UnicodeDecodeError as exc:
-        raise TranscriptError(path, None, f"is not valid UTF-8 (byte {exc.start + 1})") from exc
+        return json.loads(raw.decode("utf-8-sig", "surrogateescape")), len(raw)  # see _parse_line
     except json.JSONDecodeError as exc:
         raise TranscriptError(path, exc.lineno, f"is not valid JSON: {exc.msg} (column {exc.colno})") from exc
+    except RecursionError:
+        raise TranscriptError(path, None, "nests lists and objects too deep to be read") from None
 
 
 def timestamp_or(value: object, fallback: datetime | None, *, path: str, line: int | None) -> datetime | None:

@@ -49,7 +49,7 @@ def _parse_arguments(arguments: Any) -> JSONValue:
     if isinstance(arguments, str):
         try:
             parsed: JSONValue = json.loads(arguments)
-        except ValueError:
+        except (ValueError, RecursionError):
             return arguments
         return parsed
     result: JSONValue = arguments

@@ -4,10 +4,15 @@ Format: one JSON record per line.  ``user`` and ``assistant`` records carry an
 Anthropic-style ``message``; one API response is spread over several
 ``assistant`` records that share ``message.id``.  ``system`` records are
 telemetry, except ``compact_boundary``, which marks a host compaction; the
-record after it (``isCompactSummary``) holds the host's summary.  ``progress``,
-``file-history-snapshot`` and ``queue-operation`` records are not
-conversation; ``summary`` records title the session.  Sub-agents write their
-own files under ``<session>/subagents/agent-<id>.jsonl`` with ``agentId`` set.
+record after it (``isCompactSummary``) holds the host's summary.  ``summary``
+records title the session.  Sub-agents write their own files under
+``<session>/subagents/agent-<id>.jsonl`` with ``agentId`` set, and newer
+versions also record each sub-agent message inline, in a ``progress`` record
+of type ``agent_progress`` (``data.message`` is a user or assistant record,
+``data.agentId`` the sub-agent, ``parentToolUseID`` the parent's Task call).
+Other ``progress`` records (``bash_progress``, ``hook_progress``: live output
+that the tool result repeats), ``file-history-snapshot`` and
+``queue-operation`` records are not conversation.
 
 Invariants and decisions:
 
@@ -21,8 +26,13 @@ Invariants and decisions:
 * A ``user`` record made only of ``tool_result`` blocks becomes a ``tool``
   message; ``isMeta`` text (command caveats, hook output) becomes synthetic text.
 * A sub-agent file becomes its own conversation, ``<session id>/agent-<id>``,
-  whose parent is the main session.  In a main file, ``isSidechain`` records
-  (older versions wrote sub-agent turns inline) are skipped.
+  whose parent is the main session.  An ``agent_progress`` record in the main
+  file becomes a message of that same conversation (its ``thread``), keyed by
+  the inner record's ``uuid``: a sub-agent both inline and in its own file is
+  stored once.  In a main file, ``isSidechain`` records (older versions wrote
+  sub-agent turns inline, also in their own files) are skipped.
+* Every record that does not become a message is reported as skipped with its
+  type (``progress:bash_progress``, ``system:turn_duration`` …) and size.
 """
 
 from __future__ import annotations
@@ -35,6 +45,7 @@ from lossless.records import CompactionPart, JSONValue, Message, Part, Role, Tex
 from lossless.transcripts.base import (
     Entry,
     Event,
+    JsonLine,
     ReadContext,
     SessionInfo,
     Skipped,
@@ -96,6 +107,46 @@ def _compact_boundary(record: Mapping[str, Any], when: datetime | None, key: str
     return Message("system", text, (part,), created_at=when, event_key=key, metadata={"host_role": "compact_boundary"})
 
 
+def _conversation_message(
+    kind: str, record: Mapping[str, Any], message: Mapping[str, Any], when: datetime | None, key: str
+) -> Message:
+    if kind == "user":
+        return _user_message(record, message, when, key)
+    return Message.from_parts(
+        "assistant",
+        content_to_parts(message.get("content")),
+        created_at=when,
+        event_key=key,
+        metadata=_assistant_metadata(record, message),
+    )
+
+
+def _agent_progress(
+    record: Mapping[str, Any], item: JsonLine, context: ReadContext, fallback: datetime | None
+) -> Iterator[Event]:
+    """A sub-agent's message recorded inline: an entry of the sub-agent's conversation (its thread)."""
+    data = mapping(record.get("data"))
+    inner = mapping(data.get("message"))
+    kind, key, message = inner.get("type"), inner.get("uuid"), inner.get("message")
+    agent = data.get("agentId") or record.get("parentToolUseID")
+    if (
+        kind not in ("user", "assistant")
+        or not isinstance(key, str)
+        or not isinstance(message, Mapping)
+        or not (isinstance(agent, str) and agent)
+    ):
+        yield Skipped(item.line, "progress:agent_progress", item.end_offset, size=len(item.raw))
+        return
+    meta: dict[str, JSONValue] = {"subagent_id": agent, "inline": True}
+    if isinstance(record.get("parentToolUseID"), str):
+        meta["parent_tool_call_id"] = record["parentToolUseID"]
+    yield SessionInfo(thread=agent, metadata=meta)
+    when = timestamp_or(inner.get("timestamp"), fallback, path=context.path, line=item.line)
+    with located(context.path, item.line):
+        ours = _conversation_message(kind, inner, message, when, key)
+    yield Entry(key, ours, item.line, item.end_offset, thread=agent)
+
+
 class ClaudeCodeReader:
     """Claude Code transcripts, main sessions and sub-agents."""
 
@@ -129,27 +180,25 @@ class ClaudeCodeReader:
             message = record.get("message")
             if kind == "summary" and isinstance(record.get("summary"), str):
                 yield SessionInfo(title=record["summary"])
-                yield Skipped(item.line, "summary", item.end_offset)
+                yield Skipped(item.line, "summary", item.end_offset, size=len(item.raw))
             elif kind in ("user", "assistant") and isinstance(key, str) and isinstance(message, Mapping):
                 if record.get("isSidechain") and not subagent:
-                    yield Skipped(item.line, "sidechain", item.end_offset)
+                    yield Skipped(item.line, "sidechain", item.end_offset, size=len(item.raw))
                     continue
                 with located(context.path, item.line):
-                    if kind == "user":
-                        ours = _user_message(record, message, when, key)
-                    else:
-                        ours = Message.from_parts(
-                            "assistant",
-                            content_to_parts(message.get("content")),
-                            created_at=when,
-                            event_key=key,
-                            metadata=_assistant_metadata(record, message),
-                        )
+                    ours = _conversation_message(kind, record, message, when, key)
                 yield Entry(key, ours, item.line, item.end_offset)
             elif kind == "system" and record.get("subtype") == "compact_boundary" and isinstance(key, str):
                 with located(context.path, item.line):
                     ours = _compact_boundary(record, when, key)
                 yield Entry(key, ours, item.line, item.end_offset)
+            elif kind == "progress" and mapping(record.get("data")).get("type") == "agent_progress" and not subagent:
+                yield from _agent_progress(record, item, context, when)
             else:
-                label = f"{kind}:{record['subtype']}" if kind == "system" and record.get("subtype") else str(kind)
-                yield Skipped(item.line, label, item.end_offset)
+                if kind == "system" and record.get("subtype"):
+                    label = f"system:{record['subtype']}"
+                elif kind == "progress" and isinstance(mapping(record.get("data")).get("type"), str):
+                    label = f"progress:{record['data']['type']}"
+                else:
+                    label = str(kind)
+                yield Skipped(item.line, label, item.end_offset, size=len(item.raw))

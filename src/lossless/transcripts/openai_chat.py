@@ -57,7 +57,7 @@ def chat_message(data: Any, *, index: int, when: datetime | None, where: str, pa
     if role not in _ROLES:
         raise TranscriptError(path, line, f"{where}: unknown role {role!r}: expected one of {', '.join(_ROLES)}")
     ours = _ROLES[role]
-    key = f"chat:{index}:{hashlib.sha256(canonical_json(data).encode()).hexdigest()[:24]}"
+    key = f"chat:{index}:{hashlib.sha256(canonical_json(data).encode('utf-8', 'surrogatepass')).hexdigest()[:24]}"
     with located(path, line):
         parts: list[Part]
         if ours == "tool":

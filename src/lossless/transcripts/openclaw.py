@@ -88,10 +88,10 @@ class OpenClawReader:
                 raise NeedsFullRead(f"{context.path}: new entries do not continue the imported branch")
         keep = {id(n) for n in on_path}
         events: list[tuple[int, Event]] = [
-            (o.start_offset, Skipped(o.line, _kind(o.value), o.end_offset)) for o in others
+            (o.start_offset, Skipped(o.line, _kind(o.value), o.end_offset, size=len(o.raw))) for o in others
         ]
         events += [
-            (n.item.start_offset, Skipped(n.item.line, "off-branch", n.item.end_offset))
+            (n.item.start_offset, Skipped(n.item.line, "off-branch", n.item.end_offset, size=len(n.item.raw)))
             for n in nodes
             if id(n) not in keep
         ]
@@ -111,7 +111,9 @@ class OpenClawReader:
                     message = pi_compaction(record, when=when, key=node.id)
                 events.append((node.item.start_offset, Entry(node.id, message, node.item.line, node.item.end_offset)))
             else:
-                skipped = Skipped(node.item.line, _kind(record), node.item.end_offset, key=node.id)
+                skipped = Skipped(
+                    node.item.line, _kind(record), node.item.end_offset, key=node.id, size=len(node.item.raw)
+                )
                 events.append((node.item.start_offset, skipped))
         # Path order is file order for a linear file; for a branched one, entries of the path are still
         # appended in time order, so sorting by offset keeps the path's order and interleaves the skips.

@@ -154,7 +154,7 @@ class PiReader:
                     metadata=_pick(record, ("cwd", "provider", "modelId", "thinkingLevel", "branchedFrom", "version"))
                     or {},
                 )
-                yield Skipped(item.line, "session", item.end_offset)
+                yield Skipped(item.line, "session", item.end_offset, size=len(item.raw))
             elif kind == "message":
                 key = line_key("pi", item.raw)
                 message = pi_message(record.get("message"), when=when, key=key, path=context.path, line=item.line)
@@ -165,7 +165,7 @@ class PiReader:
                     message = pi_compaction(record, when=when, key=key)
                 yield Entry(key, message, item.line, item.end_offset)
             else:
-                yield Skipped(item.line, str(kind), item.end_offset)
+                yield Skipped(item.line, str(kind), item.end_offset, size=len(item.raw))
 
 
 def _str(value: object) -> str | None:

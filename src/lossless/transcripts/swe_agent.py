@@ -40,7 +40,7 @@ class SWEAgentReader:
             raise TranscriptError(context.path, None, "a .traj file must be an object with a 'history' list")
         history: list[Any] = document["history"]
         stem = Path(context.path).name.removesuffix(".traj")
-        opening = hashlib.sha256(canonical_json(history[:3]).encode()).hexdigest()[:12]
+        opening = hashlib.sha256(canonical_json(history[:3]).encode("utf-8", "surrogatepass")).hexdigest()[:12]
         info = mapping(document.get("info"))
         meta: dict[str, JSONValue] = {
             k: info[k] for k in ("exit_status", "model_stats", "swe_agent_version") if info.get(k) is not None

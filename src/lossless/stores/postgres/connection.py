@@ -217,6 +217,11 @@ class Database:
                     raise
         except psycopg.Error as exc:
             raise translate(exc) from exc
+        except UnicodeEncodeError as exc:  # text no row can hold (a lone surrogate), in a write or a lookup
+            raise InputError(
+                f"text with invalid Unicode (a lone surrogate at position {exc.start}) cannot be stored or looked "
+                "up; nothing was written"
+            ) from exc
         except ValueError as exc:
             if "NUL" in str(exc) or "0x00" in str(exc):
                 raise translate(psycopg.DataError(str(exc))) from exc
@@ -254,18 +259,24 @@ class Database:
     async def conversation_lock(self, conversation_id: int, *, wait: bool = True) -> AsyncIterator[bool]:
         """Hold the conversation's advisory lock (session level) for the block; yields whether it was taken.
 
-        With ``wait=False`` the block runs at once with ``False`` when another session holds it.
-        The lock lives on a connection of its own, so the block's own transactions are unaffected.
+        With ``wait=True`` it waits at most ``lock_timeout_ms`` (``postgres_lock_timeout_ms``), then
+        raises a retryable :class:`ConflictError` naming the conversation: another host is compacting
+        it, and a slow summarizer must not hold this caller for minutes.  With ``wait=False`` the
+        block runs at once with ``False`` when another session holds it.  The lock lives on a
+        connection of its own, so the block's own transactions are unaffected.
         """
         space, key = advisory_key(conversation_id)
         try:
             async with self._pool.connection() as conn:
                 if wait:
-                    await conn.execute("SET lock_timeout = 0")
                     try:
                         await conn.execute("SELECT pg_advisory_lock(%s, %s)", (space, key))
-                    finally:
-                        await conn.execute(f"SET lock_timeout = {int(self._lock_timeout_ms)}")
+                    except psycopg.errors.LockNotAvailable as exc:
+                        raise ConflictError(
+                            f"conversation {conversation_id} is being compacted by another process (its lock was "
+                            f"not free within postgres_lock_timeout_ms = {self._lock_timeout_ms} ms); nothing was "
+                            "written, try again later"
+                        ) from exc
                     taken = True
                 else:
                     row = await (await conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (space, key))).fetchone()

@@ -479,7 +479,7 @@ class CoreStatements:
         async with self._db.transaction() as conn:
             cursor = await conn.execute(
                 "SELECT b.conversation_id, b.last_seen_size, b.last_seen_mtime_ns, b.last_processed_offset, "
-                "b.last_processed_entry_hash, b.last_entry_key, b.updated_at "
+                "b.last_processed_entry_hash, b.last_entry_key, b.updated_at, b.reconciled_seq "
                 "FROM conversation_bootstrap_state b JOIN conversations c USING (conversation_id) "
                 "WHERE c.agent_id = %s AND b.session_file_path = %s ORDER BY b.updated_at DESC LIMIT 1",
                 (agent_id, path),
@@ -495,6 +495,7 @@ class CoreStatements:
             offset=row[3],
             tail_hash=row[4],
             last_entry_key=row[5],
+            reconciled_seq=row[7],
             updated_at=row[6],
         )
 
@@ -503,13 +504,15 @@ class CoreStatements:
         async with self._db.transaction() as conn, conn.pipeline():
             await conn.execute(
                 "INSERT INTO conversation_bootstrap_state (conversation_id, session_file_path, last_seen_size, "
-                "last_seen_mtime_ns, last_processed_offset, last_processed_entry_hash, last_entry_key, updated_at) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (conversation_id, session_file_path) "
+                "last_seen_mtime_ns, last_processed_offset, last_processed_entry_hash, last_entry_key, updated_at, "
+                "reconciled_seq) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (conversation_id, session_file_path) "
                 "DO UPDATE SET last_seen_size = excluded.last_seen_size, "
                 "last_seen_mtime_ns = excluded.last_seen_mtime_ns, "
                 "last_processed_offset = excluded.last_processed_offset, "
                 "last_processed_entry_hash = excluded.last_processed_entry_hash, "
-                "last_entry_key = excluded.last_entry_key, updated_at = excluded.updated_at",
+                "last_entry_key = excluded.last_entry_key, updated_at = excluded.updated_at, "
+                "reconciled_seq = excluded.reconciled_seq",
                 (
                     state.conversation_id,
                     state.path,
@@ -519,6 +522,7 @@ class CoreStatements:
                     state.tail_hash,
                     state.last_entry_key,
                     updated,
+                    state.reconciled_seq,
                 ),
             )
             await conn.execute(

@@ -86,14 +86,17 @@ __all__ = [
 #: Ids per ``= ANY(%s)`` list.
 CHUNK = 2000
 
-# A conversation's updated_at is its last activity: its newest message's time, else its own update time.
+# A conversation's updated_at is its last activity: the later of its newest message's time (for an
+# imported transcript, when that message was written, not when it was imported) and its archiving;
+# with neither, the time it was created.
 _LAST_MESSAGE = (
     "(SELECT m.created_at FROM messages m WHERE m.conversation_id = c.conversation_id ORDER BY m.seq DESC LIMIT 1)"
 )
 #: Columns of ``conversations c`` for :func:`conversation_from_row` (the 11th is the last activity).
 CONVERSATION_COLUMNS = (
     "c.conversation_id, c.agent_id, c.session_id, c.session_key, c.parent_conversation_id, c.title, c.source, "
-    f"c.active, c.archived_at, c.created_at, greatest({_LAST_MESSAGE}, c.updated_at), c.metadata"
+    f"c.active, c.archived_at, c.created_at, coalesce(greatest({_LAST_MESSAGE}, c.archived_at), c.updated_at), "
+    "c.metadata"
 )
 #: Columns of ``messages`` for :func:`message_from_row` / :func:`with_parts`.
 MESSAGE_COLUMNS = "message_id, conversation_id, seq, role, content, token_count, created_at, event_key, metadata"

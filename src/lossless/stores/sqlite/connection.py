@@ -221,6 +221,8 @@ class Database:
                 f"text with invalid Unicode (a lone surrogate at position {exc.start}) cannot be stored; "
                 "nothing was written"
             ) from exc
+        except OverflowError as exc:
+            raise InputError(f"a number is beyond a signed 64-bit integer ({exc}); nothing was written") from exc
 
     async def _restart_wal(self, conn: sqlite3.Connection) -> None:
         """Make the WAL start over (the caller holds the write lock and has committed; see the invariants)."""
@@ -251,6 +253,10 @@ class Database:
             return await self._read_pooled(fn)
         except sqlite3.Error as exc:
             raise _translate(exc) from exc
+        except UnicodeEncodeError as exc:  # a lookup by a text no row can hold
+            raise InputError(f"invalid Unicode (a lone surrogate at position {exc.start}) in a lookup") from exc
+        except OverflowError as exc:  # a lookup by a number no column can hold
+            raise InputError(f"a number is beyond a signed 64-bit integer ({exc})") from exc
 
     async def _read_pooled(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         async with self._reader_slots:

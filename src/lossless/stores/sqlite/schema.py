@@ -445,6 +445,10 @@ _V16 = (
     "CREATE INDEX summary_vectors_conversation_idx ON summary_vectors (model, conversation_id, chunk, dim)",
 )
 
+#: Where bootstrap reconciliation stands in the store: messages above this seq are not yet matched
+#: with the transcript (live ingest that the file may still catch up with).
+_V20 = ("ALTER TABLE conversation_bootstrap_state ADD COLUMN reconciled_seq INTEGER",)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "expansion grants", _V2),
@@ -453,4 +457,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "memory mining record", _V6),
     Migration(7, "compaction events", _V7),
     Migration(16, "search vectors", _V16),
+    Migration(20, "bootstrap reconciliation point", _V20),
 )

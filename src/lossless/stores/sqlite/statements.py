@@ -45,14 +45,16 @@ from lossless.stores.rows import (
 
 CHUNK = 500  # ids per IN (…) list; well under SQLite's variable limit
 
-# A conversation's updated_at is its last activity: its newest message's time, else its own update time.
-LAST_ACTIVITY = (
-    "coalesce((SELECT m.created_at FROM messages m WHERE m.conversation_id = c.conversation_id "
-    "ORDER BY m.seq DESC LIMIT 1), c.updated_at)"
+# A conversation's updated_at is its last activity: the later of its newest message's time (for an
+# imported transcript, when that message was written, not when it was imported) and its archiving;
+# with neither, the time it was created.
+_NEWEST = (
+    "(SELECT m.created_at FROM messages m WHERE m.conversation_id = c.conversation_id ORDER BY m.seq DESC LIMIT 1)"
 )
+LAST_ACTIVITY = f"coalesce(max(coalesce({_NEWEST}, c.archived_at), coalesce(c.archived_at, {_NEWEST})), c.updated_at)"
 CONVERSATION_COLUMNS = (
     "c.conversation_id, c.agent_id, c.session_id, c.session_key, c.parent_conversation_id, c.title, c.source, "
-    f"c.active, c.archived_at, c.created_at, max({LAST_ACTIVITY}, c.updated_at), c.metadata"
+    f"c.active, c.archived_at, c.created_at, {LAST_ACTIVITY}, c.metadata"
 )
 MESSAGE_COLUMNS = "message_id, conversation_id, seq, role, content, token_count, created_at, event_key, metadata"
 # Like message ids, summary row ids (the search index's key) are never reused after a prune.

@@ -501,7 +501,7 @@ class SQLiteStore:
         def run(conn: sqlite3.Connection) -> BootstrapState | None:
             row = conn.execute(
                 "SELECT b.conversation_id, b.last_seen_size, b.last_seen_mtime_ns, b.last_processed_offset, "
-                "b.last_processed_entry_hash, b.last_entry_key, b.updated_at "
+                "b.last_processed_entry_hash, b.last_entry_key, b.updated_at, b.reconciled_seq "
                 "FROM conversation_bootstrap_state b JOIN conversations c USING (conversation_id) "
                 "WHERE c.agent_id = ? AND b.session_file_path = ? ORDER BY b.updated_at DESC LIMIT 1",
                 (agent_id, path),
@@ -516,6 +516,7 @@ class SQLiteStore:
                 offset=row[3],
                 tail_hash=row[4],
                 last_entry_key=row[5],
+                reconciled_seq=row[7],
                 updated_at=datetime.fromisoformat(row[6]),
             )
 
@@ -525,12 +526,14 @@ class SQLiteStore:
         def run(conn: sqlite3.Connection) -> None:
             conn.execute(
                 "INSERT INTO conversation_bootstrap_state (conversation_id, session_file_path, last_seen_size, "
-                "last_seen_mtime_ns, last_processed_offset, last_processed_entry_hash, last_entry_key, updated_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (conversation_id, session_file_path) DO UPDATE SET "
+                "last_seen_mtime_ns, last_processed_offset, last_processed_entry_hash, last_entry_key, updated_at, "
+                "reconciled_seq) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (conversation_id, session_file_path) DO UPDATE SET "
                 "last_seen_size = excluded.last_seen_size, last_seen_mtime_ns = excluded.last_seen_mtime_ns, "
                 "last_processed_offset = excluded.last_processed_offset, "
                 "last_processed_entry_hash = excluded.last_processed_entry_hash, "
-                "last_entry_key = excluded.last_entry_key, updated_at = excluded.updated_at",
+                "last_entry_key = excluded.last_entry_key, updated_at = excluded.updated_at, "
+                "reconciled_seq = excluded.reconciled_seq",
                 (
                     state.conversation_id,
                     state.path,
@@ -540,6 +543,7 @@ class SQLiteStore:
                     state.tail_hash,
                     state.last_entry_key,
                     format_timestamp(state.updated_at),
+                    state.reconciled_seq,
                 ),
             )
             conn.execute(

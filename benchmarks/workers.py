@@ -1,0 +1,151 @@
+"""Workers scale out on PostgreSQL: 1, 2 and 4 ``lcm worker`` processes drain one queue of compaction jobs.
+
+Each run starts from a fresh database holding the same N conversations (96; ``--quick``: 16) of real
+agent messages, each with one queued ``full`` compaction job.  The summarizer is the OpenAI provider
+talking to a loopback stub that answers after ``LATENCY`` seconds, as a real model would — the jobs are
+dominated by waiting on the model, which is what a worker pool is for.  Then K ``lcm worker --once``
+processes (real processes, each its own connection pool) run until the queue is empty.
+
+Figures: jobs per second for K = 1, 2, 4 (process start-up included), the ratio of K workers against one
+(goal: 4 workers ≥ 2.5×).  Checks, each run: every job ran exactly once (done, one attempt); no two
+compaction runs of one conversation overlapped in time (the per-conversation advisory lock); the store's
+integrity report is clean.  A failed check stops the benchmark.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/pg.py: the embedded server
+
+from tests import pg
+
+from _harness import Figure, parse_args, report
+from ingest import load_messages, realistic
+from lossless import ContextEngine
+from lossless.testing import DEFAULT_REPLY, StubProviderServer, StubReply
+
+LATENCY = 0.15  # seconds per summarizer call
+MESSAGES = 60  # per conversation
+SETTINGS = {
+    "LCM_SUMMARY_PROVIDER": "openai",
+    "LCM_SUMMARY_MODEL": "stub-model",
+    "LCM_SUMMARY_API_KEY": "offline",
+    "LCM_FRESH_TAIL_COUNT": "8",
+    "LCM_LEAF_CHUNK_TOKENS": "3000",
+}
+LCM = Path(sys.executable).with_name("lcm")
+
+
+def environment(url: str, stub: StubProviderServer) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LCM_")}
+    env.update({k: v for k, v in SETTINGS.items() if v})
+    env.update(
+        {
+            "LCM_DATABASE_URL": url,
+            "LCM_SUMMARY_BASE_URL": stub.openai_base_url,
+            "LCM_LEAF_TARGET_TOKENS": "300",
+            "LCM_CONDENSED_TARGET_TOKENS": "300",
+        }
+    )
+    return env
+
+
+async def seed(url: str, conversations: int) -> None:
+    pool = load_messages()
+    async with await ContextEngine.open(url, leaf_chunk_tokens=3000, leaf_target_tokens=300) as engine:
+        for c in range(conversations):
+            messages = realistic(MESSAGES, pool[c * 7 :] + pool[: c * 7], f"w{c}-")
+            await engine.ingest_batch(f"work-{c}", messages)
+            await engine.enqueue_compaction(f"work-{c}", reason="manual", mode="full")
+
+
+async def check(url: str, conversations: int) -> int:
+    """Every job done once, runs of one conversation never overlapping, integrity clean; returns passes made."""
+    async with await ContextEngine.open(url) as engine:
+        jobs = await engine.store.list_jobs(limit=10_000)
+        compaction = [j for j in jobs if j.kind == "compaction"]
+        if len(compaction) != conversations or any(j.state != "done" or j.attempts != 1 for j in compaction):
+            states = sorted({(j.state, j.attempts) for j in compaction})
+            raise SystemExit(f"jobs not each done once: {len(compaction)} jobs, (state, attempts) = {states}")
+        passes = 0
+        for c in range(conversations):
+            events = await engine.compaction_events(f"work-{c}")
+            passes += len(events)
+            runs: dict[str, tuple[float, float]] = {}
+            for e in events:
+                t = e.created_at.timestamp()
+                first, last = runs.get(e.run_id, (t, t))
+                runs[e.run_id] = (min(first, t), max(last, t))
+            spans = sorted(runs.values())
+            if any(b[0] < a[1] for a, b in itertools.pairwise(spans)):
+                raise SystemExit(f"work-{c}: two compaction runs overlapped")
+        if passes < conversations:
+            raise SystemExit(f"only {passes} compaction passes for {conversations} jobs: the jobs did not compact")
+        problems = (await engine.check_integrity()).problems
+        if problems:
+            raise SystemExit(f"integrity problems after the workers: {problems[:3]}")
+    return passes
+
+
+def drain(env: dict[str, str], workers: int) -> float:
+    started = time.perf_counter()
+    procs = [
+        subprocess.Popen([str(LCM), "worker", "--once", "--poll", "0.05"], env=env, stderr=subprocess.PIPE, text=True)
+        for _ in range(workers)
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=900)
+        if proc.returncode != 0:
+            raise SystemExit(f"a worker failed ({proc.returncode}): {err[-2000:]}")
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    args = parse_args(__doc__.splitlines()[0])
+    conversations = 16 if args.quick else 96
+    server = pg.start()
+    pg.prepare_template(server)
+    rates: dict[int, float] = {}
+    notes: dict[int, str] = {}
+    try:
+        with StubProviderServer(default=StubReply(text=DEFAULT_REPLY.text, delay_s=LATENCY)) as stub:
+            for workers in (1, 2, 4):
+                url = server.create_database()
+                try:
+                    anyio.run(seed, url, conversations)
+                    seconds = drain(environment(url, stub), workers)
+                    passes = anyio.run(check, url, conversations)
+                finally:
+                    server.drop_database(url)
+                rates[workers] = conversations / seconds
+                notes[workers] = f"{conversations} jobs ({passes} passes) in {seconds:.1f} s; checks passed"
+                print(f"{workers} worker(s): {rates[workers]:.2f} jobs/s — {notes[workers]}")
+    finally:
+        server.close()
+    figures = [Figure("1 worker", rates[1], "job/s", note=notes[1])]
+    figures += [
+        Figure(
+            f"{k} workers vs 1",
+            rates[k],
+            "job/s",
+            baseline=rates[1],
+            goal=2.5 if k == 4 else None,
+            goal_op=">=" if k == 4 else None,
+            note=notes[k],
+        )
+        for k in (2, 4)
+    ]
+    report("workers", figures, args.json)
+
+
+if __name__ == "__main__":
+    main()
