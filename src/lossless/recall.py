@@ -136,11 +136,17 @@ class RecallMixin:
         if self._vector_build_off is not None:
             return False
         try:
-            return await self.vector_builder().step() > 0
-        except (MissingDependencyError, StoreError) as exc:  # e.g. no embeddings extra: nothing to build with
-            self._vector_build_off = str(exc)
-            log.info("no background build of search vectors: %s", exc)
-            return False
+            builder = self.vector_builder()
+            return await builder.step() > 0
+        except MissingDependencyError as exc:  # e.g. no embeddings extra: nothing to build with
+            reason: str | None = str(exc)
+        except StoreError as exc:  # a store without search vectors; a passing error (a lock) is retried
+            if self._vector_builder is not None:
+                raise
+            reason = str(exc)
+        self._vector_build_off = reason
+        log.info("no background build of search vectors: %s", reason)
+        return False
 
     async def _retrieval_target(
         self, caller: Caller | None, conversation: int | str | None, all_conversations: bool
