@@ -105,3 +105,19 @@ def test_expand_lists_the_ids_it_could_not_fit(tmp_path: Path) -> None:
     first = capped["omitted"][0]
     assert first.split("#")[0] in text.stdout  # the ids are printed, to open one at a time
     assert run(db, "show", first).exit_code == 0
+
+
+def test_grep_context_and_the_any_word_fallback(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'cli.db'}"
+    assert run(db, "import", str(SAMPLE)).exit_code == 0
+    found = json.loads(
+        run(db, "grep", "[a-z]+", "--scope", "messages", "--limit", "1", "--context", "1", "--json").stdout
+    )
+    (match,) = found["matches"]
+    assert match["context"] and all(turn["id"] != match["id"] for turn in match["context"])
+    human = run(db, "grep", "[a-z]+", "--scope", "messages", "--limit", "1", "--context", "2")
+    assert human.exit_code == 0 and "(before) [msg#" in human.output
+    # A question whose words never occur together: full_text says it fell back to any of them.
+    words = json.loads(run(db, "grep", "why were tenants throttled zzqx", "--mode", "full_text", "--json").stdout)
+    assert words["fallback"] == "any_word" and words["matches"]
+    assert run(db, "grep", "x", "--context", "9").exit_code == 2  # out of range: a usage error

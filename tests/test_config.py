@@ -262,3 +262,32 @@ def test_api_tokens_are_secret_and_validated() -> None:
     with pytest.raises(ConfigError, match="TOKEN=AGENT_ID") as caught:
         load_config({"api_tokens": "short-secret=alice"}, env={})
     assert "short-secret" not in str(caught.value)
+    # Not even a prefix of a token is shown (a bad entry's message neither), only the agent it names.
+    shown = config.as_dict()["api_tokens"]
+    assert shown == [f"…(redacted, {len(token)} chars)=alice", "…(redacted, 22 chars)=bob"]
+    assert "tok-" not in repr(config) and "othe" not in repr(config)
+    with pytest.raises(ConfigError) as bad:
+        load_config({"api_tokens": f"{token}=alice, nope"}, env={})
+    assert "tok-" not in str(bad.value)
+
+
+def test_duplicate_api_tokens_are_refused() -> None:
+    token = "tok-0123456789abcdefXYZ"
+    for entries in (f"{token}=alice, {token}=alice", f"{token}=alice, other-token-0123456789=bob, {token}=bob"):
+        with pytest.raises(ConfigError, match="same token") as caught:
+            load_config({"api_tokens": entries}, env={})
+        assert caught.value.setting == "api_tokens" and token not in str(caught.value)
+
+
+def test_lcm_config_show_prints_no_part_of_an_api_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from lossless.cli import cli
+
+    token = "Zq9-secret-token-0123456789"
+    monkeypatch.setenv("LCM_API_TOKENS", f"{token}=alice")
+    for args in (["config", "show"], ["config", "show", "--json"]):
+        shown = CliRunner().invoke(cli, args, catch_exceptions=False)
+        assert shown.exit_code == 0, shown.output
+        assert "api_tokens" in shown.output and "alice" in shown.output
+        assert token[:3] not in shown.output and "Zq9" not in shown.output

@@ -509,6 +509,27 @@ def test_lcm_doctor_plans_and_applies_remakes(tmp_path: Path) -> None:
     assert result["after"]["fallback_summaries"] == 0 and result["after"]["ok"] is True
 
 
+async def test_a_stale_plan_is_checked_again_inside_the_repair(engine: ContextEngine) -> None:
+    """A repair planned before a writer changed the conversation is skipped, never applied to the new state."""
+    cid = await populated(engine)
+    items = await engine.store.get_context_items(cid)
+    last = items[-1]
+    assert last.message_id is not None
+    damage(engine, f"DELETE FROM context_items WHERE conversation_id = {cid} AND ordinal = {last.ordinal}")
+    stale = plan_repairs(await engine.check_integrity(cid))
+    assert [(r.action, r.target) for r in stale.repairs] == [("restore_context_item", last.message_id)]
+    # Meanwhile a writer mends it, and compaction then folds that message into a summary.
+    assert (await engine.repair_integrity(stale)).applied
+    await engine.ingest_batch("s", chat(40, start=200))
+    await engine.compact("s", force=True)
+    now = await engine.store.get_context_items(cid)
+    assert all(i.message_id != last.message_id for i in now)  # covered through a summary, not by itself
+    assert (await engine.check_integrity(cid)).ok
+    outcome = await engine.repair_integrity(stale)  # the old plan, applied late
+    assert outcome.applied == () and outcome.skipped == stale.repairs
+    assert (await engine.check_integrity(cid)).ok  # no duplicate coverage was made
+
+
 def test_lcm_doctor_reports_a_stalled_compaction(tmp_path: Path) -> None:
     import json
 

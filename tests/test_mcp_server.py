@@ -203,6 +203,15 @@ async def test_streamable_http_serves_the_same_tools(tmp_path: Path) -> None:
             message = {"role": "user", "content": "over http"}
             done = payload(await session.call_tool("lcm_ingest", {"session_id": "h", "messages": [message]}))
             assert done["stored"] == 1
+        import httpx2 as httpx  # what a web page could send: refused before MCP sees it
+
+        async with httpx.AsyncClient(timeout=30) as http:
+            plain = await http.post(url, content=b"{}", headers={"content-type": "text/plain"})
+            assert plain.status_code == 415, plain.text
+            rebound = await http.post(url, json={}, headers={"host": f"evil.example:{port}"})
+            assert rebound.status_code == 421, rebound.text
+            cross = await http.post(url, json={}, headers={"origin": "https://evil.example"})
+            assert cross.status_code == 403, cross.text
     finally:
         process.terminate()
         await process.wait()
@@ -306,3 +315,33 @@ def test_a_session_with_an_unusable_grant_does_not_start(tmp_path: Path) -> None
     )
     assert done.returncode == 11, done.stderr  # AccessDeniedError's exit code
     assert "grant 'grant_nope' is not valid for agent 'main'" in done.stderr + done.stdout
+
+
+async def test_parallel_lcm_expand_calls_stay_within_the_grants_cap(tmp_path: Path) -> None:
+    granted, _ = await seed(tmp_path, "main", "task", "the build uses ninja and caches objects")
+    async with await ContextEngine.open(config=engine_config(tmp_path, "main")) as engine:
+        summaries, _ = await engine.summaries(granted)
+        roots = [s.id for s in summaries]
+        now = utcnow()
+        grant = Grant("grant_par", "main", "sub:par", (granted,), 1000, now, now + timedelta(minutes=10))
+        await engine.store.create_grant(grant)
+        async with (
+            stdio_client(server(tmp_path, "--grant", grant.id)) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            results: list[Any] = []
+
+            async def expand() -> None:
+                arguments = {"summary_ids": roots, "include_messages": True}
+                results.append(await session.call_tool("lcm_expand", arguments))
+
+            async with anyio.create_task_group() as group:
+                for _ in range(6):
+                    group.start_soon(expand)
+        returned = sum(r.structured_content["estimated_tokens"] for r in results if not r.is_error)
+        refused = [r.content[0].text for r in results if r.is_error]
+        assert 0 < returned <= 1000
+        assert all("token cap" in text for text in refused)
+        used = await engine.store.get_grant(grant.id)
+        assert used is not None and used.tokens_used == returned

@@ -341,7 +341,11 @@ async def test_scopes_filter_reads_and_refuse_writes(store: Store, embedder: Has
     alice = MemoryService(memories, embedder, Caller.agent("alice"))
     bob = MemoryService(memories, embedder, Caller.agent("bob"))
     secret = await alice.add(MemoryDraft("Alice's private launch code is 8812.", category="entities"))
-    await alice.add(MemoryDraft("The office wifi is called Ganymede.", category="entities"), scope="global")
+    wifi = MemoryDraft("The office wifi is called Ganymede.", category="entities")
+    with pytest.raises(AccessDeniedError, match="explicit grant"):  # global is everyone's: writing needs a grant
+        await alice.add(wifi, scope="global")
+    await memories.grant("alice", ["global", "agent:alice"])
+    shared = await alice.add(wifi, scope="global")
     assert not [h for h in (await bob.search("launch code 8812")).hits if h.memory.memory_id == secret.memory_id]
     assert (await bob.search("wifi Ganymede")).hits
     with pytest.raises(AccessDeniedError, match="grant"):
@@ -350,6 +354,15 @@ async def test_scopes_filter_reads_and_refuse_writes(store: Store, embedder: Has
         await bob.search("x", scopes=["agent:alice"])
     with pytest.raises(NotFoundError):
         await bob.forget(secret.memory_id)
+    # Bob reads alice's global memory but, without a grant naming global, cannot change or forget it.
+    for change in (
+        bob.forget(shared.memory_id),
+        bob.update(shared.memory_id, MemoryPatch(content="The wifi is called Evil.")),
+        bob.supersede(shared.memory_id, MemoryDraft("The wifi is called Evil.")),
+    ):
+        with pytest.raises(AccessDeniedError, match="explicit grant"):
+            await change
+    assert (await bob.get(shared.memory_id)).content == wifi.content
     await memories.grant("bob", ["agent:alice"])
     assert (await bob.search("launch code 8812")).hits[0].memory.memory_id == secret.memory_id
     everything = MemoryService(memories, embedder, Caller.system())
@@ -574,6 +587,7 @@ async def test_pgvector_index_answers_like_exact_search_and_stays_in_step(pg_url
         memories = memory_store_for(store)
         assert isinstance(memories, NearestNeighbours)
         embedder = HashEmbedder(64)
+        await memories.grant("main", ["global", "agent:main"])  # it writes global memories too
         exact = MemoryService(memories, embedder, Caller.agent("main"), exact_search_max=10**6)
         import random
 

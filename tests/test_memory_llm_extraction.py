@@ -34,7 +34,7 @@ def test_prompt_states_the_requirements() -> None:
     for phrase in ("At most 5", "profile", "patterns", "abstract", "overview", "content", "language", "Never extract"):
         assert phrase in SYSTEM_PROMPT
     segment = render_segment(_records())
-    assert '<message id="10" role="user">' in segment and segment.count("<message") == 3
+    assert '<message id="10" role="user" date="' in segment and segment.count("<message") == 3
     assert render_segment(_records(), max_chars=60).count("<message") == 1  # the newest that fits
 
 
@@ -106,3 +106,75 @@ async def test_remember_through_an_openai_compatible_model(store: Store) -> None
     assert extractor_for(load_config({})) is None
     with pytest.raises(ConfigError, match="memory_extraction_model"):
         extractor_for(load_config({"memory_extractor": "openai"}))
+
+
+def test_a_chatty_or_cut_off_answer_keeps_its_whole_items() -> None:
+    records = _records()
+    item = {"category": "preferences", "content": "The user drinks only green tea in the morning.", "sources": [10]}
+    chatty = "Here are the memories:\n" + json.dumps({"memories": [item]}) + "\nLet me know if you need more."
+    assert [d.content for d in parse_memories(chatty, 3, records)] == [item["content"]]
+    second = {"category": "events", "content": "The user booked a flight to Oslo on 7 May 2023.", "sources": [12]}
+    cut = json.dumps({"memories": [item, second]})[:-30]  # the answer stopped inside the second item
+    assert [d.content for d in parse_memories(cut, 3, records)] == [item["content"]]
+    heading = {"category": "cases", "content": "## Root cause:", "sources": [10]}
+    assert parse_memories(json.dumps({"memories": [heading]}), 3, records) == []
+    with pytest.raises(ProviderError):
+        parse_memories('{"memories": [{"category": "profile", "con', 3, records)  # nothing whole in it
+
+
+async def test_a_partial_model_answer_through_the_stub_server(store: Store) -> None:
+    conversation = await store.get_or_create_conversation(agent_id="main", session_id="p")
+    await store.append_messages(
+        conversation.id,
+        [PreparedMessage(Message(role="user", content="I moved to Lisbon last week. I hate mornings."), 9, utcnow())],
+    )
+    messages = await store.get_messages(conversation.id)
+    whole = {"category": "profile", "content": "The user lives in Lisbon.", "sources": [messages[0].id]}
+    partial = '```json\n{"memories": [' + json.dumps(whole) + ', {"category": "preferences", "content": "The us'
+    with StubProviderServer(StubReply.answer(partial)) as stub:
+        config = load_config(
+            {
+                "memory_extractor": "openai",
+                "memory_extraction_model": "stub-model",
+                "summary_base_url": stub.openai_base_url,
+                "summary_api_key": "sk-x",
+            }
+        )
+        service = MemoryService(
+            memory_store_for(store), HashEmbedder(), Caller.agent("main"), extractor=extractor_for(config)
+        )
+        done = await service.remember(conversation.id, messages)
+        assert [d.content for d, _, _ in done.decisions] == ["The user lives in Lisbon."]
+        assert 'date="' in stub.requests[0].user and "relative times" in stub.requests[0].system
+
+
+async def test_extraction_and_dedup_through_an_anthropic_model(store: Store) -> None:
+    """memory_extractor = anthropic: the messages API via the official SDK; dedup follows it (auto)."""
+    from lossless.memory.llm_dedup import LlmJudge
+    from lossless.providers import dedup_judge_for
+
+    conversation = await store.get_or_create_conversation(agent_id="main", session_id="a")
+    await store.append_messages(
+        conversation.id,
+        [PreparedMessage(Message(role="user", content="Maya: I got back from Porto yesterday."), 9, utcnow())],
+    )
+    messages = await store.get_messages(conversation.id)
+    item = {"category": "events", "content": "Maya got back from Porto on 7 May 2023.", "sources": [messages[0].id]}
+    with StubProviderServer(StubReply.answer("Here you go: " + json.dumps({"memories": [item]}))) as stub:
+        config = load_config(
+            {
+                "memory_extractor": "anthropic",
+                "memory_extraction_model": "claude-stub",
+                "summary_base_url": stub.anthropic_base_url,
+                "summary_api_key": "sk-ant-x",
+            }
+        )
+        assert isinstance(dedup_judge_for(config), LlmJudge)
+        service = MemoryService(
+            memory_store_for(store), HashEmbedder(), Caller.agent("main"), extractor=extractor_for(config)
+        )
+        done = await service.remember(conversation.id, messages)
+        assert [d.content for d, _, _ in done.decisions] == [item["content"]]
+        request = stub.requests[0]
+        assert request.model == "claude-stub" and "relative times" in request.system
+        assert request.path.endswith("/messages")

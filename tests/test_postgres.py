@@ -246,3 +246,12 @@ def test_a_killed_test_runs_server_is_reaped_by_the_next_start() -> None:
     while folder.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not folder.exists()
+
+
+def test_a_full_disk_on_the_server_says_so() -> None:
+    import psycopg.errors
+
+    from lossless.stores.postgres.connection import translate
+
+    error = translate(psycopg.errors.DiskFull("could not extend file base/16384/2619: No space left on device"))
+    assert isinstance(error, StoreError) and "disk is full" in str(error) and "No space left" in str(error)

@@ -141,3 +141,49 @@ def test_lcm_prune_and_vacuum(tmp_path: Path) -> None:
     sizes = json.loads(out)
     assert code == 0 and sizes["bytes_after"] <= sizes["bytes_before"]
     assert lcm("doctor")[0] == 0
+
+
+def test_a_running_server_writes_to_a_session_pruned_behind_its_back(tmp_path: Path) -> None:
+    """`lcm prune` from another process while `lcm serve` runs: the next ingest of that session is stored."""
+    import httpx2 as httpx
+
+    from .test_http_api import Running, make_config
+
+    config = make_config(tmp_path, api_tokens=[])
+    url = f"sqlite:///{tmp_path / 'lcm.db'}"
+    with Running(config) as base, httpx.Client(base_url=base, timeout=30) as http:
+        first = http.post("/v1/ingest", json={"session_id": "s1", "message": {"role": "user", "content": "before"}})
+        assert first.status_code == 200, first.text
+        old_id = first.json()["conversation_id"]
+        pruned = CliRunner().invoke(
+            cli, ["--database", url, "prune", "--conversation", "s1", "--apply", "--json"], catch_exceptions=False
+        )
+        assert pruned.exit_code == 0, pruned.output
+        assert [c["conversation_id"] for c in json.loads(pruned.output)["plan"]["delete"]] == [old_id]
+        again = http.post("/v1/ingest", json={"session_id": "s1", "message": {"role": "user", "content": "after"}})
+        assert again.status_code == 200, again.text
+        new_id = again.json()["conversation_id"]
+        assert new_id != old_id and again.json()["stored"] == 1
+        turn = http.post(
+            "/v1/after_turn",
+            json={"session_id": "s1", "messages": [{"role": "assistant", "content": "stored"}], "token_budget": 8000},
+        )
+        assert turn.status_code == 200 and turn.json()["error"] is None, turn.text
+        shown = http.get(f"/v1/conversations/{new_id}/messages")
+        assert shown.status_code == 200 and [m["content"] for m in shown.json()["messages"]] == ["after", "stored"]
+
+
+def test_after_turn_over_http_answers_an_error_status_when_the_turn_is_not_stored(tmp_path: Path) -> None:
+    import httpx2 as httpx
+
+    from .test_http_api import Running, make_config
+
+    with (
+        Running(make_config(tmp_path, api_tokens=[], max_message_bytes=1024)) as base,
+        httpx.Client(base_url=base, timeout=30) as http,
+    ):
+        big = {"role": "user", "content": "x" * 5000}
+        answer = http.post("/v1/after_turn", json={"session_id": "s", "messages": [big], "token_budget": 8000})
+        assert answer.status_code == 400, answer.text
+        error = answer.json()["error"]
+        assert error["type"] == "InputError" and "max_message_bytes" in error["message"]

@@ -412,3 +412,60 @@ async def test_exact_fragments_with_like_wildcards_and_nul_find_only_themselves(
     for pattern, expected in cases:
         found = await retriever.grep(caller(), GrepOptions(pattern, scope="messages"))
         assert [h.snippet for h in found.hits] == expected, pattern
+
+
+async def test_full_text_falls_back_to_any_word_ranked_and_says_so(engine: ContextEngine) -> None:
+    await seeded(engine)
+    await engine.store.wait_indexed()
+    retriever = Retriever(engine.store)
+    # Every word of a grep must match: no message has all of these, so nothing matches exactly ...
+    question = "why did the deployment fail on the moon?"
+    found = await retriever.grep(caller(), GrepOptions(question, mode="full_text", scope="messages"))
+    # ... and the search falls back to any of its words (stopwords dropped), best match first.
+    assert found.fallback and found.hits and found.hits[0].snippet == SPECIAL[3]
+    assert found.options.sort == "relevance" and found.options.mode == "full_text"
+    text = found.render()
+    assert "nothing has every word" in text and "deployment" in text.splitlines()[-1]
+    payload = found.to_dict()
+    assert payload["fallback"] == "any_word" and payload["notes"]
+    # An exact match is still an exact match (no fallback, no note).
+    exact = await retriever.grep(caller(), GrepOptions("deployment failed", mode="full_text", scope="messages"))
+    assert not exact.fallback and [h.snippet for h in exact.hits] == [SPECIAL[3]] and "fallback" not in exact.to_dict()
+    # Words found nowhere: still "no matches", with the tips.
+    none = await retriever.grep(caller(), GrepOptions("zebra xylophone", mode="full_text"))
+    assert not none.hits and none.message is not None and "no matches" in none.message
+    # Regex keeps its semantics: no fallback.
+    regex = await retriever.grep(caller(), GrepOptions("deployment moon", mode="regex"))
+    assert not regex.hits and not regex.fallback
+
+
+async def test_hits_come_back_with_neighbouring_turns(engine: ContextEngine) -> None:
+    await seeded(engine)
+    found = await engine.grep("TimeoutError", mode="full_text", scope="messages", context=1)
+    (hit,) = found.hits
+    # The turns right before and after, shortened to a snippet like the hit's own.
+    assert [turn.text[:20] for turn in hit.context] == ["message 2: word2_0 w", "message 4: word4_0 w"]
+    assert [turn.role for turn in hit.context] == ["user", "user"] and hit.context[0].id < hit.ref < hit.context[1].id
+    text = found.render()
+    assert "(before) [msg#" in text and "(after) [msg#" in text
+    payload = found.to_dict()["matches"][0]  # type: ignore[index]
+    assert [c["text"] for c in payload["context"]] == [t.text for t in hit.context]  # type: ignore[index]
+    wide = await engine.grep("TimeoutError", mode="regex", scope="messages", context=3)
+    assert len(wide.hits[0].context) == 6
+    plain = await engine.grep("TimeoutError", mode="regex", scope="messages")
+    assert plain.hits[0].context == () and "context" not in plain.to_dict()["matches"][0]  # type: ignore[index]
+    for bad in (-1, 6, True, "2"):
+        with pytest.raises(InputError, match="context must be an integer from 0 to 5"):
+            await engine.grep("TimeoutError", context=bad)  # type: ignore[arg-type]
+
+
+async def test_the_grep_tool_takes_context(engine: ContextEngine) -> None:
+    from lossless.retrieval.toolcalls import call_tool
+
+    await seeded(engine)
+    retriever = Retriever(engine.store)
+    found = await call_tool(retriever, caller(), "lcm_grep", {"pattern": "TimeoutError", "context": 1})
+    assert not found.error and "(after) [msg#" in found.text
+    assert len(found.data["matches"][0]["context"]) == 2  # type: ignore[index,arg-type]
+    bad = await call_tool(retriever, caller(), "lcm_grep", {"pattern": "TimeoutError", "context": 9})
+    assert bad.error and "context" in bad.text

@@ -10,10 +10,13 @@ import anyio
 import pytest
 
 from lossless import ContextEngine, Message
+from lossless.config import Config
 from lossless.errors import InputError, NotFoundError
 from lossless.ports import Store
 from lossless.records import Grant, utcnow
 from lossless.retrieval import AccessDenied, Caller, GrepOptions, Retriever
+from lossless.retrieval.service import FileView
+from lossless.tokens import EstimatingCounter
 
 from .conftest import BACKENDS, backend_url
 
@@ -135,9 +138,11 @@ async def test_grants_bound_reach_and_stop_when_revoked_or_expired(
         await retriever.grep(sub, GrepOptions("secret"), conversation_id=a2)
     with pytest.raises(AccessDenied):
         await retriever.grep(sub, GrepOptions("secret"), conversation_id=b)
+    before = await store.get_grant(grant.id)
+    assert before is not None and before.tokens_used > 0  # the matches were charged
     expanded = await retriever.expand(sub, summary_ids=[summary_id], include_messages=True)
     used = await store.get_grant(grant.id)
-    assert used is not None and used.tokens_used == expanded.estimated_tokens > 0
+    assert used is not None and used.tokens_used - before.tokens_used == expanded.estimated_tokens > 0
     # Another agent cannot borrow the grant.
     with pytest.raises(AccessDenied):
         await retriever.grep(Caller("bob", grant_id=grant.id), GrepOptions("secret"))
@@ -187,6 +192,145 @@ async def test_concurrent_charges_are_never_lost_and_never_pass_the_cap(store: S
     capped = await store.get_grant("grant_c")
     assert capped is not None and capped.tokens_used == 1000
     assert await store.charge_grant("grant_c", 1, now + timedelta(minutes=6)) is None  # expired: not usable
+
+
+async def test_reservations_are_atomic_and_never_pass_the_cap(store: Store) -> None:
+    now = utcnow()
+    await store.create_grant(Grant("grant_r", "alice", "sub:r", (1,), 1000, now, now + timedelta(minutes=5)))
+    taken: list[int | None] = []
+
+    async def reserve() -> None:
+        taken.append(await store.reserve_grant("grant_r", 300, now))
+
+    async with anyio.create_task_group() as group:
+        for _ in range(8):
+            group.start_soon(reserve)
+    assert sum(t or 0 for t in taken) == 1000 and sorted(taken).count(0) == 4  # 300+300+300+100, then nothing
+    await store.release_grant("grant_r", 250)
+    grant = await store.get_grant("grant_r")
+    assert grant is not None and grant.tokens_used == 750
+    assert await store.reserve_grant("grant_r", 1000, now) == 250
+    await store.release_grant("grant_r", 5000)  # never below zero
+    grant = await store.get_grant("grant_r")
+    assert grant is not None and grant.tokens_used == 0
+    assert await store.reserve_grant("grant_r", 1, now + timedelta(minutes=6)) is None  # expired
+    assert await store.reserve_grant("grant_nope", 1, now) is None
+
+
+async def test_parallel_expansions_under_a_grant_return_at_most_its_cap(
+    engines: tuple[ContextEngine, ContextEngine],
+) -> None:
+    alice, bob = engines
+    a, _, _, _ = await setup(alice, bob)
+    summaries, _ = await alice.summaries(a)
+    roots = [s.id for s in summaries]
+    now = utcnow()
+    await alice.store.create_grant(Grant("grant_p", "alice", "sub:p", (a,), 1000, now, now + timedelta(minutes=5)))
+    sub = Caller("alice", session_key="sub:p", grant_id="grant_p")
+    full = await Retriever(alice.store).expand(ALICE, summary_ids=roots, include_messages=True)
+    assert full.estimated_tokens > 1000  # each expansion alone would take the whole cap
+    returned: list[int] = []
+    refused: list[str] = []
+
+    async def one() -> None:
+        try:
+            result = await alice.expand(roots, include_messages=True, caller=sub)
+        except AccessDenied as exc:
+            refused.append(str(exc))
+        else:
+            returned.append(result.estimated_tokens)
+
+    async with anyio.create_task_group() as group:
+        for _ in range(8):
+            group.start_soon(one)
+    assert 0 < sum(returned) <= 1000
+    assert refused and all("cap" in text for text in refused)
+    grant = await alice.store.get_grant("grant_p")
+    assert grant is not None and grant.tokens_used == sum(returned)
+
+
+async def test_every_read_under_a_grant_is_charged_to_its_cap(engines: tuple[ContextEngine, ContextEngine]) -> None:
+    alice, bob = engines
+    a, _, _, summary_id = await setup(alice, bob)
+    now = utcnow()
+    cap = 400
+    await alice.store.create_grant(Grant("grant_all", "alice", "sub:all", (a,), cap, now, now + timedelta(minutes=5)))
+    sub = Caller("alice", session_key="sub:all", grant_id="grant_all")
+    count = EstimatingCounter().count
+    returned = 0
+    refusals: list[str] = []
+    for _ in range(12):  # grep, describe and expand in turn until the cap is spent
+        try:
+            found = await alice.grep("secret", limit=50, caller=sub)
+            returned += sum(count(h.snippet) for h in found.hits)
+        except AccessDenied as exc:
+            refusals.append(str(exc))
+        try:
+            described = await alice.describe(summary_id, caller=sub)
+            assert not isinstance(described, FileView)
+            returned += count(described.summary.content)
+        except AccessDenied as exc:
+            refusals.append(str(exc))
+        try:
+            returned += (await alice.expand([summary_id], include_messages=True, caller=sub)).estimated_tokens
+        except AccessDenied as exc:
+            refusals.append(str(exc))
+    assert 0 < returned <= cap
+    assert refusals and all("token cap" in text and "answer with what was read" in text for text in refusals)
+    grant = await alice.store.get_grant("grant_all")
+    assert grant is not None and grant.tokens_used <= cap
+
+
+async def test_a_tiny_cap_refuses_describe_and_grep_and_cuts_long_reads(
+    engines: tuple[ContextEngine, ContextEngine],
+) -> None:
+    alice, bob = engines
+    a, _, _, summary_id = await setup(alice, bob)
+    now = utcnow()
+    await alice.store.create_grant(Grant("grant_5", "alice", "sub:5", (a,), 5, now, now + timedelta(minutes=5)))
+    tiny = Caller("alice", session_key="sub:5", grant_id="grant_5")
+    with pytest.raises(AccessDenied, match="5-token cap"):
+        await alice.describe(summary_id, caller=tiny)
+    with pytest.raises(AccessDenied, match="5-token cap"):
+        await alice.grep("secret", caller=tiny)
+    grant = await alice.store.get_grant("grant_5")
+    assert grant is not None and grant.tokens_used == 0  # a refused read charges nothing
+
+    # A cap that fits part of a read: the description is cut, the matches are fewer.
+    whole = await alice.describe(summary_id, caller=ALICE)
+    assert not isinstance(whole, FileView)
+    count = EstimatingCounter().count
+    room = count(whole.render()) - 20
+    await alice.store.create_grant(Grant("grant_d", "alice", "sub:d", (a,), room, now, now + timedelta(minutes=5)))
+    cut = await alice.describe(summary_id, caller=Caller("alice", session_key="sub:d", grant_id="grant_d"))
+    assert not isinstance(cut, FileView)
+    assert count(cut.render()) <= room and "token cap is spent" in cut.summary.content
+    all_hits = await alice.grep("secret", limit=50, caller=ALICE)
+    some = sum(count(h.render()) for h in all_hits.hits[:3])
+    await alice.store.create_grant(Grant("grant_g", "alice", "sub:g", (a,), some, now, now + timedelta(minutes=5)))
+    fewer = await alice.grep("secret", limit=50, caller=Caller("alice", session_key="sub:g", grant_id="grant_g"))
+    assert len(fewer.hits) == 3 and fewer.more and "no tokens left" in fewer.render()
+
+
+async def test_file_pages_under_a_grant_are_charged(config: Config) -> None:
+    async with await ContextEngine.open(config=config.replace(large_file_token_threshold=1000)) as engine:
+        body = "\n".join(f"line {i}: the parser reads token {i} of the stream" for i in range(800))
+        stored = await engine.ingest("s", Message.user(f'<file name="notes.txt">\n{body}\n</file>'))
+        assert stored.conversation_id is not None
+        files = await engine.store.list_large_files(stored.conversation_id, limit=5, offset=0)
+        assert files
+        now = utcnow()
+        later = now + timedelta(hours=1)
+        grant = Grant("grant_f", config.agent_id, "sub:f", (stored.conversation_id,), 300, now, later)
+        await engine.store.create_grant(grant)
+        sub = Caller(config.agent_id, session_key="sub:f", grant_id="grant_f")
+        count = EstimatingCounter().count
+        page = await engine.describe(files[0].id, caller=sub)
+        assert isinstance(page, FileView) and page.page.text and page.page.truncated
+        spent = count(page.render())
+        assert spent <= 300
+        charged = await engine.store.get_grant("grant_f")
+        assert charged is not None and charged.tokens_used == spent
 
 
 def test_caller_validation() -> None:

@@ -18,7 +18,7 @@ from lossless.config import Config
 from lossless.errors import InputError
 from lossless.memory.messages import MessageHit, SummaryHit
 from lossless.records import Summary
-from lossless.retrieval import Caller, GrepOptions, Retriever
+from lossless.retrieval import Caller, GrepOptions, Retriever, ranking
 from lossless.retrieval.semantic import grep_semantic
 from lossless.retrieval.toolcalls import call_tool
 
@@ -276,8 +276,10 @@ async def test_hybrid_over_summaries_fuses_with_their_full_text_ranking(engine: 
     _, backup, password = await summarised(engine)
     found = await engine.grep("ninety", mode="hybrid", scope="summaries", limit=5)
     assert found.hits[0].ref == password.id and found.hits[0].scope == "summaries"
-    # First in the vector ranking and in the BM25 ranking of summaries: 1/61 + 1/61.
-    assert found.hits[0].score == pytest.approx(2 / 61)
+    # Best in the vector ranking and in the BM25 ranking of summaries: both normalised scores are 1, so
+    # their weighted sum is 1; every other summary scores less.
+    assert found.hits[0].score == pytest.approx(1.0)
+    assert all((h.score or 0.0) < 1.0 for h in found.hits[1:])
     # The keyword half takes any of the words: one summary word among unknown ones still ranks it.
     one_word = await engine.grep("quota ultraviolet", mode="hybrid", scope="summaries", limit=1)
     assert [h.ref for h in one_word.hits] == [backup.id]
@@ -320,7 +322,7 @@ async def test_a_summary_rewritten_in_place_is_found_by_its_new_text_only(engine
     gone = await engine.grep(old_query, mode="semantic", scope="summaries")
     assert password.id not in {h.ref for h in gone.hits} and not gone.hits
     hybrid = await engine.grep(new_query, mode="hybrid", scope="summaries")
-    assert [h.ref for h in hybrid.hits][:1] == [password.id] and hybrid.hits[0].score == pytest.approx(2 / 61)
+    assert [h.ref for h in hybrid.hits][:1] == [password.id] and hybrid.hits[0].score == pytest.approx(1.0)
     assert backup.id in {h.ref for h in (await engine.grep("disk quota", mode="semantic")).hits}
 
 
@@ -407,4 +409,57 @@ async def test_hits_of_other_conversations_from_the_port_are_dropped(engine: Con
             (mine.conversation_id,),
             port,  # type: ignore[arg-type]
         )
-        assert [(h.scope, h.ref) for h in found.hits] == [("messages", ids[0]), ("summaries", mine.id)], mode
+        refs = [(h.scope, h.ref) for h in found.hits]
+        if mode == "semantic":
+            assert refs == [("messages", ids[0]), ("summaries", mine.id)]
+        else:  # hybrid adds this conversation's keyword matches and neighbouring turns, never another's
+            assert ("messages", ids[0]) in refs and ("summaries", mine.id) in refs
+            assert all(h.conversation_id == mine.conversation_id for h in found.hits)
+            assert ("messages", other_ids[0]) not in refs and ("summaries", other.id) not in refs
+
+
+CHAT = [
+    "how was your weekend?",
+    "quiet, mostly laundry",
+    "have you been to the new ramen bar on fifth street yet?",
+    "yes! we went there last week, loved every bite",
+    "the train was late again this morning",
+    "ugh, sorry",
+]
+
+
+async def test_hybrid_finds_a_reply_by_the_turn_it_answers(
+    engine: ContextEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = await seed(engine, texts=CHAT)
+    question = "what did they think of the ramen bar on fifth street"
+
+    async def reply_score() -> float:
+        found = await engine.grep(question, mode="hybrid", scope="messages")
+        assert found.hits[0].ref == ids[2]
+        return next(h.score or 0.0 for h in found.hits if h.ref == ids[3])
+
+    # The reply shares no word with the question; the turn before it names what "there" is, and the
+    # reply inherits a share of that turn's score.
+    with_context = await reply_score()
+    monkeypatch.setattr(ranking, "NEIGHBOUR_SHARE", 0.0)
+    assert with_context >= (await reply_score()) + 0.2
+    # Semantic mode alone is not changed by neighbours.
+    alone = await engine.grep("ramen bar on fifth street", mode="semantic", scope="messages")
+    assert alone.hits[0].ref == ids[2]
+
+
+async def test_a_time_expression_in_the_question_prefers_items_of_that_time(engine: ContextEngine) -> None:
+    texts = ["we got back from the trip, it was lovely", "we got back from the trip, it was lovely!"]
+    messages = [
+        Message("user", texts[0], created_at=datetime(2024, 5, 12, 10, tzinfo=UTC)),
+        Message("user", texts[1], created_at=datetime(2024, 9, 3, 10, tzinfo=UTC)),
+    ]
+    stored = (await engine.ingest_batch("trips", messages, session_key="kt")).stored
+    may, september = (m.id for m in stored)
+    for question, first in (
+        ("when did we get back from the trip in May 2024", may),
+        ("when did we get back from the trip in September", september),
+    ):
+        found = await engine.grep(question, mode="hybrid", scope="messages", conversation="trips")
+        assert found.hits[0].ref == first, question

@@ -303,3 +303,35 @@ async def test_a_lower_numbered_migration_that_lands_later_still_runs(
         {m.version for m in MIGRATIONS} | {3}
     )
     conn.close()
+
+
+async def test_a_full_disk_says_so_and_loses_nothing_acknowledged(tmp_path: Path) -> None:
+    """SQLITE_FULL (here: the database at its max_page_count, as on a full disk) is reported as such."""
+    store = await open_store(f"sqlite:///{tmp_path / 'full.db'}")
+    assert isinstance(store, SQLiteStore)
+    try:
+        conv = (await store.get_or_create_conversation(agent_id="main", session_id="s")).id
+        first = await store.append_messages(conv, [PreparedMessage(Message.user("kept"), 1, utcnow())])
+        writer = store._db._writer
+        assert writer is not None
+        pages = writer.execute("PRAGMA page_count").fetchone()[0]
+        writer.execute(f"PRAGMA max_page_count = {pages + 2}")
+        big = [PreparedMessage(Message.user(f"{i} " + "x" * 20_000), 5000, utcnow()) for i in range(20)]
+        with pytest.raises(StoreError, match="the disk is full") as caught:
+            await store.append_messages(conv, big)
+        assert "no transaction is active" not in str(caught.value)
+        with pytest.raises(StoreError, match="the disk is full"):
+            async with store.atomic():  # the same inside one transaction of several calls
+                await store.append_messages(conv, big)
+        with pytest.raises(StoreError, match="rolled back"):
+            async with store.atomic():  # an error caught inside the block: the block still writes nothing
+                with pytest.raises(StoreError, match="the disk is full"):
+                    await store.append_messages(conv, big)
+                await store.append_messages(conv, [PreparedMessage(Message.user("lost"), 1, utcnow())])
+        assert [m.content for m in await store.get_messages(conv)] == ["kept"]
+        assert first.stored[0].content == "kept"
+        writer.execute("PRAGMA max_page_count = 1073741823")  # space again: writes go on
+        more = await store.append_messages(conv, [PreparedMessage(Message.user("after"), 1, utcnow())])
+        assert more.stored[0].seq == 2
+    finally:
+        await store.close()

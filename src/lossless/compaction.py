@@ -70,7 +70,8 @@ import re
 import time
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, tzinfo
 from typing import Literal
@@ -628,6 +629,19 @@ class Compactor:
                 reason = "; ".join(reasons) or None
                 return _Answer(content, tokens, answer.provider, answer.model, policy, reason)
         return reasons
+
+    @asynccontextmanager
+    async def holding(self, conversation_id: int) -> AsyncIterator[None]:
+        """Hold the locks compaction of the conversation holds (this process's, and the store's across hosts).
+
+        Integrity repairs run under it, so a repair never interleaves with a compaction here.
+        """
+        async with self._locks.setdefault(conversation_id, anyio.Lock()):
+            if isinstance(self.store, ConversationLocks):
+                async with self.store.conversation_lock(conversation_id):
+                    yield
+            else:
+                yield
 
     async def remake(self, summary: Summary) -> Summary | None:
         """A proper (normal or aggressive) summary of ``summary``'s sources by the current summarizer, or None.

@@ -184,6 +184,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("api_tokens", "apiTokens", "list", (), "Bearer tokens accepted by the HTTP API, each as TOKEN=AGENT_ID: a caller acts as that agent and sees only its conversations. Required to listen on a non-loopback address.", "server", secret=True, pattern=r"^[A-Za-z0-9._~+/-]{16,}=[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$", allowed="a list of TOKEN=AGENT_ID entries (a token of 16 or more URL-safe characters; a secret: never shown)"),
     Setting("api_max_request_bytes", "apiMaxRequestBytes", "int", 32 * 1024 * 1024, "Largest HTTP request body the API accepts (larger ones get 413).", "server", minimum=1024, maximum=1 << 30),
     Setting("api_import_roots", "apiImportRoots", "list", (), "Folders the HTTP API's bootstrap endpoint may import transcripts from (empty: the endpoint is off).", "server"),
+    Setting("api_allowed_hosts", "apiAllowedHosts", "list", (), "Host names the HTTP servers (lcm serve, lcm mcp --http) answer to besides their own addresses (loopback names and the listen address); other Host headers get 421 (DNS rebinding). '*' answers any Host.", "server", pattern=r"^(\*|[A-Za-z0-9.-]{1,253}|\[?[0-9A-Fa-f:.]+\]?)$", allowed="a list of host names or IP addresses, or '*'"),
+    Setting("api_allowed_origins", "apiAllowedOrigins", "list", (), "Web origins (scheme://host[:port]) whose pages may call the HTTP servers; any other cross-origin request gets 403.", "server", pattern=r"^https?://[A-Za-z0-9.\-\[\]:]+$", allowed="a list of origins such as https://tools.example.com:8443"),
     # -- long-term memory
     Setting("memory_embedder", "memoryEmbedder", "choice", "local", "Embedder for long-term memory and semantic grep: local (all-MiniLM-L6-v2 int8 offline, the embeddings extra), e5 (multilingual-e5-small 4-bit offline, the e5 extra: finds more, embeds about 8x slower; see docs/retrieval.md), openai (any OpenAI-compatible /embeddings API) or hash (deterministic, for tests only).", "memory", choices=("local", "e5", "openai", "hash")),
     Setting("memory_embedding_model", "memoryEmbeddingModel", "str", "text-embedding-3-small", "Model of the openai memory embedder.", "memory"),
@@ -197,9 +199,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("memory_rerank_timeout_ms", "memoryRerankTimeoutMs", "int", 5000, "Deadline of one rerank call; past it the search blends with cosine instead.", "memory", minimum=100, maximum=120_000),
     Setting("memory_admission", "memoryAdmission", "choice", "off", "Admission control for extracted memories (AMAC-v1): off, or the balanced, conservative or high-recall preset.", "memory", choices=("off", "balanced", "conservative", "high-recall")),
     Setting("memory_auto_extract", "memoryAutoExtract", "bool", False, "Mine conversations for long-term memories after each turn (the turn's messages) and when a leaf summary is made (its source messages), each message once, with dedup decisions and provenance; a failure is logged and never fails the turn or the compaction.", "memory"),
-    Setting("memory_extractor", "memoryExtractor", "choice", "offline", "Who extracts memories from conversations: offline (deterministic rules) or openai (any OpenAI-compatible chat model; falls back to offline when a call fails).", "memory", choices=("offline", "openai")),
+    Setting("memory_extractor", "memoryExtractor", "choice", "offline", "Who extracts memories from conversations: offline (deterministic rules), openai (any OpenAI-compatible chat model) or anthropic (Anthropic's messages API); a model falls back to offline when a call fails.", "memory", choices=("offline", "openai", "anthropic")),
     Setting("memory_extraction_model", "memoryExtractionModel", "str", "", "Model of the openai memory extractor and dedup step (empty: summary_model).", "memory"),
-    Setting("memory_dedup", "memoryDedup", "choice", "auto", "Who makes the dedup decision for an extracted memory that has similar ones: auto (openai when memory_extractor is openai, else offline), offline (deterministic rules) or openai (a chat model picks one of the seven decisions, writes merged texts and rates utility for admission control; the category rules still hold, and any failure falls back to the rules).", "memory", choices=("auto", "offline", "openai")),
+    Setting("memory_dedup", "memoryDedup", "choice", "auto", "Who makes the dedup decision for an extracted memory that has similar ones: auto (the memory_extractor's provider: openai, anthropic or offline), offline (deterministic rules), openai or anthropic (a chat model picks one of the seven decisions, writes merged texts and rates utility for admission control; the category rules still hold, and any failure falls back to the rules).", "memory", choices=("auto", "offline", "openai", "anthropic")),
     Setting("memory_dedup_timeout_ms", "memoryDedupTimeoutMs", "int", 20_000, "Deadline of one model call of the dedup step (decision, merge or utility rating); past it the rules decide.", "memory", minimum=100, maximum=600_000),
     Setting("memory_fusion", "memoryFusion", "choice", "weighted", "How memory search fuses vector and keyword results: weighted (the reference's 0.7/0.3 with the exact-match floor) or rrf (reciprocal-rank fusion).", "memory", choices=("weighted", "rrf")),
     # memory retrieval and decay tuning (spec/001 defaults)
@@ -304,6 +306,8 @@ class Config:
     api_tokens: tuple[str, ...] = ()
     api_max_request_bytes: int = 32 * 1024 * 1024
     api_import_roots: tuple[str, ...] = ()
+    api_allowed_hosts: tuple[str, ...] = ()
+    api_allowed_origins: tuple[str, ...] = ()
     memory_embedder: str = "local"
     memory_embedding_model: str = "text-embedding-3-small"
     memory_embedding_dimensions: int | None = None
@@ -414,7 +418,13 @@ def _shown_value(setting: Setting, value: Any) -> Any:
     if setting.secret and isinstance(value, str) and value:
         return redact(value)
     if setting.secret and isinstance(value, tuple):
-        return tuple(redact(item) for item in value)
+        # api_tokens entries are TOKEN=AGENT_ID: the agent id is no secret, no part of the token is shown.
+        return tuple(
+            f"{redact(item.partition('=')[0], keep=0)}={item.partition('=')[2]}"
+            if "=" in item
+            else redact(item, keep=0)
+            for item in value
+        )
     return value
 
 
@@ -428,7 +438,7 @@ _FALSE = {"0", "false", "no", "off"}
 def _fail(setting: Setting, source: str, value: object, reason: str = "") -> ConfigError:
     detail = f" ({reason})" if reason else ""
     if setting.secret:
-        value = redact(str(value))
+        value = redact(str(value), keep=0)
     return ConfigError(
         f"{setting.name} ({source}) = {value!r} is invalid{detail}: expected {setting.describe_allowed()}",
         setting=setting.name,
@@ -529,6 +539,16 @@ def _lookup(name: str, source: str) -> Setting:
 
 
 def _check_relations(config: Config) -> None:
+    seen: dict[str, int] = {}
+    for position, entry in enumerate(config.api_tokens, 1):
+        token = entry.partition("=")[0]
+        if token in seen:
+            raise ConfigError(
+                f"api_tokens entries {seen[token]} and {position} have the same token: each token must name one "
+                "agent once (remove one of them, or give each agent its own token)",
+                setting="api_tokens",
+            )
+        seen[token] = position
     if config.condensed_min_fanout_hard > config.condensed_min_fanout:
         raise ConfigError(
             f"condensed_min_fanout_hard ({config.condensed_min_fanout_hard}) must not exceed "

@@ -34,7 +34,7 @@ import os
 import secrets
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
@@ -109,6 +109,9 @@ class AfterTurnResult:
     compaction: CompactionResult | None = None
     context_tokens: int = 0
     error: str | None = None
+    #: The exception that kept the turn from being stored (``ingest`` stored nothing), for adapters
+    #: that must answer with an error status rather than a success carrying ``error``.
+    ingest_failure: Exception | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(slots=True)
@@ -379,13 +382,15 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
             prune_heartbeat_ok=self.config.prune_heartbeat_ok,
         )
         conversation = await self._conversation_for(session_id, session_key)
-        # No conversation lock here: an append is one store transaction, and whatever rewrites
-        # the context (compaction) re-checks its range when it commits.
-        # A write that lost a race (another host holds the conversation's lock) wrote nothing: retry it.
-        if files:
-            result = await retry_conflicts(lambda: self._append_with_files(conversation.id, prepared, files))
-        else:
-            result = await retry_conflicts(lambda: self.store.append_messages(conversation.id, prepared))
+        try:
+            result = await self._append(conversation.id, prepared, files)
+        except NotFoundError as exc:
+            # The cached conversation was deleted meanwhile (``lcm prune``, perhaps by another process):
+            # forget it, and store into the session's conversation as it is now (made anew if need be).
+            if exc.kind != "conversation" or not self._forget_conversation(conversation.id):
+                raise
+            conversation = await self._conversation_for(session_id, session_key)
+            result = await self._append(conversation.id, prepared, files)
         repaired = sum(1 for m in result.stored if was_repaired(m.to_message()))
         if repaired:
             log.warning(
@@ -407,8 +412,8 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
     # -------------------------------------------------------------- assembly and the turn
 
     async def _find(self, session_id: str) -> Conversation | None:
-        cached = next((c for (sid, _), c in self._conversations.items() if sid == session_id), None)
-        return cached or await self.store.find_conversation(agent_id=self.config.agent_id, session_id=session_id)
+        # Read from the store, not the cache: another process may have pruned or reset the session.
+        return await self.store.find_conversation(agent_id=self.config.agent_id, session_id=session_id)
 
     @timed("lcm_assemble_latency_ms")
     async def assemble(
@@ -518,7 +523,7 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
             ingested = await self.ingest_batch(session_id, list(messages), session_key=session_key)
         except Exception as exc:
             log.error("after_turn could not store the turn of %r: %s", session_id, exc, exc_info=exc)
-            return AfterTurnResult(IngestResult(None), error=f"ingest failed: {exc}")
+            return AfterTurnResult(IngestResult(None), error=f"ingest failed: {exc}", ingest_failure=exc)
         if ingested.conversation_id is None:
             return AfterTurnResult(ingested)
         if self.config.memory_auto_extract:
@@ -695,6 +700,23 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
             conv.id, mode=chosen, target_tokens=target_tokens, trigger="manual", progress=progress
         )
         return self._compacted(result, conv.session_id)
+
+    async def _append(
+        self, conversation_id: int, prepared: list[PreparedMessage], files: Sequence[PendingFile]
+    ) -> AppendResult:
+        # No conversation lock here: an append is one store transaction, and whatever rewrites
+        # the context (compaction) re-checks its range when it commits.
+        # A write that lost a race (another host holds the conversation's lock) wrote nothing: retry it.
+        if files:
+            return await retry_conflicts(lambda: self._append_with_files(conversation_id, prepared, files))
+        return await retry_conflicts(lambda: self.store.append_messages(conversation_id, prepared))
+
+    def _forget_conversation(self, conversation_id: int) -> bool:
+        """Drop every cache entry naming ``conversation_id``; whether there was one."""
+        stale = [key for key, cached in self._conversations.items() if cached.id == conversation_id]
+        for key in stale:
+            del self._conversations[key]
+        return bool(stale)
 
     async def _append_with_files(
         self, conversation_id: int, prepared: list[PreparedMessage], files: Sequence[PendingFile]

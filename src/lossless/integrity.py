@@ -26,7 +26,18 @@ every turn never leaves behind (``lcm compact --full`` catches up).
 
 Invariants of this module:
 
-* **Checking writes nothing.**  :meth:`IntegrityChecker.run` only reads.
+* **Checking writes nothing, and reads one consistent state.**  :meth:`IntegrityChecker.run`
+  only reads, inside the store's read snapshot
+  (:meth:`~lossless.ports.MaintainableStore.read_snapshot`: one read transaction on SQLite,
+  ``REPEATABLE READ`` on PostgreSQL), so a writer ingesting or compacting meanwhile can never make
+  it see half of a change and report a problem that is not there.  (The full-text index check,
+  whose index lags the rows on SQLite, runs after it, in a read of its own.)
+* **A repair never races a writer.**  The repairs that change a conversation's context run under
+  the lock compaction holds for that conversation (``lock``, given by the engine) and inside the
+  store's :meth:`~lossless.ports.MaintainableStore.repair_transaction` for it, where nothing else
+  can change the conversation; there the conversation is checked again, and only a repair whose
+  problem is still there is applied.  A problem that a writer fixed or changed since the report
+  is skipped, never "repaired" into a new one.
 * **Repairs are non-destructive and explicit.**  :func:`plan_repairs` only proposes; nothing is
   written until :meth:`IntegrityChecker.apply` is called with the plan.  A repair rebuilds derived
   data (the search index), removes a context item that points at nothing, puts an uncovered
@@ -46,6 +57,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -86,6 +98,8 @@ ProblemKind = Literal[
 RepairAction = Literal["rebuild_search_index", "drop_context_item", "restore_context_item", "remake_summary"]
 #: Re-makes a summary with the current summarizer: the new version, or None when no proper one came.
 Remaker = Callable[[Summary], Awaitable[Summary | None]]
+#: Holds the per-conversation lock that compaction holds (``Compactor.holding``).
+ConversationLock = Callable[[int], AbstractAsyncContextManager[None]]
 
 _PAGE = 500
 
@@ -307,11 +321,13 @@ class IntegrityChecker:
         blobs: BlobStore | None = None,
         *,
         remake: Remaker | None = None,
+        lock: ConversationLock | None = None,
         stalls: StallCheck | None = None,
     ) -> None:
         self.store = store
         self.blobs = blobs
         self.remake = remake
+        self.lock = lock
         self.stalls = stalls
 
     async def run(self, conversation_id: int | None = None) -> IntegrityReport:
@@ -319,17 +335,20 @@ class IntegrityChecker:
         if conversation_id is not None and (type(conversation_id) is not int or conversation_id < 1):
             raise InputError(f"conversation_id must be a positive integer, got {conversation_id!r}")
         scan = _Scan()
-        if conversation_id is not None:
-            conversation = await self.store.get_conversation(conversation_id)
-            if conversation is None:
-                raise NotFoundError("conversation", conversation_id, "list conversations with `lcm conversations`")
-            await self._conversation(conversation, scan)
-        else:
-            offset = 0
-            while page := await self.store.list_conversations(limit=_PAGE, offset=offset):
-                for conversation in page:
-                    await self._conversation(conversation, scan)
-                offset += len(page)
+        store = self.store
+        snapshot = store.read_snapshot() if isinstance(store, MaintainableStore) else nullcontext()
+        async with snapshot:
+            if conversation_id is not None:
+                conversation = await store.get_conversation(conversation_id)
+                if conversation is None:
+                    raise NotFoundError("conversation", conversation_id, "list conversations with `lcm conversations`")
+                await self._conversation(conversation, scan)
+            else:
+                offset = 0
+                while page := await store.list_conversations(limit=_PAGE, offset=offset):
+                    for conversation in page:
+                        await self._conversation(conversation, scan)
+                    offset += len(page)
         index_checked = conversation_id is None and isinstance(self.store, MaintainableStore)
         if index_checked:
             await self._search_index(scan)
@@ -359,22 +378,52 @@ class IntegrityChecker:
             raise StoreError(f"the {store.backend} store cannot apply repairs; nothing was changed")
         applied: list[Repair] = []
         skipped: list[Repair] = []
+        # Context repairs, grouped by conversation (in plan order: drops before restores).
+        context: dict[int, list[Repair]] = {}
         for repair in plan.repairs:
-            done = True
-            if repair.action == "rebuild_search_index":
-                await store.rebuild_search_index()
-            elif repair.action == "drop_context_item":
-                assert repair.conversation_id is not None
-                assert isinstance(repair.target, int)
-                done = await store.drop_context_item(repair.conversation_id, repair.target)
-            elif repair.action == "remake_summary":
-                done = await self._remake(str(repair.target))
-            else:
+            if repair.action in ("drop_context_item", "restore_context_item"):
                 assert repair.conversation_id is not None
                 assert repair.target is not None
-                done = await store.restore_context_item(repair.conversation_id, repair.target)
-            (applied if done else skipped).append(repair)
+                context.setdefault(repair.conversation_id, []).append(repair)
+        for repair in plan.repairs:
+            if repair.action == "rebuild_search_index":
+                await store.rebuild_search_index()
+                applied.append(repair)
+        for conversation_id, repairs in context.items():
+            done = await self._repair_context(store, conversation_id, repairs)
+            applied += [r for r in repairs if r in done]
+            skipped += [r for r in repairs if r not in done]
+        for repair in plan.repairs:
+            if repair.action == "remake_summary":
+                (applied if await self._remake(str(repair.target)) else skipped).append(repair)
         return RepairOutcome(tuple(applied), tuple(skipped))
+
+    async def _repair_context(
+        self, store: MaintainableStore, conversation_id: int, repairs: Sequence[Repair]
+    ) -> list[Repair]:
+        """Apply one conversation's context repairs whose problem is still there; the ones applied."""
+        done: list[Repair] = []
+        lock = self.lock(conversation_id) if self.lock is not None else nullcontext()
+        async with lock, store.repair_transaction(conversation_id):
+            conversation = await self.store.get_conversation(conversation_id)
+            if conversation is None:
+                return done
+            scan = _Scan()
+            await self._conversation(conversation, scan, files=False)
+            fresh = plan_repairs(IntegrityReport(conversation_id, problems=tuple(scan.problems)))
+            still = {(r.action, r.target) for r in fresh.repairs}
+            for repair in repairs:
+                if (repair.action, repair.target) not in still:
+                    continue  # a writer changed it since the report: nothing to do, or not safe to do
+                assert repair.target is not None
+                if repair.action == "drop_context_item":
+                    assert isinstance(repair.target, int)
+                    ok = await store.drop_context_item(conversation_id, repair.target)
+                else:
+                    ok = await store.restore_context_item(conversation_id, repair.target)
+                if ok:
+                    done.append(repair)
+        return done
 
     async def _remake(self, summary_id: str) -> bool:
         """Re-make a fallback summary: False (nothing written) without a remaker, or when no proper one came."""
@@ -388,7 +437,7 @@ class IntegrityChecker:
 
     # ---------------------------------------------------------------- per conversation
 
-    async def _conversation(self, conversation: Conversation, scan: _Scan) -> None:
+    async def _conversation(self, conversation: Conversation, scan: _Scan, *, files: bool = True) -> None:
         cid = conversation.id
         store = self.store
         messages = {m.id: m for m in await store.get_messages(cid)}
@@ -421,14 +470,15 @@ class IntegrityChecker:
         self._context_items(cid, items, message_tokens, known_summaries, scan)
         self._lineage(cid, summaries, lineage, message_tokens, known_summaries, scan)
         self._coverage(cid, items, messages, summaries, lineage, scan)
-        await self._files(cid, scan)
-        # A stall is judged on a sound context only (a dangling item cannot even be read as an entry).
-        if self.stalls is not None and not any(p.conversation_id == cid for p in scan.problems):
-            entries = await store.get_context(cid)
-            start = tail_start(entries, self.stalls.fresh_tail_count, self.stalls.fresh_tail_max_tokens)
-            raw = sum(e.token_count for e in entries[:start] if e.kind == "message")
-            if raw >= 2 * self.stalls.leaf_chunk_tokens:
-                scan.stalled.append((cid, raw))
+        if files:  # the report's extras; a repair's re-check needs only the rules above
+            await self._files(cid, scan)
+            # A stall is judged on a sound context only (a dangling item cannot even be read as an entry).
+            if self.stalls is not None and not any(p.conversation_id == cid for p in scan.problems):
+                entries = await store.get_context(cid)
+                start = tail_start(entries, self.stalls.fresh_tail_count, self.stalls.fresh_tail_max_tokens)
+                raw = sum(e.token_count for e in entries[:start] if e.kind == "message")
+                if raw >= 2 * self.stalls.leaf_chunk_tokens:
+                    scan.stalled.append((cid, raw))
 
     def _context_items(
         self,

@@ -75,9 +75,11 @@ class MaintenanceMixin:
     async def repair_integrity(self, plan: RepairPlan) -> RepairOutcome:
         """Apply a plan made by :func:`lossless.integrity.plan_repairs` (non-destructive repairs only).
 
-        ``remake_summary`` repairs ask this engine's summarizer (through its compactor).
+        ``remake_summary`` repairs ask this engine's summarizer (through its compactor).  Context repairs
+        run under the conversation's compaction lock and are re-checked inside their transaction.
         """
-        return await IntegrityChecker(self.store, self.blobs, remake=self.compactor.remake).apply(plan)
+        checker = IntegrityChecker(self.store, self.blobs, remake=self.compactor.remake, lock=self.compactor.holding)
+        return await checker.apply(plan)
 
     # -------------------------------------------------------------- retention
 

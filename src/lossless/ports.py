@@ -396,6 +396,19 @@ class Store(Protocol):
         """Add ``tokens`` to a usable grant's ``tokens_used`` (at most up to its cap); None if it is not usable."""
         ...
 
+    async def reserve_grant(self, grant_id: str, tokens: int, now: datetime) -> int | None:
+        """Take up to ``tokens`` from a usable grant's remaining cap in one atomic step; how many were taken.
+
+        The check and the charge are one conditional update, so concurrent reservations never take
+        more than the cap in total.  Returns 0 when the cap is spent, None if the grant is not
+        usable (unknown, revoked or expired).
+        """
+        ...
+
+    async def release_grant(self, grant_id: str, tokens: int) -> None:
+        """Give back ``tokens`` of a reservation that a read did not use (``tokens_used`` never drops below 0)."""
+        ...
+
     async def revoke_grant(self, grant_id: str, reason: str, now: datetime) -> bool:
         """Revoke a grant (idempotent); True if this call revoked it."""
         ...
@@ -532,6 +545,23 @@ class MaintainableStore(Protocol):
     Every method here is non-destructive for canonical data: it touches derived data (the search
     index) or context items, never a message, part, summary or lineage row.
     """
+
+    def read_snapshot(self) -> AbstractAsyncContextManager[None]:
+        """A block in which every read of the current task sees one consistent state of the store.
+
+        SQLite: one read transaction on one connection; PostgreSQL: one ``REPEATABLE READ`` read-only
+        transaction.  Writers are never blocked by it.
+        """
+        ...
+
+    def repair_transaction(self, conversation_id: int) -> AbstractAsyncContextManager[None]:
+        """One write transaction in which the conversation cannot change under the current task.
+
+        Reads inside it see the conversation's latest committed state and every writer of it
+        (ingest, compaction, another repair) waits until the block ends; the block's writes
+        commit together.  SQLite: the database write lock; PostgreSQL: the conversation's row lock.
+        """
+        ...
 
     async def search_index_problems(self, limit: int = 1000) -> list[IndexDiscrepancy]:
         """Rows on which the full-text indexes disagree with the canonical rows (at most ``limit``)."""

@@ -76,7 +76,9 @@ class RecallMixin:
     def _retrieval(self) -> Retriever:
         retriever: Retriever | None = getattr(self, "_retriever", None)
         if retriever is None:
-            retriever = Retriever(self.store, read_file=self._read, clock=self._clock, semantic=self._message_search)
+            retriever = Retriever(
+                self.store, read_file=self._read, clock=self._clock, semantic=self._message_search, counter=self.tokens
+            )
             self._retriever = retriever
         return retriever
 
@@ -169,12 +171,15 @@ class RecallMixin:
         before: datetime | str | None = None,
         limit: int = 50,
         sort: Literal["recency", "relevance"] = "recency",
+        context: int = 0,
         caller: Caller | None = None,
     ) -> GrepResult:
         """Search stored messages and summaries, or stored files (``scope="files"``); see :mod:`lossless.retrieval`.
 
         ``mode`` is ``regex``, ``full_text``, or ``semantic`` / ``hybrid`` (messages and summaries by
-        meaning, with the long-term memory's embedder; not ``scope="files"``).
+        meaning, with the long-term memory's embedder; not ``scope="files"``).  To answer a question,
+        ``mode="hybrid"`` (or ``"full_text"`` with ``sort="relevance"``) ranks best; ``context=N`` returns
+        each message hit with the N turns before and after it.
 
         Without ``caller`` the search runs as this engine's agent over all its
         conversations (or ``conversation``); an agent's own calls pass its
@@ -189,6 +194,7 @@ class RecallMixin:
             before=None if before is None else parse_timestamp(before) if isinstance(before, str) else before,
             limit=limit,
             sort=sort,
+            context=context,
         )
         return await self._retrieval().grep(who, options, conversation_id=conversation_id, all_conversations=wide)
 

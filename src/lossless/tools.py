@@ -92,7 +92,10 @@ GREP = register(
         "mode 'regex' (default; RE2 syntax, linear time), 'full_text' (words, \"exact phrases\", prefix*, OR), "
         "'semantic' (messages and summaries by meaning) or 'hybrid' (meaning and words). scope 'files' searches "
         "the lines of stored large files. Returns matches newest first (semantic: best first) with [msg#id] / "
-        "[sum_…] / [file_…] citations and a snippet each; follow up with lcm_describe or lcm_expand.",
+        "[sum_…] / [file_…] citations and a snippet each; follow up with lcm_describe or lcm_expand. "
+        "To answer a question in plain words, use mode 'hybrid' (best ranked; add context=1 to see the turns "
+        "around each match), or 'full_text' with sort 'relevance'; a full_text query whose words never all "
+        "occur together falls back to any of its words, best first, and says so.",
         {
             "type": "object",
             "properties": {
@@ -116,6 +119,12 @@ GREP = register(
                     "type": "string",
                     "enum": ["recency", "relevance"],
                     "description": "Newest first (default) or best full-text match first.",
+                },
+                "context": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "maximum": 5,
+                    "description": "Return each message match with this many turns before and after it (default 0).",
                 },
             },
             "required": ["pattern"],

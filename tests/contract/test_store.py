@@ -662,3 +662,28 @@ async def test_grants_are_durable_charged_revoked_and_swept(store: Store) -> Non
     swept = await store.get_grant("grant_2")
     assert swept is not None and swept.revoke_reason == "expired"
     assert await store.get_grant("missing") is None
+
+
+async def test_a_read_snapshot_sees_one_state_while_writers_go_on(store: Store) -> None:
+    from lossless.ports import MaintainableStore
+
+    assert isinstance(store, MaintainableStore)
+    conv = await new_conversation(store)
+    await store.append_messages(conv, [prep(Message.user("one"))])
+    seen: list[int] = []
+    written = anyio.Event()
+
+    async def writer() -> None:
+        await store.append_messages(conv, [prep(Message.user("two")), prep(Message.user("three"))])
+        written.set()
+
+    async with store.read_snapshot():
+        seen.append(len(await store.get_messages(conv)))
+        async with anyio.create_task_group() as group:
+            group.start_soon(writer)  # another task: it writes at once, never waiting for the snapshot
+            with anyio.fail_after(10):
+                await written.wait()
+        seen.append(len(await store.get_messages(conv)))
+        seen.append(len(await store.get_context_items(conv)))
+    seen.append(len(await store.get_messages(conv)))
+    assert seen == [1, 1, 1, 3]

@@ -191,3 +191,23 @@ async def test_big_segments_are_summarised_off_the_event_loop() -> None:
     result = await OfflineSummarizer().summarize(leaf_request(records, 300))
     assert result.output_tokens is not None and result.output_tokens <= 300
     assert result.input_tokens is not None and result.input_tokens > 10_000
+
+
+async def test_labels_match_the_content_and_lines_end_whole() -> None:
+    long_reason = "because the old cache key ignored the tenant, " + ", ".join(
+        f"tenant{i} saw stale rows" for i in range(30)
+    )
+    messages = [
+        Message.user("Please look at the caching bug."),
+        Message.assistant("I'm wondering whether the fix is done or the cache is still stale?"),
+        Message.assistant("We decided to key the cache by tenant. Because two tenants shared one key."),
+        Message.assistant("If the tests pass we are done. " + "The cache was rebuilt " + long_reason + "."),
+    ]
+    records = [record(i, m) for i, m in enumerate(messages)]
+    lines = (await OfflineSummarizer().summarize(leaf_request(records, target=600))).text.splitlines()
+    assert not any(line.startswith(("Done:", "Decision:")) and "wondering" in line for line in lines)
+    assert any(line.startswith("Open: I'm wondering whether the fix is done") for line in lines)
+    assert "Decision: We decided to key the cache by tenant. Because two tenants shared one key." in lines
+    assert not any(line.startswith("Done: If the tests pass") for line in lines)
+    clipped = [line for line in lines if "tenant0 saw stale rows" in line]
+    assert clipped and all(line.endswith(("…", ".")) and "tenant29" not in line for line in clipped)

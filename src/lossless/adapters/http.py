@@ -12,6 +12,11 @@ Invariants:
   and each request runs on that agent's engine, so a caller only sees its own
   conversations and files.  Tokens are compared in constant time and never logged.
 * :func:`serve` refuses to listen on a non-loopback address without tokens.
+* Requests a web page could forge are refused before any route runs, by
+  :class:`~lossless.adapters.web_guard.BrowserGuard` (the one place every HTTP face
+  goes through): a foreign ``Host`` (421), a cross-origin ``Origin`` or
+  ``Sec-Fetch-Site`` (403), and a state-changing request whose body is not
+  declared ``application/json`` (415).
 * The bootstrap endpoint reads only files under ``api_import_roots`` (off when empty).
 * Every agent tool of :data:`lossless.adapters.service.TOOL_HANDLERS` is also
   ``POST /v1/tools/<name>``, its body the tool's arguments, documented with the
@@ -51,6 +56,7 @@ from lossless.adapters.service import (
     summary_dict,
     tool_specs,
 )
+from lossless.adapters.web_guard import BrowserGuard
 from lossless.config import Config
 from lossless.engine import VERSION, ContextEngine
 from lossless.errors import (
@@ -463,10 +469,16 @@ async def assemble(body: AssembleIn, engine: Caller) -> dict[str, Any]:
 
 @router.post("/v1/after_turn", tags=["lifecycle"])
 async def after_turn(body: AfterTurnIn, engine: Caller) -> dict[str, Any]:
-    """Store a turn's new messages, then compact if a trigger fires (failures come back in error)."""
+    """Store a turn's new messages, then compact if a trigger fires.
+
+    A turn that could not be stored is an error response (its status from the error's kind), never a
+    200; a compaction that failed after the turn was stored comes back in ``error`` with 200.
+    """
     result = await engine.after_turn(
         body.session_id, _messages(body.messages), token_budget=body.token_budget, session_key=body.session_key
     )
+    if result.ingest_failure is not None:
+        raise result.ingest_failure
     return after_turn_dict(result)
 
 
@@ -638,8 +650,12 @@ def _add_tool_routes(app: FastAPI) -> None:
 # ----------------------------------------------------------------- the app
 
 
-def create_app(config: Config, *, engines: Engines | None = None) -> FastAPI:
-    """The ASGI app.  It opens the engines on ``config`` at startup (unless given) and closes them at shutdown."""
+def create_app(config: Config, *, engines: Engines | None = None, listen_host: str | None = None) -> FastAPI:
+    """The ASGI app.  It opens the engines on ``config`` at startup (unless given) and closes them at shutdown.
+
+    ``listen_host`` is the address the server listens on (a name it answers to besides the loopback
+    names and ``api_allowed_hosts``; see :mod:`lossless.adapters.web_guard`).
+    """
     state = _State(
         tokens=parse_tokens(config.api_tokens),
         roots=[Path(root).expanduser().resolve() for root in config.api_import_roots],
@@ -684,6 +700,12 @@ def create_app(config: Config, *, engines: Engines | None = None) -> FastAPI:
     app.add_exception_handler(Exception, on_bug)
     app.middleware("http")(measure)
     app.add_middleware(BodyLimit, limit=config.api_max_request_bytes)
+    app.add_middleware(
+        BrowserGuard,
+        listen_host=listen_host,
+        hosts=config.api_allowed_hosts,
+        origins=config.api_allowed_origins,
+    )
     return app
 
 
@@ -692,7 +714,8 @@ async def serve(config: Config, *, host: str = "127.0.0.1", port: int = 8765) ->
     import uvicorn
 
     check_bind(config, host)
-    server = uvicorn.Server(uvicorn.Config(create_app(config), host=host, port=port, log_level="info"))
+    app = create_app(config, listen_host=host)
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info"))
     await server.serve()
 
 

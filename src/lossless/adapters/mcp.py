@@ -34,6 +34,7 @@ from typing import Any
 import anyio
 
 from lossless.adapters.service import call_tool, session_tools, tool_specs
+from lossless.adapters.web_guard import BrowserGuard
 from lossless.config import Config
 from lossless.engine import VERSION, ContextEngine
 from lossless.errors import ConfigError, InputError, LcmError, MissingDependencyError
@@ -234,7 +235,10 @@ async def serve_http(
     _logging_to_stderr()
     async with await ContextEngine.open(config=config) as engine:
         app = (await _session(engine, grant_id, follow)).streamable_http_app(host=host)
-        server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info"))
+        guarded = BrowserGuard(
+            app, listen_host=host, hosts=config.api_allowed_hosts, origins=config.api_allowed_origins
+        )
+        server = uvicorn.Server(uvicorn.Config(guarded, host=host, port=port, log_level="info"))
         async with anyio.create_task_group() as group:
             if follow:
                 group.start_soon(follow_paths, engine, follow, interval)

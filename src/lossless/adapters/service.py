@@ -317,6 +317,7 @@ async def _grep_tool(engine: ContextEngine, caller: Caller, arguments: Mapping[s
         before=args.get("before"),
         limit=args.get("limit", 50),
         sort=args.get("sort", "recency"),
+        context=args.get("context", 0),
         **_reach(caller, args),
     )
     return _rendered(found.to_dict(), found.render())

@@ -14,7 +14,7 @@ from lossless.cli._common import CliState, cli_words, emit_json, json_option, op
 from lossless.cli.files import parse_lines
 from lossless.errors import InputError
 from lossless.retrieval.dag import DEFAULT_MAX_DEPTH, MAX_DEPTH
-from lossless.retrieval.grep import DEFAULT_LIMIT, MAX_LIMIT
+from lossless.retrieval.grep import DEFAULT_LIMIT, MAX_CONTEXT, MAX_LIMIT
 
 __all__ = ["describe_command", "expand_command", "grep_command", "show_command"]
 
@@ -48,6 +48,14 @@ def _print(text: str) -> None:
 @click.option("--before", metavar="TIME", help="Only items before this ISO-8601 time.")
 @click.option("--limit", type=click.IntRange(1, MAX_LIMIT), default=DEFAULT_LIMIT, show_default=True)
 @click.option("--sort", type=click.Choice(["recency", "relevance"]), default="recency", show_default=True)
+@click.option(
+    "--context",
+    "context_turns",
+    type=click.IntRange(0, MAX_CONTEXT),
+    default=0,
+    show_default=True,
+    help="Show each message match with this many turns before and after it.",
+)
 @json_option
 @click.pass_obj
 @run_command
@@ -61,6 +69,7 @@ async def grep_command(
     before: str | None,
     limit: int,
     sort: str,
+    context_turns: int,
     as_json: bool,
 ) -> None:
     """Search stored messages and summaries (or files, with --scope files) for PATTERN, the whole history."""
@@ -74,6 +83,7 @@ async def grep_command(
             before=before,
             limit=limit,
             sort=sort,  # type: ignore[arg-type]
+            context=context_turns,
         )
     if as_json:
         emit_json(result.to_dict())

@@ -1,41 +1,70 @@
 """Turning conversation messages into memory drafts, and deciding what to do with each.
 
 :func:`extract` is the deterministic offline extractor (the default; an LLM
-extractor can replace it behind the same signature): it reads user messages
-and keeps statements that say something durable about the user or their work
-— who they are (profile), what they like (preferences), decisions and
-happenings (events), fixes (cases), habits (patterns) and named things
-(entities).  :func:`decide` applies the dedup decision rules.
+extractor can replace it behind the same signature).  It writes facts, not
+fragments: from each message, up to :data:`MAX_PER_MESSAGE` sentences that say
+something about the speaker or their work — who they are (profile), what they
+like (preferences), decisions, plans and happenings (events), fixes (cases),
+habits (patterns) and named things (entities) — told in the speaker's name
+with relative dates written out (:mod:`lossless.memory.statements`), joined
+into one memory per message (a versioned fact, one with a fact key, stands
+alone).  :func:`decide` applies the dedup decision rules.
 
 Invariants:
 
-* At most five drafts per call (the spec's cap), each with provenance: the
-  conversation and the id of the message it came from.
-* Skipped: assistant/tool/system text, questions about memory ("do you
-  remember…"), greetings and acknowledgements, and text under 10 characters.
+* Every draft has provenance (the conversation and the message it came from),
+  its speaker in ``metadata["speaker"]``, and passes
+  :func:`~lossless.memory.fragments.fragment_reason`.
+* Skipped: system and tool messages, questions, "do you remember…" queries,
+  greetings and acknowledgements, code, markdown headings and list stubs, tool
+  lines; from an agent (an unnamed assistant) everything but its work facts
+  (what it changed or fixed and why, the files its edit tools changed).
 * Deterministic: the same messages give the same drafts.
-* Decisions follow the category rules: ``profile`` always merges into its
-  nearest profile memory; ``preferences`` and ``entities`` are temporally
-  versioned (a new value for the same fact key *supersedes* the old one, which
-  stays as history); ``events`` and ``cases`` are append-only (create or skip);
-  ``patterns`` merge when nearly identical.  A near-duplicate is ``skip`` or
-  ``support``.  No candidate ever falls back to creating a duplicate of a
-  memory it matched at ≥ 0.95 similarity.
+* Decisions follow the category rules, among the neighbours of the same
+  speaker only: ``profile`` always merges into its nearest profile memory;
+  ``preferences`` and ``entities`` are temporally versioned (a new value for the
+  same fact key *supersedes* the old one, which stays as history); ``events``
+  and ``cases`` are append-only (create or skip); ``patterns`` merge when
+  nearly identical.  A change of mind ("… after all", "no longer …")
+  supersedes the speaker's nearest versioned memory.  A near-duplicate is
+  ``skip`` or ``support``.  No candidate ever falls back to creating a
+  duplicate of a memory it matched at ≥ 0.95 similarity.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
+from lossless.errors import InputError
+from lossless.memory.fragments import fragment_reason
 from lossless.memory.records import Category, Memory, MemoryDraft
+from lossless.memory.statements import (
+    format_date,
+    prose_sentences,
+    resolve_dates,
+    speaker_of,
+    third_person,
+    with_subject,
+)
 from lossless.records import MessageRecord
 
-__all__ = ["MAX_PER_EXTRACTION", "Decision", "decide", "extract", "fact_key_for"]
+__all__ = ["MAX_PER_EXTRACTION", "MAX_PER_MESSAGE", "Decision", "decide", "extract", "fact_key_for"]
 
+#: The model extractor's cap per call (the spec's); the offline one caps per message instead.
 MAX_PER_EXTRACTION = 5
+MAX_PER_MESSAGE = 3
+MAX_STATEMENT_CHARS = 400
+REVISION_SIMILARITY = 0.7  # the prefilter's: every neighbour passed in qualifies
+_REVISION = re.compile(
+    r"\b(?:change of plans?|changed (?:my|our) minds?|after all|no longer|not \w+ any ?more|any ?more\b|"
+    r"(?:is|are|'s) over|stopped|gave up|switched (?:back )?to|instead)\b",
+    re.I,
+)
 DecisionKind = Literal["create", "merge", "skip", "support", "contextualize", "contradict", "supersede", "reject"]
 
 # (category, pattern, topic group) — the topic names the fact a preference or entity is about.
@@ -93,15 +122,191 @@ _RULES: tuple[tuple[Category, re.Pattern[str]], ...] = (
     ),
 )
 _SKIP = re.compile(
-    r"^\s*(?:do you remember|what did i|can you recall|remind me what|hi\b|hello\b|thanks\b|ok\b|okay\b)", re.I
+    r"^\s*(?:do you remember|what did i|can you recall|remind me what|hi\b|hello\b|thanks\b|thank you\b|ok\b|"
+    r"okay\b|bye\b|see you\b|good (?:morning|night|luck)\b|let me know\b|i'?m not sure\b|i don'?t (?:know|remember)\b|"
+    r"i see\b|i agree\b|me too\b|same here\b|sounds good\b|that'?s (?:great|awesome|amazing|cool|so)\b)",
+    re.I,
+)
+_PERSONAL = re.compile(r"\b(?:I|I'm|I've|I'll|I'd|my|me|we|we're|we've|our|us|mine)\b|\bI’", re.I)
+_WORK = re.compile(
+    r"\b(?:fix(?:ed)?|chang(?:ed|e)|updat(?:ed|e)|add(?:ed)?|remov(?:ed|e)|renam(?:ed|e)|creat(?:ed|e)|mov(?:ed|e)|"
+    r"replac(?:ed|e)|found|identified|decided|switch(?:ed)?|implement(?:ed)?|refactor(?:ed)?|migrat(?:ed|e)|"
+    r"upgrad(?:ed|e)|deploy(?:ed)?|wrote|rewrote|resolved|caused|because|root cause|the (?:bug|issue|problem|error))\b",
+    re.I,
+)
+_NARRATION = re.compile(
+    r"^(?:(?:now|first|next|then|ok(?:ay)?|great|perfect|good|alright|so)\b[,!.]?\s*)*"
+    r"(?:let me|let's|let us|i'?ll|i will|i need|i'?m going|i am going|we need|we should|we'll|i can see|i see|"
+    r"here'?s|here is|here are|i'?m now|i should|i want|i must|looking|checking|running|let me know)\b",
+    re.I,
+)
+_END = re.compile(r"[.!?。！？][\"'’”)\]]*$")
+_WORDS = re.compile(r"[a-z][a-z'-]{2,}|\d+")
+_FILLER = frozenset(
+    [
+        "the",
+        "and",
+        "but",
+        "for",
+        "are",
+        "was",
+        "were",
+        "you",
+        "your",
+        "yours",
+        "i'm",
+        "i've",
+        "i'll",
+        "i'd",
+        "that",
+        "this",
+        "these",
+        "those",
+        "with",
+        "have",
+        "has",
+        "had",
+        "just",
+        "really",
+        "very",
+        "so",
+        "too",
+        "also",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "how",
+        "why",
+        "not",
+        "all",
+        "any",
+        "some",
+        "can",
+        "could",
+        "would",
+        "should",
+        "will",
+        "our",
+        "ours",
+        "their",
+        "them",
+        "they",
+        "she",
+        "her",
+        "his",
+        "him",
+        "its",
+        "it's",
+        "from",
+        "about",
+        "into",
+        "than",
+        "then",
+        "there",
+        "here",
+        "been",
+        "being",
+        "get",
+        "got",
+        "thing",
+        "things",
+        "stuff",
+        "lot",
+        "lots",
+        "much",
+        "many",
+        "more",
+        "most",
+        "well",
+        "good",
+        "great",
+        "nice",
+        "cool",
+        "awesome",
+        "amazing",
+        "wonderful",
+        "glad",
+        "happy",
+        "love",
+        "like",
+        "sounds",
+        "sound",
+        "feel",
+        "feels",
+        "felt",
+        "think",
+        "thought",
+        "know",
+        "yeah",
+        "yes",
+        "wow",
+        "totally",
+        "definitely",
+        "absolutely",
+        "sure",
+        "thanks",
+        "thank",
+        "hope",
+        "hoping",
+        "always",
+        "never",
+        "today",
+        "now",
+        "time",
+        "keep",
+        "going",
+        "gonna",
+        "wanna",
+        "make",
+        "makes",
+        "made",
+        "see",
+        "look",
+        "looks",
+        "proud",
+        "fun",
+        "super",
+        "pretty",
+        "such",
+        "something",
+        "anything",
+        "everything",
+        "one",
+        "same",
+        "way",
+        "myself",
+        "hey",
+        "okay",
+    ]
+)
+_PAST_TENSE = re.compile(
+    r"\b(?:I|we)\s+(?:\w+ly\s+)?(?:\w+ed|went|got|saw|made|took|gave|came|found|met|ran|"
+    r"bought|began|became|wrote|read|spent|lost|won|started|finished|had|did|was|were)\b",
+    re.I,
+)
+_PLAN = re.compile(
+    r"\b(?:I'm|I am|we're|we are)\s+(?:planning|going|thinking|hoping)\b|\b(?:I|we)(?:'ll| will| plan)\b", re.I
+)
+_PROFILE_HINT = re.compile(r"\b(?:I'?m|I am|my|I (?:have|own|live|work|study|grew|was born))\b", re.I)
+_HAS_DATE = re.compile(
+    r"\b(?:19|20)\d{2}\b|\b(?:January|February|March|April|May|June|July|August|September|October|November|"
+    r"December)\b"
+)
+_PROPER = re.compile(r"(?<=\s)[A-Z][a-z]+")
+_RULE_HIT = re.compile(
+    r"\b(?:decided|prefer|favou?rite|allergic|because|fixed|root cause|named|called|moved|started|adopt|"
+    r"married|graduated|born|birthday|anniversary)\b",
+    re.I,
 )
 _TOPIC = re.compile(
-    r"\b(?:prefer|like|love|hate|dislike|enjoy|want|favou?rite|name is|called|live in|work (?:at|as|for))\s+"
+    r"\b(?:prefer|like|love|hate|dislike|enjoy|want|favou?rite|name is|called|live in|work (?:at|as|for))s?\s+"
     r"(?:to\s+)?(?:the\s+|a\s+|an\s+|my\s+)?([\w-]+)",
     re.I,
 )
 _OWNED = re.compile(r"\bmy ([\w-]+) is\b", re.I)
-_SENTENCES = re.compile(r"[^.!?。！？\n]+[.!?。！？]?")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 
 
 def fact_key_for(category: Category, text: str) -> str | None:
@@ -137,34 +342,179 @@ def _topic_word(word: str) -> str:
 
 
 def extract(conversation_id: int, messages: Sequence[MessageRecord]) -> list[MemoryDraft]:
-    """Up to five memory drafts from the user messages, newest statements last."""
+    """Self-contained statements from the messages, at most three sentences per message, in message order.
+
+    See the module docstring: who said it is named, relative dates are written out from the
+    message's date, and every draft passes :func:`~lossless.memory.fragments.fragment_reason`.
+    """
     drafts: list[MemoryDraft] = []
     seen: set[str] = set()
+    names = [speaker_of(m.role, m.content, m.metadata) for m in messages if m.role in ("user", "assistant")]
+    people = list(dict.fromkeys(name for name, _, named in names if named))
     for message in messages:
-        if message.role != "user":
+        if message.role not in ("user", "assistant"):
             continue
-        for raw in _SENTENCES.findall(message.content):
-            sentence = " ".join(raw.split())
-            if len(sentence) < 10 or sentence.endswith(("?", "？")) or _SKIP.match(sentence):
-                continue
-            category = next((cat for cat, rule in _RULES if rule.search(sentence)), None)
-            key = sentence.lower()
-            if category is None or key in seen:
-                continue
-            seen.add(key)
-            drafts.append(
-                MemoryDraft(
-                    content=sentence,
-                    category=category,
-                    fact_key=fact_key_for(category, sentence),
-                    temporal_type="dynamic" if category in ("events",) else "static",
-                    conversation_id=conversation_id,
-                    source_message_ids=(message.id,),
-                    source="extraction",
-                    valid_from=message.created_at,
-                )
-            )
-    return drafts[-MAX_PER_EXTRACTION:]
+        speaker, text, named = speaker_of(message.role, message.content, message.metadata)
+        other = next((p for p in people if p != speaker), None) if named and len(people) == 2 else None
+        if not named:
+            other = "the assistant" if message.role == "user" else "the user"
+        worker = message.role == "assistant" and not named  # an agent: only its work facts are kept
+        found: list[_Said] = []
+        if worker:
+            found += _edits(text)
+        for position, sentence in enumerate(prose_sentences(text)):
+            said = _statement(sentence, speaker, other, named, worker, message.created_at, position)
+            if said is not None and said.text.lower() not in seen:
+                seen.add(said.text.lower())
+                found.append(said)
+        best = sorted(sorted(found, key=lambda s: (-s.score, s.position))[:MAX_PER_MESSAGE], key=lambda s: s.position)
+        if not best:
+            continue
+        for group in _groups(best):
+            draft = _draft(group, speaker if named else None, message, conversation_id)
+            if draft is not None:
+                drafts.append(draft)
+    return drafts
+
+
+def _groups(said: Sequence[_Said]) -> list[list[_Said]]:
+    """A message's statements as memories: a versioned fact (one with a fact key) alone, the rest together."""
+    alone = [[s] for s in said if fact_key_for(s.category, s.source) is not None]
+    rest = [s for s in said if fact_key_for(s.category, s.source) is None]
+    if rest and sum(len(s.text) + 1 for s in rest) <= MAX_STATEMENT_CHARS:
+        return sorted([*alone, rest], key=lambda group: group[0].position)
+    return sorted([*alone, *([s] for s in rest)], key=lambda group: group[0].position)
+
+
+_EDIT_CALL = re.compile(
+    r"^\[tool call: (Edit|MultiEdit|Write|str_replace_editor|apply_patch|edit_file|write_file)\] (\{.*)$", re.M | re.I
+)
+
+
+def _edits(text: str) -> list[_Said]:
+    """The files an agent's tool calls changed, as statements (``The assistant edited src/app.py.``)."""
+    out: list[_Said] = []
+    for match in _EDIT_CALL.finditer(text):
+        try:
+            args = json.JSONDecoder().raw_decode(match.group(2))[0]
+        except ValueError:
+            continue
+        path = next((args.get(k) for k in ("file_path", "path", "filename") if isinstance(args, dict)), None)
+        if isinstance(path, str) and 0 < len(path) < 300 and "\n" not in path:
+            verb = "wrote" if match.group(1).lower().startswith("write") else "edited"
+            out.append(_Said(f"The assistant {verb} {path}.", "events", 5.0, False, path, -1))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Said:
+    """One sentence made into a statement: its text (no trailing date note), why it is kept, where it was."""
+
+    text: str
+    category: Category
+    score: float
+    dated: bool
+    source: str
+    position: int
+
+
+def _draft(
+    group: Sequence[_Said], person: str | None, message: MessageRecord, conversation_id: int
+) -> MemoryDraft | None:
+    """One memory from a message's kept statements (events get the date they were said)."""
+    ranked = sorted(
+        group, key=lambda s: ["profile", "preferences", "entities", "cases", "patterns", "events"].index(s.category)
+    )
+    category = ranked[0].category
+    text = " ".join(s.text for s in group)
+    dated = category == "events" or (person is not None and category not in ("profile", "preferences"))
+    if dated and not any(s.dated for s in group) and not _HAS_DATE.search(text):
+        text = f"{text[:-1]} (said on {format_date(message.created_at)}){text[-1]}"
+    if fragment_reason(text) is not None:
+        return None
+    meta: dict[str, object] = {"speaker": person or ("the user" if message.role == "user" else "the assistant")}
+    if any(_REVISION.search(s.source) for s in group):
+        meta["revises"] = True
+    try:
+        return MemoryDraft(
+            content=text,
+            category=category,
+            metadata=meta,
+            fact_key=_keyed(fact_key_for(category, ranked[0].source), person.lower() if person else None),
+            temporal_type="dynamic" if category == "events" else "static",
+            conversation_id=conversation_id,
+            source_message_ids=(message.id,),
+            source="extraction",
+            valid_from=message.created_at,
+        )
+    except InputError:
+        return None
+
+
+def _told(sentence: str, speaker: str, other: str | None, named: bool, when: datetime) -> tuple[str, bool]:
+    """The sentence told about its speaker, dates written out, ending as a sentence; and whether it was dated."""
+    statement, dated = resolve_dates(sentence, when)
+    statement = third_person(statement, speaker, other)
+    if statement[:1].islower():
+        statement = statement[0].upper() + statement[1:]
+    if statement[-1] not in ".!。！":
+        statement += "。" if _CJK.search(statement[-1]) else "."
+    if fragment_reason(statement) == "no verb" and named:
+        statement = f"{speaker} said: {statement}"
+    return statement, dated
+
+
+def _statement(
+    sentence: str,
+    speaker: str,
+    other: str | None,
+    named: bool,
+    worker: bool,
+    when: datetime,
+    position: int,
+) -> _Said | None:
+    """One sentence worth remembering, told about its speaker; else ``None``."""
+    sentence = " ".join(sentence.split())
+    if len(sentence) < 10 or len(sentence) > MAX_STATEMENT_CHARS or sentence.endswith(("?", "？")):
+        return None
+    if _SKIP.match(sentence) or sentence.endswith((":", ",", ";", "-", "…", "...")):
+        return None
+    if named:
+        sentence = with_subject(sentence)
+    category = next((cat for cat, rule in _RULES if rule.search(sentence)), None)
+    personal = bool(_PERSONAL.search(sentence))
+    if worker:
+        if _NARRATION.match(sentence) or not _END.search(sentence):
+            return None
+        if not (_WORK.search(sentence) and personal) and category not in ("cases", "events"):
+            return None
+        category = category if category in ("cases", "events") else "events"
+    informative = [w for w in _WORDS.findall(sentence.lower()) if w not in _FILLER]
+    informative += _CJK.findall(sentence)[::3]  # CJK: about a word per three characters
+    if category is None and not personal and not (named and len(informative) >= 2):
+        return None
+    if len(informative) < (1 if category else 2):
+        return None
+    if category is None:
+        category = "events" if _PAST_TENSE.search(sentence) or _PLAN.search(sentence) else "profile"
+        if category == "profile" and not named and not _PROFILE_HINT.search(sentence):
+            return None  # "I think that works" from a user is not who they are
+        if category == "profile" and not _PROFILE_HINT.search(sentence):
+            category = "entities"
+    statement, dated = _told(sentence, speaker, other, named, when)
+    if fragment_reason(statement) is not None:
+        return None  # each sentence must stand on its own, before any is joined to another
+    score = len(set(informative)) + 3 * bool(_RULE_HIT.search(sentence)) + 2 * dated
+    score += 2 * len(_PROPER.findall(sentence[1:]))
+    return _Said(statement, category, float(score), dated, sentence, position)
+
+
+def _keyed(fact_key: str | None, speaker: str | None) -> str | None:
+    """A named speaker's facts are theirs: ``preferences:caroline:drink`` (the user's keep the plain key)."""
+    if fact_key is None or speaker is None:
+        return fact_key
+    category, _, topic = fact_key.partition(":")
+    return f"{category}:{speaker}:{topic}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +531,12 @@ class Decision:
 
 def decide(draft: MemoryDraft, neighbours: Sequence[tuple[Memory, float]]) -> Decision:
     """What to do with ``draft`` given its nearest current memories (similarity ≥ 0.7, best first)."""
+    speaker = (draft.metadata or {}).get("speaker")
+    if speaker is not None:  # one person's facts never merge into, support or replace another's
+        neighbours = [(m, s) for m, s in neighbours if (m.metadata or {}).get("speaker", speaker) == speaker]
+    revised = _revised(draft, neighbours)
+    if revised is not None:
+        return revised
     same = [(m, s) for m, s in neighbours if m.category == draft.category]
     if draft.fact_key and draft.category in ("preferences", "entities", "profile"):
         keyed = [(m, s) for m, s in same if m.fact_key == draft.fact_key]
@@ -205,3 +561,21 @@ def decide(draft: MemoryDraft, neighbours: Sequence[tuple[Memory, float]]) -> De
     if draft.category == "patterns" and sim >= 0.9:
         return Decision("merge", best.memory_id, "near-identical pattern")
     return Decision("create", reason=f"related to {best.memory_id} but distinct (similarity {sim:.2f})")
+
+
+def _revised(draft: MemoryDraft, neighbours: Sequence[tuple[Memory, float]]) -> Decision | None:
+    """A change of mind ("… after all", "no longer …") supersedes what the same person said before.
+
+    Only a versioned memory (profile, preferences, entities) of the same speaker at similarity ≥
+    :data:`REVISION_SIMILARITY` is superseded (it stays as history); events and cases stay append-only.
+    """
+    meta = draft.metadata or {}
+    if not meta.get("revises"):
+        return None
+    for memory, similarity in neighbours:
+        if similarity < REVISION_SIMILARITY or (memory.metadata or {}).get("speaker") != meta.get("speaker"):
+            continue
+        if memory.category in ("profile", "preferences", "entities"):
+            return Decision("supersede", memory.memory_id, f"a change of mind about {memory.memory_id}")
+        return None
+    return None

@@ -3,16 +3,20 @@
 The prompt (written for this project) asks for at most five durable memories in
 the six categories, each with three levels (one-line abstract, short overview,
 full content), in the conversation's dominant language, citing the ids of the
-messages it came from, and lists what never to extract (system or tool text,
+messages it came from; each a self-contained statement naming who it is about,
+relative times turned into dates from the messages' dates (sent with each
+message), changes of mind written as such; and lists what never to extract (system or tool text,
 recall questions such as "do you remember…", greetings, small talk, anything
 the assistant merely suggested).
 
 Invariants:
 
 * This module does no I/O: the chat call is injected (``chat(system, user) -> text``).
-* The model's answer is untrusted.  Anything that is not the documented JSON
-  (code fences are tolerated) raises :class:`~lossless.errors.ProviderError`;
-  items with an unknown category or empty text are dropped; cited message ids
+* The model's answer is untrusted.  Code fences and text around the JSON are
+  tolerated, and an answer cut off inside the list keeps its complete items;
+  anything else raises :class:`~lossless.errors.ProviderError`; items with an
+  unknown category, empty text, or content that is a heading, a list stub,
+  code or tool noise (:func:`~lossless.memory.fragments.fragment_reason`) are dropped; cited message ids
   not in the segment are dropped, and an item citing none is attributed to the
   segment's user messages.  Never more than five drafts.
 * Only the newest ``max_chars`` of the segment are sent (8,000 by default).
@@ -27,6 +31,7 @@ from typing import Any
 
 from lossless.errors import InputError, ProviderError
 from lossless.memory.extraction import MAX_PER_EXTRACTION, fact_key_for
+from lossless.memory.fragments import fragment_reason
 from lossless.memory.records import CATEGORIES, MemoryDraft
 from lossless.records import MessageRecord
 
@@ -42,28 +47,39 @@ Return JSON only, in this shape:
 
 Rules:
 - At most {MAX_PER_EXTRACTION} memories; fewer is better than padding. Return {{"memories": []}} when nothing qualifies.
-- category is one of: profile (who the user is), preferences (likes, dislikes, how they want things done;
-  group preferences on one topic together), entities (named people, systems, projects and their facts),
-  events (decisions and things that happened, with their dates), cases (a problem and how it was solved),
+- category is one of: profile (who someone is), preferences (likes, dislikes, how they want things done;
+  group preferences on one topic together), entities (named people, places, systems, projects and their facts),
+  events (decisions, plans and things that happened, with their dates), cases (a problem and how it was solved),
   patterns (habits and recurring routines).
-- abstract: one line that could serve as an index entry. overview: two or three sentences or a short list.
+- Every memory stands on its own: name who it is about instead of "I", "you" or "we" (use the speaker's
+  name when the message gives one, else "the user" or "the assistant"), and write complete sentences.
+- Dates: turn relative times ("yesterday", "last week", "two months ago") into dates, counted from the date
+  of the message that says them (the date attribute), written out like 7 May 2023.
+- When someone changes their mind, write the new state and say what it replaces ("… now prefers tea,
+  no longer coffee").
+- abstract: one line that could serve as an index entry. overview: two or three sentences.
   content: the full statement with the details needed to act on it.
 - Write in the language the conversation mostly uses.
 - sources: the ids of the messages the memory comes from, as written in <message id="...">.
-- Never extract: system or tool output, logs, code listings, questions asking you to recall something
-  ("do you remember...", "what did I say..."), greetings, thanks, small talk, or anything the assistant
-  only suggested and the user did not confirm."""
+- Never extract: system or tool output, logs, code, markdown headings or half sentences, questions asking you
+  to recall something ("do you remember...", "what did I say..."), greetings, thanks, small talk, or anything
+  the assistant only suggested and the user did not confirm."""
+
+
+#: What a model's memory may never be (the grammar checks are English-only, and models write many languages).
+_STRUCTURAL = frozenset({"empty", "heading", "list stub", "code", "tool noise"})
 
 
 def render_segment(messages: Sequence[MessageRecord], max_chars: int = 8000) -> str:
-    """The messages as ``<message id role>`` blocks, newest kept when over ``max_chars``."""
+    """The messages as ``<message id role date>`` blocks, newest kept when over ``max_chars``."""
     blocks: list[str] = []
     used = 0
     for message in reversed(messages):
         if message.role not in ("user", "assistant"):
             continue
         text = message.content.replace("</message>", "</ message>")
-        block = f'<message id="{message.id}" role="{message.role}">\n{text}\n</message>'
+        when = message.created_at.strftime("%Y-%m-%d")
+        block = f'<message id="{message.id}" role="{message.role}" date="{when}">\n{text}\n</message>'
         if used + len(block) > max_chars and blocks:
             break
         blocks.append(block[:max_chars])
@@ -72,14 +88,45 @@ def render_segment(messages: Sequence[MessageRecord], max_chars: int = 8000) -> 
 
 
 def _payload(text: str) -> Any:
+    """The answer's JSON; a truncated or chatty answer gives up the complete memory items it holds."""
     stripped = text.strip()
-    fenced = re.match(r"^```(?:json)?\s*(.*?)\s*```$", stripped, re.S)
+    fenced = re.search(r"```(?:json)?\s*(.*?)\s*(?:```|$)", stripped, re.S)
     if fenced:
         stripped = fenced.group(1)
     try:
         return json.loads(stripped)
-    except ValueError as exc:
-        raise ProviderError("memory extractor", "the model's answer is not JSON") from exc
+    except ValueError:
+        pass
+    start = stripped.find("{")
+    if start >= 0:
+        try:
+            return json.JSONDecoder().raw_decode(stripped[start:])[0]
+        except ValueError:
+            pass
+    salvaged = _salvage(stripped)
+    if salvaged:
+        return {"memories": salvaged}
+    raise ProviderError("memory extractor", "the model's answer is not JSON")
+
+
+def _salvage(text: str) -> list[Any]:
+    """The whole objects of a ``"memories": [...]`` list that was cut off (a partial answer)."""
+    opening = re.search(r'"memories"\s*:\s*\[', text)
+    if opening is None:
+        return []
+    decoder = json.JSONDecoder()
+    items: list[Any] = []
+    position = opening.end()
+    while True:
+        while position < len(text) and text[position] in " \t\r\n,":
+            position += 1
+        if position >= len(text) or text[position] != "{":
+            return items
+        try:
+            item, position = decoder.raw_decode(text, position)
+        except ValueError:
+            return items
+        items.append(item)
 
 
 def parse_memories(text: str, conversation_id: int, messages: Sequence[MessageRecord]) -> list[MemoryDraft]:
@@ -97,7 +144,7 @@ def parse_memories(text: str, conversation_id: int, messages: Sequence[MessageRe
         if not isinstance(item, dict) or item.get("category") not in CATEGORIES:
             continue
         content = item.get("content")
-        if not isinstance(content, str) or not content.strip():
+        if not isinstance(content, str) or not content.strip() or fragment_reason(content) in _STRUCTURAL:
             continue
         cited = item.get("sources")
         ids = tuple(

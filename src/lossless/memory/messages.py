@@ -22,20 +22,16 @@ Invariants:
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
 from lossless.errors import InputError, StoreError
 from lossless.memory.service import MemoryService
-from lossless.memory.vectors import VectorIndex, normalize, to_blob
+from lossless.memory.vectors import VectorIndex, to_blob
 from lossless.ports import SearchVectorStore, Store, VectorSource, VectorState
 
 __all__ = ["MessageHit", "MessageSearch", "SummaryHit", "reciprocal_rank_fusion"]
-
-#: Query vectors kept in this process (a search embeds its query once).
-_QUERY_CACHE = 256
 
 
 class _Id(Hashable, Protocol):
@@ -81,7 +77,6 @@ class MessageSearch:
         self.vectors: SearchVectorStore = store
         self.memory = memory
         self._indexes: dict[tuple[VectorSource, int], tuple[int, VectorIndex]] = {}
-        self._queries: OrderedDict[str, Any] = OrderedDict()
         self._handed_states: dict[tuple[VectorSource, tuple[int, ...]], dict[int, VectorState]] = {}
 
     @property
@@ -108,14 +103,8 @@ class MessageSearch:
         return sum(s.indexed for s in states.values()), sum(s.total for s in states.values())
 
     async def _query_vector(self, query: str) -> Any:
-        vector = self._queries.get(query)
-        if vector is None:
-            (raw,) = await self.memory.embedder.embed([query], task="query")
-            vector = normalize(raw)[0]
-            self._queries[query] = vector
-            while len(self._queries) > _QUERY_CACHE:
-                self._queries.popitem(last=False)
-        self._queries.move_to_end(query)
+        """The query's vector, through the memory layer's embedding cache (a repeated query is not embedded again)."""
+        (vector,) = await self.memory.embed([query], task="query")
         return vector
 
     async def _loaded(self, source: VectorSource, conversation_id: int, rows: int) -> VectorIndex:

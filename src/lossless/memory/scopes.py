@@ -9,10 +9,12 @@ Invariants:
   (:func:`check_scope`); ids are 1–128 characters of letters, digits and
   ``. _ : @ -``.
 * Reach is computed, never assumed.  An agent with explicit grants reaches
-  exactly those scopes plus its own reflection scope; an agent without grants
-  reaches ``global``, ``agent:<id>`` and ``reflection:agent:<id>`` (the
-  reference defaults).  An empty grant list is an explicit "nothing but its
-  reflections".
+  exactly those scopes plus its own reflection scope, to read and to write; an
+  agent without grants reads ``global``, ``agent:<id>`` and
+  ``reflection:agent:<id>`` (the reference defaults) but **writes only its
+  own two**: ``global`` is shared by every agent, so changing it (adding,
+  updating, superseding, forgetting, importing) takes an explicit grant that
+  lists it.  An empty grant list is an explicit "nothing but its reflections".
 * There is **no implicit bypass identity**: the agent id ``system`` is an
   ordinary agent.  Only a caller built with :meth:`Caller.system` sees every
   scope, and code has to ask for one by name.
@@ -66,14 +68,18 @@ class Caller:
         return cls("<system>", is_system=True)
 
 
-def reachable_scopes(caller: Caller, grants: Mapping[str, Sequence[str]]) -> tuple[str, ...] | None:
-    """The scopes ``caller`` reaches (``None``: every scope, for a system caller only)."""
+def reachable_scopes(
+    caller: Caller, grants: Mapping[str, Sequence[str]], *, write: bool = False
+) -> tuple[str, ...] | None:
+    """The scopes ``caller`` reaches to read (or, with ``write``, to change); ``None``: every scope (system only)."""
     if caller.is_system:
         return None
     own_reflection = f"reflection:agent:{caller.agent_id}"
     if caller.agent_id in grants:
         scopes = [check_scope(s) for s in grants[caller.agent_id]]
         return tuple(dict.fromkeys([*scopes, own_reflection]))
+    if write:  # global is everyone's: writing to it needs an explicit grant
+        return (f"agent:{caller.agent_id}", own_reflection)
     return ("global", f"agent:{caller.agent_id}", own_reflection)
 
 
@@ -84,6 +90,12 @@ def require_reach(caller: Caller, scopes: Iterable[str], reach: Sequence[str] | 
     for scope in scopes:
         check_scope(scope)
         if scope not in reach:
+            if scope == "global" and action != "read":
+                raise AccessDeniedError(
+                    f"agent {caller.agent_id!r} may not {action} memory scope 'global': the global scope is shared "
+                    "by every agent, so changing it needs an explicit grant, e.g. `lcm memory grant "
+                    f"{caller.agent_id} global agent:{caller.agent_id}` (a grant lists every scope it reaches)"
+                )
             raise AccessDeniedError(
                 f"agent {caller.agent_id!r} may not {action} memory scope {scope!r}; it reaches "
                 f"{', '.join(reach)}. Grant access with `lcm memory grant {caller.agent_id} {scope}` "

@@ -155,13 +155,17 @@ class MemoryService:
 
     # ------------------------------------------------------------------ scopes
 
-    async def reach(self, revision: int | None = None) -> tuple[str, ...] | None:
-        """The scopes this caller reaches (``None``: all), from grants cached per store revision."""
+    async def reach(self, revision: int | None = None, *, write: bool = False) -> tuple[str, ...] | None:
+        """The scopes this caller reaches (``None``: all), from grants cached per store revision.
+
+        ``write``: the scopes it may change (``global`` only with an explicit grant; see
+        :mod:`lossless.memory.scopes`).
+        """
         if revision is None:
             revision = await self.store.revision()
         if self._grants is None or self._grants[0] != revision:
             self._grants = (revision, await self.store.grants())
-        return reachable_scopes(self.caller, self._grants[1])
+        return reachable_scopes(self.caller, self._grants[1], write=write)
 
     async def _read_scopes(self, scopes: Sequence[str] | None, revision: int | None = None) -> tuple[str, ...] | None:
         reach = await self.reach(revision)
@@ -171,7 +175,7 @@ class MemoryService:
         return reach
 
     async def _write_scope(self, scope: str | None) -> str:
-        reach = await self.reach()
+        reach = await self.reach(write=True)
         if scope is None:
             return default_write_scope(self.caller, reach)
         require_reach(self.caller, [check_scope(scope)], reach, action="write to")
@@ -350,7 +354,7 @@ class MemoryService:
 
     async def import_(self, memories: Sequence[Memory]) -> int:
         """Store exported memories (ids and history kept; already present ids skipped), re-embedded here."""
-        reach = await self.reach()
+        reach = await self.reach(write=True)
         require_reach(self.caller, {m.scope for m in memories}, reach, action="write to")
         pieces = [self.chunks(m.abstract, m.content) for m in memories]
         flat = await self.embed([p for chunks in pieces for p in chunks])  # one batch for the lot

@@ -193,51 +193,56 @@ def reranker_for(config: Config) -> Reranker | None:
 
 def extractor_for(config: Config) -> Extractor | None:
     """The model-backed memory extractor named by ``memory_extractor`` (``None``: the offline one)."""
-    if config.memory_extractor == "offline":
+    provider = config.memory_extractor
+    if provider == "offline":
         return None
     from lossless.memory.llm_extraction import LlmExtractor
-    from lossless.providers.chat import openai_chat
+    from lossless.providers.chat import chat_for
 
     model = config.memory_extraction_model or config.summary_model
     if not model:
         raise ConfigError(
-            "memory_extractor = openai needs a model: set memory_extraction_model (or summary_model)",
+            f"memory_extractor = {provider} needs a model: set memory_extraction_model (or summary_model)",
             setting="memory_extraction_model",
         )
-    credential = resolve_api_key(config, "openai")
-    chat = openai_chat(
+    credential = resolve_api_key(config, provider)
+    chat = chat_for(
+        provider,
         model,
         api_key=credential.value if credential else None,
-        base_url=resolve_base_url(config, "openai"),
+        base_url=resolve_base_url(config, provider),
         timeout_s=config.summary_timeout_ms / 1000,
+        max_retries=2,
+        label=f"{provider} extractor",
     )
-    return LlmExtractor(chat, name=f"openai:{model}")
+    return LlmExtractor(chat, name=f"{provider}:{model}")
 
 
 def dedup_judge_for(config: Config) -> DedupJudge | None:
     """The model that makes memory dedup decisions, by ``memory_dedup`` (``None``: the rules decide)."""
     mode = config.memory_dedup
     if mode == "auto":
-        mode = "openai" if config.memory_extractor == "openai" else "offline"
+        mode = config.memory_extractor  # the extractor's provider, or offline
     if mode == "offline":
         return None
     from lossless.memory.llm_dedup import LlmJudge
-    from lossless.providers.chat import openai_chat
+    from lossless.providers.chat import chat_for
 
     model = config.memory_extraction_model or config.summary_model
     if not model:
         raise ConfigError(
-            "memory_dedup = openai needs a model: set memory_extraction_model (or summary_model)",
+            f"memory_dedup = {mode} needs a model: set memory_extraction_model (or summary_model)",
             setting="memory_extraction_model",
         )
-    credential = resolve_api_key(config, "openai")
+    credential = resolve_api_key(config, mode)
     timeout_s = config.memory_dedup_timeout_ms / 1000
-    chat = openai_chat(
+    chat = chat_for(
+        mode,
         model,
         api_key=credential.value if credential else None,
-        base_url=resolve_base_url(config, "openai"),
+        base_url=resolve_base_url(config, mode),
         timeout_s=timeout_s,
         max_retries=1,
-        label="openai memory dedup",
+        label=f"{mode} memory dedup",
     )
-    return LlmJudge(chat, timeout_s=timeout_s, name=f"openai:{model}")
+    return LlmJudge(chat, timeout_s=timeout_s, name=f"{mode}:{model}")

@@ -4,8 +4,10 @@ It reads a segment written by :mod:`lossless.segments` and keeps what a later
 turn is most likely to need, one labelled line per item:
 
 * ``Asked:`` what the user asked for; ``Decision:`` choices and their
-  rationale; ``Error:`` failures, with the line that names them, and
-  ``Done:`` what was achieved; ``Open:`` tasks still to do;
+  rationale (a "because …" sentence that follows a decision joins it);
+  ``Error:`` failures, with the line that names them, and ``Done:`` what
+  was achieved (never a question, nor a conditional "if it passes");
+  ``Open:`` tasks still to do and questions still open;
 * ``Ran:`` commands; ``Files:`` file operations with paths and their latest
   status (created, modified, deleted, renamed, read), or exactly
   ``Files: none``; ``Refs:`` identifiers — URLs, ticket ids, paths, hashes,
@@ -16,7 +18,8 @@ turn is most likely to need, one labelled line per item:
 * the last line is always ``Expand for details about: …`` naming what was
   left out.
 
-Invariants: the same request gives the same text; the result fits
+Invariants: the same request gives the same text; an item longer than a
+line is cut at a sentence end, else a clause, else a word (marked ``…``); the result fits
 ``target_tokens`` (lines are dropped, lowest priority first, and named in the
 footer); every line of the result comes from the sources (nothing is
 invented beyond the labels and the timeline's time stamps).
@@ -73,6 +76,11 @@ _OPEN = re.compile(
     r"left to do|open question|blocked)\b",
     re.I,
 )
+_QUESTION = re.compile(r"\?[\"'’”)]*$|^(?:I'?m|I am) (?:wondering|not sure|curious)\b", re.I)
+_REASON = re.compile(r"^(?:because|since|this is because|that'?s because|the reason|so that|otherwise)\b", re.I)
+_TENTATIVE = re.compile(
+    r"\b(?:if|whether|once|when|until|not yet|isn'?t|wasn'?t|not)\b[^.]*\b(?:done|fixed|passes|works)\b", re.I
+)
 _FOOTER = re.compile(r"^Expand for details about:\s*(.*)$", re.M)
 _LABELS = ("Timeline", "Asked", "Decision", "Error", "Done", "Open", "Ran", "Files", "Refs", "Note")
 
@@ -105,8 +113,18 @@ class _Notes:
 
 
 def _clip(text: str, limit: int = _LINE_MAX) -> str:
+    """``text`` within ``limit`` characters, cut at a sentence end, else a clause, else a word (then ``…``)."""
     text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    if len(text) <= limit:
+        return text
+    head = text[:limit]
+    sentence = max(head.rfind(". "), head.rfind("! "), head.rfind("? "))
+    if sentence >= limit // 2:
+        return head[: sentence + 1]
+    clause = max(head.rfind(", "), head.rfind("; "), head.rfind(" — "), head.rfind(" - "))
+    if clause >= limit // 2:
+        return head[:clause].rstrip(" ,;—-") + " …"
+    return head[: limit - 1].rsplit(" ", 1)[0].rstrip(" ,;:") + " …"
 
 
 _CODE_LINE = re.compile(r"^(?:\s{2,}|\t|[-*>#|`$]|\d+[.)→] |\w+[:=(]\S)")
@@ -246,12 +264,19 @@ def _scan_message(item: SegmentItem, notes: _Notes) -> None:  # noqa: C901 - one
             if re.search(r"\b\d+ (?:passed|failed|errors?)\b", line):
                 _add(notes.done if "failed" not in line and "error" not in line else notes.errors, line.strip())
         return
+    decided = False  # whether the sentence before was a decision (a reason that follows joins it)
     for sentence in _sentences(text):
-        if _OPEN.search(sentence):
+        was_decision, decided = decided, False
+        if _QUESTION.search(sentence):
+            _add(notes.open, sentence)  # a question asked is open, never done or decided
+        elif was_decision and _REASON.match(sentence) and notes.decisions:
+            notes.decisions[-1] = _clip(f"{notes.decisions[-1]} {sentence}", 2 * _LINE_MAX)  # the why with the what
+        elif _OPEN.search(sentence):
             _add(notes.open, sentence)
         elif _DECISION.search(sentence):
             _add(notes.decisions, sentence)
-        elif _RESOLVED.search(sentence):
+            decided = True
+        elif _RESOLVED.search(sentence) and not _TENTATIVE.search(sentence):
             _add(notes.done, sentence)
         elif _ERROR.search(sentence) and len(sentence) < 200:
             _add(notes.errors, sentence)

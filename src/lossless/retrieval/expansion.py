@@ -23,7 +23,6 @@ Invariants:
 from __future__ import annotations
 
 import contextvars
-import re
 import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,8 +32,9 @@ from typing import Any, Protocol, runtime_checkable
 import anyio
 
 from lossless.errors import InputError
-from lossless.records import Grant, JSONValue, utcnow
+from lossless.records import Grant, JSONValue, parse_timestamp, utcnow
 from lossless.retrieval.access import AccessDenied, Caller
+from lossless.retrieval.answers import Passage, extractive_answer
 from lossless.retrieval.grep import GrepOptions, grep
 from lossless.retrieval.service import Retriever
 from lossless.retrieval.toolcalls import ToolOutcome, call_tool
@@ -54,79 +54,6 @@ __all__ = [
 
 DEFAULT_MAX_TOKENS = 2000
 _IN_SUBAGENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("lossless_expansion", default=None)
-_STOPWORDS = frozenset(
-    {
-        "the",
-        "a",
-        "an",
-        "and",
-        "or",
-        "of",
-        "to",
-        "in",
-        "on",
-        "at",
-        "for",
-        "with",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "been",
-        "it",
-        "this",
-        "that",
-        "what",
-        "which",
-        "who",
-        "whom",
-        "how",
-        "why",
-        "when",
-        "where",
-        "did",
-        "does",
-        "do",
-        "we",
-        "you",
-        "they",
-        "he",
-        "she",
-        "i",
-        "me",
-        "my",
-        "our",
-        "your",
-        "their",
-        "there",
-        "here",
-        "from",
-        "by",
-        "as",
-        "about",
-        "into",
-        "than",
-        "then",
-        "can",
-        "could",
-        "should",
-        "would",
-        "will",
-        "shall",
-        "may",
-        "might",
-        "have",
-        "has",
-        "had",
-        "not",
-        "no",
-        "yes",
-        "all",
-        "any",
-        "some",
-    }
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,18 +124,15 @@ class ExpandQueryResult:
 # ---------------------------------------------------------------------- the offline runner
 
 
-def _terms(text: str) -> set[str]:
-    return {w for w in re.findall(r"\w+", text.casefold()) if len(w) > 2 and w not in _STOPWORDS}
-
-
 class OfflineExpansionRunner:
-    """Deterministic sub-agent: grep → expand → the passages that share most words with the question, cited.
+    """Deterministic sub-agent: grep → expand → a short extractive answer, each sentence cited.
 
     It reads like a careful human would without a model: expand the target
-    summaries down to their messages (within the grant), cut the messages into
-    passages (lines, or sentences of long lines), score each by the distinct
-    question and query words it contains, and return the best, in
-    conversation order, each with its ``[msg#id]``, until ``max_tokens``.
+    summaries down to their messages (within the grant), or take the best
+    full-text matches of the query, and answer with the few sentences that
+    answer the question (:func:`lossless.retrieval.answers.extractive_answer`:
+    a *when* question gets the date written out), each with its ``[msg#id]``,
+    within ``max_tokens``.
     """
 
     name = "offline"
@@ -218,17 +142,29 @@ class OfflineExpansionRunner:
 
     async def run(self, task: ExpansionTask, tools: ExpansionTools) -> ExpansionAnswer:
         summary_ids = list(task.summary_ids)
-        passages: list[tuple[int, str, str]] = []  # (order, citation, text)
+        passages: list[Passage] = []
         if not summary_ids and task.query:
+            # By meaning first (the question's own words, so paraphrases are found), else by the query's words.
             found = await tools.call(
-                "lcm_grep", {"pattern": task.query, "mode": "full_text", "limit": 20, "all_conversations": True}
+                "lcm_grep", {"pattern": task.prompt[:1000], "mode": "hybrid", "limit": 20, "all_conversations": True}
             )
+            if found.error or not found.data.get("matches"):
+                found = await tools.call(
+                    "lcm_grep",
+                    {
+                        "pattern": task.query,
+                        "mode": "full_text",
+                        "limit": 20,
+                        "sort": "relevance",
+                        "all_conversations": True,
+                    },
+                )
             for match in found.data.get("matches", []) or []:  # type: ignore[union-attr]
                 assert isinstance(match, dict)
                 if match.get("type") == "summary":
                     summary_ids.append(str(match["id"]))
                 else:
-                    passages.append((len(passages), f"msg#{match['id']}", str(match.get("snippet", ""))))
+                    passages.append(_passage(f"msg#{match['id']}", match.get("snippet"), match.get("created_at")))
         if summary_ids:
             expanded = await tools.call(
                 "lcm_expand",
@@ -241,62 +177,34 @@ class OfflineExpansionRunner:
             )
             for message in expanded.data.get("messages", []) or []:  # type: ignore[union-attr]
                 assert isinstance(message, dict)
-                for piece in _pieces(str(message.get("content", ""))):
-                    passages.append((len(passages), f"msg#{message['message_id']}", piece))
+                cite = f"msg#{message['message_id']}"
+                passages.append(_passage(cite, message.get("content"), message.get("created_at")))
             if not expanded.data.get("messages"):
                 for summary in expanded.data.get("summaries", []) or []:  # type: ignore[union-attr]
                     assert isinstance(summary, dict)
-                    for piece in _pieces(str(summary.get("content", ""))):
-                        passages.append((len(passages), str(summary["summary_id"]), piece))
+                    passages.append(_passage(str(summary["summary_id"]), summary.get("content"), None))
         return self._answer(task, passages, summary_ids)
 
-    def _answer(
-        self, task: ExpansionTask, passages: Sequence[tuple[int, str, str]], summary_ids: Sequence[str]
-    ) -> ExpansionAnswer:
-        wanted = _terms(task.prompt) | _terms(task.query or "")
-        scored = sorted(
-            ((len(wanted & _terms(text)), order, cite, text) for order, cite, text in passages),
-            key=lambda item: (-item[0], item[1]),
-        )
-        relevant = [s for s in scored if s[0] > 0] or scored[:3]
-        head = f"Passages from the stored history relevant to: {task.prompt.strip()}"
-        budget = task.max_tokens - self.counter.count(head) - 8
-        chosen: list[tuple[int, str, str]] = []
-        for _, order, cite, text in relevant:
-            line = f"- [{cite}] {text}"
-            cost = self.counter.count(line) + 1
-            if cost > budget:
-                continue
-            budget -= cost
-            chosen.append((order, cite, line))
-        if not chosen:
+    def _answer(self, task: ExpansionTask, passages: Sequence[Passage], summary_ids: Sequence[str]) -> ExpansionAnswer:
+        question = task.prompt.strip()
+        ranked = not task.summary_ids  # found by a search (best first), not expanded targets in order
+        words = f"{question} {task.query or ''}"
+        found = extractive_answer(words, passages, self.counter, task.max_tokens, ranked=ranked)
+        if found is None:
             where = ", ".join(summary_ids[:5]) or "the history in reach"
-            return ExpansionAnswer(
-                f"No stored passage answers {task.prompt.strip()!r} (searched {where}).", tuple(summary_ids)
-            )
-        chosen.sort()
-        cited = tuple(dict.fromkeys([*summary_ids, *(c for _, c, _ in chosen)]))
-        return ExpansionAnswer("\n".join([head, *(line for _, _, line in chosen)]), cited)
+            return ExpansionAnswer(f"No stored passage answers {question!r} (searched {where}).", tuple(summary_ids))
+        text, cited = found
+        return ExpansionAnswer(text, tuple(dict.fromkeys([*cited, *summary_ids])))
 
 
-def _pieces(text: str, width: int = 400) -> list[str]:
-    out: list[str] = []
-    for line in text.splitlines():
-        line = " ".join(line.split())
-        if not line:
-            continue
-        if len(line) <= width:
-            out.append(line)
-            continue
-        sentence = ""
-        for part in re.split(r"(?<=[.!?。！？])\s*", line):
-            if sentence and len(sentence) + len(part) > width:
-                out.append(sentence)
-                sentence = ""
-            sentence = (sentence + " " + part).strip() if sentence else part[:width]
-        if sentence:
-            out.append(sentence)
-    return out
+def _passage(cite: str, text: object, created_at: object) -> Passage:
+    when = None
+    if isinstance(created_at, str) and created_at:
+        try:
+            when = parse_timestamp(created_at)
+        except ValueError:
+            when = None
+    return Passage(cite, str(text or ""), when)
 
 
 # ---------------------------------------------------------------------- orchestration

@@ -29,7 +29,7 @@ from __future__ import annotations
 import heapq
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -39,16 +39,20 @@ from lossless.records import JSONValue, format_timestamp
 from lossless.retrieval.query import (
     FullTextQuery,
     QuerySyntax,
+    Term,
     ignores_case,
     parse_full_text,
     required_literals,
     trigram_expression,
 )
+from lossless.retrieval.ranking import keywords
 
 __all__ = [
+    "MAX_CONTEXT",
     "MAX_OUTPUT_CHARS",
     "SEMANTIC_MODES",
     "SNIPPET_CHARS",
+    "ContextTurn",
     "GrepHit",
     "GrepOptions",
     "GrepResult",
@@ -56,6 +60,7 @@ __all__ = [
     "grep",
     "no_matches",
     "snippet",
+    "with_context",
 ]
 
 Mode = Literal["regex", "full_text", "semantic", "hybrid"]
@@ -69,6 +74,8 @@ SNIPPET_CHARS = 200
 MAX_LIMIT = 200
 DEFAULT_LIMIT = 50
 MAX_PATTERN_CHARS = 2_000
+#: The most neighbouring turns (each side) a hit can come back with.
+MAX_CONTEXT = 5
 _PAGE = 500
 #: Memory RE2 may use for one compiled pattern (bounds what a huge counted repetition can cost).
 _RE2_MAX_MEM = 32 << 20
@@ -85,6 +92,8 @@ class GrepOptions:
     before: datetime | None = None
     limit: int = DEFAULT_LIMIT
     sort: Sort = "recency"
+    #: Neighbouring turns returned with each message hit (that many before and after it).
+    context: int = 0
 
     def __post_init__(self) -> None:
         pattern: object = self.pattern
@@ -104,6 +113,8 @@ class GrepOptions:
             )
         if self.sort not in ("recency", "relevance"):
             raise InputError(f"sort must be 'recency' or 'relevance', got {self.sort!r}")
+        if type(self.context) is not int or not 0 <= self.context <= MAX_CONTEXT:
+            raise InputError(f"context must be an integer from 0 to {MAX_CONTEXT}, got {self.context!r}")
         if type(self.limit) is not int or not 1 <= self.limit <= MAX_LIMIT:
             raise InputError(f"limit must be an integer from 1 to {MAX_LIMIT}, got {self.limit!r}")
         for name in ("since", "before"):
@@ -137,6 +148,8 @@ class GrepHit:
     line: int | None = None
     name: str | None = None
     score: float | None = None
+    #: Neighbouring turns of a message hit (``context=N``), in conversation order, the hit itself left out.
+    context: tuple[ContextTurn, ...] = ()
 
     @property
     def citation(self) -> str:
@@ -152,7 +165,10 @@ class GrepHit:
         what = self.role if self.scope == "messages" else f"{self.kind} summary, depth {self.depth}"
         if self.score is not None:
             what = f"{what} · score {self.score:.3f}"
-        return f"- {self.citation} conversation {self.conversation_id} · {stamp} · {what}\n  {self.snippet}"
+        text = f"- {self.citation} conversation {self.conversation_id} · {stamp} · {what}\n  {self.snippet}"
+        if self.context:
+            text += "".join(f"\n    {turn.render(self.ref)}" for turn in self.context)
+        return text
 
     def to_dict(self) -> dict[str, JSONValue]:
         out: dict[str, JSONValue] = {
@@ -170,7 +186,33 @@ class GrepHit:
             out |= {"line": self.line, "name": self.name}
         if self.score is not None:
             out["score"] = round(self.score, 6)
+        if self.context:
+            out["context"] = [turn.to_dict() for turn in self.context]
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class ContextTurn:
+    """A turn next to a message hit: its id, place, speaker, time and (shortened) text."""
+
+    id: int
+    seq: int
+    role: str
+    created_at: datetime
+    text: str
+
+    def render(self, hit: int | str) -> str:
+        side = "before" if isinstance(hit, int) and self.id < hit else "after"
+        return f"({side}) [msg#{self.id}] {self.role}: {self.text}"
+
+    def to_dict(self) -> dict[str, JSONValue]:
+        return {
+            "id": self.id,
+            "seq": self.seq,
+            "role": self.role,
+            "created_at": format_timestamp(self.created_at),
+            "text": self.text,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +225,8 @@ class GrepResult:
     conversations: int = 0
     more: bool = False
     notes: tuple[str, ...] = field(default=())
+    #: True when a full-text query matched nothing with all its words and these are any-word matches.
+    fallback: bool = False
 
     def render(self, max_chars: int = MAX_OUTPUT_CHARS) -> str:
         """Markdown for an agent: a header line, one entry per hit, capped at ``max_chars``."""
@@ -214,7 +258,7 @@ class GrepResult:
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, JSONValue]:
-        return {
+        out: dict[str, JSONValue] = {
             "pattern": self.options.pattern,
             "mode": self.options.mode,
             "scope": self.options.scope,
@@ -223,6 +267,10 @@ class GrepResult:
             "more": self.more,
             "message": self.message,
         }
+        if self.fallback:
+            out["fallback"] = "any_word"
+            out["notes"] = [str(note) for note in self.notes]
+        return out
 
 
 def compile_regex(pattern: str) -> tuple[Any, str | None]:
@@ -407,6 +455,8 @@ async def grep(store: Store, options: GrepOptions, conversation_ids: tuple[int, 
     notes: tuple[str, ...] = ()
     if options.sort == "relevance" and plan.words is None:
         notes = ("(relevance order applies to full-text word queries; these matches are newest first)",)
+    if not found and options.mode == "full_text" and plan.words is not None:
+        return await _any_word(store, options, scopes, conversation_ids)
     if not found:
         return GrepResult(
             options,
@@ -414,6 +464,44 @@ async def grep(store: Store, options: GrepOptions, conversation_ids: tuple[int, 
             conversations=len(conversation_ids),
         )
     return GrepResult(options, tuple(found), conversations=len(conversation_ids), more=more, notes=notes)
+
+
+async def _any_word(
+    store: Store,
+    options: GrepOptions,
+    scopes: list[Literal["messages", "summaries"]],
+    conversation_ids: tuple[int, ...],
+) -> GrepResult:
+    """The ranked any-word search a full-text query falls back to when no item has all its words.
+
+    Stopwords are dropped (:func:`~lossless.retrieval.ranking.keywords`); matches come best first and
+    the result says that this is what happened.
+    """
+    words = keywords(options.pattern)
+    query = FullTextQuery(tuple((Term(w),) for w in words))
+    ranked = replace(options, sort="relevance")
+    plan = _Plan(words=query.fts_expression(), matcher=_term_locator(query, exact=False), exact=False)
+    found: list[GrepHit] = []
+    more = False
+    for scope in scopes:
+        hits, extra = await _search_scope(store, ranked, plan, scope, conversation_ids)
+        found += hits
+        more = more or extra
+    if len(scopes) > 1:
+        found.sort(key=lambda h: h.rank if h.rank is not None else 0.0)
+        more = more or len(found) > options.limit
+        found = found[: options.limit]
+    if not found:
+        return GrepResult(
+            options, message=no_matches(options, len(conversation_ids)), conversations=len(conversation_ids)
+        )
+    note = (
+        f"(nothing has every word of {options.pattern!r}; these matches have any of "
+        f"{', '.join(words[:12])}{', …' if len(words) > 12 else ''}, best match first)"
+    )
+    return GrepResult(
+        ranked, tuple(found), conversations=len(conversation_ids), more=more, notes=(note,), fallback=True
+    )
 
 
 def no_matches(options: GrepOptions, conversations: int) -> str:
@@ -435,3 +523,31 @@ def no_matches(options: GrepOptions, conversations: int) -> str:
     return f"no matches for {options.mode} {options.pattern!r} in {options.scope} across {where}; try " + ", or ".join(
         tips
     )
+
+
+async def with_context(store: Store, result: GrepResult) -> GrepResult:
+    """``result`` with each message hit carrying ``options.context`` turns before and after it."""
+    n = result.options.context
+    if n == 0 or not result.hits:
+        return result
+    hits: list[GrepHit] = []
+    cache: dict[tuple[int, int], list[Any]] = {}
+    wanted = [h.ref for h in result.hits if h.scope == "messages" and isinstance(h.ref, int)]
+    records = {m.id: m for m in await store.get_messages_by_id(wanted)}
+    for hit in result.hits:
+        record = records.get(hit.ref) if hit.scope == "messages" and isinstance(hit.ref, int) else None
+        if record is None:
+            hits.append(hit)
+            continue
+        key = (record.conversation_id, record.seq)
+        if key not in cache:
+            cache[key] = await store.get_messages(
+                record.conversation_id, after_seq=max(0, record.seq - n - 1), limit=2 * n + 1
+            )
+        turns = tuple(
+            ContextTurn(m.id, m.seq, m.role, m.created_at, snippet(m.content, 0, 0))
+            for m in cache[key]
+            if m.id != record.id and abs(m.seq - record.seq) <= n
+        )
+        hits.append(replace(hit, context=turns))
+    return replace(result, hits=tuple(hits))

@@ -1,9 +1,10 @@
 """Searching messages and summaries by meaning (``lcm_grep`` with ``mode="semantic"`` or ``"hybrid"``).
 
 The vectors come from a :class:`SemanticSearch` port: the engine supplies
-:class:`lossless.memory.messages.MessageSearch`, which embeds messages and summaries with the
-long-term memory's embedder and cache (the offline local model by default).  This module only turns
-its rankings into a :class:`~lossless.retrieval.grep.GrepResult`.
+:class:`lossless.memory.messages.MessageSearch`, which ranks the vectors that the background build
+stored for messages and summaries (with the long-term memory's embedder: the offline local model by
+default) and embeds only the query.  This module only turns its rankings into a
+:class:`~lossless.retrieval.grep.GrepResult`.
 
 Invariants:
 
@@ -15,7 +16,10 @@ Invariants:
   (BM25 over the word index, any of the query's terms; reciprocal-rank fusion, k = 60), so an exact
   keyword and a paraphrase both rank.  Results are always best match first: with ``scope="both"``
   messages and summaries are merged by score (both cosines, or both fusion scores, so comparable).
-* A summary rewritten in place is found by its new text only (the port re-indexes it).
+* A summary rewritten in place is found by its new text only (its vectors go with the old text).
+* **No search waits for embedding.**  While the build has not covered everything searched, a
+  ``semantic`` search runs as ``hybrid`` (the built vectors by meaning, every item by its words) and
+  its result carries a note saying how much is built (the port's optional ``coverage``).
 * Stored files are not embedded: ``scope="files"`` with these modes is refused by
   :class:`~lossless.retrieval.grep.GrepOptions`.
 * ``since`` / ``before`` filter the ranked items by time exactly as the full-text path does (a
@@ -37,11 +41,11 @@ from lossless.retrieval.grep import (
     GrepHit,
     GrepOptions,
     GrepResult,
-    grep,
     no_matches,
     snippet,
 )
-from lossless.retrieval.query import FullTextQuery, QuerySyntax, Term, parse_full_text
+from lossless.retrieval.hybrid import hybrid_hits
+from lossless.retrieval.query import FullTextQuery, QuerySyntax, parse_full_text
 
 __all__ = ["SemanticHit", "SemanticSearch", "SemanticSummaryHit", "grep_semantic"]
 
@@ -102,38 +106,6 @@ class SemanticSearch(Protocol):
     ) -> Sequence[SemanticSummaryHit]: ...
 
 
-def _any_term(query: FullTextQuery) -> str:
-    """The query as an OR of all its terms, in the full-text language (for the keyword half of hybrid)."""
-
-    def one(term: Term) -> str:
-        if term.phrase:
-            return '"' + term.text + '"'
-        return term.text + ("*" if term.prefix else "")
-
-    return " OR ".join(dict.fromkeys(one(t) for t in query.terms))
-
-
-async def _keyword_ranking(
-    store: Store,
-    options: GrepOptions,
-    conversation_ids: tuple[int, ...],
-    query: FullTextQuery,
-    scope: Literal["messages", "summaries"],
-) -> list[int | str]:
-    """Message or summary ids by full-text relevance to any of the query's terms."""
-    keyword = GrepOptions(
-        _any_term(query),
-        mode="full_text",
-        scope=scope,
-        since=options.since,
-        before=options.before,
-        limit=_FULL_TEXT_DEPTH,
-        sort="relevance",
-    )
-    found = await grep(store, keyword, conversation_ids)
-    return [h.ref for h in found.hits]
-
-
 def _locate(text: str, words: Sequence[str]) -> tuple[int, int]:
     """Where the first query word occurs in ``text`` (for the snippet), else its start."""
     if words:
@@ -144,12 +116,10 @@ def _locate(text: str, words: Sequence[str]) -> tuple[int, int]:
     return 0, 0
 
 
-def _wanted(
-    options: GrepOptions, score: float, conversation_id: int, allowed: set[int], *, fused: bool = False
-) -> bool:
+def _wanted(options: GrepOptions, score: float, conversation_id: int, allowed: set[int]) -> bool:
     """Whether a ranked id may become a hit: in reach, and (semantic) similar at all."""
     # A text sharing nothing with the query (similarity 0 or less) is no match, only a rank.
-    return conversation_id in allowed and (options.mode == "hybrid" or fused or score > 0)
+    return conversation_id in allowed and (options.mode == "hybrid" or score > 0)
 
 
 async def _partial_index(
@@ -195,19 +165,17 @@ async def _message_hits(
     window: int,
     words: Sequence[str],
     fulltext: Sequence[int | str] | None,
-    partial: bool = False,
 ) -> tuple[list[GrepHit], bool]:
     """Up to ``limit`` message hits, best first, and whether more passed the filters."""
     ranked = await search.search(
         options.pattern,
         list(conversation_ids),
         limit=window,
-        mode="hybrid" if options.mode == "hybrid" or (partial and fulltext) else "semantic",
+        mode="hybrid" if options.mode == "hybrid" else "semantic",
         fulltext=[int(ref) for ref in fulltext or ()],
     )
     allowed = set(conversation_ids)
-    fused = partial and bool(fulltext)
-    ranked = [h for h in ranked if _wanted(options, h.score, h.conversation_id, allowed, fused=fused)]
+    ranked = [h for h in ranked if _wanted(options, h.score, h.conversation_id, allowed)]
     records = {m.id: m for m in await store.get_messages_by_id([h.message_id for h in ranked])}
     pairs = [(records.get(h.message_id), h.score) for h in ranked]
     return _first(
@@ -238,7 +206,6 @@ async def _summary_hits(
     window: int,
     words: Sequence[str],
     fulltext: Sequence[int | str] | None,
-    partial: bool = False,
 ) -> tuple[list[GrepHit], bool]:
     """Up to ``limit`` summary hits, best first, and whether more passed the filters.
 
@@ -249,12 +216,11 @@ async def _summary_hits(
         options.pattern,
         list(conversation_ids),
         limit=window,
-        mode="hybrid" if options.mode == "hybrid" or (partial and fulltext) else "semantic",
+        mode="hybrid" if options.mode == "hybrid" else "semantic",
         fulltext=[str(ref) for ref in fulltext or ()],
     )
     allowed = set(conversation_ids)
-    fused = partial and bool(fulltext)
-    ranked = [h for h in ranked if _wanted(options, h.score, h.conversation_id, allowed, fused=fused)]
+    ranked = [h for h in ranked if _wanted(options, h.score, h.conversation_id, allowed)]
     records = {s.id: s for s in await store.get_summaries([h.summary_id for h in ranked])}
     pairs = [(records.get(h.summary_id), h.score) for h in ranked]
     return _first(
@@ -300,8 +266,8 @@ async def grep_semantic(
             query = parsed
     partial = await _partial_index(search, conversation_ids, scopes)
     if partial is not None:
-        # Vectors are built in the background, never by a search: what is not built yet is found by its
-        # words (the keyword half of hybrid), and the result says how much was ranked by meaning.
+        # Vectors are built in the background, never by a search: while the build is under way a semantic
+        # search runs as hybrid (what is built by meaning, everything by its words) and says how much is built.
         notes.append(partial)
         if query is None and options.mode == "semantic":
             parsed = parse_full_text(options.pattern)
@@ -312,11 +278,13 @@ async def grep_semantic(
     found: list[GrepHit] = []
     more = False
     for scope in scopes:
-        fulltext = None
-        if query is not None:
-            fulltext = await _keyword_ranking(store, options, conversation_ids, query, scope)
+        if options.mode == "hybrid" or partial is not None:
+            hits, extra = await hybrid_hits(store, options, conversation_ids, search, scope, keyword=query is not None)
+            found += hits
+            more = more or extra
+            continue
         run = _message_hits if scope == "messages" else _summary_hits
-        hits, extra = await run(store, options, conversation_ids, search, window, words, fulltext, partial is not None)
+        hits, extra = await run(store, options, conversation_ids, search, window, words, None)
         found += hits
         more = more or extra
     if len(scopes) > 1:

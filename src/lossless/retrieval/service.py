@@ -5,9 +5,16 @@ Invariants:
 * Every call resolves the caller's reach first (:mod:`lossless.retrieval.access`)
   and reads nothing outside it; summary and file ids out of reach are
   :class:`~lossless.errors.NotFoundError`, exactly as ids that do not exist.
-* Under a grant, what ``expand`` returns is charged to the grant, and a call
-  never returns more than the grant has left; a revoked or expired grant
-  stops every tool at its next call.
+* Under a grant, **every read is charged** to the grant's token cap: the
+  summaries and messages ``expand`` returns, the text ``describe`` shows (a
+  summary, or a page of a file) and the matches ``grep`` lists.  The charge
+  is a reservation taken in one atomic step by the store (a conditional
+  update), made before anything is returned and cut down to what the grant
+  has left: the result is shortened to fit, and what it did not use is given
+  back.  So the tokens returned by all reads under one grant, concurrent ones
+  included, never add up to more than its cap; once it is spent, each read is
+  refused with a message saying so.  A revoked or expired grant stops every
+  tool at its next call.
 * No I/O beyond the :class:`~lossless.ports.Store` port, the ``read_file``
   callable it is given (the engine supplies one that reads the blob store) and
   the ``semantic`` search port (the engine supplies the memory layer's
@@ -19,8 +26,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
+
+import anyio
 
 from lossless.errors import InputError, NotFoundError, check_integer, check_unicode
 from lossless.large_files import DEFAULT_PAGE_BYTES, Page, page_lines
@@ -36,8 +45,9 @@ from lossless.retrieval.dag import (
     validate_expand_options,
 )
 from lossless.retrieval.files import grep_files
-from lossless.retrieval.grep import SEMANTIC_MODES, GrepOptions, GrepResult, grep
+from lossless.retrieval.grep import SEMANTIC_MODES, GrepOptions, GrepResult, grep, with_context
 from lossless.retrieval.semantic import SemanticSearch, grep_semantic
+from lossless.tokens import EstimatingCounter, TokenCounter
 
 __all__ = ["FileView", "MessageView", "Retriever", "message_id_of"]
 
@@ -114,8 +124,10 @@ class Retriever:
         read_file: Callable[[LargeFile], Awaitable[bytes]] | None = None,
         clock: Callable[[], datetime] = utcnow,
         semantic: Callable[[], SemanticSearch] | None = None,
+        counter: TokenCounter | None = None,
     ) -> None:
         self.store = store
+        self.counter = counter or EstimatingCounter()
         self._read_file = read_file
         self._clock = clock
         self._make_semantic = semantic
@@ -169,10 +181,31 @@ class Retriever:
     ) -> GrepResult:
         reach = await self.reach(caller, conversation_id=conversation_id, all_conversations=all_conversations)
         if options.scope == "files":
-            return await grep_files(self.store, options, reach.conversation_ids, self._read_file)
-        if options.mode in SEMANTIC_MODES:
-            return await grep_semantic(self.store, options, reach.conversation_ids, self.semantic_search())
-        return await grep(self.store, options, reach.conversation_ids)
+            result = await grep_files(self.store, options, reach.conversation_ids, self._read_file)
+        else:
+            if options.mode in SEMANTIC_MODES:
+                found = await grep_semantic(self.store, options, reach.conversation_ids, self.semantic_search())
+            else:
+                found = await grep(self.store, options, reach.conversation_ids)
+            result = await with_context(self.store, found)
+        if reach.grant is None or not result.hits:
+            return result
+        costs = [self.counter.count(hit.render()) for hit in result.hits]
+        taken = await self._reserve(reach, sum(costs), "these matches")
+        kept, used = 0, 0
+        while kept < len(costs) and used + costs[kept] <= taken:
+            used += costs[kept]
+            kept += 1
+        await self._release(reach, taken - used)
+        if kept == 0:
+            raise self._spent(reach, taken, costs[0], "the first match")
+        if kept == len(costs):
+            return result
+        note = (
+            f"(showing {kept} of {len(costs)} matches: grant {reach.grant.id!r} has no tokens left for the rest; "
+            "answer with what was read)"
+        )
+        return replace(result, hits=result.hits[:kept], more=True, notes=(*result.notes, note))
 
     # -- describe
 
@@ -209,14 +242,18 @@ class Retriever:
                 raise NotFoundError("message", item_id, "message ids appear in search results as msg#N")
             return MessageView(messages[0])
         if item_id.startswith("sum_"):
-            return await describe_summary(self.store, await self.find_summary(item_id, reach), token_cap=token_cap)
+            described = await describe_summary(self.store, await self.find_summary(item_id, reach), token_cap=token_cap)
+            return described if reach.grant is None else await self._charge_description(reach, described)
         found = await self.store.get_large_file(item_id)
         if found is None or not reach.allows(found.conversation_id):
             raise NotFoundError("file", item_id, "file ids appear in messages as file_… references")
         if self._read_file is None:
             raise InputError("this retriever was set up without access to file contents")
         data = await self._read_file(found)
-        return FileView(found, page_lines(data, start_line=start_line, end_line=end_line, max_bytes=max_bytes))
+        view = FileView(found, page_lines(data, start_line=start_line, end_line=end_line, max_bytes=max_bytes))
+        if reach.grant is None:
+            return view
+        return await self._charge_file_page(reach, view, data, start_line, end_line, max_bytes)
 
     # -- expand
 
@@ -266,8 +303,95 @@ class Retriever:
             assert summary_ids is not None
             roots = [await self.find_summary(s, reach) for s in dict.fromkeys(summary_ids)]
         result = await expand(self.store, roots, max_depth=max_depth, token_cap=cap, include_messages=include_messages)
-        if reach.grant is not None:
-            charged = await self.store.charge_grant(reach.grant.id, result.estimated_tokens, self._clock())
-            if charged is None:
-                raise AccessDenied(f"grant {reach.grant.id!r} ended during the expansion; answer with what was read")
+        if reach.grant is None or result.estimated_tokens == 0:
+            return result
+        taken = await self._reserve(reach, result.estimated_tokens, "this expansion")
+        if taken < result.estimated_tokens:  # concurrent reads spent part of the cap: expand less
+            try:
+                result = await expand(
+                    self.store, roots, max_depth=max_depth, token_cap=taken, include_messages=include_messages
+                )
+            except BaseException:
+                await self._release(reach, taken)
+                raise
+        await self._release(reach, taken - result.estimated_tokens)
+        if result.estimated_tokens == 0 and result.truncated:
+            raise self._spent(reach, taken, None, "this expansion")
         return result
+
+    # -- charging reads to a grant
+
+    async def _reserve(self, reach: Reach, tokens: int, what: str) -> int:
+        """Take up to ``tokens`` from the grant (atomically); refuse when it is spent or no longer usable."""
+        assert reach.grant is not None
+        taken = await self.store.reserve_grant(reach.grant.id, tokens, self._clock())
+        if taken is None:
+            raise AccessDenied(f"grant {reach.grant.id!r} ended (revoked or expired); answer with what was read")
+        if taken == 0:
+            raise self._spent(reach, 0, tokens, what)
+        return taken
+
+    async def _release(self, reach: Reach, tokens: int) -> None:
+        assert reach.grant is not None
+        if tokens > 0:
+            with anyio.CancelScope(shield=True):  # a cancelled read still gives back what it did not use
+                await self.store.release_grant(reach.grant.id, tokens)
+
+    @staticmethod
+    def _spent(reach: Reach, left: int, needed: int | None, what: str) -> AccessDenied:
+        assert reach.grant is not None
+        need = f" ({what} needs ~{needed:,})" if needed is not None else ""
+        return AccessDenied(
+            f"grant {reach.grant.id!r} has {left:,} of its {reach.grant.token_cap:,}-token cap left, not enough for "
+            f"{what}{need}: the cap bounds everything read under the grant (grep, describe, expand); "
+            "answer with what was read"
+        )
+
+    async def _charge_description(self, reach: Reach, described: SummaryDescription) -> SummaryDescription:
+        """Charge a summary's description; its text is cut to what the grant has left."""
+        needed = self.counter.count(described.render())
+        taken = await self._reserve(reach, needed, "this description")
+        if taken >= needed:
+            await self._release(reach, taken - needed)
+            return described
+        content = described.summary.content
+        marker = "\n… (cut here: the grant's token cap is spent)"
+        bare = replace(described, summary=replace(described.summary, content=marker))
+        room = taken - self.counter.count(bare.render())
+        if room <= 0:
+            await self._release(reach, taken)
+            raise self._spent(reach, taken, needed, "this description")
+        low, high = 0, len(content)  # the longest prefix whose description fits
+        while low < high:
+            middle = (low + high + 1) // 2
+            if self.counter.count(content[:middle]) <= room:
+                low = middle
+            else:
+                high = middle - 1
+        cut = replace(described, summary=replace(described.summary, content=content[:low] + marker))
+        await self._release(reach, taken - min(taken, self.counter.count(cut.render())))
+        return cut
+
+    async def _charge_file_page(
+        self,
+        reach: Reach,
+        view: FileView,
+        data: bytes,
+        start_line: int | None,
+        end_line: int | None,
+        max_bytes: int,
+    ) -> FileView:
+        """Charge one page of a file; the page is shortened to what the grant has left."""
+        needed = self.counter.count(view.render())
+        taken = await self._reserve(reach, needed, "this page of the file")
+        cost = needed
+        while cost > taken and max_bytes > 1:
+            max_bytes = max(1, max_bytes * taken // (cost + 1))
+            page = page_lines(data, start_line=start_line, end_line=end_line, max_bytes=max_bytes)
+            view = FileView(view.file, page)
+            cost = self.counter.count(view.render())
+        if cost > taken:
+            await self._release(reach, taken)
+            raise self._spent(reach, taken, needed, "this page of the file")
+        await self._release(reach, taken - cost)
+        return view

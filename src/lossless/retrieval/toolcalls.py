@@ -91,6 +91,7 @@ async def call_tool(retriever: Retriever, caller: Caller, name: str, arguments: 
                 before=_time(args, "before"),
                 limit=args.get("limit", 50),
                 sort=args.get("sort", "recency"),
+                context=args.get("context", 0),
             )
             found = await retriever.grep(caller, options, **reach)
             cited = tuple(h.citation.strip("[]") for h in found.hits)

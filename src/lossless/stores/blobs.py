@@ -31,6 +31,7 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import re
@@ -137,7 +138,8 @@ def _write_once(path: Path, data: bytes, content_hash: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temp)
         if isinstance(exc, OSError):
-            raise StoreError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from exc
+            full = " (the disk is full: free some space and try again)" if exc.errno == errno.ENOSPC else ""
+            raise StoreError(f"cannot write {str(path)!r}: {exc.strerror or exc}{full}") from exc
         raise
     _fsync_folder(folder)
 

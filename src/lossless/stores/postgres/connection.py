@@ -93,6 +93,11 @@ def translate(exc: psycopg.Error) -> Exception:
             "Remove it from the text, or use a sqlite:/// database"
         )
     message = exc.diag.message_primary or str(exc)
+    if isinstance(exc, psycopg.errors.DiskFull):
+        return StoreError(
+            f"the database server's disk is full (PostgreSQL: {message}): this write was not stored, and nothing "
+            "stored before it was lost; free some space on the server and try again"
+        )
     return StoreError(f"PostgreSQL error: {message}")
 
 
@@ -250,6 +255,35 @@ class Database:
                         raise
                     with anyio.CancelScope(shield=True):
                         await conn.execute("COMMIT")
+                finally:
+                    _CURRENT.reset(token)
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
+
+    @asynccontextmanager
+    async def snapshot(self) -> AsyncIterator[None]:
+        """Every store call of the current task inside the block reads one consistent snapshot.
+
+        One ``REPEATABLE READ READ ONLY`` transaction on one connection (each call a savepoint of
+        it), so a series of reads (an integrity check) never mixes states before and after a write.
+        Inside :meth:`atomic` the block just runs in that transaction.
+        """
+        if self._own_atomic() is not None:
+            yield
+            return
+        if self._closed:
+            raise StoreError("the store is closed")
+        try:
+            async with self._pool.connection() as conn:
+                token = _CURRENT.set(_Atomic(self, _task_id(), conn))
+                try:
+                    with anyio.CancelScope(shield=True):
+                        await conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                    try:
+                        yield
+                    finally:
+                        with anyio.CancelScope(shield=True):
+                            await conn.execute("ROLLBACK")
                 finally:
                     _CURRENT.reset(token)
         except psycopg.Error as exc:

@@ -30,7 +30,8 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime
 from typing import Any
 
@@ -330,6 +331,18 @@ class MaintenanceStatements:
     _db: Database
 
     # ------------------------------------------------------------ MaintainableStore
+
+    def read_snapshot(self) -> AbstractAsyncContextManager[None]:
+        return self._db.snapshot()
+
+    @asynccontextmanager
+    async def repair_transaction(self, conversation_id: int) -> AsyncIterator[None]:
+        # The conversation's row lock, taken first as every writer of it does, keeps its rows still
+        # until the block commits; reads inside see its latest committed state.
+        async with self._db.atomic():
+            async with self._db.transaction() as conn:
+                await lock_conversation(conn, conversation_id)
+            yield
 
     async def search_index_problems(self, limit: int = 1000) -> list[IndexDiscrepancy]:
         """Always empty on PostgreSQL: there is no separate index that could disagree with the rows.

@@ -446,6 +446,30 @@ class RetrievalStatements:
             row = await cursor.fetchone()
         return None if row is None else grant_from_row(row)
 
+    async def reserve_grant(self, grant_id: str, tokens: int, now: datetime) -> int | None:
+        # One statement: the CTE's row lock makes concurrent reservations queue, and each re-reads
+        # the tokens_used the one before it committed (READ COMMITTED re-checks a locked row).
+        wanted = max(0, int(tokens))
+        async with self._db.transaction() as conn:
+            cursor = await conn.execute(
+                "WITH old AS (SELECT grant_id, greatest(0, least(%s, token_cap - tokens_used)) AS taken "
+                "FROM expansion_grants WHERE grant_id = %s AND revoked_at IS NULL AND expires_at > %s FOR UPDATE) "
+                "UPDATE expansion_grants g SET tokens_used = g.tokens_used + old.taken FROM old "
+                "WHERE g.grant_id = old.grant_id RETURNING old.taken",
+                (wanted, grant_id, aware(now)),
+            )
+            row = await cursor.fetchone()
+        return None if row is None else max(0, int(row[0]))
+
+    async def release_grant(self, grant_id: str, tokens: int) -> None:
+        if tokens <= 0:
+            return
+        async with self._db.transaction() as conn:
+            await conn.execute(
+                "UPDATE expansion_grants SET tokens_used = greatest(0, tokens_used - %s) WHERE grant_id = %s",
+                (int(tokens), grant_id),
+            )
+
     async def revoke_grant(self, grant_id: str, reason: str, now: datetime) -> bool:
         async with self._db.transaction() as conn:
             cursor = await conn.execute(

@@ -28,8 +28,10 @@ Invariants:
 * **Reads** run on reader connections inside a read transaction (one
   consistent snapshot per call) and never wait for writers (WAL).  Inside
   ``atomic()`` the owning task reads through the writer and sees its own
-  uncommitted rows.  Reader connections have the search index attached as
-  ``idx``.
+  uncommitted rows.  Inside :meth:`Database.snapshot` every read of the
+  owning task runs in one read transaction on one reader connection, so a
+  series of reads (an integrity check) sees one consistent state of the file.
+  Reader connections have the search index attached as ``idx``.
 * **Durability**: WAL with ``synchronous=NORMAL`` by default, so a committed
   transaction survives a crash of the process (kill -9); ``synchronous=FULL``
   also survives power loss.
@@ -67,6 +69,16 @@ class _Transaction:
 
 
 _CURRENT: contextvars.ContextVar[_Transaction | None] = contextvars.ContextVar("lossless_sqlite_tx", default=None)
+
+
+@dataclass(frozen=True, slots=True)
+class _Snapshot:
+    database: Database
+    owner: int
+    connection: sqlite3.Connection
+
+
+_SNAPSHOT: contextvars.ContextVar[_Snapshot | None] = contextvars.ContextVar("lossless_sqlite_snap", default=None)
 
 
 class _Busy(Exception):
@@ -235,6 +247,8 @@ class Database:
 
     def _in_savepoint(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         conn = self._writer_conn()
+        if not conn.in_transaction:
+            raise StoreError(_LOST_TRANSACTION)
         name = f"lcm_sp{next(self._savepoints)}"
         conn.execute(f"SAVEPOINT {name}")
         try:
@@ -250,6 +264,9 @@ class Database:
         try:
             if self._own_transaction() is not None:
                 return await anyio.to_thread.run_sync(fn, self._writer_conn())
+            snap = _SNAPSHOT.get()
+            if snap is not None and snap.database is self and snap.owner == anyio.get_current_task().id:
+                return await anyio.to_thread.run_sync(fn, snap.connection)
             return await self._read_pooled(fn)
         except sqlite3.Error as exc:
             raise _translate(exc) from exc
@@ -257,6 +274,44 @@ class Database:
             raise InputError(f"invalid Unicode (a lone surrogate at position {exc.start}) in a lookup") from exc
         except OverflowError as exc:  # a lookup by a number no column can hold
             raise InputError(f"a number is beyond a signed 64-bit integer ({exc})") from exc
+
+    @asynccontextmanager
+    async def snapshot(self) -> AsyncIterator[None]:
+        """Every read the current task makes inside the block sees one consistent state (one read transaction)."""
+        snap = _SNAPSHOT.get()
+        owner = anyio.get_current_task().id
+        if self._own_transaction() is not None or (snap is not None and snap.database is self and snap.owner == owner):
+            yield
+            return
+        async with self._reader_slots:
+            conn = self._free_readers.pop() if self._free_readers else None
+            if conn is None:
+                if self._closed:
+                    raise StoreError("the store is closed")
+                conn = await anyio.to_thread.run_sync(self._connect_reader)
+                self._all_readers.append(conn)
+
+            def begin() -> None:
+                conn.execute("BEGIN")
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the snapshot starts here
+
+            try:
+                try:
+                    await anyio.to_thread.run_sync(begin)
+                except sqlite3.Error as exc:
+                    raise _translate(exc) from exc
+                token = _SNAPSHOT.set(_Snapshot(self, owner, conn))
+                try:
+                    yield
+                finally:
+                    _SNAPSHOT.reset(token)
+                    with anyio.CancelScope(shield=True):
+                        await anyio.to_thread.run_sync(_end_read, conn)
+            finally:
+                if self._closed:
+                    conn.close()
+                else:
+                    self._free_readers.append(conn)
 
     async def _read_pooled(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         async with self._reader_slots:
@@ -297,9 +352,11 @@ class Database:
                 yield
             except BaseException:
                 with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(conn.execute, "ROLLBACK")
+                    await anyio.to_thread.run_sync(_abandon, conn)
                 raise
             else:
+                if not conn.in_transaction:
+                    raise StoreError(_LOST_TRANSACTION)
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(_commit, conn)
                 self._written()
@@ -370,10 +427,35 @@ class Database:
             raise _translate(exc) from exc
 
 
+_LOST_TRANSACTION = (
+    "SQLite rolled back this atomic() block's transaction after an error inside it (a full disk?): "
+    "nothing in it was written"
+)
+#: SQLite's result code for a full disk (or a database at its max_page_count).
+_SQLITE_FULL = 13
+
+
 def _translate(exc: sqlite3.Error) -> StoreError:
     if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
         return ConflictError("the database is locked by another writer; nothing was written, try again")
+    if _is_full(exc):
+        return StoreError(
+            f"the disk is full (SQLite: {exc}): this write was not stored, and nothing stored before it was "
+            "lost; free some space (or run `lcm prune` / `lcm vacuum`) and try again"
+        )
     return StoreError(f"SQLite error: {exc}")
+
+
+def _is_full(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return (code is not None and code & 0xFF == _SQLITE_FULL) or "disk is full" in str(exc)
+
+
+def _abandon(conn: sqlite3.Connection) -> None:
+    """Roll back the open transaction, if SQLite has not already (it does on a full disk, among others)."""
+    if conn.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
 
 
 def _begin_immediate(conn: sqlite3.Connection, wait_ms: int) -> None:
@@ -399,7 +481,9 @@ def _commit(conn: sqlite3.Connection) -> None:
     try:
         conn.execute("COMMIT")
     except sqlite3.Error as exc:
-        conn.execute("ROLLBACK")
+        _abandon(conn)
+        if _is_full(exc):
+            raise _translate(exc) from exc
         raise StoreError(f"commit failed, nothing was written: {exc}") from exc
 
 
@@ -410,6 +494,8 @@ def _restart_wal(conn: sqlite3.Connection) -> None:
 
 
 def _rollback_to(conn: sqlite3.Connection, name: str) -> None:
+    if not conn.in_transaction:  # SQLite rolled the whole transaction back already (a full disk)
+        return
     conn.execute(f"ROLLBACK TO {name}")
     conn.execute(f"RELEASE {name}")
 
@@ -419,10 +505,15 @@ def _in_transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection],
     try:
         result = fn(conn)
     except BaseException:
-        conn.execute("ROLLBACK")
+        _abandon(conn)
         raise
     _commit(conn)
     return result
+
+
+def _end_read(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        conn.execute("COMMIT")
 
 
 def _in_read_transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:

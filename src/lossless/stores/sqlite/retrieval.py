@@ -234,6 +234,32 @@ def charge(conn: sqlite3.Connection, grant_id: str, tokens: int, now: datetime) 
     return select_grant(conn, grant_id)
 
 
+def reserve(conn: sqlite3.Connection, grant_id: str, tokens: int, now: datetime) -> int | None:
+    """Take up to ``tokens`` of a usable grant's remaining cap (the caller's write transaction makes it atomic)."""
+    row = conn.execute(
+        "SELECT token_cap - tokens_used FROM expansion_grants "
+        "WHERE grant_id = ? AND revoked_at IS NULL AND expires_at > ?",
+        (grant_id, format_timestamp(now)),
+    ).fetchone()
+    if row is None:
+        return None
+    taken = max(0, min(int(tokens), int(row[0])))
+    if taken:
+        conn.execute(
+            "UPDATE expansion_grants SET tokens_used = tokens_used + ? "
+            "WHERE grant_id = ? AND tokens_used + ? <= token_cap",
+            (taken, grant_id, taken),
+        )
+    return taken
+
+
+def release(conn: sqlite3.Connection, grant_id: str, tokens: int) -> None:
+    conn.execute(
+        "UPDATE expansion_grants SET tokens_used = max(0, tokens_used - ?) WHERE grant_id = ?",
+        (max(0, int(tokens)), grant_id),
+    )
+
+
 def revoke(conn: sqlite3.Connection, grant_id: str, reason: str, now: datetime) -> bool:
     cursor = conn.execute(
         "UPDATE expansion_grants SET revoked_at = ?, revoke_reason = ? WHERE grant_id = ? AND revoked_at IS NULL",

@@ -640,6 +640,13 @@ class SQLiteStore:
 
     # ------------------------------------------------------------ maintenance (MaintainableStore)
 
+    def read_snapshot(self) -> AbstractAsyncContextManager[None]:
+        return self._db.snapshot()
+
+    def repair_transaction(self, conversation_id: int) -> AbstractAsyncContextManager[None]:
+        # The write transaction holds the database's write lock: no writer of any process runs meanwhile.
+        return self._db.atomic()
+
     async def search_index_problems(self, limit: int = 1000) -> list[IndexDiscrepancy]:
         return await self._db.read(lambda conn: maintenance.index_discrepancies(conn, limit))
 
@@ -798,6 +805,13 @@ class SQLiteStore:
 
     async def charge_grant(self, grant_id: str, tokens: int, now: datetime) -> Grant | None:
         return await self._db.write(lambda conn: retrieval.charge(conn, grant_id, tokens, now))
+
+    async def reserve_grant(self, grant_id: str, tokens: int, now: datetime) -> int | None:
+        return await self._db.write(lambda conn: retrieval.reserve(conn, grant_id, tokens, now))
+
+    async def release_grant(self, grant_id: str, tokens: int) -> None:
+        if tokens > 0:
+            await self._db.write(lambda conn: retrieval.release(conn, grant_id, tokens))
 
     async def revoke_grant(self, grant_id: str, reason: str, now: datetime) -> bool:
         return await self._db.write(lambda conn: retrieval.revoke(conn, grant_id, reason, now))

@@ -1,0 +1,652 @@
+"""The material :mod:`make_recall_data` draws conversations from: topics, slot values and small talk.
+
+A topic is one thing a person tells a friend over the weeks (a new dog, a trip, a change of mind),
+with several ways to say it, several ways a later question can ask about it (paraphrased: the
+question's words are mostly *not* the statement's), and *distractors*: lines on the same subject
+that share its words but do not answer the question, placed in other sessions so a search that
+only counts shared words finds the wrong turn.
+
+Placeholders: ``{A}`` the teller, ``{B}`` the friend, other ``{name}`` slots come from :data:`SLOTS`.
+Statement templates are the teller's turns; ``ask`` templates are the friend's turn right before
+(so an answer like "Yes, we went there last week" is only understood with its neighbour).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SLOTS: dict[str, list[str]] = {
+    "breed": ["beagle", "border collie", "greyhound", "dachshund", "labrador", "corgi", "whippet", "spaniel"],
+    "pet": ["Biscuit", "Pepper", "Juniper", "Mochi", "Waffles", "Clementine", "Noodle", "Ziggy", "Olive"],
+    "company": [
+        "Halvorsen Freight",
+        "Brightwater Labs",
+        "Copperleaf Health",
+        "Northgate Studios",
+        "Elmstead Bank",
+        "Quillfield Media",
+        "Ravenpoint Energy",
+        "Saltmarsh Games",
+    ],
+    "team": ["data platform", "mobile", "customer research", "payments", "logistics planning", "design systems"],
+    "city": [
+        "Lisbon",
+        "Kyoto",
+        "Reykjavik",
+        "Montreal",
+        "Ljubljana",
+        "Oaxaca",
+        "Tallinn",
+        "Hobart",
+        "Porto",
+        "Marrakesh",
+        "Valparaiso",
+        "Bergen",
+        "Hanoi",
+        "Cork",
+    ],
+    "sight": [
+        "old tram ride up the hill",
+        "night market",
+        "glacier hike",
+        "harbour at sunrise",
+        "cathedral roof tour",
+        "street food tour",
+        "hot springs",
+        "castle ruins",
+    ],
+    "instrument": ["cello", "ukulele", "piano", "trumpet", "banjo", "violin", "drum kit", "saxophone"],
+    "song": [
+        "Clair de Lune",
+        "Hallelujah",
+        "a Bach minuet",
+        "Blackbird",
+        "Moon River",
+        "Für Elise",
+        "the Pink Panther theme",
+        "Autumn Leaves",
+    ],
+    "vehicle": ["old Volvo", "motorbike", "camper van", "hatchback", "pickup truck", "little Fiat"],
+    "cuisine": ["Sichuan", "Ethiopian", "Korean barbecue", "Peruvian", "Georgian", "Sri Lankan", "Oaxacan", "Thai"],
+    "hate": ["cilantro", "olives", "blue cheese", "mushrooms", "anchovies", "licorice"],
+    "book": [
+        "The Salt Road",
+        "A Map of Small Hours",
+        "Winter Orchard",
+        "The Glass Cartographer",
+        "Nine Lanterns",
+        "The Quiet Engine",
+        "Harbour of Bees",
+    ],
+    "author": ["Ines Moretti", "Tomas Velde", "Priya Castellan", "Olu Adebayo", "Hana Kessler", "Marek Duda"],
+    "bodypart": ["ankle", "wrist", "knee", "shoulder", "thumb"],
+    "sport": ["five-a-side football", "bouldering", "volleyball", "trail running", "badminton", "ultimate frisbee"],
+    "neighbourhood": ["Riverside", "the Old Quarter", "Millbrook", "Eastfield", "Harbour Hill", "Greenway Park"],
+    "sibling": ["Talia", "Ruben", "Nadia", "Oskar", "Fern", "Dario", "Imogen", "Callum"],
+    "gift": [
+        "a record player",
+        "a fishing rod",
+        "a chess set",
+        "a bread maker",
+        "noise-cancelling headphones",
+        "a telescope",
+        "a leather satchel",
+    ],
+    "allergen": ["shellfish", "peanuts", "sesame", "kiwi", "pollen from birch trees", "cats"],
+    "subject": [
+        "astronomy",
+        "furniture restoration",
+        "accounting",
+        "Italian cooking",
+        "marine biology",
+        "creative writing",
+        "pottery",
+    ],
+    "org": ["food bank", "animal shelter", "community garden", "literacy centre", "repair café", "hospice"],
+    "plant": ["orchid", "lemon tree", "cactus", "fiddle-leaf fig", "bonsai juniper", "jasmine"],
+    "show": [
+        "The Lighthouse Keepers",
+        "Deep Orbit",
+        "Harrow Street",
+        "The Last Ferry",
+        "Copper Valley",
+        "Midnight Bakery",
+    ],
+    "colour": ["sage green", "pale yellow", "dusty blue", "terracotta", "lavender", "soft grey"],
+    "race": ["city half marathon", "harbour 10k", "mountain trail race", "charity fun run", "canal marathon"],
+    "finish": ["1 hour 52 minutes", "48 minutes", "2 hours 10 minutes", "under 4 hours", "56 minutes"],
+    "kid": ["Ava", "Leo", "Maisie", "Theo", "Ivy", "Jonah", "Rosa", "Felix"],
+    "item": ["laptop charger", "reading glasses", "umbrella", "wallet", "house keys", "headphones"],
+    "band": ["The Paper Kites", "Vulfpeck", "Khruangbin", "Alvvays", "Hiatus Kaiyote", "Big Thief", "Fleet Foxes"],
+    "venue": ["the Roundhouse", "the old tram depot", "Harbour Arena", "the botanical gardens", "the Corn Exchange"],
+    "dish": ["pierogi", "lasagne", "jollof rice", "dumplings", "paella", "moussaka", "pho", "banana bread"],
+    "language": ["Portuguese", "Japanese", "Dutch", "Greek", "Swahili", "Korean", "Turkish"],
+    "meat": ["bacon", "burgers", "roast chicken", "salami", "steak"],
+    "device": ["laptop", "phone", "tablet", "e-reader", "smartwatch"],
+    "restaurant": ["Luma", "The Fig Tree", "Osteria Nove", "Sable", "Kin Kitchen", "The Anchor"],
+    "place": ["ramen bar", "taco truck", "climbing gym", "jazz club", "bookshop café", "dim sum place"],
+    "street": ["Fifth Street", "Mercer Lane", "the canal", "Baker Road", "the market square"],
+    "gear": ["hiking boots", "rain jacket", "camera lens", "backpack", "travel adapter", "sleeping bag"],
+    "partner": ["Sam", "Jordan", "Alex", "Robin", "Casey", "Morgan"],
+    "number": ["fifth", "tenth", "seventh", "third", "twelfth"],
+    "boardgame": ["Wingspan", "Catan", "Azul", "Ticket to Ride", "Carcassonne"],
+    "degree": ["nursing", "architecture", "law", "data science", "veterinary medicine"],
+}
+
+# Each topic: say (first statement, by A), optional ask (B's question before an indirect answer),
+# later (a follow-up statement in a later session: multi-session / change of mind), questions
+# (type, template, which statements are evidence: "say", "later" or both), distractors.
+TOPICS: list[dict[str, Any]] = [
+    {
+        "id": "pet",
+        "say": [
+            "We finally brought a {breed} home from the rescue centre, the kids named her {pet}.",
+            "Big news: there's a {breed} puppy in our flat now. We're calling her {pet}.",
+            "Meet {pet}! A {breed} we adopted on Saturday, she's already stolen my spot on the sofa.",
+        ],
+        "questions": [
+            ("single", "What did {A}'s household call the animal they took in?", ["say"]),
+            ("single", "Which breed is the dog {A} adopted?", ["say"]),
+            ("single", "What is the name of {A}'s new four-legged family member?", ["say"]),
+        ],
+        "distract": [
+            "My neighbour's {breed} barked all night, I barely slept.",
+            "Did you see that video of a {breed} learning to skateboard? The kids love it.",
+            "We're dog-sitting for my cousin this week, it's chaos.",
+        ],
+    },
+    {
+        "id": "job",
+        "say": [
+            "I said yes to {company}! I'll be running their {team} group from next month.",
+            "So I signed the contract with {company} — heading up the {team} team.",
+            "Handed in my notice today. Starting at {company} soon, leading {team}.",
+        ],
+        "questions": [
+            ("single", "Which employer is {A} going to work for?", ["say"]),
+            ("single", "What group will {A} be in charge of at the new workplace?", ["say"]),
+            ("temporal", "When did {A} accept the new position?", ["say"]),
+        ],
+        "distract": [
+            "Work has been a slog, our manager keeps moving the deadlines.",
+            "A recruiter from {company} keeps messaging my colleague, it's getting silly.",
+            "I have a performance review on Tuesday, wish me luck.",
+        ],
+    },
+    {
+        "id": "trip",
+        "say": [
+            "Just landed back from {city}. The {sight} was the highlight, honestly unreal.",
+            "Home from {city}! Still dreaming about the {sight}.",
+            "We're back from our week in {city}, the {sight} was worth the whole trip.",
+        ],
+        "questions": [
+            ("single", "Where did {A} go on holiday {month}?", ["say"]),
+            ("single", "What was the best part of {A}'s visit to {city}?", ["say"]),
+            ("temporal", "When did {A} get back from {city}?", ["say"]),
+        ],
+        "distract": [
+            "Flights to {city} are so expensive right now, maybe next year.",
+            "My brother keeps sending me photos from his holiday, so jealous.",
+            "Do you know anyone who has been to {city}? A friend is planning a trip.",
+        ],
+        "repeat": 2,
+    },
+    {
+        "id": "gear",
+        "say": [
+            "Picked up a new {gear} at the outdoor shop today, ready for the trip.",
+            "Finally bought a proper {gear} for travelling.",
+        ],
+        "questions": [("relative", "What did {A} buy {gap} before the trip to {city}?", ["say"])],
+        "distract": [
+            "My old {gear} is falling apart, I should really replace it one day.",
+            "The outdoor shop near work is closing down, everything is half price.",
+        ],
+        "needs": "trip",
+    },
+    {
+        "id": "instrument",
+        "say": [
+            "I signed up for {instrument} lessons, Thursday evenings with a teacher down the road.",
+            "Treated myself to {instrument} lessons, first one is on Thursday.",
+        ],
+        "later": [
+            "Played {song} all the way through on the {instrument} without stopping!",
+            "Small win: I can finally get through {song} on the {instrument}.",
+        ],
+        "questions": [
+            ("multi", "What is {A} learning to play, and which piece did they finally manage?", ["say", "later"]),
+            ("single", "What tune did {A} finally get through without mistakes?", ["later"]),
+            ("single", "Which day of the week are {A}'s music classes?", ["say"]),
+        ],
+        "distract": [
+            "There was a street musician with a {instrument} outside the station, so good.",
+            "My nephew wants to learn music but the lessons are so expensive.",
+        ],
+    },
+    {
+        "id": "vehicle",
+        "say": [
+            "I'm thinking of selling my {vehicle}, the repairs are eating my savings.",
+            "Honestly I might get rid of the {vehicle}, it costs a fortune to keep running.",
+        ],
+        "later": [
+            "Change of plan, I'm keeping the {vehicle} after all — the mechanic fixed it for cheap.",
+            "Never mind about selling, the {vehicle} stays. Got it repaired and it runs great.",
+        ],
+        "questions": [
+            ("change", "Did {A} end up getting rid of their vehicle?", ["say", "later"]),
+            ("change", "What did {A} finally decide about the {vehicle}?", ["later"]),
+        ],
+        "distract": [
+            "Someone scratched the {vehicle} parked next to mine, what a mess.",
+            "Petrol prices are ridiculous this month.",
+        ],
+    },
+    {
+        "id": "cuisine",
+        "say": [
+            "I could eat {cuisine} food every single day, the spicier the better.",
+            "Nothing beats {cuisine} cooking for me, it's my comfort food.",
+        ],
+        "questions": [
+            ("preference", "What kind of food would be a safe bet if I take {A} out to dinner?", ["say"]),
+            ("preference", "Which cuisine is {A}'s favourite?", ["say"]),
+        ],
+        "distract": [
+            "We tried a new {cuisine} place but it was closed for renovation.",
+            "I'm trying to eat less takeaway this month.",
+        ],
+    },
+    {
+        "id": "hate",
+        "say": [
+            "Please never put {hate} near me, I can't stand the taste.",
+            "I pick every bit of {hate} out of my food, it's disgusting to me.",
+        ],
+        "questions": [("preference", "Which ingredient does {A} refuse to eat?", ["say"])],
+        "distract": ["The recipe called for {hate} but I didn't have any."],
+    },
+    {
+        "id": "book",
+        "say": [
+            "I'm halfway through {book} by {author} and I can't put it down.",
+            "Started {book} ({author}) on the train, it's gripping.",
+        ],
+        "questions": [
+            ("single", "What novel has {A} been absorbed in?", ["say"]),
+            ("single", "Who wrote the book {A} was reading on the train?", ["say"]),
+        ],
+        "distract": ["The library fined me for a late book again.", "My book club picked something awful this month."],
+    },
+    {
+        "id": "injury",
+        "say": [
+            "I twisted my {bodypart} playing {sport} on Saturday, it's swollen like a balloon.",
+            "Hurt my {bodypart} at {sport}, the physio says two weeks of rest.",
+        ],
+        "questions": [
+            ("single", "How did {A} get hurt?", ["say"]),
+            ("single", "Which part of {A}'s body was injured?", ["say"]),
+        ],
+        "distract": [
+            "My {bodypart} always aches when it rains, getting old.",
+            "We should watch the {sport} final together.",
+        ],
+    },
+    {
+        "id": "move",
+        "say": [
+            "We got the flat! Moving to {neighbourhood} at the end of the month.",
+            "The lease is signed — we're relocating to {neighbourhood}.",
+        ],
+        "questions": [
+            ("single", "Which part of town is {A} moving to?", ["say"]),
+            ("temporal", "When did {A} sign for the new place?", ["say"]),
+        ],
+        "distract": [
+            "Rents in {neighbourhood} have gone up again.",
+            "Moving boxes everywhere at my cousin's, they're moving too.",
+        ],
+    },
+    {
+        "id": "wedding",
+        "say": [
+            "My {sibling_rel} {sibling} is getting married next spring, I'm the best person!",
+            "{sibling} just got engaged — I'm so happy for my {sibling_rel}.",
+        ],
+        "questions": [
+            ("single", "Whose engagement did {A} celebrate?", ["say"]),
+            ("single", "Which family member of {A} is planning a wedding?", ["say"]),
+        ],
+        "distract": [
+            "Wedding season again, three invitations on the fridge.",
+            "My colleague's engagement party was fun but way too loud.",
+        ],
+    },
+    {
+        "id": "indirect",
+        "ask": [
+            "Have you been to that new {place} on {street} yet?",
+            "Did you ever try the {place} on {street} I told you about?",
+        ],
+        "say": [
+            "Yes! We went there last week, the {dish} was incredible.",
+            "We finally went on Friday — loved it, ordered the {dish} twice.",
+        ],
+        "questions": [
+            ("indirect", "What did {A} think of the {place} on {street}?", ["say"]),
+            ("indirect", "What did {A} order at the new {place}?", ["say"]),
+        ],
+        "distract": [
+            "There's a {place} opening near the office, looks busy.",
+            "We walked along {street} looking for parking for ages.",
+        ],
+    },
+    {
+        "id": "gift",
+        "say": [
+            "Got Dad {gift} for his birthday, he was grinning all evening.",
+            "For my father's birthday I went with {gift}. He loved it.",
+        ],
+        "questions": [("single", "What present did {A} give their dad?", ["say"])],
+        "distract": [
+            "Birthday shopping is stressful, I never know what to buy.",
+            "My dad's friend has {gift} and never uses it.",
+        ],
+    },
+    {
+        "id": "allergy",
+        "say": [
+            "The tests came back: I'm allergic to {allergen}. That explains a lot.",
+            "Doctor confirmed it, {allergen} allergy. No more of that for me.",
+        ],
+        "questions": [
+            ("single", "What did {A} find out they react badly to?", ["say"]),
+            ("single", "What medical result did {A} get from the tests?", ["say"]),
+        ],
+        "distract": [
+            "The hay fever this year is brutal for everyone at work.",
+            "My friend's kid has an allergy too, it's so hard to eat out.",
+        ],
+    },
+    {
+        "id": "course",
+        "say": [
+            "I enrolled in an evening class on {subject} at the community college.",
+            "Started a night course in {subject}, homework already!",
+        ],
+        "questions": [("single", "What is {A} studying after work?", ["say"])],
+        "distract": ["The community college car park is always full.", "My old teacher from school just retired."],
+    },
+    {
+        "id": "volunteer",
+        "say": [
+            "I've been helping out at the {org} on Sunday mornings, really rewarding.",
+            "Signed up to volunteer at the {org}, my first shift was great.",
+        ],
+        "questions": [("single", "Where does {A} give their time for free?", ["say"])],
+        "distract": ["The {org} on our street is asking for donations."],
+    },
+    {
+        "id": "plant",
+        "say": [
+            "My {plant} finally flowered after three years of nothing!",
+            "You won't believe it, the {plant} on the balcony is blooming.",
+        ],
+        "questions": [("single", "Which plant of {A}'s finally blossomed?", ["say"])],
+        "distract": ["I killed another basil plant, I'm hopeless.", "The garden centre had a sale on {plant}s."],
+    },
+    {
+        "id": "show",
+        "say": [
+            "We binged all of {show} over the weekend, that finale!",
+            "Finished {show} last night, I need a second season now.",
+        ],
+        "questions": [("single", "What series did {A} watch in one go?", ["say"])],
+        "distract": [
+            "Everyone at work talks about TV shows I haven't seen.",
+            "Our streaming subscription expired, so no telly this week.",
+        ],
+    },
+    {
+        "id": "nursery",
+        "say": [
+            "We painted the baby's room {colour} this weekend, it looks so calm.",
+            "The nursery is done — {colour} walls and a little star lamp.",
+        ],
+        "questions": [("single", "What colour did {A} choose for the baby's bedroom?", ["say"])],
+        "distract": [
+            "The paint shop had hundreds of shades, I was overwhelmed.",
+            "Our landlord won't let us paint the walls.",
+        ],
+    },
+    {
+        "id": "race",
+        "say": ["I registered for the {race}, training starts now!", "Signed up for the {race}. No backing out."],
+        "later": [
+            "Crossed the line at the {race} in {finish}! Legs are jelly.",
+            "Done! Finished the {race}, {finish}, I cried a bit at the end.",
+        ],
+        "questions": [
+            ("multi", "How long did it take {A} to complete the running event they signed up for?", ["later"]),
+            ("multi", "Which race did {A} enter and how did it go?", ["say", "later"]),
+            ("temporal", "When did {A} run the {race}?", ["later"]),
+        ],
+        "distract": [
+            "Saw loads of runners in the park this morning, some big event.",
+            "My running shoes are worn out already.",
+        ],
+    },
+    {
+        "id": "tooth",
+        "say": [
+            "{kid} lost a front tooth at breakfast today, the tooth fairy owes her big.",
+            "Milestone: {kid}'s first wobbly tooth finally came out!",
+        ],
+        "questions": [("single", "Which of {A}'s children lost a tooth?", ["say"])],
+        "distract": ["Dentist appointment tomorrow, dreading it.", "{kid} wants a pet hamster now, no way."],
+    },
+    {
+        "id": "lost",
+        "say": [
+            "Left my {item} on the train AGAIN. Lost property has it, thankfully.",
+            "I can't find my {item} anywhere, I think I left them at the café.",
+        ],
+        "questions": [("single", "What did {A} misplace?", ["say"])],
+        "distract": ["The train was so crowded I had to stand the whole way."],
+    },
+    {
+        "id": "concert",
+        "say": [
+            "Saw {band} live at {venue} last night, what a show!",
+            "{band} played {venue} and we were right at the front.",
+        ],
+        "questions": [
+            ("single", "Which group did {A} see perform {month}?", ["say"]),
+            ("single", "Where did {A} watch {band} play?", ["say"]),
+        ],
+        "distract": [
+            "Tickets for {band} sold out in minutes, so annoying.",
+            "The neighbours were blasting music until 2am.",
+        ],
+        "repeat": 2,
+    },
+    {
+        "id": "recipe",
+        "say": [
+            "I finally nailed Grandma's {dish} recipe, tasted just like hers.",
+            "Made my grandmother's {dish} from her handwritten card — perfect first try.",
+        ],
+        "questions": [("single", "What family dish did {A} manage to recreate?", ["say"])],
+        "distract": ["Burnt the {dish} tonight, ordered pizza instead."],
+    },
+    {
+        "id": "language",
+        "say": [
+            "I'm doing {language} on an app every morning before work, 60-day streak.",
+            "Trying to pick up {language} before our next holiday.",
+        ],
+        "questions": [("single", "Which foreign language is {A} practising?", ["say"])],
+        "distract": ["The new hire at work speaks four languages, I'm in awe."],
+    },
+    {
+        "id": "vegetarian",
+        "say": ["I'm going vegetarian from this month, wish me luck.", "Decided to stop eating meat. Day one today!"],
+        "later": [
+            "Okay I caved, I missed {meat} way too much. Back to eating meat.",
+            "The veggie experiment is over. {meat} won.",
+        ],
+        "questions": [
+            ("change", "Is {A} still avoiding meat?", ["say", "later"]),
+            ("change", "Why did {A} stop the diet they had started?", ["later"]),
+        ],
+        "distract": ["There's a vegetarian place near the station that's always full."],
+    },
+    {
+        "id": "device",
+        "say": [
+            "My {device} died for good, so I ordered a refurbished one.",
+            "RIP my {device}. Screen went black and never came back.",
+        ],
+        "questions": [("single", "What gadget of {A}'s broke?", ["say"])],
+        "distract": ["My mum keeps asking me to fix her {device}."],
+    },
+    {
+        "id": "anniversary",
+        "say": [
+            "It's our {number} anniversary on Friday, {partner} booked a table at {restaurant}.",
+            "{partner} and I are celebrating our {number} anniversary — dinner at {restaurant}!",
+        ],
+        "questions": [
+            ("single", "Where are {A} and their partner going for their anniversary meal?", ["say"]),
+            ("single", "Which anniversary are {A} and {partner} celebrating?", ["say"]),
+        ],
+        "distract": [
+            "{restaurant} got a bad review in the paper, apparently.",
+            "My parents' anniversary is coming up, need a card.",
+        ],
+    },
+    {
+        "id": "boardgame",
+        "say": [
+            "Game night was {boardgame} and I won for the first time ever!",
+            "We've been obsessed with {boardgame} lately, playing it every Friday.",
+        ],
+        "questions": [("preference", "What tabletop game does {A} enjoy?", ["say"])],
+        "distract": ["Lost all the pieces of our old chess set."],
+    },
+    {
+        "id": "degree",
+        "say": [
+            "Thinking of going back to uni to study {degree}.",
+            "I've been looking at part-time {degree} programmes.",
+        ],
+        "later": ["I applied for the {degree} course, fingers crossed!", "Application for {degree} is in. Scary!"],
+        "questions": [
+            ("change", "What subject is {A} hoping to get a degree in?", ["say", "later"]),
+            ("multi", "Did {A} actually apply to go back to university?", ["later"]),
+        ],
+        "distract": ["Student loans are terrifying these days."],
+    },
+]
+
+SIBLING_REL = ["sister", "brother", "cousin"]
+
+#: Small talk: openers, everyday lines (which share common words with the topics), reactions.
+OPENERS = [
+    "Hey!",
+    "Morning!",
+    "Hi hi",
+    "Long time no chat!",
+    "Evening :)",
+    "Hey you",
+    "Hello!",
+    "Yo",
+    "Hiya",
+    "Good morning",
+    "How's it going?",
+    "Happy Friday!",
+    "Ugh, Mondays.",
+    "Are you free later?",
+]
+SMALL_TALK = [
+    "The weather has been so grey all week.",
+    "Work was busy but fine.",
+    "I finally cleaned the kitchen.",
+    "Traffic was awful this morning.",
+    "We had pizza for dinner, very lazy.",
+    "I slept ten hours, amazing.",
+    "The kids have a school trip next week.",
+    "I need a holiday so badly.",
+    "My phone battery is dying constantly.",
+    "Did you watch the match last night?",
+    "I'm trying to drink more water.",
+    "The gym was packed today.",
+    "We went for a long walk by the river.",
+    "My boss is on holiday so it's quiet.",
+    "Coffee number three already.",
+    "I made soup, it was mostly okay.",
+    "The train was late again.",
+    "Our heating broke, brr.",
+    "I'm reading a lot more lately.",
+    "We visited my parents on Sunday.",
+    "I have so much laundry to do.",
+    "The dog next door escaped again.",
+    "I bought way too many plants.",
+    "Saw a great film at the cinema.",
+    "My team at work is finally hiring.",
+    "It's been raining for three days straight.",
+    "I'm thinking about a haircut.",
+    "The market had lovely strawberries.",
+    "We're saving up for a trip.",
+    "I keep forgetting to call the dentist.",
+    "Tried a new recipe, not bad.",
+    "The car needs a wash.",
+    "My cousin is visiting next month.",
+    "I started journaling again.",
+    "We painted the fence.",
+    "Running late, talk later?",
+    "The neighbours had a party.",
+    "I fixed the wobbly table finally.",
+    "Music festival tickets went on sale.",
+    "Lunch was a sad sandwich.",
+    "I'm knitting a scarf, slowly.",
+]
+REACTIONS = [
+    "Haha, same.",
+    "Oh no!",
+    "That's amazing!",
+    "Wow, really?",
+    "Love that for you.",
+    "Ugh, sorry.",
+    "Tell me everything.",
+    "No way!",
+    "Fair enough.",
+    "So jealous.",
+    "Sounds lovely.",
+    "Good for you!",
+    "That's wild.",
+    "Oof.",
+    "Ha, classic.",
+    "Nice one!",
+    "Aw, that's sweet.",
+    "Keep me posted!",
+    "I'd love to hear more.",
+    "Seriously?",
+]
+CLOSERS = ["Anyway, gotta run!", "Talk soon!", "Catch up later x", "Night!", "Speak tomorrow?", "Bye for now!"]
+
+PEOPLE = [
+    ("Maya", "Jonas"),
+    ("Priya", "Tom"),
+    ("Elena", "Kwame"),
+    ("Hugo", "Sofia"),
+    ("Aisha", "Ben"),
+    ("Lars", "Mei"),
+    ("Carmen", "Dev"),
+    ("Noor", "Felipe"),
+    ("Grace", "Yusuf"),
+    ("Ines", "Oliver"),
+]

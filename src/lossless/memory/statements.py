@@ -1,0 +1,345 @@
+"""From what someone said to a statement that stands alone: speaker, clean prose, dates, third person.
+
+The offline extractor's toolkit, in the order it is applied to a message:
+
+* :func:`speaker_of` — who is speaking: a ``speaker``/``name``/``author`` in the
+  message's metadata, or a ``Name:`` prefix of its text, else the role
+  (``the user``, ``the assistant``);
+* :func:`prose_sentences` — the sentences of its prose: code blocks, markdown
+  headings, tables, tool-call lines and quoted logs are dropped; bullets and
+  emphasis markers are removed; interjections (``Yeah,``, ``Oh wow!``) are cut;
+* :func:`resolve_dates` — relative times (``yesterday``, ``last week``, ``two
+  weeks ago``, ``last Friday``, ``next month``…) become absolute dates written
+  out (``7 May 2023``, ``the week before 9 June 2023``), counted from the
+  message's own date;
+* :func:`third_person` — ``I``/``my``/``me``/``we``/``our`` become the speaker's
+  name (with the verb agreeing: ``I love`` → ``Caroline loves``), ``you``/``your``
+  the other speaker's when known.
+
+Invariants: pure and deterministic; English grammar only (other languages
+pass through :func:`third_person` unchanged); nothing is invented except the
+speaker's name and the written-out dates.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import date, datetime, timedelta
+
+__all__ = ["format_date", "prose_sentences", "resolve_dates", "speaker_of", "third_person", "with_subject"]
+
+_SPEAKER_KEYS = ("speaker", "name", "author", "sender")
+_NAME_PREFIX = re.compile(r"^\s*([A-Z][\w.'-]{1,30}(?: [A-Z][\w.'-]{1,30})?)\s*:\s+(?=\S)")
+_NOT_NAMES = frozenset({"Note", "Error", "Warning", "Update", "Summary", "Answer", "Question", "Edit", "Done", "Todo"})
+_FENCE = re.compile(r"```.*?(?:```|$)", re.S)
+_SKIP_LINE = re.compile(r"^\s*(?:#{1,6}\s|\||>|\[tool |\[reasoning\]|\$ |```|<[a-z_/])", re.I)
+_RUN_ON = re.compile(r"(?<=[a-z%)][.!?])(?=[A-Z][a-z])")  # "done.Now" — a missing space between sentences
+_BULLET = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+")
+_EMPHASIS = re.compile(r"\*\*|__|(?<!\w)[*_](?=\S)|(?<=\S)[*_](?!\w)")
+_LABEL = re.compile(r"^\s*\*\*[\w /-]{1,40}(?::\*\*|\*\*:)\s*")
+_SPLIT = re.compile(
+    r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bvs\.)(?<!\bMr\.)(?<!\bDr\.)(?<!\bMs\.)(?<=[.!?])[\"'’”)]*\s+|(?<=[。！？])"
+)
+_INTERJECTION = re.compile(
+    r"^(?:(?:yeah|yes|yep|yup|no|nope|oh|ooh|hm+|wow|whoa|well|so|haha+|hah|lol|hey|hi|hello|um+|uh+|ah+|aw+|and|but|"
+    r"also|actually|honestly|totally|sure|okay|ok|absolutely|definitely|true|right|great|cool|nice|awesome|"
+    r"thanks|thank you|omg|gosh|man|dude|btw|anyway|plus)\b[\s,!.…-]*)+",
+    re.I,
+)
+
+_MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
+_WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+_NUMBERS = {
+    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+    "nine": 9, "ten": 10, "a couple of": 2, "a few": 3, "several": 3,
+}  # fmt: skip
+_COUNT = r"(?P<n>\d+|a couple of|a few|several|an?|one|two|three|four|five|six|seven|eight|nine|ten)"
+_UNIT = r"(?P<unit>day|week|month|year)s?"
+_LEAD = r"(?P<lead>\b(?:since|until|till|from|by|before|after|of|on|in|during|around)\s+)?"
+_RELATIVE = re.compile(
+    _LEAD + r"\b(?:"
+    r"(?P<simple>yesterday|today|tonight|tomorrow|this morning|this afternoon|this evening|last night)"
+    r"|(?P<rel>last|this past|past|this|next|coming)\s+(?P<what>week(?:end)?|month|year|" + "|".join(_WEEKDAYS) + r")"
+    r"|" + _COUNT + r"\s+" + _UNIT + r"\s+(?P<dir>ago|from now|later|earlier)"
+    r"|in\s+(?P<n2>\d+|a couple of|a few|several|an?|one|two|three|four|five|six|seven|eight|nine|ten)\s+"
+    r"(?P<unit2>day|week|month|year)s?\b"
+    r")\b",
+    re.I,
+)
+
+
+def format_date(day: date | datetime) -> str:
+    """``7 May 2023``: the date written out, day first."""
+    return f"{day.day} {_MONTHS[day.month - 1]} {day.year}"
+
+
+def _month_shift(day: date, months: int) -> tuple[int, int]:
+    total = day.year * 12 + day.month - 1 + months
+    return total // 12, total % 12 + 1
+
+
+def _phrase(match: re.Match[str], day: date) -> tuple[str, str]:
+    """(bare phrase, preposition to put before it when the text had none) for one relative time."""
+    simple = (match.group("simple") or "").lower()
+    if simple:
+        offsets = {"yesterday": -1, "last night": -1, "tomorrow": 1}
+        when = format_date(day + timedelta(days=offsets.get(simple, 0)))
+        if simple == "last night" or simple == "tonight":
+            return f"the night of {when}", "on "
+        if simple.startswith("this "):
+            return f"the {simple[5:]} of {when}", "on "
+        return when, "on "
+    rel = (match.group("rel") or "").lower()
+    if rel:
+        what = match.group("what").lower()
+        back = rel in ("last", "this past", "past")
+        ahead = rel in ("next", "coming")
+        if what in _WEEKDAYS:
+            target = _WEEKDAYS.index(what)
+            if back:
+                delta = (day.weekday() - target) % 7 or 7
+                found = day - timedelta(days=delta)
+            else:
+                delta = (target - day.weekday()) % 7 or 7
+                found = day + timedelta(days=delta)
+            return f"{what.capitalize()}, {format_date(found)}", "on "
+        if what == "month":
+            year, month = _month_shift(day, -1 if back else 1 if ahead else 0)
+            return f"{_MONTHS[month - 1]} {year}", "in "
+        if what == "year":
+            return str(day.year - 1 if back else day.year + 1 if ahead else day.year), "in "
+        span = "weekend" if what == "weekend" else "week"
+        if back:
+            return f"the {span} before {format_date(day)}", "in " if span == "week" else "on "
+        if ahead:
+            return f"the {span} after {format_date(day)}", "in " if span == "week" else "on "
+        return f"the {span} of {format_date(day)}", "in " if span == "week" else "on "
+    count = (match.group("n") or match.group("n2") or "1").lower()
+    unit = (match.group("unit") or match.group("unit2") or "day").lower()
+    direction = (match.group("dir") or "from now").lower()
+    n = int(count) if count.isdigit() else _NUMBERS.get(count, 1)
+    sign = -1 if direction in ("ago", "earlier") else 1
+    if (unit == "day" and count in ("a", "an", "one")) or (unit == "day" and count.isdigit()):
+        return format_date(day + timedelta(days=sign * n)), "on "
+    words = f"{count} {unit}{'' if n == 1 and count in ('a', 'an', 'one', '1') else 's'}"
+    return f"{words} {'before' if sign < 0 else 'after'} {format_date(day)}", ""
+
+
+def resolve_dates(sentence: str, when: datetime | date) -> tuple[str, bool]:
+    """``sentence`` with its relative times written as dates counted from ``when``; and whether any was."""
+    day = when.date() if isinstance(when, datetime) else when
+    found = False
+
+    def swap(match: re.Match[str]) -> str:
+        nonlocal found
+        found = True
+        phrase, preposition = _phrase(match, day)
+        lead = match.group("lead")
+        if lead:
+            if lead.strip().lower() in ("on", "in", "during", "around"):
+                return (preposition or lead) + phrase
+            return lead + phrase
+        return preposition + phrase
+
+    out = _RELATIVE.sub(swap, sentence)
+    if found and out[:1].islower() and not sentence[:1].islower():
+        out = out[0].upper() + out[1:]
+    return out, found
+
+
+def speaker_of(role: str, content: str, metadata: Mapping[str, object] | None) -> tuple[str, str, bool]:
+    """(speaker, text without a ``Name:`` prefix, whether the speaker is a named person)."""
+    for key in _SPEAKER_KEYS:
+        value = (metadata or {}).get(key)
+        if isinstance(value, str) and value.strip() and value.strip().lower() not in ("user", "assistant"):
+            return value.strip(), content, True
+    prefix = _NAME_PREFIX.match(content)
+    if prefix and prefix.group(1) not in _NOT_NAMES and prefix.group(1).lower() not in ("user", "assistant"):
+        return prefix.group(1), content[prefix.end() :], True
+    return ("the user" if role == "user" else "the assistant"), content, False
+
+
+def prose_sentences(text: str) -> list[str]:
+    """The sentences of the prose of ``text`` (see the module docstring for what is dropped)."""
+    text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("[tool "))
+    text = _FENCE.sub("\n", text.replace("\\n", "\n").replace("\\t", " "))  # escaped newlines (JSON in text)
+    text = _RUN_ON.sub(" ", text)
+    out: list[str] = []
+    paragraph: list[str] = []
+
+    def flush() -> None:
+        if paragraph:
+            joined = " ".join(paragraph)
+            out.extend(part.strip() for part in _SPLIT.split(joined) if part.strip())
+            paragraph.clear()
+
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or _SKIP_LINE.match(line):
+            flush()
+            continue
+        bullet = _BULLET.match(line)
+        if bullet:
+            flush()
+            line = line[bullet.end() :]
+        line = _EMPHASIS.sub("", _LABEL.sub("", line)).replace("`", "")
+        paragraph.append(line)
+        if bullet or line.endswith(":"):
+            flush()
+    flush()
+    cleaned: list[str] = []
+    for sentence in out:
+        sentence = _INTERJECTION.sub("", sentence).strip(" ,;-–—")
+        if sentence:
+            cleaned.append(sentence[0].upper() + sentence[1:])
+    return cleaned
+
+
+_MODALS = frozenset(
+    ["will", "would", "can", "could", "should", "might", "must", "may", "shall", "did", "was", "had", "used"]
+)
+_ADVERBS = frozenset(
+    [
+        "really",
+        "just",
+        "also",
+        "never",
+        "always",
+        "usually",
+        "often",
+        "sometimes",
+        "still",
+        "actually",
+        "recently",
+        "finally",
+        "totally",
+        "even",
+        "already",
+        "definitely",
+        "truly",
+        "absolutely",
+        "mostly",
+        "generally",
+        "normally",
+        "rarely",
+        "seldom",
+        "probably",
+        "kinda",
+        "sorta",
+        "only",
+        "currently",
+        "especially",
+        "genuinely",
+        "honestly",
+    ]
+)
+_PAST = re.compile(r"^(?:\w+(?<!e)ed|went|got|saw|made|took|gave|came|found|felt|left|met|ran|said|told|thought|bought|"
+                   r"brought|began|became|wrote|read|spent|lost|won|kept|knew|heard|held|sent|sold|paid|built|"
+                   r"ate|drank|drove|flew|grew|wore|sat|slept|swam|taught|caught|fought|chose|fell|forgot|let|put|"
+                   r"set|hit|cut|quit|hurt|shut)$", re.I)  # fmt: skip
+_CONTRACTIONS = (
+    (re.compile(r"\bI'm\b|\bI’m\b", re.I), "{S} is"),
+    (re.compile(r"\bI've\b|\bI’ve\b", re.I), "{S} has"),
+    (re.compile(r"\bI'll\b|\bI’ll\b", re.I), "{S} will"),
+    (re.compile(r"\bI'd\b|\bI’d\b", re.I), "{S} would"),
+    (re.compile(r"\bI am\b"), "{S} is"),
+    (re.compile(r"\bI have\b"), "{S} has"),
+    (re.compile(r"\bI do not\b"), "{S} does not"),
+    (re.compile(r"\bI don't\b|\bI don’t\b"), "{S} doesn't"),
+    (re.compile(r"\bI do\b"), "{S} does"),
+    (re.compile(r"\bI was\b"), "{S} was"),
+    (re.compile(r"\bwe're\b|\bwe’re\b", re.I), "{W} are"),
+    (re.compile(r"\bwe've\b|\bwe’ve\b", re.I), "{W} have"),
+    (re.compile(r"\bwe'll\b|\bwe’ll\b", re.I), "{W} will"),
+    (re.compile(r"\bwe'd\b|\bwe’d\b", re.I), "{W} would"),
+)
+
+
+def _third(verb: str) -> str:
+    lower = verb.lower()
+    if lower in _MODALS or _PAST.match(lower) or not lower.isalpha():
+        return verb
+    if lower == "have":
+        return "has"
+    if lower in ("do", "go"):
+        return verb + "es"
+    if lower.endswith(("s", "sh", "ch", "x", "z", "o")):
+        return verb + "es"
+    if lower.endswith("y") and len(lower) > 2 and lower[-2] not in "aeiou":
+        return verb[:-1] + "ies"
+    return verb + "s"
+
+
+def _agree(match: re.Match[str], name: str) -> str:
+    words = match.group(1).split(" ")
+    index = 0
+    while index < len(words) - 1 and words[index].lower() in _ADVERBS:
+        index += 1
+    words[index] = _third(words[index])
+    return f"{name} " + " ".join(words)
+
+
+def with_subject(sentence: str) -> str:
+    """A chat sentence that leaves out its subject (``Made pasta.``, ``Still dreaming of it``) given ``I``."""
+    words = sentence.split(" ")
+    index = 0
+    while index < len(words) - 1 and words[index].lower() in _ADVERBS:
+        index += 1
+    head = re.sub(r"[^\w'-]", "", words[index]).lower()
+    if not head or words[0][:1] in ("I", "'") or head in ("i", "we", "my", "our"):
+        return sentence
+    if head.endswith("ing") and len(head) > 5:
+        return "I'm " + sentence[0].lower() + sentence[1:]
+    if _PAST.match(head) or head in _VERB_STARTS:
+        return "I " + sentence[0].lower() + sentence[1:]
+    return sentence
+
+
+_VERB_STARTS = frozenset(
+    ["love", "hate", "like", "need", "want", "think", "miss", "finally", "signed", "booked", "adopted", "started"]
+)
+
+
+def third_person(sentence: str, speaker: str, other: str | None = None) -> str:
+    """``sentence`` told about ``speaker`` (``I`` → the name, the verb agreeing); ``you`` → ``other`` if known."""
+    if not re.search(r"[A-Za-z]", sentence):
+        return sentence
+    group = f"{speaker} and others" if other is None else f"{speaker} and {other}"
+    sentence = re.sub(r"(?<![\w'’-])i(?=(?:'m|’m|'ve|’ve|'ll|’ll|'d|’d)?\s)", "I", sentence)  # a lower-case "i"
+    for pattern, template in _CONTRACTIONS:
+        sentence = pattern.sub(template.replace("{S}", speaker).replace("{W}", group), sentence)
+    sentence = re.sub(r"(?<=\band )I\b|\bI(?= and\b)", speaker, sentence)  # "Mei and I are": the verb stays plural
+    sentence = re.sub(r"\bI ((?:[\w'’]+ ){0,2}[\w'’]+)", lambda m: _agree(m, speaker), sentence)
+
+    def named_before(match: re.Match[str]) -> bool:
+        return speaker in match.string[: match.start()]
+
+    sentence = re.sub(r"\bmyself\b", lambda m: "themselves" if named_before(m) else speaker, sentence)
+    sentence = re.sub(r"\bme\b", lambda m: "them" if named_before(m) else speaker, sentence)
+    sentence = re.sub(r"\bmine\b", lambda m: "theirs" if named_before(m) else f"{speaker}'s", sentence)
+    sentence = re.sub(r"\b[Mm]y\b", lambda m: "their" if named_before(m) else f"{speaker}'s", sentence)
+    sentence = re.sub(r"\b[Oo]ur\b", lambda m: "their" if named_before(m) else f"{speaker}'s", sentence)
+    sentence = re.sub(r"\b[Ww]e\b", group, sentence)
+    sentence = re.sub(r"\b(?:us|ourselves)\b", group, sentence)
+    if other is not None:
+        sentence = re.sub(r"\b[Yy]our\b", f"{other}'s", sentence)
+        sentence = re.sub(r"\b[Yy]ou're\b|\b[Yy]ou’re\b", f"{other} is", sentence)
+        sentence = re.sub(r"\b[Yy]ou\b", other, sentence)
+    sentence = sentence.replace(f"{speaker}'s's", f"{speaker}'s")
+    if sentence[:1].islower():
+        sentence = sentence[0].upper() + sentence[1:]
+    return sentence

@@ -1,0 +1,249 @@
+"""``hybrid`` search: keyword (BM25) and meaning (cosine) rankings fused by normalised score, with context.
+
+:func:`hybrid_hits` ranks the messages or the summaries of some conversations for a question:
+
+1. **Keywords.**  The question's keywords (:func:`~lossless.retrieval.ranking.keywords`: stopwords and
+   time words dropped), any of them, ranked by the store's full-text relevance (BM25 on SQLite,
+   ``ts_rank_cd`` on PostgreSQL), up to :data:`DEPTH` items.
+2. **Meaning.**  The :class:`~lossless.retrieval.semantic.SemanticSearch` port's ``semantic`` ranking,
+   through its existing interface, up to :data:`DEPTH` items.
+3. **Fusion** of the two by normalised score (:func:`~lossless.retrieval.ranking.fuse`).
+4. **Summary-first** (messages only): the best summaries (fused the same way) lend a share of their
+   score to the messages under them (leaf summaries' sources), so a stretch of turns whose summary
+   matches lifts its messages even when no single turn does.
+5. **Neighbours** (messages only): a message inherits a share of the score of the turn before or
+   after it in the same conversation (an answer is found by the question it answers).
+6. **Time**: a time expression in the question ("in May 2024", "last month") boosts the items in
+   its window, relative to the newest candidate's date.
+
+Invariants: only the conversations passed in are searched (ids from elsewhere are dropped);
+``since`` / ``before`` filter exactly as the other modes do; nothing here raises for bad user text
+(a query the keyword side cannot run ranks by meaning alone, with a note); no I/O beyond the
+store port and the semantic port.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Literal
+
+from lossless.ports import Store
+from lossless.retrieval import ranking
+from lossless.retrieval.grep import GrepHit, GrepOptions, grep, snippet
+from lossless.retrieval.ranking import (
+    TimeWindow,
+    best_first,
+    fuse,
+    keywords,
+    time_window,
+    with_neighbours,
+)
+
+if TYPE_CHECKING:
+    from lossless.retrieval.semantic import SemanticSearch
+
+__all__ = ["DEPTH", "SUMMARY_SHARE", "hybrid_hits"]
+
+#: How many candidates each ranker contributes.
+DEPTH = 100
+#: How many summaries lend their score to the messages under them, and what share.
+SUMMARY_FANOUT = 5
+SUMMARY_SHARE = 0.0
+#: What the meaning side embeds: the question as written ("question") or its keywords ("keywords").
+SEMANTIC_QUERY = "keywords"
+
+Scope = Literal["messages", "summaries"]
+
+
+async def _keyword_scores(
+    store: Store, options: GrepOptions, conversation_ids: tuple[int, ...], words: Sequence[str], scope: Scope
+) -> dict[int | str, float]:
+    """Item id → relevance (higher is better) for any of ``words``."""
+    if not words:
+        return {}
+    query = " OR ".join(f'"{w}"' for w in dict.fromkeys(words))  # quoted: no word is an operator
+    keyword = GrepOptions(
+        query, mode="full_text", scope=scope, since=options.since, before=options.before, limit=DEPTH, sort="relevance"
+    )
+    found = await grep(store, keyword, conversation_ids)
+    return {h.ref: -(h.rank or 0.0) for h in found.hits}
+
+
+async def _semantic_scores(
+    search: SemanticSearch,
+    options: GrepOptions,
+    conversation_ids: tuple[int, ...],
+    scope: Scope,
+    words: Sequence[str] = (),
+) -> dict[int | str, tuple[float, int]]:
+    """Item id → (cosine, conversation id)."""
+    allowed = set(conversation_ids)
+    texts = [options.pattern]
+    if words and " ".join(words) != options.pattern:
+        texts = {"keywords": [" ".join(words)], "both": [options.pattern, " ".join(words)]}.get(SEMANTIC_QUERY, texts)
+    out: dict[int | str, tuple[float, int]] = {}
+    for text in texts:
+        found: list[tuple[int | str, float, int]]
+        if scope == "messages":
+            hits = await search.search(text, list(conversation_ids), limit=DEPTH, mode="semantic")
+            found = [(h.message_id, h.score, h.conversation_id) for h in hits]
+        else:
+            summaries = await search.search_summaries(text, list(conversation_ids), limit=DEPTH, mode="semantic")
+            found = [(h.summary_id, h.score, h.conversation_id) for h in summaries]
+        for key, score, conversation_id in found:
+            if conversation_id in allowed and score > out.get(key, (float("-inf"), 0))[0]:
+                out[key] = (score, conversation_id)
+    return out
+
+
+def _boost(scores: dict[int | str, float], when: dict[int | str, datetime], window: TimeWindow | None) -> None:
+    if window is None:
+        return
+    for key in scores:
+        moment = when.get(key)
+        if moment is not None and window.contains(moment):
+            scores[key] += ranking.TIME_BOOST
+
+
+async def _fused(
+    store: Store,
+    options: GrepOptions,
+    conversation_ids: tuple[int, ...],
+    search: SemanticSearch,
+    scope: Scope,
+    words: Sequence[str],
+) -> dict[int | str, float]:
+    keyword = await _keyword_scores(store, options, conversation_ids, words, scope)
+    semantic = await _semantic_scores(search, options, conversation_ids, scope, words)
+    return fuse(keyword, {key: score for key, (score, _) in semantic.items()}, keyword_weight=ranking.KEYWORD_WEIGHT)
+
+
+async def hybrid_hits(
+    store: Store,
+    options: GrepOptions,
+    conversation_ids: tuple[int, ...],
+    search: SemanticSearch,
+    scope: Scope,
+    *,
+    keyword: bool = True,
+) -> tuple[list[GrepHit], bool]:
+    """Up to ``limit`` hits of ``scope``, best first, and whether more passed the filters.
+
+    ``keyword=False`` ranks by meaning alone (the caller found the text unusable as a word query).
+    """
+    probe = time_window(options.pattern, datetime.now(UTC))  # only its words matter here
+    words = keywords(options.pattern, probe) if keyword else []
+    scores = await _fused(store, options, conversation_ids, search, scope, words)
+    if scope == "messages":
+        if SUMMARY_SHARE > 0:
+            await _summary_first(store, options, conversation_ids, search, words, scores)
+        ranked = best_first(scores)[: DEPTH * 2]
+        records = {m.id: m for m in await store.get_messages_by_id([int(k) for k, _ in ranked])}
+        neighbours = await _neighbours(store, list(records.values()))
+        scores = with_neighbours(
+            {k: s for k, s in ranked if int(k) in records}, neighbours, share=ranking.NEIGHBOUR_SHARE
+        )
+        extra = [int(k) for k in scores if int(k) not in records]
+        records |= {m.id: m for m in await store.get_messages_by_id(extra)}
+        when: dict[int | str, datetime] = {key: m.created_at for key, m in records.items()}
+    else:
+        found = await store.get_summaries([str(k) for k in scores])
+        summaries = {s.id: s for s in found}
+        when = {key: s.latest_at or s.created_at for key, s in summaries.items()}
+    allowed = set(conversation_ids)
+    if when:
+        _boost(scores, when, time_window(options.pattern, max(when.values())))
+    hits: list[GrepHit] = []
+    for key, score in best_first(scores):
+        if scope == "messages":
+            record = records.get(int(key))
+            if record is None or record.conversation_id not in allowed or not _in_window(options, record.created_at):
+                continue
+            hit = GrepHit(
+                scope="messages",
+                ref=record.id,
+                conversation_id=record.conversation_id,
+                created_at=record.created_at,
+                snippet=snippet(record.content, *_locate(record.content, words)),
+                role=record.role,
+                score=score,
+            )
+        else:
+            summary = summaries.get(str(key))
+            if summary is None or summary.conversation_id not in allowed:
+                continue
+            earliest, latest = summary.earliest_at or summary.created_at, summary.latest_at or summary.created_at
+            if not _overlaps(options, earliest, latest):
+                continue
+            hit = GrepHit(
+                scope="summaries",
+                ref=summary.id,
+                conversation_id=summary.conversation_id,
+                created_at=latest,
+                snippet=snippet(summary.content, *_locate(summary.content, words)),
+                kind=summary.kind,
+                depth=summary.depth,
+                score=score,
+            )
+        if len(hits) == options.limit:
+            return hits, True
+        hits.append(hit)
+    return hits, False
+
+
+async def _summary_first(
+    store: Store,
+    options: GrepOptions,
+    conversation_ids: tuple[int, ...],
+    search: SemanticSearch,
+    words: Sequence[str],
+    scores: dict[int | str, float],
+) -> None:
+    """Let the best-matching leaf summaries lift the messages they cover (adds to ``scores`` in place)."""
+    summary_scores = await _fused(store, options, conversation_ids, search, "summaries", words)
+    top = [str(k) for k, _ in best_first(summary_scores)[:SUMMARY_FANOUT]]
+    if not top:
+        return
+    covered = await store.get_summary_messages(top)
+    for summary_id, message_ids in covered.items():
+        lift = SUMMARY_SHARE * summary_scores[summary_id]
+        for message_id in message_ids:
+            scores[message_id] = scores.get(message_id, 0.0) + lift
+
+
+async def _neighbours(store: Store, records: Sequence[object]) -> dict[int | str, list[int | str]]:
+    """For each message, the ids of the turns right before and after it in its conversation."""
+    from lossless.records import MessageRecord
+
+    messages = [r for r in records if isinstance(r, MessageRecord)]
+    around = {m.id + d for m in messages for d in (-1, 1)}
+    found = {m.id: m for m in await store.get_messages_by_id(sorted(around))} | {m.id: m for m in messages}
+    out: dict[int | str, list[int | str]] = {}
+    for m in messages:
+        near: list[int | str] = []
+        for other_id in (m.id - 1, m.id + 1):
+            other = found.get(other_id)
+            if other is not None and other.conversation_id == m.conversation_id and abs(other.seq - m.seq) == 1:
+                near.append(other.id)
+        out[m.id] = near
+    return out
+
+
+def _locate(text: str, words: Sequence[str]) -> tuple[int, int]:
+    import re
+
+    if words:
+        pattern = "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
+        found = re.search(pattern, text, re.IGNORECASE)
+        if found is not None:
+            return found.start(), found.end()
+    return 0, 0
+
+
+def _in_window(options: GrepOptions, moment: datetime) -> bool:
+    return _overlaps(options, moment, moment)
+
+
+def _overlaps(options: GrepOptions, earliest: datetime, latest: datetime) -> bool:
+    return (options.since is None or latest >= options.since) and (options.before is None or earliest < options.before)

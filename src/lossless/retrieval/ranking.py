@@ -1,0 +1,201 @@
+"""Ranking a question's matches: keywords of a question, time expressions, score fusion, neighbour context.
+
+A question an agent types ("what did Maya's kids call the dog they adopted in May?") is not a
+grep pattern: most of its words are glue, a few carry it, and some say *when*.  This module turns
+such text into what the rankers use, and fuses their scores.
+
+Invariants:
+
+* **Pure.**  No I/O; every function is deterministic in its arguments (the time anchor is passed in).
+* **Keywords never vanish.**  :func:`keywords` drops stopwords and time words, but a question made
+  only of them keeps its words (so no question ranks on nothing).
+* **Fusion is of normalised scores.**  Each ranking's scores are scaled to ``[0, 1]`` over its own
+  candidates (min-max: its best = 1, its worst = 0) before the weighted sum, so one ranker's scale
+  never drowns the other's; an id one ranker did not return scores 0 there.  The weights here were
+  chosen on the dev split ``benchmarks/data/recall-dev.json`` (docs/retrieval.md has the table),
+  never on the test split.
+* **Time expressions boost, never filter.**  "in May 2024", "last May", "in 2023", "last month",
+  "two weeks ago" become a window; items inside it get :data:`TIME_BOOST` added.  A misread
+  expression can only reorder, never hide, a match.
+* **Neighbour context.**  :func:`with_neighbours` lets a turn inherit a share of its neighbours'
+  score (an answer such as "Yes, we went there last week" is found by what the question before it
+  named); it only adds, never removes.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TypeVar
+
+__all__ = [
+    "KEYWORD_WEIGHT",
+    "NEIGHBOUR_SHARE",
+    "STOPWORDS",
+    "TIME_BOOST",
+    "TimeWindow",
+    "any_word_expression",
+    "fuse",
+    "keywords",
+    "time_window",
+    "with_neighbours",
+]
+
+K = TypeVar("K")
+
+#: Weight of the keyword (BM25) side in hybrid fusion; the semantic side gets ``1 - KEYWORD_WEIGHT``.
+KEYWORD_WEIGHT = 0.3
+#: Share of a neighbouring turn's score a message inherits (see :func:`with_neighbours`).
+NEIGHBOUR_SHARE = 0.3
+#: Added to the fused score of an item inside a question's time window.
+TIME_BOOST = 0.1
+
+#: Words that carry no topic in a question (English function words and question glue).
+STOPWORDS = frozenset(
+    """
+    a about above after again against all also am an and any are as at be because been before being below
+    between both but by can could did do does doing done down during each either else ever every few for from
+    further get got had has have having he her here hers herself him himself his how i if in into is it its
+    itself just me might more most much must my myself no nor not now of off on once one only or other ought our
+    ours ourselves out over own same shall she should so some such than that the their theirs them themselves
+    then there these they this those through to too under until up upon us very was we were what whatever when
+    whenever where which while who whom whose why will with within without would yet you your yours yourself
+    yourselves tell told say said ask asked mention mentioned remember recall anything something thing things
+    kind sort way end ended actually really finally still ago last next
+    """.split()  # noqa: SIM905 - a word list reads best as text
+)
+
+_MONTHS = {name.lower(): number for number, name in enumerate(calendar.month_name) if name}
+_MONTHS |= {name.lower(): number for number, name in enumerate(calendar.month_abbr) if name and name != "May"}
+_WORD = re.compile(r"\w+", re.UNICODE)
+_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "ten": 10}
+
+
+@dataclass(frozen=True, slots=True)
+class TimeWindow:
+    """A span of time a question points at (``start`` inclusive, ``end`` exclusive) and the words that said so."""
+
+    start: datetime
+    end: datetime
+    words: tuple[str, ...] = ()
+
+    def contains(self, moment: datetime) -> bool:
+        return self.start <= moment < self.end
+
+
+def _month_span(year: int, month: int) -> tuple[datetime, datetime]:
+    start = datetime(year, month, 1, tzinfo=UTC)
+    end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=UTC)
+    return start, end
+
+
+def time_window(text: str, anchor: datetime) -> TimeWindow | None:
+    """The window a question's time expression points at, relative to ``anchor`` (the conversation's latest date).
+
+    Understands a month with or without a year ("in May 2024", "back in March", "last May": the latest
+    such month not after ``anchor``), a year ("in 2023"), "last week/month/year" and "N days/weeks/months
+    ago".  Anything else: None.
+    """
+    lowered = text.lower()
+    found = re.search(r"\b(\d+|a|an|one|two|three|four|five|six|ten)\s+(day|week|month|year)s?\s+ago\b", lowered)
+    if found:
+        count = int(found.group(1)) if found.group(1).isdigit() else _NUMBERS[found.group(1)]
+        days = {"day": 1, "week": 7, "month": 30, "year": 365}[found.group(2)] * count
+        slack = max(2, days // 3)
+        centre = anchor - timedelta(days=days)
+        return TimeWindow(centre - timedelta(days=slack), centre + timedelta(days=slack), tuple(found.group(0).split()))
+    found = re.search(r"\blast\s+(week|month|year)\b", lowered)
+    if found:
+        days = {"week": 7, "month": 31, "year": 366}[found.group(1)]
+        return TimeWindow(anchor - timedelta(days=2 * days), anchor + timedelta(days=1), ("last", found.group(1)))
+    for match in re.finditer(r"\b([a-z]+)\.?(?:\s+(?:of\s+)?((?:19|20)\d\d))?\b", lowered):
+        month = _MONTHS.get(match.group(1))
+        if month is None or (match.group(1) == "may" and not _may_is_month(lowered, match)):
+            continue
+        if match.group(2):
+            year = int(match.group(2))
+        else:
+            year = anchor.year if month <= anchor.month else anchor.year - 1
+        start, end = _month_span(year, month)
+        return TimeWindow(start, end, tuple(match.group(0).split()))
+    found = re.search(r"\b(?:in|during|of|since)\s+((?:19|20)\d\d)\b", lowered)
+    if found:
+        year = int(found.group(1))
+        return TimeWindow(datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC), (found.group(1),))
+    return None
+
+
+def _may_is_month(text: str, match: re.Match[str]) -> bool:
+    """Whether "may" is the month ("in May", "last May", "May 2024"), not the verb ("may I")."""
+    before = text[: match.start()].split()[-1:] or [""]
+    return bool(match.group(2)) or before[0] in ("in", "last", "since", "during", "early", "late", "mid", "of")
+
+
+def keywords(text: str, window: TimeWindow | None = None) -> list[str]:
+    """The words of ``text`` that carry its topic, in order, each once (stopwords and time words dropped).
+
+    A possessive ``'s`` is dropped with the apostrophe ("Maya's" → "Maya").  When nothing is left the
+    text's words are returned as they are.
+    """
+    words = _WORD.findall(re.sub(r"['’]s\b", "", text))
+    time_words = set(window.words) if window is not None else set()
+    kept = [
+        w
+        for w in words
+        if w.lower() not in STOPWORDS and w.lower() not in time_words and (len(w) > 1 or not w.isascii())
+    ]
+    return list(dict.fromkeys(kept or words))
+
+
+def any_word_expression(words: Iterable[str]) -> str | None:
+    """An FTS5 expression matching any of ``words`` (each quoted, so none is an operator), or None when empty."""
+    quoted = ['"' + w.replace('"', '""').replace("\x00", " ") + '"' for w in dict.fromkeys(words) if w.strip()]
+    return " OR ".join(quoted) or None
+
+
+def _normalised(scores: Mapping[K, float]) -> dict[K, float]:
+    if not scores:
+        return {}
+    high, low = max(scores.values()), min(scores.values())
+    if high <= low:
+        return dict.fromkeys(scores, 1.0)
+    return {key: (value - low) / (high - low) for key, value in scores.items()}
+
+
+def fuse(
+    keyword: Mapping[K, float], semantic: Mapping[K, float], *, keyword_weight: float = KEYWORD_WEIGHT
+) -> dict[K, float]:
+    """Weighted sum of the min-max-normalised keyword scores (higher = better) and cosine similarities."""
+    words = _normalised(keyword)
+    vectors = _normalised(semantic)
+    fused: dict[K, float] = {}
+    for key in dict.fromkeys([*words, *vectors]):
+        fused[key] = keyword_weight * words.get(key, 0.0) + (1 - keyword_weight) * vectors.get(key, 0.0)
+    return fused
+
+
+def with_neighbours(
+    scores: Mapping[K, float], neighbours: Mapping[K, Sequence[K]], *, share: float = NEIGHBOUR_SHARE
+) -> dict[K, float]:
+    """Each item's score plus ``share`` of its best-scoring neighbour's (neighbours not scored count 0).
+
+    Neighbours that had no score of their own are added too, with the inherited share only, so a
+    reply that shares no word with the question can still rank after the turn that named its subject.
+    """
+    out = dict(scores)
+    for key, score in scores.items():
+        for other in neighbours.get(key, ()):
+            if other not in scores:
+                out[other] = max(out.get(other, 0.0), share * score)
+    for key, score in scores.items():
+        best = max((scores.get(other, 0.0) for other in neighbours.get(key, ())), default=0.0)
+        out[key] = score + share * best
+    return out
+
+
+def best_first(scores: Mapping[K, float]) -> list[tuple[K, float]]:
+    """``(id, score)`` best first; ties keep the order the ids were given in."""
+    return sorted(scores.items(), key=lambda kv: -kv[1])

@@ -1,0 +1,75 @@
+"""Statements that stand alone: speakers, prose without markup, dates written out, third person."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+
+from lossless.memory.statements import (
+    format_date,
+    prose_sentences,
+    resolve_dates,
+    speaker_of,
+    third_person,
+    with_subject,
+)
+
+SAID = date(2023, 5, 8)  # a Monday
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("I went there yesterday.", "I went there on 7 May 2023."),
+        ("We met last week.", "We met in the week before 8 May 2023."),
+        ("I moved here two weeks ago.", "I moved here two weeks before 8 May 2023."),
+        ("I fly to Oslo next month.", "I fly to Oslo in June 2023."),
+        ("We married last year.", "We married in 2022."),
+        ("I saw her last Friday.", "I saw her on Friday, 5 May 2023."),
+        ("It was busy since last week.", "It was busy since the week before 8 May 2023."),
+        ("I graduated in 2010.", "I graduated in 2010."),
+    ],
+)
+def test_relative_dates_are_written_out(text: str, expected: str) -> None:
+    out, moved = resolve_dates(text, SAID)
+    assert out == expected and moved is (out != text)
+
+
+def test_format_date() -> None:
+    assert format_date(date(2023, 5, 7)) == "7 May 2023"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("I love painting sunsets.", "Caroline loves painting sunsets."),
+        ("I'm planning to go camping with my kids.", "Caroline is planning to go camping with their kids."),
+        ("My dream is to have a family.", "Caroline's dream is to have a family."),
+        ("I really enjoy pottery.", "Caroline really enjoys pottery."),
+        ("I went to the group with you.", "Caroline went to the group with Melanie."),
+        ("We need a plan.", "Caroline and Melanie need a plan."),
+    ],
+)
+def test_third_person(text: str, expected: str) -> None:
+    assert third_person(text, "Caroline", "Melanie") == expected
+
+
+def test_a_missing_subject_is_the_speaker() -> None:
+    assert with_subject("Made my grandmother's moussaka.") == "I made my grandmother's moussaka."
+    assert with_subject("Still dreaming about the hike.") == "I'm still dreaming about the hike."
+    assert with_subject("The hike was long.") == "The hike was long."
+
+
+def test_speaker_from_metadata_prefix_or_role() -> None:
+    assert speaker_of("user", "Maya: hi there", None) == ("Maya", "hi there", True)
+    assert speaker_of("assistant", "text", {"speaker": "Jonas"}) == ("Jonas", "text", True)
+    assert speaker_of("user", "Note: this matters", None) == ("the user", "Note: this matters", False)
+
+
+def test_prose_drops_markup_code_and_tool_lines() -> None:
+    text = (
+        "## Fix\n**Root Cause**: the cache key was stale.\n```py\nx = 1\n```\n"
+        "- removed the old key\n[tool call: Bash] {}\nYeah, it works now. Tests pass!"
+    )
+    assert prose_sentences(text) == ["The cache key was stale.", "Removed the old key", "It works now.", "Tests pass!"]

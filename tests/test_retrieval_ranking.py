@@ -1,0 +1,119 @@
+"""Ranking helpers: question keywords, time expressions, score fusion, neighbour context (pure functions)."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lossless.retrieval.query import FullTextQuery, parse_full_text
+from lossless.retrieval.ranking import (
+    STOPWORDS,
+    any_word_expression,
+    best_first,
+    fuse,
+    keywords,
+    time_window,
+    with_neighbours,
+)
+
+ANCHOR = datetime(2024, 8, 20, 12, tzinfo=UTC)
+
+
+def test_keywords_drop_question_glue_and_possessives() -> None:
+    assert keywords("What did Maya's kids call the dog they adopted?") == ["Maya", "kids", "call", "dog", "adopted"]
+    assert keywords("Which file did we change to fix the flaky login test?") == [
+        "file",
+        "change",
+        "fix",
+        "flaky",
+        "login",
+        "test",
+    ]
+    # Only stopwords: the words are kept, so the question still ranks on something.
+    assert keywords("what was it") == ["what", "was", "it"]
+    # Non-English words pass through (CJK has no stopword list here).
+    assert keywords("备份 失败") == ["备份", "失败"]
+
+
+def test_time_words_are_not_keywords() -> None:
+    question = "Which band did Hugo see in April 2023?"
+    window = time_window(question, ANCHOR)
+    assert window is not None and window.start == datetime(2023, 4, 1, tzinfo=UTC)
+    assert keywords(question, window) == ["band", "Hugo", "see"]
+
+
+def test_months_years_and_relative_expressions() -> None:
+    may = time_window("what happened last May", ANCHOR)
+    assert may is not None and (may.start, may.end) == (
+        datetime(2024, 5, 1, tzinfo=UTC),
+        datetime(2024, 6, 1, tzinfo=UTC),
+    )
+    # A month after the anchor's month without a year is last year's.
+    october = time_window("the trip in October", ANCHOR)
+    assert october is not None and october.start == datetime(2023, 10, 1, tzinfo=UTC)
+    year = time_window("what did we decide in 2023", ANCHOR)
+    assert year is not None and (year.start.year, year.end.year) == (2023, 2024)
+    ago = time_window("the concert two weeks ago", ANCHOR)
+    assert ago is not None and ago.contains(datetime(2024, 8, 6, tzinfo=UTC)) and not ago.contains(ANCHOR)
+    last_month = time_window("what did she say last month", ANCHOR)
+    assert last_month is not None and last_month.contains(datetime(2024, 7, 25, tzinfo=UTC))
+    # "may" the verb is not the month; no expression at all gives None.
+    assert time_window("may I ask which dog they adopted", ANCHOR) is None
+    assert time_window("which dog did they adopt", ANCHOR) is None
+
+
+def test_any_word_expression_quotes_every_word() -> None:
+    assert any_word_expression(["deploy", 'say "hi"', "deploy"]) == '"deploy" OR "say ""hi"""'
+    assert any_word_expression([]) is None
+
+
+def test_fusion_normalises_each_side() -> None:
+    keyword = {1: 12.0, 2: 6.0, 3: 0.0}  # BM25: scale-free
+    semantic = {2: 0.61, 4: 0.60, 3: 0.2}  # cosines in a narrow band
+    fused = fuse(keyword, semantic, keyword_weight=0.5)
+    # 2 is good on both sides and wins; an id one side did not return counts 0 there.
+    assert best_first(fused)[0][0] == 2
+    assert fused[1] == 0.5 and fused[3] == 0.0
+    assert fuse({}, {}) == {}
+    # Weight 1 is the keyword ranking alone, weight 0 the semantic one.
+    assert [k for k, _ in best_first(fuse(keyword, semantic, keyword_weight=1.0))][:2] == [1, 2]
+    assert [k for k, _ in best_first(fuse(keyword, semantic, keyword_weight=0.0))][:2] == [2, 4]
+
+
+def test_a_reply_inherits_from_the_turn_it_answers() -> None:
+    scores = {10: 1.0, 20: 0.2}
+    neighbours = {10: [9, 11], 20: [19, 21]}
+    out = with_neighbours(scores, neighbours, share=0.3)
+    assert out[11] == 0.3 and out[9] == 0.3  # unscored neighbours are added with the inherited share
+    assert out[10] == 1.0 and out[20] == 0.2  # its own neighbours had no score
+    both = with_neighbours({1: 1.0, 2: 0.5}, {1: [2], 2: [1]}, share=0.5)
+    assert both == {1: 1.25, 2: 1.0}
+
+
+@given(st.text(max_size=200))
+def test_keywords_always_make_a_safe_word_query(text: str) -> None:
+    words = keywords(text)
+    assert len(words) == len(set(words))
+    if any(w.lower() in STOPWORDS for w in words):
+        # Stopwords survive only when nothing else would be left: then the text's words come back as they are.
+        assert set(words) == set(re.findall(r"\w+", re.sub(r"['’]s\b", "", text)))
+    if words:
+        # Quoted, the OR of them always parses in the full-text language (even "OR" or "NEAR" as words).
+        assert isinstance(parse_full_text(" OR ".join(f'"{w}"' for w in words)), FullTextQuery)
+        assert any_word_expression(words) is not None
+
+
+@given(
+    st.dictionaries(st.integers(0, 50), st.floats(0, 100), max_size=20),
+    st.dictionaries(st.integers(0, 50), st.floats(-1, 1), max_size=20),
+    st.floats(0, 1),
+)
+def test_fused_scores_are_bounded_and_cover_both_sides(
+    keyword: dict[int, float], semantic: dict[int, float], weight: float
+) -> None:
+    fused = fuse(keyword, semantic, keyword_weight=weight)
+    assert set(fused) == set(keyword) | set(semantic)
+    assert all(-1e-9 <= v <= 1 + 1e-9 for v in fused.values())
