@@ -11,7 +11,16 @@ from lossless.records import ContextEntry, Message, MessageRecord, Summary, Tool
 from lossless.tokens import EstimatingCounter
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
-COUNTER = EstimatingCounter()
+
+
+class NoMargin(EstimatingCounter):
+    """The estimate, trusted as if exact (no headroom kept back), so budgets here are exact arithmetic."""
+
+    def margin(self, budget: int) -> float:
+        return 0.0
+
+
+COUNTER = NoMargin()
 
 
 @dataclass
@@ -71,35 +80,46 @@ def test_everything_fits_and_nothing_is_added_without_summaries() -> None:
     assert not out.over_budget
 
 
-def test_over_budget_keeps_the_tail_and_the_newest_contiguous_prefix() -> None:
+def test_over_budget_keeps_the_tail_and_the_newest_contiguous_prefix_and_lists_the_rest() -> None:
     ctx = Context()
     for i in range(10):
         ctx.add(Message("user", words(50, f"m{i}_")))
     per = ctx.entries[0].token_count + MESSAGE_OVERHEAD
     out = ctx.assemble(per * 5 + 1, tail=2)
-    assert out.included == (6, 7, 8, 9, 10)
-    assert out.dropped == (1, 2, 3, 4, 5)
-    assert out.estimated_tokens <= per * 5 + 1
+    kept = len(out.included)
+    assert 2 <= kept < 5  # the guidance naming what was left out takes its share of the budget
+    assert out.included == tuple(range(11 - kept, 11))
+    assert out.dropped == tuple(range(1, 11 - kept))
+    assert [(o.ref, o.reason) for o in out.left_out] == [(i, "budget") for i in range(1, 11 - kept)]
+    assert out.estimated_tokens <= per * 5 + 1 and not out.over_budget
+    assert out.system_prompt_addition is not None and f"msg#{10 - kept}" in out.system_prompt_addition
     assert out.tail_tokens == 2 * per
 
 
-def test_a_tail_over_budget_is_still_sent_whole_and_flagged() -> None:
+def test_a_tail_over_budget_is_cut_from_its_oldest_end_and_the_newest_message_excerpted() -> None:
     ctx = Context()
     for i in range(4):
-        ctx.add(Message("user", words(200, f"m{i}_")))
-    out = ctx.assemble(50, tail=2)
-    assert out.included == (3, 4)
-    assert out.over_budget
+        ctx.add(Message("user", words(400, f"m{i}_")))
+    out = ctx.assemble(300, tail=2)
+    assert out.included == (4,)
+    assert out.excerpted == (4,)
+    assert {(o.ref, o.reason) for o in out.left_out} == {(1, "budget"), (2, "budget"), (3, "budget"), (4, "excerpted")}
+    assert out.estimated_tokens <= 300 and not out.over_budget
+    text = out.messages[0]["content"]
+    assert text.startswith("m3_0 m3_1") and text.endswith("m3_399") and "msg#4" in text
+    assert out.system_prompt_addition is not None and "head-and-tail excerpts" in out.system_prompt_addition
 
 
-def test_the_tail_token_cap_shrinks_the_protected_tail() -> None:
+def test_the_tail_token_cap_leaves_room_for_the_relevance_fill() -> None:
     ctx = Context()
-    for i in range(6):
+    ctx.add(Message("user", "the deploy key lives in vault " + words(36, "a")))
+    for i in range(5):
         ctx.add(Message("user", words(40, f"m{i}_")))
-    one = ctx.entries[0].token_count
-    out = ctx.assemble(one * 2, tail=6, tail_tokens=one + 1)
-    assert out.tail_tokens == one + MESSAGE_OVERHEAD
-    assert out.included[-1] == 6
+    one = ctx.entries[-1].token_count + MESSAGE_OVERHEAD
+    capped = ctx.assemble(one * 4, tail=6, tail_tokens=one, prompt="deploy key")
+    assert capped.included[0] == 1 and capped.included[-1] == 6
+    uncapped = ctx.assemble(one * 4, tail=6, tail_tokens=one * 4, prompt="deploy key")
+    assert 1 not in uncapped.included and uncapped.included[-1] == 6
 
 
 def test_summaries_render_as_escaped_user_messages_with_parents_and_guidance() -> None:
@@ -142,8 +162,11 @@ def test_the_addition_is_counted_and_appears_only_when_a_summary_is_shown() -> N
         ctx.add(Message("user", words(30, f"m{i}_")))
     tail_cost = sum(e.token_count + MESSAGE_OVERHEAD for e in ctx.entries[1:])
     squeezed = ctx.assemble(tail_cost + 10, tail=4)
-    assert squeezed.system_prompt_addition is None
     assert squeezed.summaries_included == 0
+    sid = ctx.entries[0].summary_id
+    # No summary is shown, but the guidance says one was left out (and names it).
+    assert squeezed.system_prompt_addition is not None and f"{sid}" in squeezed.system_prompt_addition
+    assert "<summary> blocks" not in squeezed.system_prompt_addition
     roomy = ctx.assemble(100_000, tail=4)
     assert roomy.system_prompt_addition is not None
     messages_cost = sum(e.token_count for e in ctx.entries[1:]) + 5 * MESSAGE_OVERHEAD
@@ -256,7 +279,7 @@ def test_relevance_terms_of_a_summary_are_computed_once_and_kept_with_its_render
     for i in range(3):
         ctx.add(Message("user", words(30, f"m{i}_")))
     cache = RenderCache()
-    budget = sum(e.token_count + 4 for e in ctx.entries[2:]) + 900
+    budget = sum(e.token_count + 4 for e in ctx.entries[2:]) + 1_100  # summary + guidance
     first = ctx.assemble(budget, tail=3, prompt="where is the deploy key", cache=cache)
     assert all(r.terms is not None for r in cache.values())
     assert first.included[0] == ctx.entries[0].summary_id

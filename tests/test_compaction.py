@@ -415,7 +415,9 @@ async def test_full_sweep_of_every_corpus_transcript(corpus: Path, tmp_path: Pat
                 e.token_count for e in await engine.store.get_context(imported.conversation_id) if e.kind == "message"
             )
             compactable = done.tokens_before - tail
-            if compactable > 5000:
+            # Pinned system messages stay raw (they count as tail here); a session with less than ~12k
+            # compactable tokens ends as one leaf, whose length is not a share of so little.
+            if compactable > 12_000:
                 assert done.tokens_after - tail <= 0.10 * compactable, (name, done.tokens_after - tail, compactable)
             if tail <= 0.05 * done.tokens_before:
                 whole[name] = 1 - done.tokens_after / done.tokens_before
@@ -441,8 +443,11 @@ async def outside_tail(engine: ContextEngine, conversation: int) -> tuple[int, i
 
 
 async def test_a_short_message_before_an_oversized_one_never_stalls_compaction(tmp_path: Path) -> None:
-    """The issue's reproduction, with default settings: the stranded short question no longer blocks."""
-    async with await ContextEngine.open(f"sqlite:///{tmp_path / 'r.db'}") as engine:
+    """The issue's reproduction, with default settings: the stranded short question no longer blocks.
+
+    (The large-file threshold is raised so the oversized message stays inline: by default plain text
+    over 25,000 tokens is stored aside at ingest, and compaction would never see it.)"""
+    async with await ContextEngine.open(f"sqlite:///{tmp_path / 'r.db'}", large_file_token_threshold=500_000) as engine:
         chunk = engine.config.leaf_chunk_tokens
         huge = words(2 * chunk)
         await engine.after_turn("s", [Message.user("q0"), Message.assistant(huge)], token_budget=1_000_000)

@@ -301,8 +301,9 @@ async def test_bad_blocks_lose_no_text(engine: ContextEngine) -> None:
             f"intro {i}\n{text}\noutro", event_key=f"k{i}", created_at=record.created_at
         )
     records = await engine.messages("bad")
-    assert len(records[0].content) > len(body)  # unclosed: kept inline
-    assert all(len(r.content) < 5000 for r in records[1:])
+    # Unclosed: not a file block, but plain text over the threshold — stored aside whole (issue 18).
+    assert "| pasted text |" in records[0].content
+    assert all(len(r.content) < 5000 for r in records)
 
 
 async def test_the_size_limit_applies_to_what_remains(tmp_path: Path) -> None:
@@ -311,10 +312,12 @@ async def test_the_size_limit_applies_to_what_remains(tmp_path: Path) -> None:
         body = _log(300_000)
         ok = await engine.ingest("s", Message.user(f'<file name="big.log">\n{body}\n</file>'))
         assert ok.stored_count == 1
+        # Each of these parts is under the large-file threshold, so they stay; together they are over the limit.
+        under = [TextPart(f"{i} {_log(40_000)}") for i in range(4)]
         with pytest.raises(InputError, match="max_message_bytes"):
-            await engine.ingest("s", Message.user(f'<file name="b.log">\n{body}\n</file>{body}'))
-        with pytest.raises(InputError, match="max_message_bytes"):
-            await engine.ingest("s", Message.user(f'<file name="unclosed.log">\n{body}'))
+            await engine.ingest(
+                "s", Message.from_parts("user", [TextPart(f'<file name="b.log">\n{body}\n</file>'), *under])
+            )
         assert len(await engine.files("s")) == 1  # refused batches stored no file …
         assert len(list((tmp_path / "l.db-files").rglob("*.txt"))) == 1  # … and no blob
 
@@ -445,7 +448,7 @@ async def test_after_turn_never_raises(tmp_path: Path) -> None:
             raise RuntimeError("disk on fire")
 
         engine.compactor.compact = broken  # type: ignore[method-assign]
-        engine.compactor.needs_leaf_pass = lambda entries: True  # type: ignore[method-assign]
+        engine.compactor.needs_leaf_pass = lambda entries, *_: True  # type: ignore[method-assign]
         result = await engine.after_turn("s", _turn(1), token_budget=1000)
         assert result.error == "compaction failed: disk on fire"
         assert len(result.ingest.stored) == 2  # the turn was stored all the same
@@ -478,7 +481,7 @@ async def test_a_stuck_summarizer_never_blocks_ingest(tmp_path: Path) -> None:
     try:
         for i in range(6):  # under the leaf trigger
             await engine.ingest_batch("h", _turn(i))
-        engine.compactor.needs_leaf_pass = lambda entries: True  # type: ignore[method-assign]
+        engine.compactor.needs_leaf_pass = lambda entries, *_: True  # type: ignore[method-assign]
         results: list[AfterTurnResult] = []
 
         async def turn() -> None:
@@ -534,6 +537,11 @@ async def test_assemble_passes_host_messages_through_when_it_cannot_help(tmp_pat
         disabled = await engine.assemble("s", token_budget=100, messages=host, output="anthropic")
         assert disabled.messages[0] == {"role": "user", "content": [{"type": "text", "text": "hello"}]}
         assert await engine.conversations() == []
+        # The host's own messages are held to the budget too: the newest goes as an excerpt.
+        huge = [Message.user("word " * 50_000), Message.assistant("an answer " * 40_000)]
+        passed = await engine.assemble("s", token_budget=2_000, messages=huge)
+        assert passed.estimated_tokens <= 2_000 and not passed.over_budget
+        assert passed.messages[-1]["role"] == "assistant" and "left out here" in passed.messages[-1]["content"]
     finally:
         await engine.dispose()
 

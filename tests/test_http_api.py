@@ -150,7 +150,10 @@ def test_a_caller_sees_only_its_own_agent(tmp_path: Path) -> None:
         body = "\n".join(f"line {i}: secret value {i * 7}" for i in range(200))
         attached = {"role": "user", "content": f'<file name="notes.txt">\n{body}\n</file>'}
         assert alice.post("/v1/ingest", json={"session_id": "private", "message": attached}).json()["stored"] == 1
-        (stored_file,) = alice.get("/v1/conversations/private/files").json()["files"]
+        # (the notes are over this low threshold too, and stored aside as pasted text)
+        (stored_file,) = [
+            f for f in alice.get("/v1/conversations/private/files").json()["files"] if f["name"] == "notes.txt"
+        ]
         described = alice.get(f"/v1/files/{stored_file['id']}", params={"start_line": 1, "end_line": 2}).json()
         assert "secret value 0" in json.dumps(described)
         assert_error(bob.get(f"/v1/files/{stored_file['id']}"), 404, "NotFoundError")
@@ -429,7 +432,8 @@ def test_no_endpoint_reads_another_agents_conversation(tmp_path: Path) -> None:
         attached = {"role": "user", "content": f'<file name="notes.txt">\n{secret_file}\n</file>'}
         assert alice.post("/v1/ingest", json={"session_id": "private", "message": attached}).json()["stored"] == 1
         summary = alice.post("/v1/compact", json={"conversation": "private", "force": True}).json()["summaries"][0]
-        (file_id,) = [f["id"] for f in alice.get("/v1/conversations/private/files").json()["files"]]
+        files = alice.get("/v1/conversations/private/files").json()["files"]
+        (file_id,) = [f["id"] for f in files if f["name"] == "notes.txt"]
         memory = alice.post("/v1/tools/memory_store", json={"text": f"The code is {SECRET}."}).json()["stored"]
 
         ids = {"conversation": conv, "file_id": file_id}

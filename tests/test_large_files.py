@@ -86,7 +86,8 @@ def test_small_blocks_and_plain_messages_pass_through_untouched() -> None:
     message = Message.user(f'<file name="tiny.txt">{SMALL}</file> and text')
     assert find(message) == ()
     assert intercept(message)[0] is message
-    assert find(Message.user(BODY * 3)) == ()  # big, but no file block: not intercepted
+    (pasted,) = find(Message.user(BODY * 3))  # big plain text, no file block: stored aside whole (issue 18)
+    assert (pasted.name, pasted.start, pasted.end) == ("pasted text", 0, len(BODY * 3))
 
 
 def test_several_files_are_handled_independently() -> None:
@@ -148,7 +149,8 @@ def test_lone_surrogates_are_left_for_the_ingest_check() -> None:
 
 def test_a_huge_number_of_tags_is_handled_in_linear_time() -> None:
     message = Message.user("<file " * 200_000 + '<file name="a' + "\n" * 10 + "</file>" * 50_000)
-    assert find(message) == ()
+    # No block parses; the 1.5 MB of text is stored aside whole, as pasted text.
+    assert [(p.name, p.start, p.end) for p in find(message)] == [("pasted text", 0, len(message.content))]
 
 
 # ---------------------------------------------------------------- tool outputs and data URLs

@@ -40,6 +40,18 @@ async def open_engine(tmp_path: Path, name: str = "replay", **settings: object) 
     return await ContextEngine.open(f"sqlite:///{tmp_path / name}.db", data_dir=tmp_path / "data", **settings)
 
 
+async def test_a_small_budget_is_never_exceeded_and_what_was_left_out_is_reported(tmp_path: Path) -> None:
+    async with await open_engine(tmp_path) as engine:
+        result = await replay(engine, SAMPLE, budget=2_000, checkpoints=20)
+    assert result.violations == 0 and result.over_budget_turns == 0 and result.errors == ()
+    assert result.max_assembled_tokens <= 2_000
+    assert result.left_out_turns >= 1 and result.max_left_out >= 1
+    assert any(point.left_out for point in result.checkpoints)
+    report = result.to_dict()
+    assert report["left_out_turns"] == result.left_out_turns
+    assert {"left_out", "excerpted"} <= set(report["checkpoints"][0])  # type: ignore[index]
+
+
 async def test_the_sample_session_replays_within_budget(tmp_path: Path) -> None:
     seen: list[int] = []
     async with await open_engine(tmp_path) as engine:
@@ -90,12 +102,13 @@ async def test_a_file_that_is_not_a_transcript_is_refused(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize("path", corpus_transcripts(), ids=lambda p: p.name)
 async def test_every_corpus_session_fits_a_32k_budget(corpus: Path, tmp_path: Path, path: Path) -> None:
-    """With the default settings, a context is over 32k tokens only when its fresh tail alone is (and
-    is flagged so); with the tail capped at half the budget, no context of any turn is over 32k, and
-    every session whose history outgrew the budget ends at least 30% smaller than its raw history."""
+    """With the default settings no context of any turn is over 32k (the budget is a hard limit); with
+    the tail capped at 16k, the same, and every session whose history outgrew the budget ends at least
+    30% smaller than its raw history."""
     async with await open_engine(tmp_path, "default") as engine:
         default = await replay(engine, path, budget=32_000)
-    assert default.violations == 0 and default.errors == ()
+    assert default.violations == 0 and default.over_budget_turns == 0 and default.errors == ()
+    assert default.max_assembled_tokens <= 32_000
     async with await open_engine(tmp_path, fresh_tail_max_tokens=16_000) as engine:
         result = await replay(engine, path, budget=32_000)
         stored = await engine.messages(result.session_id)

@@ -7,8 +7,18 @@ import statistics
 
 import pytest
 
+from lossless.budget import usable_budget
+from lossless.config import Config
 from lossless.errors import ConfigError
-from lossless.tokens import EstimatingCounter, RecentCounter, TiktokenCounter, TokenCounter, token_counter_for
+from lossless.tokens import (
+    ESTIMATE_MARGINS,
+    EstimatingCounter,
+    RecentCounter,
+    TiktokenCounter,
+    TokenCounter,
+    exact_available,
+    token_counter_for,
+)
 from lossless.transcripts import Entry, ReadContext, detect_format, reader_for
 
 from .conftest import CORPUS, ROOT
@@ -81,6 +91,27 @@ def test_counter_selection() -> None:
         token_counter_for("gpt2")
     with pytest.raises(ConfigError, match="not available offline"):
         TiktokenCounter("p50k_base")
+
+
+def test_auto_counts_exactly_when_the_tokenizer_extra_is_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert Config().tokenizer == "auto"
+    assert exact_available()  # the dev install has the extra
+    chosen = token_counter_for("auto")
+    assert isinstance(chosen, TiktokenCounter) and chosen.name == "o200k_base"
+    monkeypatch.setattr("lossless.tokens.exact_available", lambda: False)
+    assert isinstance(token_counter_for("auto"), EstimatingCounter)
+
+
+def test_the_estimate_keeps_a_measured_margin_and_exact_counters_none() -> None:
+    estimate = EstimatingCounter()
+    assert [estimate.margin(b) for b in (1_000, 8_000, 32_000, 1_000_000)] == [0.25, 0.12, 0.07, 0.07]
+    assert RecentCounter(estimate).margin(8_000) == 0.12
+    assert RecentCounter(TiktokenCounter("o200k_base")).margin(8_000) == 0.0
+    assert usable_budget(8_000, estimate) == 7_040
+    assert usable_budget(8_000, TiktokenCounter("o200k_base")) == 8_000
+    # Every bound covers the worst excess measured for contexts of its size (see ESTIMATE_MARGINS).
+    for (bound, margin), worst in zip(ESTIMATE_MARGINS, (1.308, 1.124, 1.059), strict=True):
+        assert 1 / (1 - margin) >= worst, bound
 
 
 def test_estimator_handles_large_and_odd_input() -> None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from lossless._version import VERSION
 
 if TYPE_CHECKING:
+    from lossless.assembly import LeftOut
     from lossless.bootstrap import FileImport
     from lossless.config import SETTINGS, Config, load_config
     from lossless.engine import ContextEngine, EngineInfo, FileDescription
@@ -57,12 +58,14 @@ if TYPE_CHECKING:
     from lossless.retrieval import AccessDenied, Caller
     from lossless.stores import open_store
     from lossless.tokens import EstimatingCounter, TiktokenCounter, TokenCounter
+    from lossless.triggers import CompactionDecision
 
 __version__ = VERSION
 
 # Names load on first use (PEP 562): ``import lossless`` and the ``lcm`` command stay fast,
 # and nothing optional is imported until the code that needs it runs.
 _EXPORTS: dict[str, str] = {
+    "LeftOut": "lossless.assembly",
     "FileImport": "lossless.bootstrap",
     "SETTINGS": "lossless.config",
     "Config": "lossless.config",
@@ -105,6 +108,7 @@ _EXPORTS: dict[str, str] = {
     "ToolPart": "lossless.records",
     "AccessDenied": "lossless.retrieval",
     "Caller": "lossless.retrieval",
+    "CompactionDecision": "lossless.triggers",
     "open_store": "lossless.stores",
     "EstimatingCounter": "lossless.tokens",
     "TiktokenCounter": "lossless.tokens",
@@ -131,6 +135,7 @@ __all__ = [
     "AgentPart",
     "BlobStore",
     "Caller",
+    "CompactionDecision",
     "CompactionEvent",
     "CompactionPart",
     "Config",
@@ -148,6 +153,7 @@ __all__ = [
     "InputError",
     "LargeFile",
     "LcmError",
+    "LeftOut",
     "Message",
     "MessageRecord",
     "MissingDependencyError",

@@ -1,22 +1,32 @@
 """Assembly: the exact messages to send the model this turn — summaries, then the fresh raw tail — within budget.
 
-Steps: split the context into an evictable prefix and the protected fresh tail
-(:mod:`lossless.context`); always keep the tail; fill the remaining budget
-from the prefix, newest first or — when a prompt is given — most relevant
+Steps: count what each item costs as rendered; always send what must be
+there — the newest message's unit, the newest user message's unit and every
+stored ``system`` message (pinned) — cutting a message too large for the room
+left to a head-and-tail excerpt; then the fresh tail, newest first, up to its
+token cap (it is cut from its oldest end); then fill the rest of the budget
+from older items, newest first or — when a prompt is given — most relevant
 first (BM25 over the candidates, with CJK text split into character bigrams),
-then put the kept items back in chronological order; render summaries as
-user messages wrapped in ``<summary>`` XML (with ``<parents>`` for condensed
+and put the kept items back in chronological order; render summaries as user
+messages wrapped in ``<summary>`` XML (with ``<parents>`` for condensed
 nodes) and messages in the OpenAI or Anthropic format.
 
 Invariants:
 
-* The output never exceeds ``budget`` tokens, unless the fresh tail alone
-  does (then it is the tail — with the recall guidance when a summary is
-  inside it — and ``over_budget`` says so).
-* The fresh tail is always present, in order; output order is chronological.
-* Items are kept or dropped as *units* that keep every tool call with its
-  results, and the format layer converts any pairing left broken at the edges
-  into text, so no call or result is ever orphaned.
+* **The budget is a hard limit.**  ``estimated_tokens`` — every rendered
+  message and the system-prompt addition, counted by the configured counter
+  after sanitising (:func:`lossless.budget.chat_tokens`) — never exceeds
+  :func:`lossless.budget.usable_budget`, which is the budget itself for an
+  exact counter and the budget less a measured margin for the estimate.
+  Nothing else is checked against the budget: the final count is.
+* Every item not sent in full is in ``left_out`` with its reason
+  (``budget`` or ``excerpted``), and the recall guidance names them, so the
+  model knows to look.  An excerpt keeps the message's structure (tool call
+  ids), its head and tail, and names the stored message.
+* Output order is chronological.  Items are kept or dropped as *units* that
+  keep every tool call with its results, and the format layer converts any
+  pairing left broken at the edges into text, so no call or result is ever
+  orphaned.
 * Summary content is XML-escaped: text such as ``</summary>`` or
   ``<content>`` inside a summary cannot close or forge the wrapper.
 * Summaries cannot be forged by content: each real summary carries this
@@ -26,8 +36,8 @@ Invariants:
   (:func:`~lossless.formats.quote_stored`; the store keeps it verbatim), and the
   system-prompt addition names the nonce and says how to tell the two apart.
 * The system-prompt addition is present exactly when a summary is in the
-  output; it is stronger when the context holds a summary of depth ≥ 2 or
-  several condensed ones.
+  output or an item was left out or excerpted; its summary part is stronger
+  when the context holds a summary of depth ≥ 2 or several condensed ones.
 * Pure: the engine fetches the records (in a few batched queries) and passes
   them in.
 """
@@ -39,13 +49,14 @@ import itertools
 import math
 import re
 from collections import Counter, OrderedDict
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
-from typing import Any
+from typing import Any, Literal
 from xml.sax.saxutils import escape, quoteattr
 
-from lossless.context import tail_start, units
+from lossless.budget import MESSAGE_OVERHEAD, MIN_EXCERPT_TOKENS, chat_tokens, excerpt, tail_token_cap, usable_budget
+from lossless.context import pairs, tail_start, units
 from lossless.formats import (
     OutputFormat,
     quote_stored,
@@ -58,7 +69,9 @@ from lossless.records import ContextEntry, MessageRecord, Summary
 from lossless.tokens import TokenCounter
 
 __all__ = [
+    "MESSAGE_OVERHEAD",
     "AssembledContext",
+    "LeftOut",
     "RenderCache",
     "assemble",
     "context_nonce",
@@ -66,8 +79,24 @@ __all__ = [
     "system_prompt_addition",
 ]
 
-#: Tokens a message costs beyond its text (role, separators) in a chat request.
-MESSAGE_OVERHEAD = 4
+#: How many left-out ids the recall guidance names (the rest are counted).
+_LISTED = 12
+
+
+@dataclass(frozen=True, slots=True)
+class LeftOut:
+    """A context item the model was not sent in full: its id, why, and what sending it whole would cost.
+
+    ``reason`` is ``"budget"`` (left out: it did not fit) or ``"excerpted"`` (sent as a head-and-tail
+    excerpt; the store keeps it whole).
+    """
+
+    ref: int | str
+    reason: Literal["budget", "excerpted"]
+    tokens: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ref": self.ref, "reason": self.reason, "tokens": self.tokens}
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +104,11 @@ class AssembledContext:
     """What to send the model, and how it was chosen.
 
     ``estimated_tokens`` counts the messages and the system-prompt addition (it
-    is part of the request too); ``included`` / ``dropped`` list the context
-    items by message id or summary id.
+    is part of the request too) with the configured counter; it never exceeds
+    ``budget``.  ``included`` lists the context items sent (message ids and
+    summary ids), ``dropped`` those left out; ``left_out`` says, for every item
+    not sent in full, why (``budget``: left out; ``excerpted``: sent as a
+    head-and-tail excerpt) and what it would have cost.
     """
 
     messages: tuple[dict[str, Any], ...]
@@ -86,6 +118,13 @@ class AssembledContext:
     dropped: tuple[int | str, ...]
     tail_tokens: int
     over_budget: bool
+    left_out: tuple[LeftOut, ...] = ()
+    budget: int = 0
+
+    @property
+    def excerpted(self) -> tuple[int | str, ...]:
+        """The items sent only as head-and-tail excerpts."""
+        return tuple(o.ref for o in self.left_out if o.reason == "excerpted")
 
     @property
     def summaries_included(self) -> int:
@@ -165,10 +204,47 @@ def context_nonce(summaries: Sequence[Summary]) -> str:
     return digest.hexdigest()[:16]
 
 
-def system_prompt_addition(summaries: Sequence[Summary], nonce: str = "") -> str | None:
-    """Recall guidance for the system prompt; None when no summary is in the context."""
+def _cite(ref: int | str) -> str:
+    return ref if isinstance(ref, str) else f"msg#{ref}"
+
+
+def _left_out_guidance(left_out: Sequence[LeftOut], counts: tuple[int, int] | None) -> list[str]:
+    """What the recall guidance says about items not sent in full (newest named first)."""
+    lines: list[str] = []
+    for reason, said in (
+        ("budget", "were left out of this context to fit the token budget"),
+        ("excerpted", "are shown only as head-and-tail excerpts to fit the token budget"),
+    ):
+        refs = [o.ref for o in reversed(left_out) if o.reason == reason]
+        total = (counts[0] if reason == "budget" else counts[1]) if counts else len(refs)
+        if not total:
+            continue
+        named = ", ".join(_cite(r) for r in refs[:_LISTED])
+        more = f" and {total - min(total, _LISTED):,} more" if total > _LISTED else ""
+        lines.append(f"{total:,} stored item(s) {said}: {named}{more}.")
+    if lines:
+        lines.append(
+            "Nothing was lost: every item is stored whole. Find their text with lcm_grep, and open a summary "
+            "(sum_…) or a stored file (file_…) with lcm_describe, before you rely on what they held."
+        )
+    return lines
+
+
+def system_prompt_addition(
+    summaries: Sequence[Summary],
+    nonce: str = "",
+    *,
+    left_out: Sequence[LeftOut] = (),
+    counts: tuple[int, int] | None = None,
+) -> str | None:
+    """Recall guidance for the system prompt; None when no summary is in the context and nothing was left out.
+
+    ``left_out`` (with ``counts``: how many were left out and excerpted, when the list is a sample)
+    adds what the model was not sent in full, so it knows to look.
+    """
+    missing = _left_out_guidance(left_out, counts)
     if not summaries:
-        return None
+        return "\n".join(missing) if missing else None
     deep = max(s.depth for s in summaries) >= 2 or sum(1 for s in summaries if s.kind == "condensed") >= 2
     lines = [
         "Earlier parts of this conversation are not shown verbatim: they appear as <summary> blocks, "
@@ -192,7 +268,7 @@ def system_prompt_addition(summaries: Sequence[Summary], nonce: str = "") -> str
         )
     else:
         lines.append("Before relying on an exact value that a summary only mentions in passing, expand it.")
-    return "\n".join(lines)
+    return "\n".join(lines + missing)
 
 
 # ---------------------------------------------------------------------- relevance
@@ -244,6 +320,26 @@ def bm25_bags(query: str, bags: Sequence[Counter[str]], *, k1: float = 1.2, b: f
 # ---------------------------------------------------------------------- assembly
 
 
+def _is_pinned(entry: ContextEntry) -> bool:
+    return entry.kind == "message" and entry.role == "system"
+
+
+def _is_user_turn(entry: ContextEntry) -> bool:
+    return entry.kind == "message" and entry.role == "user" and not entry.tool_results
+
+
+def _water_cap(costs: Sequence[int], room: int) -> int:
+    """The largest cap ``c`` with ``sum(min(cost, c)) <= room``."""
+    ordered = sorted(costs)
+    remaining = room
+    for index, cost in enumerate(ordered):
+        share = remaining // (len(ordered) - index)
+        if cost > share:
+            return share
+        remaining -= cost
+    return ordered[-1] if ordered else 0
+
+
 def assemble(
     entries: Sequence[ContextEntry],
     messages: Mapping[int, MessageRecord],
@@ -265,14 +361,106 @@ def assemble(
     ``nonce`` marks the real summaries (pass one no stored text can know, as the engine does; by
     default one is derived from the summaries themselves).
 
-    ``cache`` keeps each summary's rendering and its token count between calls (the caller bounds
-    its size); it is keyed by the summary's id, content and parents, so a changed summary is
-    rendered afresh.
+    ``fresh_tail_max_tokens`` caps the tail's share of the budget (``None``: the share
+    :func:`lossless.budget.tail_token_cap` gives).  ``cache`` keeps each summary's rendering and its
+    token count between calls (the caller bounds its size); it is keyed by the summary's id, content
+    and parents, so a changed summary is rendered afresh.
     """
-    present = [e for e in entries if (e.message_id in messages if e.kind == "message" else e.summary_id in summaries)]
-    rendered_summaries: dict[str, Rendered] = {}
     if nonce is None:
         nonce = context_nonce(list(summaries.values()))
+    present = [e for e in entries if (e.message_id in messages if e.kind == "message" else e.summary_id in summaries)]
+    rendered_summaries = _render_summaries(summaries, parents, zone, counter, cache, nonce)
+    render = render_openai if output == "openai" else render_anthropic
+    chats: dict[int, list[dict[str, Any]]] = {}
+
+    def chat(index: int) -> list[dict[str, Any]]:
+        found = chats.get(index)
+        if found is None:
+            entry = present[index]
+            if entry.kind == "summary":
+                text = rendered_summaries[entry.summary_id or ""].text
+                block: Any = text if output == "openai" else [{"type": "text", "text": text}]
+                found = [{"role": "user", "content": block}]
+            else:
+                found = quote_stored(render(messages[entry.message_id or 0]))
+            chats[index] = found
+        return found
+
+    # Summaries' costs are exact (their rendering is counted); a message's is its stored count until
+    # it is rendered and counted, which happens for every item that is chosen.
+    costs = [
+        (e.token_count if e.kind == "message" else rendered_summaries[e.summary_id or ""].tokens) + MESSAGE_OVERHEAD
+        for e in present
+    ]
+    exact = {i for i, e in enumerate(present) if e.kind == "summary"}
+    start = tail_start(present, fresh_tail_count)
+    tail_tokens = sum(costs[start:])
+    limit = usable_budget(budget, counter)
+    tail_cap = tail_token_cap(budget, fresh_tail_max_tokens)
+    groups = units(present)
+    bag_cache: dict[int, Counter[str]] = {}
+
+    def bags(wanted: Sequence[int]) -> list[Counter[str]]:
+        """The search terms of the units ``wanted`` (each unit's computed once per call)."""
+        for g in wanted:
+            if g not in bag_cache:
+                bag_cache[g] = _bag(present, groups[g], messages, summaries, rendered_summaries)
+        return [bag_cache[g] for g in wanted]
+
+    def build(keep: Sequence[bool], caps: Mapping[int, int], guidance: bool = True) -> AssembledContext:
+        return _build(
+            present,
+            keep,
+            caps,
+            chat,
+            costs,
+            summaries,
+            counter,
+            output,
+            tail_tokens,
+            budget,
+            nonce if guidance else None,
+        )
+
+    def measure(keep: Sequence[bool]) -> bool:
+        """Count the rendering of every chosen item not counted yet; whether any cost changed."""
+        changed = False
+        for index in (i for i, k in enumerate(keep) if k and i not in exact):
+            measured = chat_tokens(chat(index), counter)
+            exact.add(index)
+            changed = changed or measured != costs[index]
+            costs[index] = measured
+        return changed
+
+    # Choose with the costs known, measure what was chosen (each item once), choose again until the
+    # choice is measured; then count the final rendering, and while it is over the limit keep back what
+    # it overshot by (the recall guidance grows with what is left out) and choose again.
+    # (A round that measured something is followed by another: at most one per item.)
+    for guidance in (True, False):
+        reserve = builds = 0
+        while builds < 8 and reserve <= limit:
+            keep, caps = _choose(present, costs, groups, start, max(0, limit - reserve), tail_cap, prompt, bags)
+            if measure(keep):
+                continue
+            builds += 1
+            result = build(keep, caps, guidance)
+            if result.estimated_tokens <= limit:
+                return result
+            reserve += result.estimated_tokens - limit
+    # Not reached with a sane counter; the guarantee does not depend on it: send nothing rather than too much.
+    return build([False] * len(present), {}, False)
+
+
+def _render_summaries(
+    summaries: Mapping[str, Summary],
+    parents: Mapping[str, Sequence[str]],
+    zone: tzinfo,
+    counter: TokenCounter,
+    cache: MutableMapping[RenderKey, Rendered] | None,
+    nonce: str,
+) -> dict[str, Rendered]:
+    """Each summary's rendering and token count, from ``cache`` where it has them."""
+    out: dict[str, Rendered] = {}
     for sid, summary in summaries.items():
         key = (sid, summary.content, tuple(parents.get(sid, ())), nonce)
         found = cache.get(key) if cache is not None else None
@@ -281,93 +469,188 @@ def assemble(
             found = Rendered(text, counter.count(text))
             if cache is not None:
                 cache[key] = found
-        rendered_summaries[sid] = found
-    costs = [
-        (e.token_count if e.kind == "message" else rendered_summaries[e.summary_id or ""].tokens) + MESSAGE_OVERHEAD
-        for e in present
-    ]
-    start = tail_start(present, fresh_tail_count, fresh_tail_max_tokens)
-    tail_tokens = sum(costs[start:])
-    has_summaries = any(e.kind == "summary" for e in present)
-    # The addition's length depends only on whether the context is "deep"; reserve the longer wording.
-    longest = system_prompt_addition(list(summaries.values()), nonce) or ""
-    addition_cost = counter.count(longest) if has_summaries else 0
-    # A summary inside the tail (a forked sub-agent's context can start with one) needs the addition too.
-    tail_has_summary = any(e.kind == "summary" for e in present[start:])
-    tail_need = tail_tokens + (addition_cost if tail_has_summary else 0)
-    room = budget - tail_need
+        out[sid] = found
+    return out
+
+
+def _bag(
+    present: Sequence[ContextEntry],
+    group: tuple[int, int],
+    messages: Mapping[int, MessageRecord],
+    summaries: Mapping[str, Summary],
+    rendered: Mapping[str, Rendered],
+) -> Counter[str]:
+    def bag(entry: ContextEntry) -> Counter[str]:
+        if entry.kind == "message":
+            return Counter(terms(messages[entry.message_id or 0].content))
+        found = rendered[entry.summary_id or ""]
+        if found.terms is None:  # kept with the rendering: a summary is tokenised once
+            found.terms = Counter(terms(summaries[entry.summary_id or ""].content))
+        return found.terms
+
+    a, b = group
+    return bag(present[a]) if b - a == 1 else sum(map(bag, present[a:b]), Counter[str]())
+
+
+def _fit_required(
+    members: Sequence[int], present: Sequence[ContextEntry], costs: Sequence[int], room: int
+) -> dict[int, int] | None:
+    """Caps that make ``members`` fit ``room`` (empty: they fit whole), or None when they cannot."""
+    need = sum(costs[i] for i in members)
+    if need <= room:
+        return {}
+    # Too large whole: messages are cut to a common cap; a summary is never cut.
+    cuttable = [i for i in members if present[i].kind == "message"]
+    fixed = sum(costs[i] for i in members if present[i].kind != "message")
+    if not cuttable or fixed > room:
+        return None
+    cap = _water_cap([costs[i] for i in cuttable], room - fixed)
+    if cap < MIN_EXCERPT_TOKENS:
+        return None
+    return {i: cap for i in cuttable if costs[i] > cap}
+
+
+def _required(
+    present: Sequence[ContextEntry],
+    costs: Sequence[int],
+    groups: Sequence[tuple[int, int]],
+    unit_of: Mapping[int, int],
+    room: int,
+    keep: list[bool],
+    caps: dict[int, int],
+) -> int:
+    """Mark what must be sent, excerpting to fit; the room left.
+
+    What must be sent: the newest message, the newest user message and every pinned (system) message,
+    each with its unit (so tool calls stay with their results).  When that cannot fit, each keeps
+    only itself and, for a tool result, its call (a pair is still never split); when even that
+    cannot fit, pinned messages give way, newest first, then the newest user message.
+    """
+    newest = next((i for i in range(len(present) - 1, -1, -1) if present[i].kind == "message"), None)
+    newest_user = next((i for i in range(len(present) - 1, -1, -1) if _is_user_turn(present[i])), None)
+    targets = [i for i in (newest, newest_user) if i is not None]
+    targets += [i for i, e in enumerate(present) if _is_pinned(e)]
+    targets = list(dict.fromkeys(targets))
+    callers = pairs(present)
+    while targets:
+        whole = sorted({i for t in targets for i in range(*groups[unit_of[t]])})
+        cores = sorted({i for t in targets for i in (t, callers.get(t, t))})
+        for members in (whole, cores):
+            found = _fit_required(members, present, costs, room)
+            if found is not None:
+                for i in members:
+                    keep[i] = True
+                caps.update(found)
+                return room - sum(min(costs[i], found.get(i, costs[i])) for i in members)
+        targets.pop()
+    return room
+
+
+def _choose(
+    present: Sequence[ContextEntry],
+    costs: Sequence[int],
+    groups: Sequence[tuple[int, int]],
+    start: int,
+    room: int,
+    tail_cap: int,
+    prompt: str | None,
+    bags: Callable[[Sequence[int]], list[Counter[str]]],
+) -> tuple[list[bool], dict[int, int]]:
+    """Which items to send, and the token cap of each one sent as an excerpt (see the module docstring)."""
     keep = [False] * len(present)
-    for index in range(start, len(present)):
-        keep[index] = True
-    if sum(costs) + addition_cost <= budget:
-        keep = [True] * len(present)
-    elif room > 0:
-        fill_cost = 0 if tail_has_summary else addition_cost
-        _fill(present, costs, start, room, fill_cost, keep, prompt, messages, summaries, rendered_summaries)
-    chosen = [e for e, k in zip(present, keep, strict=True) if k]
-    shown_summaries = [summaries[e.summary_id] for e in chosen if e.kind == "summary" and e.summary_id]
+    caps: dict[int, int] = {}
+    if not present:
+        return keep, caps
+    unit_of = {i: g for g, (a, b) in enumerate(groups) for i in range(a, b)}
+    cost_of = [sum(costs[a:b]) for a, b in groups]
+    if sum(cost_of) <= room:
+        return [True] * len(present), caps
+    room = _required(present, costs, groups, unit_of, room, keep, caps)
+    chosen = {unit_of[i] for i, k in enumerate(keep) if k}  # (a required unit may be kept only in part)
+    added: list[int] = []
+    # The fresh tail, newest first, while it fits its cap: it is cut from its oldest end.
+    tail_used = sum(cost_of[g] for g in chosen if groups[g][0] >= start)
+    for g in range(len(groups) - 1, -1, -1):
+        a, _b = groups[g]
+        if a < start:
+            break
+        if g in chosen:
+            continue
+        if tail_used + cost_of[g] > tail_cap or cost_of[g] > room:
+            break
+        chosen.add(g)
+        added.append(g)
+        tail_used += cost_of[g]
+        room -= cost_of[g]
+    # The rest of the room: newest first, or most relevant to the prompt first.
+    order = [g for g in range(len(groups) - 1, -1, -1) if g not in chosen]
+    if prompt and order:
+        # BM25 over the candidates only (what is already chosen is not ranked, nor counted in the collection).
+        scores = dict(zip(order, bm25_bags(prompt, bags(order)), strict=True))
+        order.sort(key=lambda g: -scores[g])  # stable: equal scores stay newest first
+    for g in order:
+        if cost_of[g] > room:
+            if prompt:
+                continue  # relevance: a smaller, less relevant unit may still fit
+            break  # newest first: stop at the first unit that does not fit (a contiguous recent span)
+        chosen.add(g)
+        added.append(g)
+        room -= cost_of[g]
+    for g in added:
+        for i in range(*groups[g]):
+            keep[i] = True
+    return keep, caps
+
+
+def _build(
+    present: Sequence[ContextEntry],
+    keep: Sequence[bool],
+    caps: Mapping[int, int],
+    chat: Callable[[int], list[dict[str, Any]]],
+    costs: Sequence[int],
+    summaries: Mapping[str, Summary],
+    counter: TokenCounter,
+    output: OutputFormat,
+    tail_tokens: int,
+    budget: int,
+    nonce: str | None,
+) -> AssembledContext:
+    """Render the chosen items (excerpting those with a cap), sanitise, and count what is sent.
+
+    ``nonce`` None: no recall guidance (a budget too small to hold it).
+    """
     rendered: list[dict[str, Any]] = []
-    for entry in chosen:
-        if entry.kind == "summary":
-            text = rendered_summaries[entry.summary_id or ""].text
-            block: Any = text if output == "openai" else [{"type": "text", "text": text}]
-            rendered.append({"role": "user", "content": block})
+    left_out: list[LeftOut] = []
+    included: list[int | str] = []
+    shown: list[Summary] = []
+    for index, entry in enumerate(present):
+        if not keep[index]:
+            left_out.append(LeftOut(entry.ref, "budget", costs[index]))
+            continue
+        if index in caps:
+            cut = excerpt(chat(index), caps[index], counter, f"msg#{entry.ref}")
+            if cut is None:
+                left_out.append(LeftOut(entry.ref, "budget", costs[index]))
+                continue
+            left_out.append(LeftOut(entry.ref, "excerpted", costs[index]))
+            rendered += cut
         else:
-            record = messages[entry.message_id or 0]
-            rendered += quote_stored(render_openai(record) if output == "openai" else render_anthropic(record))
+            rendered += chat(index)
+        included.append(entry.ref)
+        if entry.kind == "summary" and entry.summary_id:
+            shown.append(summaries[entry.summary_id])
     final = sanitize_openai(rendered) if output == "openai" else sanitize_anthropic(rendered)
-    addition = system_prompt_addition(shown_summaries, nonce)
-    estimated = sum(c for c, k in zip(costs, keep, strict=True) if k) + (counter.count(addition) if addition else 0)
+    counts = (sum(1 for o in left_out if o.reason == "budget"), sum(1 for o in left_out if o.reason == "excerpted"))
+    addition = system_prompt_addition(shown, nonce, left_out=left_out, counts=counts) if nonce is not None else None
+    estimated = chat_tokens(final, counter) + (counter.count(addition) if addition else 0)
     return AssembledContext(
         messages=tuple(final),
         estimated_tokens=estimated,
         system_prompt_addition=addition,
-        included=tuple(e.ref for e in chosen),
-        dropped=tuple(e.ref for e, k in zip(present, keep, strict=True) if not k),
+        included=tuple(included),
+        dropped=tuple(o.ref for o in left_out if o.reason == "budget"),
         tail_tokens=tail_tokens,
-        over_budget=tail_need > budget,
+        over_budget=estimated > budget,
+        left_out=tuple(left_out),
+        budget=budget,
     )
-
-
-def _fill(
-    entries: Sequence[ContextEntry],
-    costs: Sequence[int],
-    start: int,
-    room: int,
-    addition_cost: int,
-    keep: list[bool],
-    prompt: str | None,
-    messages: Mapping[int, MessageRecord],
-    summaries: Mapping[str, Summary],
-    rendered: Mapping[str, Rendered],
-) -> None:
-    """Mark evictable units to keep: newest first, or most relevant to ``prompt`` first."""
-    groups = units(entries[:start])
-    group_cost = [sum(costs[a:b]) for a, b in groups]
-    order = list(range(len(groups) - 1, -1, -1))  # newest first
-    if prompt:
-
-        def bag(entry: ContextEntry) -> Counter[str]:
-            if entry.kind == "message":
-                return Counter(terms(messages[entry.message_id or 0].content))
-            found = rendered[entry.summary_id or ""]
-            if found.terms is None:  # kept with the rendering: a summary is tokenised once
-                found.terms = Counter(terms(summaries[entry.summary_id or ""].content))
-            return found.terms
-
-        bags = [bag(entries[a]) if b - a == 1 else sum(map(bag, entries[a:b]), Counter[str]()) for a, b in groups]
-        scores = bm25_bags(prompt, bags)
-        order.sort(key=lambda g: -scores[g])  # stable: equal scores stay newest first
-    reserved = False
-    for group in order:
-        a, b = groups[group]
-        needs_addition = not reserved and any(e.kind == "summary" for e in entries[a:b])
-        cost = group_cost[group] + (addition_cost if needs_addition else 0)
-        if cost > room:
-            if prompt:
-                continue  # relevance mode: a smaller, less relevant unit may still fit
-            break  # newest-first: stop at the first unit that does not fit (keep a contiguous recent span)
-        room -= cost
-        reserved = reserved or needs_addition
-        for index in range(a, b):
-            keep[index] = True

@@ -25,6 +25,8 @@ Invariants:
   :class:`~lossless.records.CompactionEvent` (trigger, mode, context tokens
   before and after, time taken), in one store transaction; messages are never
   changed or deleted.
+* **System messages are pinned.**  A stored ``system`` message (a policy the
+  host recorded) is never folded into a summary; assembly always sends it.
 * **Never split a tool call from its result.**  The fresh tail grows backwards
   to take in the calls whose results it holds, and a leaf chunk grows forwards
   to take in the results of the calls it holds.
@@ -192,6 +194,13 @@ class _Run:
     # chunks (kind, first ordinal) that could not be made shorter even grown as far as they can go
     stuck: set[tuple[SummaryKind, int]] = field(default_factory=set)
     failures: int = 0
+    # the protected fresh tail's token cap for this call (the engine's follows the host's budget)
+    tail_max_tokens: int | None = None
+
+
+def _summarisable(entry: ContextEntry) -> bool:
+    """A raw message that a leaf may take: any but a pinned (system) one."""
+    return entry.kind == "message" and entry.role != "system"
 
 
 def compression_target(base: int, source_tokens: int) -> int:
@@ -267,10 +276,15 @@ class Compactor:
 
     # ------------------------------------------------------------------ public
 
-    def needs_leaf_pass(self, entries: Sequence[ContextEntry]) -> bool:
-        """The incremental trigger: raw tokens outside the fresh tail reach ``leaf_chunk_tokens``."""
-        start = tail_start(entries, self.config.fresh_tail_count, self.config.fresh_tail_max_tokens)
-        raw = sum(e.token_count for e in entries[:start] if e.kind == "message")
+    def needs_leaf_pass(self, entries: Sequence[ContextEntry], tail_max_tokens: int | None = None) -> bool:
+        """The incremental trigger: raw tokens outside the fresh tail reach ``leaf_chunk_tokens``.
+
+        ``tail_max_tokens`` caps the fresh tail (else ``fresh_tail_max_tokens``).  Pinned (``system``)
+        messages are never summarised, so they do not count.
+        """
+        cap = tail_max_tokens if tail_max_tokens is not None else self.config.fresh_tail_max_tokens
+        start = tail_start(entries, self.config.fresh_tail_count, cap)
+        raw = sum(e.token_count for e in entries[:start] if e.kind == "message" and e.role != "system")
         return raw >= self.config.leaf_chunk_tokens
 
     async def compact(
@@ -281,11 +295,13 @@ class Compactor:
         target_tokens: int | None = None,
         trigger: CompactionTrigger = "manual",
         progress: Callable[[CompactionResult], Awaitable[None] | None] | None = None,
+        tail_max_tokens: int | None = None,
     ) -> CompactionResult:
         """Compact one conversation; see the module docstring for the modes and guarantees.
 
         ``trigger`` (who asked: ``threshold``, ``manual`` or ``maintenance``) is recorded on each
-        pass's :class:`~lossless.records.CompactionEvent`.
+        pass's :class:`~lossless.records.CompactionEvent`.  ``tail_max_tokens`` caps the protected
+        fresh tail for this call (the engine passes the cap that follows the host's budget).
         """
         if mode == "until_under" and (target_tokens is None or target_tokens < 0):
             raise InputError("mode 'until_under' needs a target_tokens of zero or more")
@@ -295,9 +311,11 @@ class Compactor:
         async with lock:
             if isinstance(self.store, ConversationLocks):  # several hosts share the store
                 async with self.store.conversation_lock(conversation_id):
-                    result = await self._compact(conversation_id, mode, target_tokens, trigger, progress)
+                    result = await self._compact(
+                        conversation_id, mode, target_tokens, trigger, progress, tail_max_tokens
+                    )
             else:
-                result = await self._compact(conversation_id, mode, target_tokens, trigger, progress)
+                result = await self._compact(conversation_id, mode, target_tokens, trigger, progress, tail_max_tokens)
         if self.on_leaf is not None:
             for summary in result.summaries:
                 if summary.kind != "leaf":
@@ -317,6 +335,7 @@ class Compactor:
         target: int | None,
         trigger: CompactionTrigger,
         progress: Callable[[CompactionResult], Awaitable[None] | None] | None,
+        tail_max_tokens: int | None = None,
     ) -> CompactionResult:
         started = time.monotonic()
         limit_ms = (
@@ -324,6 +343,7 @@ class Compactor:
         )
         deadline = started + limit_ms / 1000
         run = _Run(mode, target, deadline, mode == "until_under", trigger, uuid.uuid4().hex[:16])
+        run.tail_max_tokens = tail_max_tokens
         entries = await self.store.get_context(conversation_id)
         before = sum(e.token_count for e in entries)
         conflicts = 0
@@ -433,14 +453,14 @@ class Compactor:
 
     def _plan(self, entries: Sequence[ContextEntry], run: _Run) -> _Plan | None:
         if run.mode == "incremental":
-            if not run.created and self.needs_leaf_pass(entries):
+            if not run.created and self.needs_leaf_pass(entries, run.tail_max_tokens):
                 return self._plan_leaf(entries, run)
             return self._plan_condensed(entries, run, max_depth=self.config.incremental_max_depth)
         return self._plan_leaf(entries, run) or self._plan_condensed(entries, run, max_depth=None)
 
     def _tail_start(self, entries: Sequence[ContextEntry], run: _Run) -> int:
         """Where the protected fresh tail starts; under a target it holds at most half the target's tokens."""
-        cap = self.config.fresh_tail_max_tokens
+        cap = run.tail_max_tokens if run.tail_max_tokens is not None else self.config.fresh_tail_max_tokens
         if run.mode == "until_under" and run.target is not None:
             share = max(1, run.target // 2)
             cap = share if cap is None else min(cap, share)
@@ -450,18 +470,34 @@ class Compactor:
         start = self._tail_start(entries, run)
         answered = pairs(entries)
         first = 0
+        # Pinned (system) messages are never summarised: a chunk is a run of other messages, and a run
+        # too small to summarise before a pinned message lets the next run be tried.
         while True:
-            first = next((i for i in range(first, start) if entries[i].kind == "message"), start)
+            first = next((i for i in range(first, start) if _summarisable(entries[i])), start)
             if first >= start:
                 return None
             end = first
-            while end < start and entries[end].kind == "message":
+            while end < start and _summarisable(entries[end]):
                 end += 1
             key: tuple[SummaryKind, int] = ("leaf", entries[first].ordinal)
             if key in run.stuck:  # this run of messages cannot be made shorter: plan the next one
                 first = end
                 continue
-            break
+            plan = self._leaf_chunk(entries, run, first, end, key, answered)
+            if plan is not None or end >= start or entries[end].role != "system":
+                return plan
+            first = end
+
+    def _leaf_chunk(
+        self,
+        entries: Sequence[ContextEntry],
+        run: _Run,
+        first: int,
+        end: int,
+        key: tuple[SummaryKind, int],
+        answered: dict[int, int],
+    ) -> _Plan | None:
+        """The leaf chunk that starts at ``first`` in the run of messages up to ``end`` (None: not worth one)."""
         at_least = run.grow.get(key, 1)
         chunk_end = first
         tokens = 0

@@ -122,7 +122,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("large_files_dir", "largeFilesDir", "path", None, "Directory for the bytes of large files stored aside, one folder per conversation (default: <database>-files beside a SQLite database, else files in the data directory).", "storage", optional=True),
     Setting("agent_id", "agentId", "str", "main", "Identity of the agent that owns new conversations; retrieval is scoped to it.", "storage", pattern=_AGENT_PATTERN, allowed="1–128 letters, digits and . _ : @ - (starting with a letter or digit)"),
     Setting("enabled", "enabled", "bool", True, "Master switch: when false, ingest stores nothing and assembly passes messages through.", "storage"),
-    Setting("tokenizer", "tokenizer", "choice", "estimate", "Token counter: the calibrated estimator, or an exact tiktoken encoding (needs the tokenizer extra).", "storage", choices=("estimate", "o200k_base", "cl100k_base")),
+    Setting("tokenizer", "tokenizer", "choice", "auto", "Token counter: auto (exact o200k_base counts when the tokenizer extra is installed, else the calibrated estimate), estimate, or an exact tiktoken encoding (needs the tokenizer extra).", "storage", choices=("auto", "estimate", "o200k_base", "cl100k_base")),
     Setting("sqlite_synchronous", "sqliteSynchronous", "choice", "normal", "SQLite durability: normal survives process crashes (kill -9); full also survives power loss, at a lower write rate.", "storage", choices=("normal", "full")),
     Setting("sqlite_busy_timeout_ms", "sqliteBusyTimeoutMs", "int", 10_000, "How long a writer waits for another process's write lock before giving up with a retryable ConflictError.", "storage", minimum=0, maximum=600_000),
     Setting("postgres_pool_size", "postgresPoolSize", "int", 8, "Most connections one process keeps open to a PostgreSQL database.", "storage", minimum=1, maximum=256),
@@ -140,7 +140,8 @@ SETTINGS: tuple[Setting, ...] = (
     # -- compaction
     Setting("context_threshold", "contextThreshold", "float", 0.75, "Run a full compaction when the context exceeds this share of the token budget.", "compaction", minimum=0.05, maximum=1.0),
     Setting("fresh_tail_count", "freshTailCount", "int", 64, "Number of most recent raw messages that are never compacted and always assembled.", "compaction", minimum=0, maximum=1_000_000),
-    Setting("fresh_tail_max_tokens", "freshTailMaxTokens", "int", None, "Also cap the fresh tail at this many tokens (it always keeps at least the newest message).", "compaction", minimum=1, maximum=100_000_000, optional=True),
+    Setting("fresh_tail_max_tokens", "freshTailMaxTokens", "int", None, "Also cap the fresh tail at this many tokens (default: half the token budget of the turn; it always keeps at least the newest message).", "compaction", minimum=1, maximum=100_000_000, optional=True),
+    Setting("max_active_messages", "maxActiveMessages", "int", 400, "Compact after a turn when the context holds more raw messages than this, whatever their size.", "compaction", minimum=1, maximum=100_000_000, optional=True),
     Setting("leaf_min_fanout", "leafMinFanout", "int", 8, "Fewest raw messages a leaf summary is made from.", "compaction", minimum=2, maximum=10_000),
     Setting("condensed_min_fanout", "condensedMinFanout", "int", 4, "Fewest same-depth summaries condensed into one node in normal sweeps.", "compaction", minimum=2, maximum=10_000),
     Setting("condensed_min_fanout_hard", "condensedMinFanoutHard", "int", 2, "Fewest summaries condensed when compacting under budget pressure.", "compaction", minimum=2, maximum=10_000),
@@ -249,7 +250,7 @@ class Config:
     large_files_dir: Path | None = None
     agent_id: str = "main"
     enabled: bool = True
-    tokenizer: str = "estimate"
+    tokenizer: str = "auto"
     sqlite_synchronous: str = "normal"
     sqlite_busy_timeout_ms: int = 10_000
     postgres_pool_size: int = 8
@@ -266,6 +267,7 @@ class Config:
     context_threshold: float = 0.75
     fresh_tail_count: int = 64
     fresh_tail_max_tokens: int | None = None
+    max_active_messages: int | None = 400
     leaf_min_fanout: int = 8
     condensed_min_fanout: int = 4
     condensed_min_fanout_hard: int = 2

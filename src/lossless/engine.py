@@ -34,7 +34,7 @@ import os
 import secrets
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, tzinfo
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
@@ -45,6 +45,7 @@ import anyio
 from lossless._version import VERSION as VERSION  # re-exported: the adapters name it from here
 from lossless.assembly import AssembledContext, RenderCache, assemble
 from lossless.bootstrap import FileImport, discover_transcripts, import_transcript
+from lossless.budget import CountCache, tail_token_cap
 from lossless.compaction import CompactionResult, Compactor, Mode
 from lossless.config import Config, load_config
 from lossless.errors import (
@@ -56,7 +57,7 @@ from lossless.errors import (
     check_integer,
     check_unicode,
 )
-from lossless.formats import OutputFormat, render_anthropic, render_openai
+from lossless.formats import OutputFormat
 from lossless.ingest import INVALID_UNICODE_KEY, original_message, prepare_messages, was_repaired
 from lossless.interception import Interceptor, PendingFile
 from lossless.large_files import DEFAULT_PAGE_BYTES, Page, file_scope, page_lines, referenced_file_ids, restore
@@ -65,6 +66,7 @@ from lossless.observability import record, timed
 from lossless.ports import AppendResult, BlobStore, PreparedMessage, Store, StoreStats, Summarizer
 from lossless.recall import RecallMixin
 from lossless.records import (
+    ContextEntry,
     Conversation,
     Grant,
     IngestResult,
@@ -73,11 +75,13 @@ from lossless.records import (
     Message,
     MessageRecord,
     Summary,
+    ToolPart,
     utcnow,
 )
 from lossless.retries import retry_conflicts
 from lossless.sessions import SessionPolicy, agent_id_from_session_key, open_session
 from lossless.tokens import RecentCounter, TokenCounter, token_counter_for
+from lossless.triggers import CompactionDecision, decide
 
 if TYPE_CHECKING:
     from lossless.memory.scopes import Caller as MemoryCaller
@@ -109,6 +113,8 @@ class AfterTurnResult:
     compaction: CompactionResult | None = None
     context_tokens: int = 0
     error: str | None = None
+    #: The trigger decision the turn was weighed by (None when nothing was stored).
+    decision: CompactionDecision | None = None
     #: The exception that kept the turn from being stored (``ingest`` stored nothing), for adapters
     #: that must answer with an error status rather than a success carrying ``error``.
     ingest_failure: Exception | None = field(default=None, repr=False, compare=False)
@@ -179,6 +185,11 @@ def _require_budget(value: object) -> None:
         raise InputError(f"token_budget must be a positive integer, got {value!r}")
 
 
+def _require_observed(value: object) -> None:
+    if value is not None and (type(value) is not int or value < 0):
+        raise InputError(f"observed_tokens must be a non-negative integer (the host's prompt size), got {value!r}")
+
+
 class ContextEngine(RecallMixin, MaintenanceMixin):
     """Lossless context management for one agent identity over one store.
 
@@ -231,6 +242,7 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
         )
         self._conversations: OrderedDict[tuple[str, str], Conversation] = OrderedDict()
         self._rendered = RenderCache()  # summaries are rendered once, not on every turn
+        self._assembly_counts = CountCache(self.tokens)  # a context is counted once, not on every turn
         self._nonce_key = secrets.token_bytes(16)  # marks real summaries (see lossless.assembly)
         self._agent_memory: dict[str, MemoryService] = {}  # agents named by session keys (see remember)
 
@@ -438,7 +450,7 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
         budget = min(token_budget, self.config.max_assembly_token_budget or token_budget)
         conversation = await self._find(session_id) if self.config.enabled else None
         if conversation is None:
-            return self._pass_through(messages, output)
+            return self._pass_through(messages, output, budget)
         entries = await self.store.get_context(conversation.id)
         message_ids = [e.message_id for e in entries if e.message_id is not None]
         summary_ids = [e.summary_id for e in entries if e.summary_id is not None]
@@ -469,7 +481,7 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
             budget=budget,
             fresh_tail_count=self.config.fresh_tail_count,
             fresh_tail_max_tokens=self.config.fresh_tail_max_tokens,
-            counter=self.tokens,
+            counter=self._assembly_counts,
             zone=self.zone,
             prompt=prompt,
             output=output,
@@ -484,23 +496,44 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
         digest = hmac.new(self._nonce_key, str(conversation_id).encode(), hashlib.sha256).hexdigest()
         return digest[:16]
 
-    def _pass_through(self, messages: Sequence[Message], output: OutputFormat) -> AssembledContext:
+    def _pass_through(self, messages: Sequence[Message], output: OutputFormat, budget: int) -> AssembledContext:
+        """The host's own messages, under the same budget rules as a stored context."""
         now = self._clock()
-        records = [
-            MessageRecord(i, 0, i, m.role, m.content, m.parts, self.tokens.count(m.content), m.created_at or now)
+        records = {
+            i: MessageRecord(i, 0, i, m.role, m.content, m.parts, self.tokens.count(m.content), m.created_at or now)
             for i, m in enumerate(messages, 1)
+        }
+        entries = [
+            ContextEntry(
+                ordinal=i,
+                kind="message",
+                token_count=r.token_count,
+                created_at=r.created_at,
+                message_id=i,
+                role=r.role,
+                tool_calls=tuple(
+                    p.call_id
+                    for p in r.parts
+                    if isinstance(p, ToolPart) and p.call_id and (p.input is not None or not p.is_result)
+                ),
+                tool_results=tuple(p.call_id for p in r.parts if isinstance(p, ToolPart) and p.call_id and p.is_result),
+            )
+            for i, r in records.items()
         ]
-        render = render_openai if output == "openai" else render_anthropic
-        rendered = tuple(chat for record in records for chat in render(record))
-        return AssembledContext(
-            messages=rendered,
-            estimated_tokens=sum(r.token_count for r in records),
-            system_prompt_addition=None,
-            included=(),
-            dropped=(),
-            tail_tokens=0,
-            over_budget=False,
+        assembled = assemble(
+            entries,
+            records,
+            {},
+            {},
+            budget=budget,
+            fresh_tail_count=self.config.fresh_tail_count,
+            fresh_tail_max_tokens=self.config.fresh_tail_max_tokens,
+            counter=self.tokens,
+            zone=self.zone,
+            output=output,
         )
+        # The host's messages have no stored ids, and are not stored: nothing to name or to look up.
+        return replace(assembled, included=(), dropped=(), left_out=(), system_prompt_addition=None)
 
     async def after_turn(
         self,
@@ -509,16 +542,24 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
         *,
         token_budget: int,
         session_key: str | None = None,
+        observed_tokens: int | None = None,
     ) -> AfterTurnResult:
         """Store the turn's new messages, then compact if needed.  Never raises (see ``error``), except
         :class:`~lossless.errors.InputError` for a ``token_budget`` that is not a positive integer
         (nothing is stored then).
 
-        Compaction runs only when a trigger fires — so no summarizer call is made below them: a
-        full compaction when the context is over ``context_threshold`` × ``token_budget``, else an
-        incremental leaf pass when ``leaf_chunk_tokens`` of raw history lie outside the fresh tail.
+        Compaction runs only when a trigger fires (see :mod:`lossless.triggers` and :meth:`evaluate`)
+        — so no summarizer call is made below them: a full compaction when the larger of the stored
+        context and ``observed_tokens`` (the prompt size the host saw) is over ``context_threshold``
+        × ``token_budget``, or when the context holds more than ``max_active_messages`` raw
+        messages; else an incremental leaf pass when ``leaf_chunk_tokens`` of raw history lie
+        outside the fresh tail.
         """
         _require_budget(token_budget)  # a caller's mistake: refused before anything is stored
+        try:
+            _require_observed(observed_tokens)
+        except InputError as exc:
+            return AfterTurnResult(IngestResult(None), error=str(exc))
         try:
             ingested = await self.ingest_batch(session_id, list(messages), session_key=session_key)
         except Exception as exc:
@@ -532,7 +573,7 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
             except Exception as exc:  # memory is a side line: it never fails the turn
                 log.warning("after_turn memory extraction for %r failed: %s", session_id, exc, exc_info=exc)
         try:
-            return await self._maybe_compact(ingested, token_budget, session_id)
+            return await self._maybe_compact(ingested, token_budget, session_id, observed_tokens)
         except ConflictError as exc:  # another process compacts this conversation right now: the job is in hand
             log.info("after_turn left the compaction of %r to another process: %s", session_id, exc)
             return AfterTurnResult(ingested)
@@ -540,42 +581,63 @@ class ContextEngine(RecallMixin, MaintenanceMixin):
             log.error("after_turn compaction of %r failed: %s", session_id, exc, exc_info=exc)
             return AfterTurnResult(ingested, error=f"compaction failed: {exc}")
 
-    async def _maybe_compact(self, ingested: IngestResult, token_budget: int, session_id: str) -> AfterTurnResult:
+    async def evaluate(
+        self, session_id: str, *, token_budget: int, observed_tokens: int | None = None
+    ) -> CompactionDecision:
+        """Whether ``after_turn`` would compact this session now, and why — without compacting.
+
+        ``observed_tokens`` is the prompt size the host measured (its system prompt, tool schemas and
+        injected memories included); the larger of it and the stored context is weighed.
+        """
+        _require_text(session_id, "session_id")
+        _require_budget(token_budget)
+        _require_observed(observed_tokens)
+        conversation = await self._find(session_id)
+        entries = await self.store.get_context(conversation.id) if conversation is not None else []
+        return self._decide(entries, token_budget, observed_tokens)
+
+    def _decide(
+        self, entries: Sequence[ContextEntry], token_budget: int, observed_tokens: int | None
+    ) -> CompactionDecision:
+        budget = min(token_budget, self.config.max_assembly_token_budget or token_budget)
+        tail_cap = tail_token_cap(budget, self.config.fresh_tail_max_tokens)
+        return decide(
+            entries,
+            budget=budget,
+            config=self.config,
+            needs_leaf_pass=self.compactor.needs_leaf_pass(entries, tail_cap),
+            observed_tokens=observed_tokens,
+        )
+
+    async def _maybe_compact(
+        self, ingested: IngestResult, token_budget: int, session_id: str, observed_tokens: int | None = None
+    ) -> AfterTurnResult:
         assert ingested.conversation_id is not None
         conversation_id = ingested.conversation_id
         entries = await self.store.get_context(conversation_id)
         tokens = sum(e.token_count for e in entries)
-        if self.config.autocompact_disabled:
-            return AfterTurnResult(ingested, context_tokens=tokens)
+        decision = self._decide(entries, token_budget, observed_tokens)
+        if not decision.compact or decision.mode is None:
+            return AfterTurnResult(ingested, context_tokens=tokens, decision=decision)
         budget = min(token_budget, self.config.max_assembly_token_budget or token_budget)
-        threshold = int(self.config.context_threshold * budget)
-        compaction: CompactionResult | None = None
+        tail_cap = tail_token_cap(budget, self.config.fresh_tail_max_tokens)
+        target = decision.target_tokens
+        reason: Literal["threshold"] = "threshold"
         if self._background_worker is not None:  # embedded workers compact; the turn only queues the job
-            if tokens > threshold or self.compactor.needs_leaf_pass(entries):
-                await self.enqueue_compaction(
-                    conversation_id,
-                    reason="threshold",
-                    mode="full" if tokens > threshold else "incremental",
-                    target_tokens=threshold if tokens > threshold else None,
-                )
-            return AfterTurnResult(ingested, None, tokens)
-        if tokens > threshold:
+            await self.enqueue_compaction(conversation_id, reason=reason, mode=decision.mode, target_tokens=target)
+            return AfterTurnResult(ingested, None, tokens, decision=decision)
+        compaction = self._compacted(
+            await self.compactor.compact(conversation_id, mode=decision.mode, trigger=reason, tail_max_tokens=tail_cap),
+            session_id,
+        )
+        if target is not None and compaction.tokens_after > target:
             compaction = self._compacted(
-                await self.compactor.compact(conversation_id, mode="full", trigger="threshold"), session_id
+                await self.compactor.compact(
+                    conversation_id, mode="until_under", target_tokens=target, trigger=reason, tail_max_tokens=tail_cap
+                ),
+                session_id,
             )
-            if compaction.tokens_after > threshold:
-                compaction = self._compacted(
-                    await self.compactor.compact(
-                        conversation_id, mode="until_under", target_tokens=threshold, trigger="threshold"
-                    ),
-                    session_id,
-                )
-        elif self.compactor.needs_leaf_pass(entries):
-            compaction = self._compacted(
-                await self.compactor.compact(conversation_id, mode="incremental", trigger="threshold"), session_id
-            )
-        after = compaction.tokens_after if compaction else tokens
-        return AfterTurnResult(ingested, compaction, after)
+        return AfterTurnResult(ingested, compaction, compaction.tokens_after, decision=decision)
 
     # -------------------------------------------------------------- sub-agents
 

@@ -16,6 +16,10 @@ What is intercepted (each payload on its own, when its tokens exceed the thresho
   canonical base64 is stored decoded, so the blob is the real file.
 * Tool outputs: an output still over the threshold once its own blocks are
   taken out is intercepted whole.
+* Plain text: a text part (of any role: a paste, a log, a dump) still over
+  the threshold once its own blocks are taken out is intercepted whole, as
+  ``pasted text`` (origin ``file_block``), so no entry point stores a huge
+  message inline.
 
 Invariants:
 
@@ -66,7 +70,7 @@ from lossless.records import (
     canonical_json,
     render_parts,
 )
-from lossless.tokens import TokenCounter
+from lossless.tokens import EstimatingCounter, TokenCounter
 
 __all__ = [
     "DEFAULT_PAGE_BYTES",
@@ -293,8 +297,20 @@ def _may_exceed(text: str, threshold: int) -> bool:
     return len(text.encode("utf-8", "surrogatepass")) > threshold
 
 
+_ESTIMATE = EstimatingCounter()
+
+
+def _surely_over(text: str, threshold: int) -> bool:
+    """Over the threshold by any counter: the fast estimate says more than four times it.
+
+    (The estimate is within a few percent of exact counts on real text and never off by a factor of
+    two, so an exact tokenizer need not read megabytes to learn they are over 25,000 tokens.)
+    """
+    return len(text) > threshold * 4 and _ESTIMATE.count(text) > threshold * 4
+
+
 def _over(text: str, threshold: int, counter: TokenCounter) -> bool:
-    return _may_exceed(text, threshold) and counter.count(text) > threshold
+    return _may_exceed(text, threshold) and (_surely_over(text, threshold) or counter.count(text) > threshold)
 
 
 def _decoded(body: str) -> tuple[bytes, Encoding]:
@@ -374,7 +390,14 @@ def _without(text: str, payloads: Sequence[Payload]) -> str:
 
 def _part_payloads(index: int, part: Part, threshold: int, counter: TokenCounter) -> list[Payload]:
     if isinstance(part, TextPart):
-        return _text_payloads(Slot(index, "text"), part.text, threshold, counter)
+        text = part.text
+        slot = Slot(index, "text")
+        inner = _text_payloads(slot, text, threshold, counter)
+        rest = _without(text, inner) if inner else text
+        if _over(rest, threshold, counter) and _encodable(text):
+            # A plain text over the threshold (a paste, a log, a dump in any role) is stored aside whole.
+            return [Payload(slot, 0, len(text), "", "", text.encode("utf-8"), "utf8", "file_block", "pasted text")]
+        return inner
     if isinstance(part, ToolPart) and part.output is not None:
         output = part.output
         slot = Slot(index, "output")
@@ -419,7 +442,7 @@ def may_hold_payloads(message: Message, threshold: int) -> bool:
         kind = type(part)
         if kind is TextPart:
             text = part.text  # type: ignore[union-attr]
-            if len(text) > shortest and ("<file" in text or "base64," in text) and _may_exceed(text, threshold):
+            if len(text) > shortest and _may_exceed(text, threshold):  # a file block, a data URL or plain text
                 return True
         elif kind is ToolPart:
             output = part.output  # type: ignore[union-attr]
@@ -441,7 +464,8 @@ def find_payloads(message: Message, *, threshold: int, counter: TokenCounter) ->
     if not may_hold_payloads(message, threshold):
         return ()
     rendered = _content_rendered(message)
-    if rendered and counter.count(message.content) < threshold - _MARGIN:
+    content = message.content
+    if rendered and not _surely_over(content, threshold) and counter.count(content) < threshold - _MARGIN:
         # The content holds every text and tool output, and it is under the threshold (counting it
         # costs nothing extra: ingest counts it anyway); only file parts' data: URLs can be over.
         parts = enumerate(message.parts)

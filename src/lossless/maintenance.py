@@ -228,6 +228,11 @@ class MaintenanceMixin:
             return {"skipped": "the conversation no longer exists"}
         mode: Mode = job.mode if job.mode in ("incremental", "full", "until_under") else "incremental"  # type: ignore[assignment]
         target = job.target_tokens
+        if job.reason == "threshold":
+            # Queued by a trigger: the context may have changed since (another pass, a manual compact).
+            stale = await self._stale_job_reason(conversation.id, mode, target)
+            if stale is not None:
+                return {"skipped": stale}
         result = self._compacted(
             await self.compactor.compact(
                 conversation.id,
@@ -250,6 +255,24 @@ class MaintenanceMixin:
             "tokens_after": result.tokens_after,
             "summaries": len(result.summaries),
         }
+
+    async def _stale_job_reason(self, conversation_id: int, mode: Mode, target: int | None) -> str | None:
+        """Why a trigger's queued job has nothing left to do now, or None when it still has."""
+        entries = await self.store.get_context(conversation_id)
+        tokens = sum(e.token_count for e in entries)
+        if target is not None:
+            if tokens > target:
+                return None
+            return f"the context is already under the threshold ({tokens:,} <= {target:,} tokens)"
+        if mode == "incremental":
+            if self.compactor.needs_leaf_pass(entries):
+                return None
+            return "no trigger fires any more: raw history outside the fresh tail is under leaf_chunk_tokens"
+        active = sum(1 for e in entries if e.kind == "message" and e.role != "system")
+        limit = self.config.max_active_messages
+        if limit is not None and active <= limit:
+            return f"the context holds {active:,} raw messages, not more than max_active_messages ({limit:,})"
+        return None
 
     async def run_integrity_job(self, job: Job) -> JSONValue:
         """Run an integrity job: check, and with ``scan_and_plan`` record the plan (never applied here)."""

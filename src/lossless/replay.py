@@ -10,9 +10,11 @@ Invariants:
 * Turns are split where the user speaks: a user message that is not only tool
   results starts a new turn; everything up to the next one (assistant replies,
   tool calls, tool results) belongs to it.
-* Every assembled context is checked: ``violations`` counts the turns whose
-  context exceeded the budget although its fresh tail fit (zero in a correct
-  engine); a tail that alone is over budget is counted in ``over_budget_turns``.
+* Every assembled context is checked: ``violations`` (and
+  ``over_budget_turns``, the same count) are the turns whose context exceeded
+  the budget — an engine fault, zero in a correct engine, whatever the
+  settings.  ``left_out_turns`` counts the turns that had to leave items out
+  (or send them as excerpts) to fit, and each checkpoint says how many.
 * Checkpoints are spread evenly over the turns (the last turn is always one),
   so a long session costs a bounded number of summary listings.
 * Messages keep their transcript keys as ``event_key``: replaying the same
@@ -50,6 +52,8 @@ class Checkpoint:
     compactions: int
     summaries_by_depth: dict[int, int]
     over_budget: bool
+    left_out: int = 0
+    excerpted: int = 0
 
     def to_dict(self) -> dict[str, JSONValue]:
         return {
@@ -62,6 +66,8 @@ class Checkpoint:
             "compactions": self.compactions,
             "summaries_by_depth": {str(k): v for k, v in sorted(self.summaries_by_depth.items())},
             "over_budget": self.over_budget,
+            "left_out": self.left_out,
+            "excerpted": self.excerpted,
         }
 
 
@@ -88,6 +94,8 @@ class ReplayResult:
     errors: tuple[str, ...]
     seconds: float
     checkpoints: tuple[Checkpoint, ...] = field(default=())
+    left_out_turns: int = 0
+    max_left_out: int = 0
 
     @property
     def reduction(self) -> float:
@@ -110,6 +118,8 @@ class ReplayResult:
             "reduction": round(self.reduction, 4),
             "violations": self.violations,
             "over_budget_turns": self.over_budget_turns,
+            "left_out_turns": self.left_out_turns,
+            "max_left_out": self.max_left_out,
             "compactions": self.compactions,
             "stop_reasons": dict(self.stop_reasons),
             "summaries_by_depth": {str(k): v for k, v in sorted(self.summaries_by_depth.items())},
@@ -185,7 +195,7 @@ async def replay(
     turns = list(split_turns([e.message for e in entries]))
     marks = {max(1, round(len(turns) * k / checkpoints)) for k in range(1, checkpoints + 1)}
     started = time.perf_counter()
-    stored = duplicates = raw_tokens = violations = over = compactions = largest = 0
+    stored = duplicates = raw_tokens = violations = compactions = largest = left_out_turns = max_left_out = 0
     stops: Counter[str] = Counter()
     errors: list[str] = []
     taken: list[Checkpoint] = []
@@ -205,8 +215,10 @@ async def replay(
         context = await engine.assemble(session, token_budget=budget)
         assembled_tokens = context.estimated_tokens
         largest = max(largest, assembled_tokens)
-        over += context.over_budget
-        violations += assembled_tokens > budget and not context.over_budget
+        violations += assembled_tokens > budget
+        left_out = len(context.left_out)
+        left_out_turns += left_out > 0
+        max_left_out = max(max_left_out, left_out)
         checkpoint = None
         if number in marks and conversation_id:
             entries_now = await engine.store.get_context(conversation_id)
@@ -220,7 +232,9 @@ async def replay(
                 len(context.messages),
                 compactions,
                 dict(sorted(depths.items())),
-                context.over_budget,
+                assembled_tokens > budget,
+                left_out,
+                len(context.excerpted),
             )
             taken.append(checkpoint)
         if progress is not None:
@@ -240,11 +254,13 @@ async def replay(
         assembled_tokens=assembled_tokens,
         max_assembled_tokens=largest,
         violations=violations,
-        over_budget_turns=over,
+        over_budget_turns=violations,
         compactions=compactions,
         stop_reasons=dict(stops),
         summaries_by_depth=taken[-1].summaries_by_depth if taken else {},
         errors=tuple(errors),
         seconds=time.perf_counter() - started,
         checkpoints=tuple(taken),
+        left_out_turns=left_out_turns,
+        max_left_out=max_left_out,
     )

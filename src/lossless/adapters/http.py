@@ -199,6 +199,7 @@ class AfterTurnIn(_Body):
     messages: list[MessageIn] = Field(default_factory=list)
     token_budget: Budget
     session_key: SessionId | None = None
+    observed_tokens: Budget | None = None
 
 
 class CompactIn(_Body):
@@ -475,7 +476,11 @@ async def after_turn(body: AfterTurnIn, engine: Caller) -> dict[str, Any]:
     200; a compaction that failed after the turn was stored comes back in ``error`` with 200.
     """
     result = await engine.after_turn(
-        body.session_id, _messages(body.messages), token_budget=body.token_budget, session_key=body.session_key
+        body.session_id,
+        _messages(body.messages),
+        token_budget=body.token_budget,
+        session_key=body.session_key,
+        observed_tokens=body.observed_tokens,
     )
     if result.ingest_failure is not None:
         raise result.ingest_failure

@@ -160,6 +160,7 @@ def after_turn_dict(result: AfterTurnResult) -> dict[str, JSONValue]:
         "compaction": compaction_dict(result.compaction) if result.compaction else None,
         "context_tokens": result.context_tokens,
         "error": result.error,
+        "decision": jsonable(result.decision.to_dict()) if result.decision else None,
     }
 
 
@@ -172,6 +173,7 @@ def assembled_dict(context: AssembledContext) -> dict[str, JSONValue]:
         "dropped": list(context.dropped),
         "tail_tokens": context.tail_tokens,
         "over_budget": context.over_budget,
+        "left_out": [jsonable(o.to_dict()) for o in context.left_out],
     }
 
 

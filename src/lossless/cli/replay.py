@@ -27,7 +27,16 @@ def _checkpoint_table(result: ReplayResult) -> Table:
         title=f"Replay of {Path(result.transcript).name} ({result.format}) at a {result.budget:,}-token budget",
         title_justify="left",
     )
-    columns = ("turn", "messages", "raw tokens", "stored context", "sent to model", "of budget", "compactions")
+    columns = (
+        "turn",
+        "messages",
+        "raw tokens",
+        "stored context",
+        "sent to model",
+        "of budget",
+        "left out",
+        "compactions",
+    )
     for name in (*columns, "summaries"):
         table.add_column(name, justify="left" if name == "summaries" else "right")
     for point in result.checkpoints:
@@ -40,6 +49,7 @@ def _checkpoint_table(result: ReplayResult) -> Table:
             f"{point.context_tokens:,}",
             f"{point.assembled_tokens:,}",
             styled((f"{share:.0%}", style)),
+            f"{point.left_out:,}" + (f" ({point.excerpted} excerpted)" if point.excerpted else ""),
             str(point.compactions),
             _depths(point.summaries_by_depth),
         )
@@ -64,10 +74,10 @@ def _totals(result: ReplayResult) -> Table:
     table.add_row("summaries by depth", _depths(result.summaries_by_depth))
     check = styled(("0", "green")) if not result.violations else styled((str(result.violations), "red"))
     table.add_row("contexts over budget (engine fault)", check)
-    if result.over_budget_turns:
+    if result.left_out_turns:
         table.add_row(
-            "turns whose fresh tail alone was over budget",
-            styled((str(result.over_budget_turns), "yellow"), " (raise --budget or set --tail-tokens)"),
+            "turns that left items out to fit",
+            f"{result.left_out_turns:,} (at most {result.max_left_out:,} items in one turn)",
         )
     if result.errors:
         table.add_row("after_turn errors", styled((str(len(result.errors)), "red"), f": {result.errors[0]}"))
