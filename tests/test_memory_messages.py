@@ -1,4 +1,4 @@
-"""Semantic and hybrid search over stored messages and summaries, through the memory layer's embedder and cache."""
+"""Semantic and hybrid search over stored messages and summaries, from the vectors the background build stored."""
 
 from __future__ import annotations
 
@@ -6,14 +6,21 @@ import pytest
 
 from lossless.errors import InputError
 from lossless.memory.hashing import HashEmbedder
+from lossless.memory.message_index import VectorBuilder
 from lossless.memory.messages import MessageSearch, reciprocal_rank_fusion
 from lossless.memory.scopes import Caller
 from lossless.memory.service import MemoryService
-from lossless.ports import PreparedMessage, Store
+from lossless.ports import PreparedMessage, SearchVectorStore, Store
 from lossless.records import Message, Summary, utcnow
 from lossless.stores import memory_store_for
 
 pytestmark = pytest.mark.anyio
+
+
+async def build(store: Store, embedder: HashEmbedder) -> int:
+    """Run the background build to its end; returns the items embedded."""
+    assert isinstance(store, SearchVectorStore)
+    return await VectorBuilder(store, embedder).run()
 
 
 def test_rrf_orders_by_agreement() -> None:
@@ -39,14 +46,21 @@ async def test_semantic_and_hybrid_message_search(store: Store) -> None:
         b.id, [PreparedMessage(Message("user", "backup failed in conversation b"), 5, utcnow())]
     )
     ids = [m.id for m in await store.get_messages(a.id)]
+    assert await search.search("backup failed", [a.id], limit=2) == []  # nothing built yet: nothing by meaning
+    assert await search.coverage([a.id, b.id], "messages") == (0, 4)
+    assert [c for batch in embedder.calls for c in batch] == ["backup failed"]  # a search embeds its query only
+    assert await build(store, embedder) == 4
+    assert await search.coverage([a.id, b.id], "messages") == (4, 4)
     only_a = await search.search("backup failed", [a.id], limit=2)
     assert [h.message_id for h in only_a] == [ids[0], ids[2]] and {h.conversation_id for h in only_a} == {a.id}
     calls = len(embedder.calls)
     await search.search("backup failed", [a.id], limit=2)
-    assert len(embedder.calls) == calls  # messages and the query came from the caches
+    assert len(embedder.calls) == calls  # the loaded vectors and the query vector were kept
     await store.append_messages(a.id, [PreparedMessage(Message("user", "backup fixed"), 5, utcnow())])
+    assert len(await search.search("backup", [a.id], limit=5)) == 3  # the new message is not built yet
+    assert await build(store, embedder) == 1
     again = await search.search("backup", [a.id], limit=5)
-    assert len(again) == 4  # the new message was indexed on the next search
+    assert len(again) == 4  # built, and the loaded vectors were reloaded (their count changed)
     outside = (await store.get_messages(b.id))[0].id
     hybrid = await search.search("lunch", [a.id], limit=3, mode="hybrid", fulltext=[ids[1], outside])
     assert hybrid[0].message_id == ids[1] and outside not in [h.message_id for h in hybrid]
@@ -86,15 +100,19 @@ async def test_summary_search_reindexes_rewritten_summaries(store: Store) -> Non
     backup = await _summarise(store, a.id, ["backup failed", "quota"], "the nightly backup failed on a disk quota")
     lunch = await _summarise(store, a.id, ["lunch", "ramen"], "lunch at the ramen place was great")
     outside = await _summarise(store, b.id, ["backup failed in b"], "the backup failed in conversation b")
+    await build(store, embedder)
     found = await search.search_summaries("backup failed", [a.id], limit=5)
     assert [h.summary_id for h in found][:1] == [backup.id] and {h.conversation_id for h in found} == {a.id}
     assert outside.id not in {h.summary_id for h in found}
     calls = len(embedder.calls)
     await search.search_summaries("backup failed", [a.id], limit=5)
     assert len(embedder.calls) == calls  # the index was kept and the query came from the cache
-    # Rewritten in place: same id, same count; the index is rebuilt and only the new text embedded.
+    # Rewritten in place: same id; its vectors go with the old text, and the build embeds only the new one.
     new_text = "the deploy to the canary hosts was rolled back"
     assert await store.rewrite_summary(replace(lunch, content=new_text, token_count=9), replaces=lunch.content)
+    assert await search.coverage([a.id], "summaries") == (1, 2)
+    assert lunch.id not in {h.summary_id for h in await search.search_summaries("ramen lunch", [a.id], limit=5)}
+    assert await build(store, embedder) == 1
     rolled = await search.search_summaries("canary rolled back", [a.id], limit=5)
     assert [h.summary_id for h in rolled][:1] == [lunch.id]
     embedded = [text for batch in embedder.calls[calls:] for text in batch]

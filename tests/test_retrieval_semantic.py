@@ -51,7 +51,14 @@ async def seed(engine: ContextEngine, session: str = "s1", key: str = "k1", text
         for i, t in enumerate(texts)
     ]
     result = await engine.ingest_batch(session, messages, session_key=key)
+    await build(engine)
     return [m.id for m in result.stored]
+
+
+async def build(engine: ContextEngine) -> None:
+    """Run the background build of search vectors to its end (what an idle worker or ``lcm index`` does)."""
+    while await engine.index_step():
+        pass
 
 
 async def summarise(engine: ContextEngine, session: str, count: int, content: str) -> Summary:
@@ -72,6 +79,7 @@ async def summarise(engine: ContextEngine, session: str, count: int, content: st
         source_token_count=sum(e.token_count for e in entries),
     )
     await engine.store.replace_with_summary(summary, entries)
+    await build(engine)
     return summary
 
 
@@ -302,9 +310,15 @@ async def test_a_summary_rewritten_in_place_is_found_by_its_new_text_only(engine
     assert not (await engine.grep(new_query, mode="semantic", scope="summaries")).hits
     rewritten = replace(password, content="the team picked a new ramen restaurant for friday lunches", token_count=9)
     assert await engine.store.rewrite_summary(rewritten, replaces=password.content)
-    # Same number of summaries, same ids: only the new text tells the index to rebuild.
+    # The rewrite dropped the summary's vectors: until the build embeds the new text, the search says
+    # so and finds the summary by the words of its new text (never by its old meaning).
+    pending = await engine.grep(new_query, mode="semantic", scope="summaries")
+    assert password.id in {h.ref for h in pending.hits} and "1 of 2 summaries (50%)" in pending.notes[0]
+    assert password.id not in {h.ref for h in (await engine.grep(old_query, mode="semantic", scope="summaries")).hits}
+    await build(engine)
     after = await engine.grep(new_query, mode="semantic", scope="summaries")
     assert [h.ref for h in after.hits] == [password.id] and "ramen restaurant" in after.hits[0].snippet
+    assert after.notes == ()
     gone = await engine.grep(old_query, mode="semantic", scope="summaries")
     assert password.id not in {h.ref for h in gone.hits} and not gone.hits
     hybrid = await engine.grep(new_query, mode="hybrid", scope="summaries")

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from lossless import ContextEngine, Message
 from lossless.cli import cli
+from lossless.ports import SearchVectorStore
 from lossless.stores.transfer import TABLES
 
 from .conftest import ROOT
@@ -35,6 +36,11 @@ async def build_source(url: str) -> dict[str, object]:
         )
         await engine.prepare_subagent_spawn("files", "files-child")
         await engine.ingest("files-child", Message.user("child says hello"))
+        from lossless.memory.hashing import HashEmbedder
+        from lossless.memory.message_index import VectorBuilder
+
+        assert isinstance(engine.store, SearchVectorStore)
+        await VectorBuilder(engine.store, HashEmbedder()).run()  # search vectors go along (a fast model here)
         summaries, _ = await engine.summaries(imported.conversation_id or 0)
         files = await engine.files("files")
         return {
@@ -63,6 +69,8 @@ def test_migrate_copies_everything_and_verifies(tmp_path: Path, pg_url: str) -> 
     assert tables["messages"]["copied"] == tables["messages"]["source"] > 100
     assert report["blobs_copied"] == tables["large_files"]["source"] >= 1
     assert tables["compaction_events"]["copied"] == tables["summaries"]["source"] >= 1
+    assert tables["message_vectors"]["copied"] >= tables["messages"]["source"]
+    assert tables["summary_vectors"]["copied"] >= tables["summaries"]["source"]
 
     async def read_back() -> None:
         async with await ContextEngine.open(pg_url, **SETTINGS) as engine:  # type: ignore[arg-type]

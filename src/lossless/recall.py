@@ -13,16 +13,17 @@ calls pass its :class:`~lossless.retrieval.Caller` so its reach applies.
 
 from __future__ import annotations
 
+import logging
 import secrets
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 
 from lossless.config import Config
-from lossless.errors import AccessDeniedError, InputError, NotFoundError
+from lossless.errors import AccessDeniedError, InputError, MissingDependencyError, NotFoundError, StoreError
 from lossless.large_files import DEFAULT_PAGE_BYTES
 from lossless.observability import timed
-from lossless.ports import Store
+from lossless.ports import SearchVectorStore, Store
 from lossless.records import Grant, LargeFile, parse_timestamp
 from lossless.retrieval import (
     Caller,
@@ -41,6 +42,7 @@ from lossless.retrieval.expansion import expand_query as run_expand_query
 from lossless.tokens import TokenCounter
 
 if TYPE_CHECKING:
+    from lossless.memory.message_index import BuildProgress, VectorBuilder
     from lossless.memory.messages import MessageSearch
     from lossless.memory.service import MemoryService
 
@@ -53,6 +55,8 @@ MAX_GRANT_TTL = timedelta(hours=24)
 #: The largest token cap a grant may carry (that of the ``max_expand_tokens`` setting).
 MAX_GRANT_TOKEN_CAP = 10_000_000
 _MAX_LABEL = 200
+
+log = logging.getLogger("lossless.index")
 
 
 class RecallMixin:
@@ -82,6 +86,69 @@ class RecallMixin:
         from lossless.memory.messages import MessageSearch
 
         return MessageSearch(self.store, self.memory())
+
+    # -- search vectors, built in the background (never by a search)
+
+    _vector_builder: VectorBuilder | None = None
+    #: Why this engine builds no vectors in the background (e.g. the embeddings extra is missing).
+    _vector_build_off: str | None = None
+
+    def vector_builder(self) -> VectorBuilder:
+        """The builder of this store's search vectors, with the memory embedder (made on first use)."""
+        if self._vector_builder is None:
+            from lossless.memory.message_index import VectorBuilder
+
+            if not isinstance(self.store, SearchVectorStore):
+                raise StoreError(f"the {self.store.backend} store keeps no search vectors")
+            self._vector_builder = VectorBuilder(self.store, self.memory().embedder)
+        return self._vector_builder
+
+    async def index_step(self) -> int:
+        """Embed and store one batch of messages or summaries that have no search vectors yet (0: none left)."""
+        return await self.vector_builder().step()
+
+    async def index_progress(self, conversation: int | str | None = None) -> BuildProgress:
+        """How much of the store (or of one conversation) has search vectors, and the build's measured rate."""
+        ids = None
+        if conversation is not None:
+            found = await self._retrieval().conversation_id_for(Caller(self.config.agent_id), conversation)
+            ids = [found] if found is not None else None
+        return await self.vector_builder().progress(ids)
+
+    async def index_in_background(self, poll_s: float = 2.0) -> None:
+        """Build search vectors as they are needed, until cancelled (the MCP server runs this beside its session).
+
+        Each step is one batch; with nothing to build it looks again every ``poll_s`` seconds.  A
+        failing step is logged and retried later: a server never stops for it.
+        """
+        import anyio
+
+        while True:
+            try:
+                busy = await self.run_idle_step()
+            except Exception as exc:  # e.g. a locked store: try again later
+                log.warning("background build of search vectors: %s", exc)
+                busy = False
+            if self._vector_build_off is not None:
+                return
+            await anyio.sleep(0 if busy else poll_s)
+
+    async def run_idle_step(self) -> bool:
+        """A background worker's idle work: one build step; False when there is nothing (or no way) to build."""
+        if self._vector_build_off is not None:
+            return False
+        try:
+            builder = self.vector_builder()
+            return await builder.step() > 0
+        except MissingDependencyError as exc:  # e.g. no embeddings extra: nothing to build with
+            reason: str | None = str(exc)
+        except StoreError as exc:  # a store without search vectors; a passing error (a lock) is retried
+            if self._vector_builder is not None:
+                raise
+            reason = str(exc)
+        self._vector_build_off = reason
+        log.info("no background build of search vectors: %s", reason)
+        return False
 
     async def _retrieval_target(
         self, caller: Caller | None, conversation: int | str | None, all_conversations: bool

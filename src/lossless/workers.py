@@ -17,6 +17,9 @@ Invariants:
 * **Graceful stop.**  When ``stop`` is set the worker claims nothing more; the running job gets
   ``grace_s`` to finish, then it is cancelled (every store write is a transaction, rolled back on
   cancellation) and given back to the queue, this attempt not counted.
+* **Idle time builds search vectors.**  With no job to claim, the worker runs one step of the
+  runner's ``run_idle_step`` (the engine's search-vector build: a batch of embeddings) before it
+  waits; jobs always come first, one step is about a second.
 * No I/O of its own beyond the ports; time comes from ``clock`` (epoch seconds).
 """
 
@@ -121,12 +124,29 @@ class Worker:
             if job is None:
                 if once:
                     break
+                if await self._idle_work():
+                    continue
                 with anyio.move_on_after(self.settings.poll_ms / 1000):
                     await stop.wait()
                 continue
             await self._run_job(job, stop)
         log.info("worker %s stopped after %d jobs", self.owner, self.done + self.failed, extra={"worker": self.owner})
         return self.done
+
+    async def _idle_work(self) -> bool:
+        """One step of the runner's background work (the search-vector build) when no job waits.
+
+        Returns whether it did something (then the worker looks for a job again at once).  Its
+        errors never stop the worker: it is logged, and the worker waits its poll interval.
+        """
+        step = getattr(self.runner, "run_idle_step", None)
+        if step is None:
+            return False
+        try:
+            return bool(await step())
+        except Exception as exc:
+            log.warning("worker %s: background step failed: %s", self.owner, exc, extra={"worker": self.owner})
+            return False
 
     async def _run_job(self, job: Job, stop: anyio.Event) -> None:
         self.current = job

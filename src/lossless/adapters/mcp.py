@@ -164,6 +164,7 @@ async def serve_stdio(
         async with anyio.create_task_group() as group:
             if follow:
                 group.start_soon(follow_paths, engine, follow, interval)
+            group.start_soon(engine.index_in_background)  # semantic grep never embeds: vectors are built here
             async with stdio_server() as (read_stream, write_stream):
                 answered, requests = anyio.create_memory_object_stream[Any](0)
                 group.start_soon(_answer_unreadable, read_stream, answered, write_stream)
@@ -241,5 +242,6 @@ async def serve_http(
         async with anyio.create_task_group() as group:
             if follow:
                 group.start_soon(follow_paths, engine, follow, interval)
+            group.start_soon(engine.index_in_background)  # semantic grep never embeds: vectors are built here
             await server.serve()
             group.cancel_scope.cancel()

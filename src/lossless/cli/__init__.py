@@ -2,7 +2,7 @@
 
 Commands: ``import``, ``conversations``, ``messages``, ``files``, ``file``, ``compact``,
 ``summaries``, ``compactions``, ``replay``, ``stats``, ``config show``, ``grep``, ``describe``, ``expand``, ``show``,
-``doctor``,
+``doctor``, ``index``,
 ``prune``, ``vacuum``, ``migrate``, ``worker``, ``jobs``, ``serve`` (the HTTP API), ``mcp`` (the MCP server)
 ``grants`` (create, show, revoke expansion grants for ``mcp --grant``), and
 ``install`` / ``uninstall claude-code`` (hooks and the MCP server for Claude Code).
@@ -43,6 +43,7 @@ COMMANDS: dict[str, str] = {
     "replay": "lossless.cli.replay:replay_command",
     "config": "lossless.cli.config_cmd:config_group",
     "doctor": "lossless.cli.doctor:doctor_command",
+    "index": "lossless.cli.index:index_command",
     "prune": "lossless.cli.retention:prune_command",
     "vacuum": "lossless.cli.retention:vacuum_command",
     "worker": "lossless.cli.worker:worker_command",

@@ -1,4 +1,4 @@
-"""Semantic search over the lossless store's messages and summaries, with the memory layer's embedder and cache.
+"""Semantic search over the lossless store's messages and summaries, from their stored vectors.
 
 The grep tools of the context engine search words; this finds messages and
 summaries by meaning, and fuses with any full-text ranking the caller already
@@ -6,21 +6,18 @@ has (``mode = "hybrid"``: reciprocal-rank fusion, k = 60).
 
 Invariants:
 
-* No new storage: a message's or summary's chunks are derived from its content
-  deterministically (:func:`~lossless.memory.vectors.chunk_text`), and their
-  vectors live in the memory layer's embedding cache keyed by (content hash,
-  model) — a text is embedded once, ever, per model.
+* **A search never embeds stored text.**  Vectors are built ahead, in the background, by
+  :class:`~lossless.memory.message_index.VectorBuilder` and kept durably by the store
+  (:class:`~lossless.ports.SearchVectorStore`); a search embeds only its query.  What is not
+  built yet is simply not ranked by meaning: :meth:`MessageSearch.coverage` says how much is,
+  and the grep layer searches the rest by its words and says so.
 * A message or summary matches by its best chunk.  Only the conversations
   passed in are searched (the caller decides what the agent may see), and
   full-text ids of other conversations are ignored.
-* Each conversation has one index of its messages and one of its summaries.
-  The message index is rebuilt only when the conversation gained messages
-  since it was built (messages are append-only).  Summaries can be rewritten in
-  place (same id, new text: :meth:`~lossless.ports.Store.rewrite_summary`), so
-  the summary index is keyed on the store's
-  :meth:`~lossless.ports.Store.summary_fingerprint` (count, highest row, rewrite
-  count: one small query) and rebuilt whenever a summary was added or any
-  summary rewritten: a rewritten summary is never found by its old text.
+* Where the store searches vectors itself (PostgreSQL with pgvector: HNSW, the conversation
+  filter in SQL) it answers; otherwise each conversation's vectors are loaded once and held in
+  memory until the store's count of them changes (vectors are only added, or removed with a
+  rewritten summary, so the count changes whenever the content does).
 """
 
 from __future__ import annotations
@@ -29,10 +26,10 @@ from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
-from lossless.errors import InputError
+from lossless.errors import InputError, StoreError
 from lossless.memory.service import MemoryService
 from lossless.memory.vectors import VectorIndex, to_blob
-from lossless.ports import Store
+from lossless.ports import SearchVectorStore, Store, VectorSource, VectorState
 
 __all__ = ["MessageHit", "MessageSearch", "SummaryHit", "reciprocal_rank_fusion"]
 
@@ -71,55 +68,82 @@ def reciprocal_rank_fusion(*rankings: Sequence[K], k: int = 60) -> list[tuple[K,
 
 
 class MessageSearch:
-    """Meaning-based search over stored messages and summaries, embedding them on first use."""
+    """Meaning-based search over stored messages and summaries, from the vectors the background build stored."""
 
     def __init__(self, store: Store, memory: MemoryService) -> None:
+        if not isinstance(store, SearchVectorStore):
+            raise StoreError(f"the {store.backend} store keeps no search vectors; semantic search needs one that does")
         self.store = store
+        self.vectors: SearchVectorStore = store
         self.memory = memory
-        self._indexes: dict[int, tuple[int, VectorIndex]] = {}
-        self._summary_indexes: dict[int, tuple[tuple[int, int, int], VectorIndex]] = {}
+        self._indexes: dict[tuple[VectorSource, int], tuple[int, VectorIndex]] = {}
+        self._handed_states: dict[tuple[VectorSource, tuple[int, ...]], dict[int, VectorState]] = {}
 
-    async def _build(self, revision: int, items: Sequence[tuple[str, str]]) -> VectorIndex:
-        """An index of ``(id, text)`` items: one row per chunk of each non-blank text."""
-        items = [(key, text) for key, text in items if text.strip()]
-        pieces = [self.memory.chunks("", text) for _, text in items]
-        vectors = await self.memory.embed([p for chunks in pieces for p in chunks])
-        rows: list[tuple[str, str, bool, bytes]] = []
-        start = 0
-        for (key, _), chunks in zip(items, pieces, strict=True):
-            rows.extend((key, "global", True, to_blob(v)) for v in vectors[start : start + len(chunks)])
-            start += len(chunks)
-        return VectorIndex(revision, rows, exact_max=self.memory.exact_search_max)
+    @property
+    def model(self) -> str:
+        return self.memory.embedder.model
 
-    async def _index(self, conversation_id: int) -> VectorIndex:
-        count = await self.store.count_messages(conversation_id)
-        cached = self._indexes.get(conversation_id)
-        if cached is not None and cached[0] == count:
+    async def _states(
+        self, source: VectorSource, conversation_ids: Sequence[int], *, keep: bool = False
+    ) -> dict[int, VectorState]:
+        """The store's vector states; read once per search (what ``coverage`` read, the ranking takes over)."""
+        key = (source, tuple(conversation_ids))
+        if not keep:
+            handed = self._handed_states.pop(key, None)
+            if handed is not None:
+                return handed
+        states = await self.vectors.vector_states(self.model, source, conversation_ids)
+        if keep:
+            self._handed_states[key] = states
+        return states
+
+    async def coverage(self, conversation_ids: Sequence[int], source: VectorSource) -> tuple[int, int]:
+        """``(indexed, total)`` items of ``source`` in the conversations: how much a search ranks by meaning."""
+        states = await self._states(source, conversation_ids, keep=True)
+        return sum(s.indexed for s in states.values()), sum(s.total for s in states.values())
+
+    async def _query_vector(self, query: str) -> Any:
+        """The query's vector, through the memory layer's embedding cache (a repeated query is not embedded again)."""
+        (vector,) = await self.memory.embed([query], task="query")
+        return vector
+
+    async def _loaded(self, source: VectorSource, conversation_id: int, rows: int) -> VectorIndex:
+        cached = self._indexes.get((source, conversation_id))
+        if cached is not None and cached[0] == rows:
             return cached[1]
-        messages = await self.store.get_messages(conversation_id)
-        index = await self._build(count, [(str(m.id), m.content) for m in messages])
-        self._indexes[conversation_id] = (count, index)
+        loaded = await self.vectors.load_item_vectors(self.model, source, conversation_id)
+        index = VectorIndex(
+            rows, [(str(key), "global", True, blob) for key, blob in loaded], exact_max=self.memory.exact_search_max
+        )
+        self._indexes[(source, conversation_id)] = (rows, index)
         return index
 
-    async def _summary_index(self, conversation_id: int) -> VectorIndex:
-        fingerprint = await self.store.summary_fingerprint(conversation_id)
-        cached = self._summary_indexes.get(conversation_id)
-        if cached is not None and cached[0] == fingerprint:
-            return cached[1]
-        summaries = await self.store.list_summaries(conversation_id)
-        index = await self._build(len(summaries), [(s.id, s.content) for s in summaries])
-        self._summary_indexes[conversation_id] = (fingerprint, index)
-        return index
+    async def _nearest(
+        self, source: VectorSource, qvec: Any, conversation_ids: Sequence[int], limit: int
+    ) -> list[tuple[str, int, float]]:
+        """``(key, conversation id, cosine)`` of the nearest stored items, best first."""
+        found = await self.vectors.nearest_items(self.model, source, to_blob(qvec), conversation_ids, limit=limit)
+        if found is not None:
+            return [(str(key), c, score) for key, c, score in found]
+        states = await self._states(source, conversation_ids)
+        hits: list[tuple[str, int, float]] = []
+        for conversation_id in dict.fromkeys(conversation_ids):
+            state = states.get(conversation_id)
+            if state is None or state.rows == 0:
+                continue
+            index = await self._loaded(source, conversation_id, state.rows)
+            hits += [(h.memory_id, conversation_id, h.similarity) for h in index.search(qvec, limit=limit)]
+        return hits
 
     async def _rank(
         self,
         query: str,
         conversation_ids: Sequence[int],
         *,
+        source: VectorSource,
         limit: int,
         mode: Mode,
         fulltext: Sequence[K],
-        index: Callable[[int], Awaitable[VectorIndex]],
         parse: Callable[[str], K],
         owners: Callable[[list[K]], Awaitable[list[tuple[K, int]]]],
     ) -> list[tuple[K, int, float]]:
@@ -130,11 +154,9 @@ class MessageSearch:
             raise InputError(f"limit must be between 1 and 1000, got {limit}")
         if mode not in ("semantic", "hybrid"):
             raise InputError(f"mode must be semantic or hybrid, got {mode!r}")
-        (qvec,) = await self.memory.embed([query], task="query")
-        hits: list[tuple[K, int, float]] = []
-        for conversation_id in dict.fromkeys(conversation_ids):
-            found = (await index(conversation_id)).search(qvec, limit=limit * 2)
-            hits += [(parse(h.memory_id), conversation_id, h.similarity) for h in found]
+        qvec = await self._query_vector(query)
+        found = await self._nearest(source, qvec, list(conversation_ids), limit * 2)
+        hits = [(parse(key), conversation_id, score) for key, conversation_id, score in found]
         hits.sort(key=lambda h: (-h[2], h[0]))
         if mode == "semantic":
             return hits[:limit]
@@ -167,7 +189,7 @@ class MessageSearch:
             limit=limit,
             mode=mode,
             fulltext=fulltext,
-            index=self._index,
+            source="messages",
             parse=int,
             owners=owners,
         )
@@ -193,7 +215,7 @@ class MessageSearch:
             limit=limit,
             mode=mode,
             fulltext=fulltext,
-            index=self._summary_index,
+            source="summaries",
             parse=str,
             owners=owners,
         )

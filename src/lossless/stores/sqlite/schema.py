@@ -415,6 +415,36 @@ _V7 = (
     "CREATE INDEX compaction_events_summary_idx ON compaction_events (summary_id)",
 )
 
+# Search vectors of messages and summaries, written by the background embedding build (see
+# stores/sqlite/vectors.py): one row per chunk and model; chunk 0 with dim 0 marks a blank text
+# (nothing to embed, but done).  The rows go with their message, summary and conversation.
+_V16 = (
+    """
+    CREATE TABLE message_vectors (
+        message_id      INTEGER NOT NULL REFERENCES messages(message_id) ON DELETE CASCADE,
+        model           TEXT NOT NULL,
+        chunk           INTEGER NOT NULL CHECK (chunk >= 0),
+        conversation_id INTEGER NOT NULL REFERENCES conversations(conversation_id) ON DELETE CASCADE,
+        dim             INTEGER NOT NULL CHECK (dim >= 0),
+        vector          BLOB NOT NULL CHECK (length(vector) = 4 * dim),
+        PRIMARY KEY (message_id, model, chunk)
+    ) WITHOUT ROWID
+    """,
+    "CREATE INDEX message_vectors_conversation_idx ON message_vectors (model, conversation_id, chunk, dim)",
+    """
+    CREATE TABLE summary_vectors (
+        summary_id      TEXT NOT NULL REFERENCES summaries(summary_id) ON DELETE CASCADE,
+        model           TEXT NOT NULL,
+        chunk           INTEGER NOT NULL CHECK (chunk >= 0),
+        conversation_id INTEGER NOT NULL REFERENCES conversations(conversation_id) ON DELETE CASCADE,
+        dim             INTEGER NOT NULL CHECK (dim >= 0),
+        vector          BLOB NOT NULL CHECK (length(vector) = 4 * dim),
+        PRIMARY KEY (summary_id, model, chunk)
+    ) WITHOUT ROWID
+    """,
+    "CREATE INDEX summary_vectors_conversation_idx ON summary_vectors (model, conversation_id, chunk, dim)",
+)
+
 #: Where bootstrap reconciliation stands in the store: messages above this seq are not yet matched
 #: with the transcript (live ingest that the file may still catch up with).
 _V20 = ("ALTER TABLE conversation_bootstrap_state ADD COLUMN reconciled_seq INTEGER",)
@@ -426,5 +456,6 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "background jobs", _V5),
     Migration(6, "memory mining record", _V6),
     Migration(7, "compaction events", _V7),
+    Migration(16, "search vectors", _V16),
     Migration(20, "bootstrap reconciliation point", _V20),
 )

@@ -26,6 +26,7 @@ from lossless.errors import InputError, NotFoundError
 from lossless.ports import (
     AppendResult,
     IndexDiscrepancy,
+    ItemVectors,
     Job,
     JobKind,
     JobReason,
@@ -35,6 +36,9 @@ from lossless.ports import (
     SearchRequest,
     SearchRow,
     StoreStats,
+    VectorSource,
+    VectorState,
+    VectorTodo,
 )
 from lossless.records import (
     BootstrapState,
@@ -51,7 +55,7 @@ from lossless.records import (
     utcnow,
 )
 from lossless.stores.rows import FILE_COLUMNS, SUMMARY_COLUMNS, check_event, check_job, check_sources, dump_json
-from lossless.stores.sqlite import jobs, maintenance, retrieval
+from lossless.stores.sqlite import jobs, maintenance, retrieval, vectors
 from lossless.stores.sqlite.connection import Database
 from lossless.stores.sqlite.statements import (
     CONVERSATION_COLUMNS,
@@ -663,6 +667,42 @@ class SQLiteStore:
     async def rewrite_summary(self, summary: Summary, *, replaces: str) -> bool:
         changed = await self._db.rewrite("summaries", lambda conn: maintenance.rewrite_summary(conn, summary, replaces))
         return bool(changed)
+
+    # ------------------------------------------------------------ search vectors (SearchVectorStore)
+
+    async def vectors_todo(
+        self, model: str, source: VectorSource, *, after: int = 0, limit: int = 256
+    ) -> list[VectorTodo]:
+        return await self._db.read(lambda conn: vectors.todo(conn, model, source, after, limit))
+
+    async def put_item_vectors(self, model: str, source: VectorSource, items: Sequence[ItemVectors]) -> int:
+        if not items:
+            return 0
+        return await self._db.write(lambda conn: vectors.put(conn, model, source, items))
+
+    async def vector_states(
+        self, model: str, source: VectorSource, conversation_ids: Sequence[int]
+    ) -> dict[int, VectorState]:
+        return await self._db.read(lambda conn: vectors.states(conn, model, source, conversation_ids))
+
+    async def vector_totals(self, model: str, source: VectorSource) -> VectorState:
+        return await self._db.read(lambda conn: vectors.totals(conn, model, source))
+
+    async def load_item_vectors(
+        self, model: str, source: VectorSource, conversation_id: int
+    ) -> list[tuple[int | str, bytes]]:
+        return await self._db.read(lambda conn: vectors.load(conn, model, source, conversation_id))
+
+    async def nearest_items(
+        self,
+        model: str,
+        source: VectorSource,
+        query: bytes,
+        conversation_ids: Sequence[int],
+        *,
+        limit: int,
+    ) -> list[tuple[int | str, int, float]] | None:
+        return None  # no vector index in SQLite: searches hold the loaded vectors in memory
 
     # ------------------------------------------------------------ retention (RetentionStore)
 

@@ -1,0 +1,78 @@
+"""``lcm index``: show, or run to the end, the background build of the search vectors.
+
+Semantic and hybrid grep rank by vectors that background workers build ahead (never a search);
+this command shows how far the build is (``--status``) or runs it here with a progress bar and
+an ETA measured from its own batches, for a store no worker serves or right after a big import.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from lossless.cli._common import CliState, emit_json, json_option, open_engine, run_command, stderr, stdout
+from lossless.memory.message_index import BuildProgress
+
+__all__ = ["index_command"]
+
+
+def _progress_dict(progress: BuildProgress, written: int, seconds: float) -> dict[str, Any]:
+    return {
+        "model": progress.model,
+        "indexed": progress.indexed,
+        "total": progress.total,
+        "share": round(progress.share, 4),
+        "done": progress.done,
+        "embedded_now": written,
+        "seconds": round(seconds, 3),
+        "items_per_second": round(written / seconds, 1) if seconds > 0 else None,
+    }
+
+
+@click.command("index")
+@click.option("--status", is_flag=True, help="Only show how far the build is; embed nothing.")
+@click.option("--conversation", metavar="ID", help="Show the state of one conversation (id or session id).")
+@json_option
+@click.pass_obj
+@run_command
+async def index_command(state: CliState, status: bool, conversation: str | None, as_json: bool) -> None:
+    """Build the search vectors of messages and summaries that have none yet (semantic / hybrid grep)."""
+    async with await open_engine(state) as engine:
+        started = time.perf_counter()
+        written = 0
+        current = await engine.index_progress(conversation)
+        if not status and not current.done:
+            with Progress(
+                TextColumn("[bold]embedding[/] {task.fields[model]}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[rate]}"),
+                TimeRemainingColumn(),
+                console=stderr(),
+                transient=True,
+                disable=as_json or not stderr().is_terminal,
+            ) as bar:
+                task = bar.add_task(
+                    "index", total=current.total, completed=current.indexed, model=current.model, rate=""
+                )
+                while done := await engine.index_step():
+                    written += done
+                    rate = written / max(time.perf_counter() - started, 1e-9)
+                    bar.update(task, advance=done, rate=f"{rate:,.0f}/s")
+            current = await engine.index_progress(conversation)
+        seconds = time.perf_counter() - started
+    if as_json:
+        emit_json(_progress_dict(current, written, seconds))
+        return
+    line = (
+        f"{current.indexed:,} of {current.total:,} messages and summaries have vectors "
+        f"({current.share:.0%}) · {current.model}"
+    )
+    if written:
+        line += f"\nembedded {written:,} in {seconds:.1f} s ({written / seconds:,.0f}/s)"
+    elif not current.done:
+        line += "\nthe rest is built by background workers (`lcm worker`, `lcm serve`, `lcm mcp`) or by `lcm index`"
+    stdout().print(line, highlight=False)

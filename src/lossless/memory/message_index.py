@@ -1,0 +1,211 @@
+"""The background build of search vectors for messages and summaries (never run by a search).
+
+:class:`VectorBuilder` embeds what the store's :class:`~lossless.ports.SearchVectorStore` says has
+no vectors for the embedder's model yet, a batch at a time, and writes the vectors back durably.
+Background workers (``engine.background()``, ``lcm worker``, the MCP and HTTP servers) run a step
+whenever they have no job; ``lcm index`` runs it to the end with a progress bar.
+
+Invariants:
+
+* **Only here are stored texts embedded.**  A search embeds its query and reads stored vectors;
+  what is not built yet is found by its words (see :mod:`lossless.memory.messages`).
+* **Each text is embedded once per model**: an item with vectors is never handed out again
+  (a summary rewritten in place loses its vectors in the rewriting transaction and is embedded
+  anew).  Two builders on one store may embed the same batch at the same moment; the second
+  write keeps the first's vectors, so the result is the same.
+* A long text is embedded in chunks of the embedder's ``max_chars`` (the same chunks as memory);
+  a blank one is recorded with no vector, so it counts as indexed.
+* **Idle is cheap.**  A pass over messages walks the rows after where the previous pass ended, so
+  an idle worker checks only new messages; every :data:`RESCAN_S` seconds it walks them all again
+  (rows committed out of id order).  Summaries, far fewer, are walked whole every pass, so one
+  rewritten in place is embedded again at the next step.
+* Progress is measured, not guessed: :meth:`VectorBuilder.progress` counts indexed and total items
+  in the store, and the ETA comes from the throughput of this builder's own batches.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from lossless.memory.ports import Embedder
+from lossless.ports import ItemVectors, SearchVectorStore, VectorSource
+
+__all__ = ["BuildProgress", "VectorBuilder", "chunk_text", "to_unit_blob"]
+
+SOURCES: tuple[VectorSource, ...] = ("messages", "summaries")
+#: Items embedded per step: small enough that a step takes about a second with the local model.
+DEFAULT_BATCH = 64
+#: How often a builder looks through all rows again rather than only those after its last pass.
+RESCAN_S = 300.0
+
+
+def chunk_text(text: str, max_chars: int, overlap: int = 200) -> list[str]:
+    """Pieces of ``text`` of at most ``max_chars`` characters, cut at whitespace where possible.
+
+    The same cut as :func:`lossless.memory.vectors.chunk_text` (kept free of NumPy so a build step
+    can be planned without it).
+    """
+    text = text.strip()
+    if len(text) <= max_chars:
+        return [text]
+    overlap = min(overlap, max_chars // 4)
+    pieces: list[str] = []
+    start = 0
+    while start < len(text):
+        end = min(len(text), start + max_chars)
+        if end < len(text):
+            cut = text.rfind(" ", start + max_chars // 2, end)
+            end = cut if cut > start else end
+        pieces.append(text[start:end].strip())
+        if end >= len(text):
+            break
+        start = max(end - overlap, start + 1)
+    return [p for p in pieces if p]
+
+
+def to_unit_blob(vector: Sequence[float]) -> bytes:
+    """A vector scaled to unit length, as little-endian float32 bytes."""
+    norm = math.sqrt(sum(float(v) * float(v) for v in vector)) or 1.0
+    return struct.pack(f"<{len(vector)}f", *(float(v) / norm for v in vector))
+
+
+@dataclass(frozen=True, slots=True)
+class BuildProgress:
+    """How far the build of one model's vectors is, over the whole store."""
+
+    model: str
+    indexed: int
+    total: int
+    #: Items per second of this builder's recent batches (0 before the first).
+    rate: float = 0.0
+
+    @property
+    def share(self) -> float:
+        return 1.0 if self.total == 0 else self.indexed / self.total
+
+    @property
+    def done(self) -> bool:
+        return self.indexed >= self.total
+
+    @property
+    def eta_s(self) -> float | None:
+        """Seconds left at the measured rate (``None`` before a rate is known)."""
+        if self.done:
+            return 0.0
+        return None if self.rate <= 0 else (self.total - self.indexed) / self.rate
+
+
+@dataclass(slots=True)
+class _Cursor:
+    after: int = 0
+    exhausted: bool = False
+
+
+@dataclass(slots=True)
+class VectorBuilder:
+    """Embeds the store's messages and summaries that lack vectors, one batch per :meth:`step`."""
+
+    store: SearchVectorStore
+    embedder: Embedder
+    batch: int = DEFAULT_BATCH
+    _cursors: dict[str, _Cursor] = field(default_factory=dict)
+    _seconds: float = 0.0
+    _items: int = 0
+    _prepared: set[str] = field(default_factory=set)
+    _written_in_pass: int = 0
+    _last_rescan: float = field(default_factory=time.monotonic)
+
+    @property
+    def model(self) -> str:
+        return self.embedder.model
+
+    @property
+    def rate(self) -> float:
+        return self._items / self._seconds if self._seconds > 0 else 0.0
+
+    async def step(self) -> int:
+        """Embed and store one batch (summaries first: fewer, and each covers many messages).
+
+        Returns the number of items written; 0 means both sources are complete (as of this pass).
+        """
+        for source in ("summaries", "messages"):
+            done = await self._step(source)
+            if done:
+                self._written_in_pass += done
+                return done
+        # The next pass starts where this one ended (new rows have higher ids), and from the start again
+        # every RESCAN_S: that catches rows committed out of id order and summaries rewritten in place.
+        now = time.monotonic()
+        rescan = now - self._last_rescan >= RESCAN_S
+        if rescan:
+            self._last_rescan = now
+        for source, cursor in self._cursors.items():
+            # summaries (a tenth as many) are always walked again: one rewritten in place is re-embedded soon
+            self._cursors[source] = _Cursor(after=0 if rescan or source == "summaries" else cursor.after)
+        if self._written_in_pass:
+            self._written_in_pass = 0
+            # a database that plans its vector searches (PostgreSQL) gets fresh statistics of what was added
+            refresh = getattr(self.store, "refresh_vector_statistics", None)
+            if refresh is not None:
+                await refresh()
+        return 0
+
+    async def _step(self, source: VectorSource) -> int:
+        cursor = self._cursors.setdefault(source, _Cursor())
+        if cursor.exhausted:
+            return 0
+        todo = await self.store.vectors_todo(self.model, source, after=cursor.after, limit=self.batch)
+        if not todo:
+            cursor.exhausted = True
+            return 0
+        started = time.perf_counter()
+        pieces = [chunk_text(t.content, self.embedder.max_chars) if t.content.strip() else [] for t in todo]
+        flat = [p for chunks in pieces for p in chunks]
+        vectors = await self.embedder.embed(flat, task="passage") if flat else []
+        if len(vectors) != len(flat):
+            raise ValueError(f"the embedder returned {len(vectors)} vectors for {len(flat)} texts")
+        items: list[ItemVectors] = []
+        at = 0
+        for item, chunks in zip(todo, pieces, strict=True):
+            blobs = tuple(to_unit_blob(v) for v in vectors[at : at + len(chunks)])
+            at += len(chunks)
+            items.append(ItemVectors(item.key, item.conversation_id, blobs))
+        await self._prepare(source, len(vectors[0]) if vectors else 0)
+        await self.store.put_item_vectors(self.model, source, items)
+        cursor.after = todo[-1].row
+        self._seconds += time.perf_counter() - started
+        self._items += len(todo)
+        return len(todo)
+
+    async def _prepare(self, source: VectorSource, dim: int) -> None:
+        """Let a store with a database vector index (pgvector) set it up, once per source."""
+        prepare = getattr(self.store, "prepare_vector_index", None)
+        if prepare is None or dim == 0 or source in self._prepared:
+            return
+        await prepare(source, dim)
+        self._prepared.add(source)
+
+    async def progress(self, conversation_ids: Sequence[int] | None = None) -> BuildProgress:
+        """Indexed and total items (messages and summaries) of the listed conversations, or of the whole store."""
+        indexed = total = 0
+        for source in SOURCES:
+            if conversation_ids is None:
+                states = [await self.store.vector_totals(self.model, source)]
+            else:
+                states = list((await self.store.vector_states(self.model, source, conversation_ids)).values())
+            indexed += sum(s.indexed for s in states)
+            total += sum(s.total for s in states)
+        return BuildProgress(self.model, indexed, total, self.rate)
+
+    async def run(self) -> int:
+        """Build until nothing is left; returns the number of items written."""
+        written = 0
+        while True:
+            done = await self.step()
+            if not done:
+                return written
+            written += done

