@@ -73,8 +73,8 @@ async def run_loop(engine: ContextEngine, model: AsyncOpenAI, model_name: str, *
     print(f"stored {len(stored)} messages verbatim; the largest request was ~{largest} tokens", end="")
     if largest <= budget:
         print(f", within the {budget}-token budget")
-    else:  # the newest messages are always sent whole: a budget below them cannot be met
-        print(f", OVER the {budget}-token budget (the newest messages are always sent whole): raise --budget")
+    else:  # assemble keeps to the budget: this would be an engine fault
+        print(f", OVER the {budget}-token budget: report this, it is a bug")
 
 
 async def main() -> None:

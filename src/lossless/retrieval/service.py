@@ -361,14 +361,19 @@ class Retriever:
         if room <= 0:
             await self._release(reach, taken)
             raise self._spent(reach, taken, needed, "this description")
-        low, high = 0, len(content)  # the longest prefix whose description fits
+        def cut_at(n: int) -> SummaryDescription:
+            return replace(described, summary=replace(described.summary, content=content[:n] + marker))
+
+        # The longest prefix whose whole description fits: counted rendered, since a tokenizer's counts
+        # of two pieces need not add up to the count of the two together.
+        low, high = 0, len(content)
         while low < high:
             middle = (low + high + 1) // 2
-            if self.counter.count(content[:middle]) <= room:
+            if self.counter.count(cut_at(middle).render()) <= taken:
                 low = middle
             else:
                 high = middle - 1
-        cut = replace(described, summary=replace(described.summary, content=content[:low] + marker))
+        cut = cut_at(low)
         await self._release(reach, taken - min(taken, self.counter.count(cut.render())))
         return cut
 
