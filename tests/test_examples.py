@@ -51,7 +51,9 @@ def test_the_agent_loop_keeps_even_a_tiny_budget(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     sent = [int(t) for t in re.findall(r"^turn +\d+: sent +\d+ messages, ~(\d+) tokens", done.stdout, re.M)]
-    assert max(sent) <= 200 and f"the largest request was ~{max(sent)} tokens, within the 200-token budget" in done.stdout
+    assert (
+        max(sent) <= 200 and f"the largest request was ~{max(sent)} tokens, within the 200-token budget" in done.stdout
+    )
     assert "never saw more" not in done.stdout
 
 

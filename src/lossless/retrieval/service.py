@@ -361,6 +361,7 @@ class Retriever:
         if room <= 0:
             await self._release(reach, taken)
             raise self._spent(reach, taken, needed, "this description")
+
         def cut_at(n: int) -> SummaryDescription:
             return replace(described, summary=replace(described.summary, content=content[:n] + marker))
 
