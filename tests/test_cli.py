@@ -374,6 +374,44 @@ def test_hostile_stored_text_is_printed_verbatim(tmp_path: Path) -> None:
         assert _visible(record["content"]) in shown.stdout
 
 
+def test_hostile_text_in_summaries_is_printed_verbatim(tmp_path: Path) -> None:
+    """Summary text quotes what it summarises: summaries, describe, expand and show print it verbatim too."""
+    from lossless import ContextEngine, Message
+
+    url = f"sqlite:///{tmp_path / 'hostile-summaries.db'}"
+
+    async def seed() -> None:
+        engine = await ContextEngine.open(url, fresh_tail_count=2, leaf_chunk_tokens=300, leaf_target_tokens=120)
+        try:
+            turns = [Message.user(f"{text} (turn {i})") for i in range(6) for text in HOSTILE]
+            await engine.ingest_batch("marked", turns)
+            await engine.compact("marked", force=True)
+        finally:
+            await engine.dispose()
+
+    anyio.run(seed)
+    summaries = json.loads(run("summaries", "marked", "--json", db=url).stdout)
+    listed = summaries["summaries"] if isinstance(summaries, dict) else summaries
+    assert listed, "the hostile session was compacted"
+    first = listed[0]
+    summary_id = first.get("id") or first.get("summary_id")
+    content = json.loads(run("describe", summary_id, "--json", db=url).stdout)["content"]
+    assert any(marker in content for marker in ("[/b]", "[red]", "[/INST]", "[reasoning]")), content
+    outputs = {
+        "summaries": run("summaries", "marked", db=url),
+        "describe": run("describe", summary_id, db=url),
+        "expand": run("expand", summary_id, "--include-messages", db=url),
+        "show": run("show", summary_id, db=url),
+    }
+    for name, result in outputs.items():
+        assert result.exit_code == 0, (name, result.output)
+        assert "\x1b[31m" not in result.stdout and "\x07" not in result.stdout, name
+    for name in ("describe", "show"):
+        for line in content.splitlines():
+            assert _visible(line) in outputs[name].stdout, (name, line)
+    assert run("show", summary_id, "--raw", db=url).stdout_bytes == content.encode()
+
+
 def test_output_of_errors_and_paths_is_verbatim(tmp_path: Path) -> None:
     odd = tmp_path / "[red]logs[/red]" / "[/INST]"
     odd.mkdir(parents=True)
