@@ -170,6 +170,16 @@ def test_every_page_in_a_real_browser(site: tuple[str, dict[str, Any]], browser:
     assert page.locator("figure.chart svg rect.after").count() >= 2
     _shot(page, "compactions", tmp_path)
 
+    # The conversation replayed turn by turn into a scratch store: tokens sent per turn against the budget.
+    page.goto(f"{url}/ui/c/{seeded['conversation']}")
+    page.click("text=replay it turn by turn")
+    assert page.locator("figure.chart svg line.budget").count() == 1
+    assert page.locator("table tbody tr").count() >= 10
+    page.click("text=8,000")
+    page.wait_for_url(re.compile(r"replay\?budget=8000"))
+    assert "0 turns over budget" in page.content()
+    _shot(page, "replay", tmp_path)
+
     # Memories: decay, history of the superseded value, explain scores on a search.
     page.goto(f"{url}/ui/memories")
     assert "Alice deploys on Tuesdays now" in page.content()

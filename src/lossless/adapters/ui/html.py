@@ -97,7 +97,13 @@ def highlight(text: str, terms: Sequence[str]) -> str:
     return "".join(out)
 
 
-def chart(points: Sequence[tuple[str, int, int]], *, title: str, budget: int | None = None) -> str:
+def chart(
+    points: Sequence[tuple[str, int, int]],
+    *,
+    title: str,
+    budget: int | None = None,
+    legend: str = "pale: before the pass, strong: after",
+) -> str:
     """An inline SVG bar chart: for each point (label, before, after) a pale bar to ``before`` and a
     strong one to ``after``; a dashed line at ``budget``.  Accessible: a title and a data table follow."""
     if not points:
@@ -131,5 +137,5 @@ def chart(points: Sequence[tuple[str, int, int]], *, title: str, budget: int | N
     return (
         f'<figure class="chart"><svg role="img" aria-label="{esc(title)}" viewBox="0 0 {width} {height}" '
         f'width="{width}" height="{height}">{axis}{"".join(bars)}{line}</svg>'
-        f"<figcaption>{esc(title)} (pale: before the pass, strong: after)</figcaption></figure>"
+        f"<figcaption>{esc(title)} ({esc(legend)})</figcaption></figure>"
     )

@@ -20,11 +20,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+import anyio
+
 from lossless.adapters.ui.html import chart, esc, highlight, page, qs, stamp, table
 from lossless.engine import ContextEngine
 from lossless.errors import InputError, LcmError, NotFoundError
 from lossless.memory import decay
 from lossless.records import FilePart, MessageRecord, Summary, ToolPart, utcnow
+from lossless.replay import split_turns
 
 __all__ = ["PAGES", "Page"]
 
@@ -34,6 +37,7 @@ Page = Callable[[ContextEngine, Mapping[str, str], Mapping[str, str]], Awaitable
 PAGE_SIZE = 100
 SUM_TOKENS_UP_TO = 50_000
 MAX_SOURCES = 500
+REPLAY_MAX = 2_000
 MAX_TEXT = 4_000
 BUDGETS = (8_000, 16_000, 32_000, 128_000)
 
@@ -243,6 +247,7 @@ async def conversation_page(
     head = (
         f"<p>{esc(conv.session_id)} · agent {esc(conv.agent_id)} · started {esc(stamp(conv.created_at))} · "
         f'<a href="/ui/c/{conv.id}/compactions">compaction history</a> · '
+        f'<a href="/ui/c/{conv.id}/replay">replay it turn by turn</a> · '
         f'<a href="/ui/search{qs(conversation=conv.id)}">search this conversation</a></p>'
     )
     body = (
@@ -430,6 +435,70 @@ async def compactions_page(
     return f"Compaction history · {conv.title or conv.session_id}", body, ""
 
 
+async def replay_page(
+    engine: ContextEngine, params: Mapping[str, str], path: Mapping[str, str]
+) -> tuple[str, str, str]:
+    """The conversation played again turn by turn into a scratch store, as ``lcm replay`` plays a transcript:
+    what the model would have been sent each turn against the budget.  Nothing is written to this store."""
+    conv = await engine.conversation(path["conversation"])
+    budget = _int(params, "budget", 16_000, low=1_000, high=1_000_000)
+    records = await engine.messages(conv.id, limit=REPLAY_MAX + 1)
+    if len(records) > REPLAY_MAX:
+        raise InputError(
+            f"the explorer replays conversations of up to {REPLAY_MAX:,} messages; for a longer one, replay its "
+            "transcript with `lcm replay TRANSCRIPT --budget N` into a scratch database"
+        )
+    turns = list(split_turns([r.to_message() for r in records]))
+    points: list[tuple[str, int, int]] = []
+    rows = []
+    stored = 0
+    async with anyio.TemporaryDirectory() as scratch:
+        # Offline summarizer, no memory extraction, files and rows in the scratch folder: a replay costs
+        # nothing and leaves nothing behind.
+        config = engine.config.replace(
+            database_url=f"sqlite:///{scratch}/replay.db",
+            data_dir=scratch,
+            summary_provider="",
+            memory_auto_extract=False,
+        )
+        async with await ContextEngine.open(config=config) as replayer:
+            for number, turn in enumerate(turns, 1):
+                done = await replayer.after_turn("replay", turn, token_budget=budget)
+                stored += sum(m.token_count for m in done.ingest.stored)
+                context = await replayer.assemble("replay", token_budget=budget)
+                points.append((f"turn {number}", stored, context.estimated_tokens))
+                compacted = "yes" if done.compaction is not None and done.compaction.compacted else ""
+                over = context.estimated_tokens > budget
+                rows.append(
+                    (
+                        str(number),
+                        f"{stored:,}",
+                        f"{context.estimated_tokens:,}" + (" <strong>OVER</strong>" if over else ""),
+                        f"{context.summaries_included:,}",
+                        f"{len(context.left_out):,}",
+                        compacted,
+                    )
+                )
+    budgets = " ".join(
+        f'<a href="/ui/c/{conv.id}/replay{qs(budget=b)}"{" aria-current=true" if b == budget else ""}>{b:,}</a>'
+        for b in BUDGETS
+    )
+    over_turns = sum(1 for _, _, sent in points if sent > budget)
+    body = (
+        f'<p><a href="/ui/c/{conv.id}">← {esc(conv.title or conv.session_id)}</a></p>'
+        f"<p>{len(turns):,} turns replayed into a scratch store at a budget of {budget:,} tokens: "
+        f"{over_turns} turn{'s' if over_turns != 1 else ''} over budget. Budget: {budgets}</p>"
+        + chart(
+            points,
+            title=f"Tokens sent per turn at a {budget:,}-token budget",
+            budget=budget,
+            legend="pale: history stored so far, strong: tokens sent to the model",
+        )
+        + table(("Turn", "Stored", "Sent", "Summaries sent", "Left out", "Compacted"), rows)
+    )
+    return f"Replay · {conv.title or conv.session_id}", body, ""
+
+
 # ---------------------------------------------------------------------- memories
 
 
@@ -517,6 +586,7 @@ PAGES: dict[str, Page] = {
     "/ui/": conversations_page,
     "/ui/c/{conversation}": conversation_page,
     "/ui/c/{conversation}/compactions": compactions_page,
+    "/ui/c/{conversation}/replay": replay_page,
     "/ui/s/{summary}": summary_page,
     "/ui/m/{message}": message_page,
     "/ui/search": search_page,
