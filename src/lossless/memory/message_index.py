@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from lossless.memory.ports import Embedder
+from lossless.memory.vectors import chunk_text  # NumPy-free: vectors imports NumPy on first use
 from lossless.ports import ItemVectors, SearchVectorStore, VectorSource
 
 __all__ = ["BuildProgress", "VectorBuilder", "chunk_text", "to_unit_blob"]
@@ -41,30 +42,6 @@ SOURCES: tuple[VectorSource, ...] = ("messages", "summaries")
 DEFAULT_BATCH = 64
 #: How often a builder looks through all rows again rather than only those after its last pass.
 RESCAN_S = 300.0
-
-
-def chunk_text(text: str, max_chars: int, overlap: int = 200) -> list[str]:
-    """Pieces of ``text`` of at most ``max_chars`` characters, cut at whitespace where possible.
-
-    The same cut as :func:`lossless.memory.vectors.chunk_text` (kept free of NumPy so a build step
-    can be planned without it).
-    """
-    text = text.strip()
-    if len(text) <= max_chars:
-        return [text]
-    overlap = min(overlap, max_chars // 4)
-    pieces: list[str] = []
-    start = 0
-    while start < len(text):
-        end = min(len(text), start + max_chars)
-        if end < len(text):
-            cut = text.rfind(" ", start + max_chars // 2, end)
-            end = cut if cut > start else end
-        pieces.append(text[start:end].strip())
-        if end >= len(text):
-            break
-        start = max(end - overlap, start + 1)
-    return [p for p in pieces if p]
 
 
 def to_unit_blob(vector: Sequence[float]) -> bytes:
