@@ -108,6 +108,40 @@ async def test_separate_processes_write_and_compact_one_database(pg_url: str) ->
     assert outcome.lost == [] and outcome.duplicates == [] and outcome.problems == []
 
 
+async def deadlocks(url: str) -> int:
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(url) as conn:
+        row = await (
+            await conn.execute("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()")
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def test_concurrent_ingests_with_large_files_never_deadlock(pg_url: str) -> None:
+    """A message with a stored-aside file locks its conversation the way a plain append does.
+
+    (Inserting the file used to take a KEY SHARE lock on the conversation and the append then a FOR
+    UPDATE one: two writers each holding the first and waiting for the second is a deadlock, which
+    under load outlasted the conflict retries and lost a process's writes.)
+    """
+    before = await deadlocks(pg_url)
+    async with await ContextEngine.open(pg_url, large_file_token_threshold=200) as engine:  # type: ignore[arg-type]
+        await engine.ingest("files", Message.user("start"))
+
+        async def writer(w: int) -> None:
+            for n in range(6):
+                body = "\n".join(f"writer {w} row {n}.{i}: " + "value " * 12 for i in range(60))
+                await engine.ingest("files", Message.user(f'see <file name="w{w}-{n}.txt">\n{body}\n</file>'))
+
+        async with anyio.create_task_group() as group:
+            for w in range(8):
+                group.start_soon(writer, w)
+        assert len(await engine.store.list_large_files((await engine.conversation("files")).id)) == 48
+    assert await deadlocks(pg_url) == before
+
+
 async def test_kill_9_loses_no_acknowledged_message(pg_url: str) -> None:
     outcome = await anyio.to_thread.run_sync(lambda: verify(pg_url, kill_rounds(pg_url, 2, seed=3, max_delay=1.0)))
     assert outcome.kills == 2 and outcome.acknowledged

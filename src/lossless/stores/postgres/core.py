@@ -538,9 +538,13 @@ class CoreStatements:
         rows = [large_file_params(f) for f in files]
         wanted = sorted({f.conversation_id for f in files})
         async with self._db.transaction() as conn:
-            # KEY SHARE: the conversations cannot be deleted before this transaction ends.
+            # FOR UPDATE, in id order, like every writer: the conversations cannot be deleted before
+            # this transaction ends, and the append that follows in the same transaction (a message
+            # and its files are one ``atomic()`` block) needs no lock upgrade.  (KEY SHARE here, then
+            # the append's FOR UPDATE, deadlocked two writers that each held the first.)
             cursor = await conn.execute(
-                "SELECT conversation_id FROM conversations WHERE conversation_id = ANY(%s::bigint[]) FOR KEY SHARE",
+                "SELECT conversation_id FROM conversations WHERE conversation_id = ANY(%s::bigint[]) "
+                "ORDER BY conversation_id FOR UPDATE",
                 (wanted,),
             )
             present = {r[0] for r in await cursor.fetchall()}
