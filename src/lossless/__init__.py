@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from lossless.bootstrap import FileImport
     from lossless.config import SETTINGS, Config, load_config
     from lossless.engine import ContextEngine, EngineInfo, FileDescription
+    from lossless.engine.wiring import open_store
     from lossless.errors import (
         ConfigError,
         ConflictError,
@@ -56,7 +57,6 @@ if TYPE_CHECKING:
         ToolPart,
     )
     from lossless.retrieval import AccessDenied, Caller
-    from lossless.stores import open_store
     from lossless.tokens import EstimatingCounter, TiktokenCounter, TokenCounter
     from lossless.triggers import CompactionDecision
 
@@ -109,7 +109,7 @@ _EXPORTS: dict[str, str] = {
     "AccessDenied": "lossless.retrieval",
     "Caller": "lossless.retrieval",
     "CompactionDecision": "lossless.triggers",
-    "open_store": "lossless.stores",
+    "open_store": "lossless.engine.wiring",
     "EstimatingCounter": "lossless.tokens",
     "TiktokenCounter": "lossless.tokens",
     "TokenCounter": "lossless.tokens",

@@ -45,9 +45,7 @@ Invariants:
 from __future__ import annotations
 
 import hashlib
-import itertools
 import math
-import re
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
@@ -66,6 +64,7 @@ from lossless.formats import (
     sanitize_openai,
 )
 from lossless.records import ContextEntry, MessageRecord, Summary
+from lossless.text import search_terms as terms
 from lossless.tokens import TokenCounter
 
 __all__ = [
@@ -272,24 +271,6 @@ def system_prompt_addition(
 
 
 # ---------------------------------------------------------------------- relevance
-
-_WORD = re.compile(r"\w+")
-_CJK_RUN = re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+)")
-
-
-def terms(text: str) -> list[str]:
-    """Search terms: lower-cased words; each run of CJK characters becomes its overlapping bigrams."""
-    out: list[str] = []
-    for word in _WORD.findall(text.lower()):
-        for index, piece in enumerate(_CJK_RUN.split(word)):
-            if not piece:
-                continue
-            if index % 2:  # a CJK run (split() puts captured runs at odd positions)
-                out += [a + b for a, b in itertools.pairwise(piece)] or [piece]
-            else:
-                out.append(piece)
-    return out
-
 
 def bm25(query: str, documents: Sequence[str], *, k1: float = 1.2, b: float = 0.75) -> list[float]:
     """Okapi BM25 scores of ``documents`` for ``query`` (only the candidates form the collection)."""
