@@ -3,8 +3,8 @@
 Modules: :mod:`~lossless.engine.facade` (the engine), :mod:`~lossless.engine.wiring` (the only
 module that imports backends and providers), :mod:`~lossless.engine.turn` (the write path and the
 compaction policy), :mod:`~lossless.engine.conversations`, :mod:`~lossless.engine.recall`,
-:mod:`~lossless.engine.files` and :mod:`~lossless.engine.operations`.  The names below are the
-ones hosts and adapters import from ``lossless.engine``.
+:mod:`~lossless.engine.memory`, :mod:`~lossless.engine.files` and :mod:`~lossless.engine.operations`.
+The names below are the ones hosts and adapters import from ``lossless.engine``.
 """
 
 from lossless._version import VERSION

@@ -14,7 +14,7 @@ Invariants:
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Literal
@@ -63,8 +63,8 @@ class SpawnHandle:
         await self._rollback(self)
 
 
-#: Mints a read grant over conversations for a grantee, until a ttl (the engine's ``grant_expansion``).
-GrantMinter = Callable[[Sequence[int | str], timedelta, str], Awaitable[Grant]]
+#: Mints a read grant: ``(conversations, *, ttl=, grantee=)`` (the engine's ``grant_expansion``).
+GrantMinter = Callable[..., Awaitable[Grant]]
 #: Ends a grant with a reason (the engine's ``revoke_expansion_grant``).
 GrantRevoker = Callable[[str, str], Awaitable[bool]]
 
@@ -182,7 +182,7 @@ class Conversations:
             raise InputError(f"session {child_session_id!r} already exists; a sub-agent needs a new session id")
         minted = None
         if ttl is not None:
-            minted = await grant([parent.id], ttl, child_session_key or child_session_id)
+            minted = await grant([parent.id], ttl=ttl, grantee=child_session_key or child_session_id)
         child = await self.store.get_or_create_conversation(
             agent_id=self.config.agent_id,
             session_id=child_session_id,

@@ -12,6 +12,7 @@ and each public method here is that object's method (:class:`_Forward`):
   one :class:`~lossless.engine.turn.CompactionPolicy`;
 * :class:`~lossless.engine.recall.Recall` — the agent tools and expansion grants;
 * :class:`~lossless.engine.files.Files` — large files;
+* :class:`~lossless.engine.memory.AgentMemory` — long-term memory;
 * :class:`~lossless.engine.operations.Operations` — integrity, retention, jobs and workers.
 
 Invariants:
@@ -33,7 +34,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Concatenate, Generic, Literal, ParamSpec, TypeVar, cast, overload
+from typing import Any, Concatenate, Generic, Literal, ParamSpec, TypeVar, cast, overload
 from zoneinfo import ZoneInfo
 
 import anyio.to_thread
@@ -44,17 +45,14 @@ from lossless.config import Config, load_config
 from lossless.engine import wiring
 from lossless.engine.conversations import Conversations, SpawnHandle
 from lossless.engine.files import Files
+from lossless.engine.memory import AgentMemory
 from lossless.engine.operations import Operations
 from lossless.engine.recall import Recall
 from lossless.engine.turn import CompactionPolicy, Turns
 from lossless.errors import InputError, TranscriptError
 from lossless.ports import BlobStore, Store, StoreStats, Summarizer
 from lossless.records import IngestResult, Message, MessageRecord, utcnow
-from lossless.sessions import agent_id_from_session_key
 from lossless.tokens import RecentCounter, TokenCounter, token_counter_for
-
-if TYPE_CHECKING:
-    from lossless.memory.service import MemoryService, Remembered
 
 __all__ = ["ContextEngine", "EngineInfo", "ImportProgress"]
 
@@ -69,10 +67,7 @@ _R = TypeVar("_R")
 
 
 class _Forward(Generic[_Part, _P, _R]):
-    """A public engine method that is a method of one of its parts: ``engine.grep`` is ``engine.recall.grep``.
-
-    Reading it from an engine gives the part's bound method itself (its signature and docstring).
-    """
+    """A public engine method that is a part's method: ``engine.grep`` is ``engine.recall.grep`` (bound, as it is)."""
 
     def __init__(self, part: str, method: Callable[Concatenate[_Part, _P], _R]) -> None:
         self.part = part
@@ -130,46 +125,34 @@ class ContextEngine:
         self.clock = clock
         self.zone: tzinfo = ZoneInfo(config.timezone) if config.timezone else _local_zone()
         counting = RecentCounter(self.tokens)  # interception and the ingest checks share counts
+        memory = AgentMemory(store, config)
         built = wiring.build(
             store, config, tokens=self.tokens, counting=counting, zone=self.zone, clock=clock,
             summarizer=summarizer, blobs=blobs, file_summarizer=file_summarizer,
-            on_leaf=(lambda leaf: self.memory().mine_summary(store, leaf)) if config.memory_auto_extract else None,
+            on_leaf=(lambda leaf: memory.mine_summary(leaf)) if config.memory_auto_extract else None,
         )  # fmt: skip
-        self.summarizer, self.blobs, self.compactor, self.interceptor = (
-            built.summarizer, built.blobs, built.compactor, built.interceptor,
-        )  # fmt: skip
-        self._memory_service: MemoryService | None = None
-        self._agent_memory: dict[str, MemoryService] = {}  # agents named by session keys (see remember)
+        self.summarizer, self.blobs = built.summarizer, built.blobs
+        self.compactor, self.interceptor = built.compactor, built.interceptor
         sessions = Conversations(store, config)
         policy = CompactionPolicy(self.compactor, config)
         files = Files(store, self.blobs, config, sessions)
         self.operations = Operations(
-            store,
-            self.blobs,
-            config,
-            conversations=sessions,
-            policy=policy,
-            clock=clock,
+            store, self.blobs, config, conversations=sessions, policy=policy, clock=clock,
             idle_step=lambda: self.recall.run_idle_step(),
-        )
+        )  # fmt: skip
         self.recall = Recall(
-            store, config, tokens=self.tokens, clock=clock, read_file=files.read, memory=self.memory,
+            store, config, tokens=self.tokens, clock=clock, read_file=files.read, memory=memory.memory,
             runner=lambda: wiring.expansion_runner_for(config, self.tokens),
         )  # fmt: skip
         self.turns = Turns(
             store, config, tokens=self.tokens, counting=counting, zone=self.zone, clock=clock,
             interceptor=self.interceptor, conversations=sessions, policy=policy, operations=self.operations,
-            remember=lambda ingested, key: self.remember(ingested, session_key=key),
+            remember=lambda ingested, key: memory.remember(ingested, session_key=key),
         )  # fmt: skip
         self.sessions = sessions
         #: The parts the public methods forward to, by name.
-        self.parts: dict[str, object] = {
-            "sessions": sessions,
-            "turns": self.turns,
-            "recall": self.recall,
-            "files": files,
-            "operations": self.operations,
-        }
+        self.parts: dict[str, object] = {"sessions": sessions, "turns": self.turns, "recall": self.recall}
+        self.parts.update(files=files, operations=self.operations, memory=memory)
 
     # -------------------------------------------------------------- lifecycle
 
@@ -232,13 +215,9 @@ class ContextEngine:
         parent's history that ends after ``ttl`` — or earlier, at :meth:`on_subagent_ended` or
         rollback (``handle.grant.id`` is what ``lcm mcp --grant`` takes).
         """
-
-        async def grant(conversations: Sequence[int | str], span: timedelta, grantee: str) -> Any:
-            return await self.recall.grant_expansion(conversations, ttl=span, grantee=grantee)
-
         return await self.sessions.prepare_spawn(
             parent_session_id, child_session_id, mode=mode, child_session_key=child_session_key, ttl=ttl,
-            grant=grant, revoke=self.recall.revoke_expansion_grant,
+            grant=self.recall.grant_expansion, revoke=self.recall.revoke_expansion_grant,
         )  # fmt: skip
 
     async def on_subagent_ended(self, child_session_id: str) -> None:
@@ -384,34 +363,5 @@ class ContextEngine:
 
     # -------------------------------------------------------------- long-term memory
 
-    def memory(self) -> MemoryService:
-        """Long-term memory on this engine's store, as the configured agent (built on first use)."""
-        if self._memory_service is None:
-            from lossless.memory.scopes import Caller as MemoryCaller
-
-            self._memory_service = wiring.memory_service(
-                self.store, self.config, MemoryCaller.agent(self.config.agent_id)
-            )
-        return self._memory_service
-
-    async def remember(self, ingested: IngestResult, *, session_key: str | None = None) -> Remembered | None:
-        """Mine a stored turn for memories, once (``after_turn`` does it when ``memory_auto_extract``).
-
-        The memories go to the engine agent's scope; when ``agent_id`` is not configured, a session key
-        of the form ``agent:<id>:…`` names the agent instead (spec 001 scopes), so one host serving
-        several agents keeps their memories apart.
-        """
-        if ingested.conversation_id is None or not any(m.role == "user" for m in ingested.stored):
-            return None
-        default_agent = self.config.sources.get("agent_id", "default") == "default"
-        agent = agent_id_from_session_key(session_key) if default_agent else None
-        if agent is None or agent == self.config.agent_id:
-            return await self.memory().mine(ingested.stored)
-        from lossless.memory.scopes import Caller as MemoryCaller
-
-        service = self._agent_memory.get(agent)
-        if service is None:
-            service = self._agent_memory[agent] = wiring.memory_service(
-                self.store, self.config, MemoryCaller.agent(agent)
-            )
-        return await service.mine(ingested.stored)
+    memory = _Forward("memory", AgentMemory.memory)
+    remember = _Forward("memory", AgentMemory.remember)
