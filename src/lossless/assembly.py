@@ -63,7 +63,7 @@ from lossless.formats import (
     sanitize_anthropic,
     sanitize_openai,
 )
-from lossless.records import ContextEntry, MessageRecord, Summary
+from lossless.records import ContextEntry, MessageRecord, Summary, jsonable
 from lossless.text import search_terms as terms
 from lossless.tokens import TokenCounter
 
@@ -119,6 +119,19 @@ class AssembledContext:
     over_budget: bool
     left_out: tuple[LeftOut, ...] = ()
     budget: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON every adapter answers an assembly with (HTTP, MCP; docs/api.md)."""
+        return {
+            "messages": jsonable(self.messages),
+            "estimated_tokens": self.estimated_tokens,
+            "system_prompt_addition": self.system_prompt_addition,
+            "included": list(self.included),
+            "dropped": list(self.dropped),
+            "tail_tokens": self.tail_tokens,
+            "over_budget": self.over_budget,
+            "left_out": [o.to_dict() for o in self.left_out],
+        }
 
     @property
     def excerpted(self) -> tuple[int | str, ...]:
@@ -271,6 +284,7 @@ def system_prompt_addition(
 
 
 # ---------------------------------------------------------------------- relevance
+
 
 def bm25(query: str, documents: Sequence[str], *, k1: float = 1.2, b: float = 0.75) -> list[float]:
     """Okapi BM25 scores of ``documents`` for ``query`` (only the candidates form the collection)."""

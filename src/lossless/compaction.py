@@ -90,6 +90,7 @@ from lossless.records import (
     CompactionMode,
     CompactionTrigger,
     ContextEntry,
+    JSONValue,
     Summary,
     SummaryKind,
     SummaryLevel,
@@ -148,6 +149,24 @@ class CompactionResult:
     @property
     def by_depth(self) -> dict[int, int]:
         return dict(sorted(Counter(s.depth for s in self.summaries).items()))
+
+    def to_dict(self) -> dict[str, JSONValue]:
+        """The JSON every adapter answers a compaction with (``lcm compact --json``, HTTP, MCP; docs/api.md)."""
+        return {
+            "conversation_id": self.conversation_id,
+            "mode": self.mode,
+            "stop_reason": self.stop_reason,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "target_tokens": self.target_tokens,
+            "passes": self.passes,
+            "seconds": round(self.seconds, 3),
+            "summaries_by_depth": {str(k): v for k, v in self.by_depth.items()},
+            "summaries_by_level": dict(self.by_level),
+            "summaries": [s.id for s in self.summaries],
+            "trigger": self.trigger,
+            "run_id": self.run_id,
+        }
 
     @property
     def by_level(self) -> dict[str, int]:

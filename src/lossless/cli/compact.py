@@ -20,24 +20,6 @@ from lossless.segments import format_time
 __all__ = ["compact_command", "compactions_command", "summaries_command", "summary_tree"]
 
 
-def _result_dict(result: CompactionResult) -> dict[str, Any]:
-    return {
-        "conversation_id": result.conversation_id,
-        "mode": result.mode,
-        "stop_reason": result.stop_reason,
-        "tokens_before": result.tokens_before,
-        "tokens_after": result.tokens_after,
-        "target_tokens": result.target_tokens,
-        "passes": result.passes,
-        "seconds": round(result.seconds, 3),
-        "summaries_by_depth": {str(k): v for k, v in result.by_depth.items()},
-        "summaries_by_level": result.by_level,
-        "summaries": [s.id for s in result.summaries],
-        "trigger": result.trigger,
-        "run_id": result.run_id,
-    }
-
-
 @click.command("compact")
 @click.argument("conversation")
 @click.option(
@@ -68,7 +50,7 @@ async def compact_command(state: CliState, conversation: str, until: int | None,
 
             result = await engine.compact(conversation, mode=mode, target_tokens=until, progress=update)
     if as_json:
-        emit_json(_result_dict(result))
+        emit_json(result.to_dict())
         return
     saved = 1 - result.tokens_after / result.tokens_before if result.tokens_before else 0.0
     table = Table(title=f"Compaction of conversation {result.conversation_id} ({result.mode})", title_justify="left")
@@ -104,7 +86,7 @@ async def summaries_command(state: CliState, conversation: str, as_json: bool) -
     async with await open_engine(state) as engine:
         conv = await engine.conversation(conversation)
         summaries, lineage = await engine.summaries(conv.id)
-        context = await engine.store.get_context(conv.id)
+        context = await engine.context(conv.id)
         zone = engine.zone
     if as_json:
         emit_json(

@@ -14,7 +14,7 @@ Invariants:
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Literal
@@ -22,7 +22,7 @@ from typing import Literal
 from lossless.config import Config
 from lossless.errors import InputError, NotFoundError, check_integer, check_unicode
 from lossless.ports import Store
-from lossless.records import Conversation, Grant, MessageRecord
+from lossless.records import ContextEntry, Conversation, Grant, MessageRecord
 from lossless.sessions import open_session
 
 __all__ = ["Conversations", "SpawnHandle", "conversation_number", "require_text"]
@@ -149,6 +149,14 @@ class Conversations:
             newest = await self.store.get_messages(conv.id, limit=tail, newest_first=True)
             return newest[::-1]
         return await self.store.get_messages(conv.id, after_seq=after_seq, limit=limit)
+
+    async def sizes(self, conversations: Sequence[Conversation]) -> dict[int, tuple[int, int]]:
+        """``{conversation id: (message count, token total)}`` for conversations of this agent."""
+        return await self.store.conversation_sizes([c.id for c in conversations if c.agent_id == self.config.agent_id])
+
+    async def context(self, conversation: int | str) -> list[ContextEntry]:
+        """The conversation's active context items in order: what ``assemble`` chooses from."""
+        return await self.store.get_context((await self.get(conversation)).id)
 
     def forget(self, conversation_id: int) -> bool:
         """Drop every cache entry naming ``conversation_id``; whether there was one."""

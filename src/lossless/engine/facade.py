@@ -194,6 +194,8 @@ class ContextEngine:
     conversation = _Forward("sessions", Conversations.get)
     conversations = _Forward("sessions", Conversations.recent)
     messages = _Forward("sessions", Conversations.messages)
+    context = _Forward("sessions", Conversations.context)
+    conversation_sizes = _Forward("sessions", Conversations.sizes)
 
     async def prepare_subagent_spawn(
         self,

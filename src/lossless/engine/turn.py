@@ -42,7 +42,16 @@ from lossless.interception import Interceptor, PendingFile, write_batch
 from lossless.large_files import file_scope
 from lossless.observability import record, timed
 from lossless.ports import AppendResult, PreparedMessage, Store
-from lossless.records import CompactionTrigger, ContextEntry, IngestResult, Message, MessageRecord, Summary, ToolPart
+from lossless.records import (
+    CompactionTrigger,
+    ContextEntry,
+    IngestResult,
+    JSONValue,
+    Message,
+    MessageRecord,
+    Summary,
+    ToolPart,
+)
 from lossless.retries import retry_conflicts
 from lossless.sessions import SessionPolicy
 from lossless.tokens import RecentCounter, TokenCounter
@@ -69,6 +78,16 @@ class AfterTurnResult:
     #: The exception that kept the turn from being stored (``ingest`` stored nothing), for adapters
     #: that must answer with an error status rather than a success carrying ``error``.
     ingest_failure: Exception | None = field(default=None, repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, JSONValue]:
+        """The JSON every adapter answers a turn with (HTTP, MCP; docs/api.md)."""
+        return {
+            "ingest": self.ingest.to_dict(),
+            "compaction": self.compaction.to_dict() if self.compaction else None,
+            "context_tokens": self.context_tokens,
+            "error": self.error,
+            "decision": self.decision.to_dict() if self.decision else None,
+        }
 
 
 def require_budget(value: object) -> None:
