@@ -17,11 +17,11 @@ Invariants:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from lossless.memory.records import Memory
+from lossless.text import WORD
 
 __all__ = ["MAX_ADDED", "TagQuery", "expand", "holds_tags", "split_tags"]
 
@@ -47,7 +47,6 @@ _GROUPS: tuple[tuple[str, ...], ...] = (
 _SYNONYMS: Mapping[str, tuple[str, ...]] = {
     word: tuple(w for w in group if w != word) for group in _GROUPS for word in group
 }
-_WORD = re.compile(r"[\w\u4e00-\u9fff]+", re.UNICODE)
 _CJK_WORDS = sorted((w for w in _SYNONYMS if not w.isascii()), key=len, reverse=True)
 
 
@@ -91,7 +90,7 @@ def holds_tags(memory: Memory, tags: Sequence[str]) -> bool:
 
 def expand(query: str) -> str:
     """``query`` with at most :data:`MAX_ADDED` synonyms of its words appended (see the module docstring)."""
-    words = [w.lower() for w in _WORD.findall(query)]
+    words = [w.lower() for w in WORD.findall(query)]  # \w covers CJK ideographs too
     words += [w for w in _CJK_WORDS if w in query]
     present = set(words)
     added: list[str] = []
