@@ -46,7 +46,6 @@ from lossless.adapters.service import (
     call_tool,
     check_conversation_ref,
     event_dict,
-    events_with_summaries,
     jsonable,
     messages_from,
     summary_dict,
@@ -566,7 +565,7 @@ async def compactions(
 ) -> dict[str, Any]:
     """The conversation's compaction passes, oldest first (with limit: the newest ones), with their summaries' kind,
     depth and level."""
-    events = await events_with_summaries(engine, check_conversation_ref(conversation), limit)
+    events = await engine.compaction_history(check_conversation_ref(conversation), limit=limit)
     return {"events": [event_dict(e, summary) for e, summary in events]}
 
 

@@ -109,15 +109,6 @@ def summary_dict(summary: Summary, sources: tuple[int | str, ...] = ()) -> dict[
     return out
 
 
-async def events_with_summaries(
-    engine: ContextEngine, conversation: int | str, limit: int | None
-) -> list[tuple[CompactionEvent, Summary | None]]:
-    """The conversation's compaction events (see ``compaction_events``), each with the summary it made."""
-    events = await engine.compaction_events(conversation, limit=limit)
-    found = {s.id: s for s in await engine.store.get_summaries([e.summary_id for e in events])}
-    return [(e, found.get(e.summary_id)) for e in events]
-
-
 def event_dict(event: CompactionEvent, summary: Summary | None) -> dict[str, JSONValue]:
     """A compaction event as JSON, with what its summary says about the pass (kind, depth, level)."""
     return {

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from lossless.adapters.service import event_dict, events_with_summaries
+from lossless.adapters.service import event_dict
 from lossless.cli._common import CliState, emit_json, json_option, open_engine, run_command, stderr, stdout, styled
 from lossless.compaction import CompactionResult, Mode
 from lossless.records import ContextEntry, Summary
@@ -163,7 +163,7 @@ async def compactions_command(state: CliState, conversation: str, limit: int, as
     """List the compaction passes of CONVERSATION, oldest first: when, who asked, what each replaced."""
     async with await open_engine(state) as engine:
         conv = await engine.conversation(conversation)
-        events = await events_with_summaries(engine, conv.id, limit)
+        events = await engine.compaction_history(conv.id, limit=limit)
         zone = engine.zone
     if as_json:
         emit_json({"conversation_id": conv.id, "events": [event_dict(e, summary) for e, summary in events]})

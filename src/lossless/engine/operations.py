@@ -165,6 +165,14 @@ class Operations:
         conv = await self.conversations.get(conversation)
         return await self.store.get_compaction_events(conv.id, limit=limit)
 
+    async def compaction_history(
+        self, conversation: int | str, *, limit: int | None = None
+    ) -> list[tuple[CompactionEvent, Summary | None]]:
+        """:meth:`compaction_events`, each with the summary its pass made (None if it is gone)."""
+        events = await self.compaction_events(conversation, limit=limit)
+        found = {s.id: s for s in await self.store.get_summaries([e.summary_id for e in events])}
+        return [(e, found.get(e.summary_id)) for e in events]
+
     # -------------------------------------------------------------- background jobs
 
     async def run_idle_step(self) -> bool:

@@ -37,6 +37,7 @@ from lossless.retrieval import (
     Retriever,
     SummaryDescription,
 )
+from lossless.retrieval.access import check_grant
 from lossless.retrieval.dag import DEFAULT_MAX_DEPTH
 from lossless.retrieval.expansion import ExpandQueryResult, new_grant_id
 from lossless.retrieval.expansion import expand_query as run_expand_query
@@ -367,6 +368,14 @@ class Recall:
                 "grant", grant_id, f"grants are per agent; this is agent {self.config.agent_id!r} (see --agent)"
             )
         return grant
+
+    async def usable_grant(self, grant_id: str) -> Grant:
+        """Grant ``grant_id`` of this engine's agent if a sub-agent may use it now (``lcm mcp --grant``).
+
+        Refused with :class:`~lossless.retrieval.AccessDenied` when it is another agent's, unknown,
+        revoked or expired.
+        """
+        return await check_grant(self.store, Caller(self.config.agent_id, grant_id=grant_id), self._clock())
 
     async def revoke_expansion_grant(self, grant_id: str, reason: str = "revoked") -> bool:
         """End grant ``grant_id`` now: a sub-agent holding it is refused at its next call.
