@@ -50,8 +50,8 @@ MAX_SENTENCES = 5
 # Weights chosen on the dev split of the recall datasets (benchmarks/memory_quality.py), never on test.
 _PRIOR = 2.0  # the search rank's prior, in units of the rarest question word's weight, over (rank + _PRIOR_K)
 _PRIOR_K = 2.0
-_NEIGHBOUR_PRIOR = 0.5  # share of the prior a turn read only as a hit's neighbour gets
-_SPEAKER_BONUS = 0.5  # a sentence said by the person the question names
+_NEIGHBOUR_PRIOR = 0.25  # share of the prior a turn read only as a hit's neighbour gets
+_SPEAKER_BONUS = 1.0  # a sentence said by the person the question names
 _REPLY = 0.8  # share of a matching question-turn's word score its reply inherits
 _ASKING = 0.6  # a sentence that is itself a question
 _REPEATED = 0.5  # a line found in several candidate messages: × this per extra copy (floor 0.25)
@@ -69,6 +69,10 @@ _WHEN = re.compile(
 _WHO = re.compile(r"^\s*(?:who|whom|whose)\b|\b(?:which|what) (?:person|author|friend|name)\b", re.I)
 _WHERE = re.compile(r"^\s*where\b|\b(?:which|what) (?:city|country|place|town|restaurant|shop)\b", re.I)
 _AMOUNT = re.compile(r"^\s*how (?:long|many|much|old|far|often)\b", re.I)
+_FILE_Q = re.compile(r"\b(?:which|what|in which|in what) (?:file|module|script)\b|\bwhere did we (?:put|add|define)\b", re.I)
+_ERROR_Q = re.compile(r"\b(?:error|errors|fail|failed|fails|failing|wrong|broke|broken|crash(?:ed)?)\b", re.I)
+_FILE = re.compile(r"[\w-]+\.(?:py|go|rs|js|ts|tsx|jsx|java|rb|c|h|cc|cpp|hpp|cs|kt|swift|md|json|ya?ml|toml|sh|sql|txt)\b")
+_ERROR = re.compile(r"\b(?:error|errors|fail|failed|failure|exit code [1-9]\d*|exception|traceback|panic|denied|not found)\b", re.I)
 _TIME = re.compile(
     r"\b(?:yesterday|today|tonight|tomorrow|last|next|ago|this (?:morning|week|month|year|weekend)|"
     r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|march|april|may|june|july|"
@@ -116,7 +120,7 @@ def is_when_question(question: str) -> bool:
 
 
 def question_kind(question: str) -> str:
-    """What ``question`` asks for: ``when``, ``who``, ``where``, ``amount`` or ``what`` (anything else)."""
+    """What ``question`` asks for: ``when``, ``who``, ``where``, ``amount``, ``file``, ``error`` or ``what``."""
     if _WHEN.search(question):
         return "when"
     if _WHO.search(question):
@@ -125,6 +129,10 @@ def question_kind(question: str) -> str:
         return "where"
     if _AMOUNT.search(question):
         return "amount"
+    if _FILE_Q.search(question):
+        return "file"
+    if _ERROR_Q.search(question):
+        return "error"
     return "what"
 
 
@@ -207,6 +215,10 @@ def _typed(kind: str, sentence: _Sentence, question_names: set[str]) -> bool:
         return bool(_TIME.search(sentence.text))
     if kind == "amount":
         return bool(_NUMBER.search(sentence.text))
+    if kind == "file":
+        return bool(_FILE.search(sentence.text))
+    if kind == "error":
+        return bool(_ERROR.search(sentence.text))
     if kind in ("who", "where"):
         return any(name.casefold() not in question_names for name in _NAME.findall(sentence.text))
     return False
@@ -262,9 +274,10 @@ def extractive_answer(
     copies = Counter(u for u in {(s.passage, s.unit.casefold()) for s in sentences})
     repeated = Counter(unit for _, unit in copies)
     words = {s.order: sum(weight[t] for t in s.terms & wanted) for s in sentences}
-    asked: dict[int, float] = {}  # passage → the word score of its question-turn, when it asks one
+    asked: dict[int, float] = {}  # passage → its word score, when it asks a question or calls a tool
     for sentence in sentences:
-        if sentence.text.endswith("?") and words[sentence.order] > 0:
+        calls = passages[sentence.passage].text.startswith("[tool call:")
+        if (calls or sentence.text.endswith("?")) and words[sentence.order] > 0:
             asked[sentence.passage] = max(asked.get(sentence.passage, 0.0), words[sentence.order])
     before = _replies(passages) if ranked else {}
     scored: list[tuple[float, int, _Sentence]] = []
