@@ -44,7 +44,7 @@ from datetime import datetime
 from lossless.memory.statements import format_date, resolve_dates
 from lossless.tokens import TokenCounter
 
-__all__ = ["MAX_SENTENCES", "Passage", "extractive_answer", "is_when_question", "question_kind"]
+__all__ = ["MAX_SENTENCES", "Passage", "extractive_answer", "is_when_question", "question_kind", "readable"]
 
 MAX_SENTENCES = 5
 # Weights chosen on the dev split of the recall datasets (benchmarks/memory_quality.py), never on test.
@@ -312,13 +312,14 @@ def extractive_answer(
     budget = max_tokens - 4
     lines: list[str] = []
     cited: list[str] = []
-    used: set[tuple[str, str]] = set()
+    used: set[str] = set()  # the same words said in several messages are quoted once
     for score, _, sentence in scored:
         if len(lines) == MAX_SENTENCES or score < _KEEP * best:
             break
-        if (sentence.cite, sentence.unit) in used:
+        said = " ".join(_WORD.findall(sentence.unit.casefold()))
+        if said in used:
             continue
-        used.add((sentence.cite, sentence.unit))
+        used.add(said)
         line = _line(sentence, kind == "when")
         cost = counter.count(line) + 1
         if cost > budget:
