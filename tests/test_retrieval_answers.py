@@ -74,7 +74,9 @@ def test_a_when_question_writes_out_the_date_a_relative_time_points_to() -> None
         Passage("msg#2", "Ana: We moved into the new flat last Friday, finally!", DAY),
     ]
     lines = answer("When did Ana move into the new flat?", passages)
-    assert lines[0] == "[msg#2] Ana: We moved into the new flat on Friday, 1 March 2024, finally! (said on 5 March 2024)"
+    assert (
+        lines[0] == "[msg#2] Ana: We moved into the new flat on Friday, 1 March 2024, finally! (said on 5 March 2024)"
+    )
 
 
 def test_small_talk_said_again_and_again_loses_to_the_fact() -> None:
