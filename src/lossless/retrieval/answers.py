@@ -33,6 +33,7 @@ fits ``max_tokens`` (lines that do not fit are left out, never cut); at most
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -69,10 +70,16 @@ _WHEN = re.compile(
 _WHO = re.compile(r"^\s*(?:who|whom|whose)\b|\b(?:which|what) (?:person|author|friend|name)\b", re.I)
 _WHERE = re.compile(r"^\s*where\b|\b(?:which|what) (?:city|country|place|town|restaurant|shop)\b", re.I)
 _AMOUNT = re.compile(r"^\s*how (?:long|many|much|old|far|often)\b", re.I)
-_FILE_Q = re.compile(r"\b(?:which|what|in which|in what) (?:file|module|script)\b|\bwhere did we (?:put|add|define)\b", re.I)
+_FILE_Q = re.compile(
+    r"\b(?:which|what|in which|in what) (?:file|module|script)\b|\bwhere did we (?:put|add|define)\b", re.I
+)
 _ERROR_Q = re.compile(r"\b(?:error|errors|fail|failed|fails|failing|wrong|broke|broken|crash(?:ed)?)\b", re.I)
-_FILE = re.compile(r"[\w-]+\.(?:py|go|rs|js|ts|tsx|jsx|java|rb|c|h|cc|cpp|hpp|cs|kt|swift|md|json|ya?ml|toml|sh|sql|txt)\b")
-_ERROR = re.compile(r"\b(?:error|errors|fail|failed|failure|exit code [1-9]\d*|exception|traceback|panic|denied|not found)\b", re.I)
+_FILE = re.compile(
+    r"[\w-]+\.(?:py|go|rs|js|ts|tsx|jsx|java|rb|c|h|cc|cpp|hpp|cs|kt|swift|md|json|ya?ml|toml|sh|sql|txt)\b"
+)
+_ERROR = re.compile(
+    r"\b(?:error|errors|fail|failed|failure|exit code [1-9]\d*|exception|traceback|panic|denied|not found)\b", re.I
+)
 _TIME = re.compile(
     r"\b(?:yesterday|today|tonight|tomorrow|last|next|ago|this (?:morning|week|month|year|weekend)|"
     r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|march|april|may|june|july|"
@@ -201,11 +208,8 @@ def _sentences(passages: Sequence[Passage]) -> list[_Sentence]:
                 piece = piece[:400].rsplit(" ", 1)[0] + " …"
             unit = whole if len(whole) <= SHORT_MESSAGE_CHARS else piece
             terms = frozenset(_terms(piece))
-            out.append(
-                _Sentence(
-                    len(out), index, passage.cite, speaker, piece, passage.created_at, terms, rank, passage.context, unit
-                )
-            )
+            at = (passage.cite, speaker, piece, passage.created_at, terms, rank, passage.context, unit)
+            out.append(_Sentence(len(out), index, *at))
     return out
 
 
@@ -237,7 +241,7 @@ def _replies(passages: Sequence[Passage]) -> dict[int, int]:
     )
     return {
         index: before[2]
-        for before, (conversation, number, index) in zip(placed, placed[1:], strict=False)
+        for before, (conversation, number, index) in itertools.pairwise(placed)
         if before[0] == conversation and number - before[1] <= 2
     }
 
@@ -253,6 +257,71 @@ def _line(sentence: _Sentence, when: bool) -> str:
     return f"[{sentence.cite}] On {date}, {said}{resolved if moved else sentence.unit}"
 
 
+@dataclass(frozen=True, slots=True)
+class _Question:
+    """What scoring needs to know about the question and the candidates, computed once."""
+
+    weight: dict[str, float]
+    top: float
+    names: set[str]
+    kind: str
+    words: dict[int, float]  # sentence order → the question's words it holds, weighted
+    asked: dict[int, float]  # passage → its word score, when it asks a question or calls a tool
+    before: dict[int, int]  # passage → the turn before it among the passages
+    repeated: Counter[str]  # a line (case folded) → how many candidate messages say it
+
+
+def _understand(question: str, passages: Sequence[Passage], sentences: Sequence[_Sentence], ranked: bool) -> _Question:
+    wanted = _terms(question)
+    frequency: Counter[str] = Counter(t for s in sentences for t in s.terms & wanted)
+    weight = {t: math.log(1 + len(sentences) / (1 + frequency[t])) for t in wanted}
+    words = {s.order: sum(weight[t] for t in s.terms & wanted) for s in sentences}
+    asked: dict[int, float] = {}
+    for sentence in sentences:
+        calls = passages[sentence.passage].text.startswith("[tool call:")
+        if (calls or sentence.text.endswith("?")) and words[sentence.order] > 0:
+            asked[sentence.passage] = max(asked.get(sentence.passage, 0.0), words[sentence.order])
+    # How many candidate messages say the same line: small talk repeats, facts rarely do.
+    copies = {(s.passage, s.unit.casefold()) for s in sentences}
+    return _Question(
+        weight=weight,
+        top=max(weight.values()),
+        names={w.casefold() for w in re.findall(r"\b[A-Z][a-z]+\b", question)},
+        kind=question_kind(question),
+        words=words,
+        asked=asked,
+        before=_replies(passages) if ranked else {},
+        repeated=Counter(unit for _, unit in copies),
+    )
+
+
+def _score(sentence: _Sentence, asking: _Question, passages: Sequence[Passage], ranked: bool) -> float:
+    """How well ``sentence`` answers (0: not at all)."""
+    score = asking.words[sentence.order]
+    previous = asking.before.get(sentence.passage)
+    if previous is not None and previous in asking.asked and not sentence.text.endswith("?"):
+        asker = _SPEAKER.match(passages[previous].text)
+        if asker is None or sentence.speaker != asker.group(1):
+            score += _REPLY * asking.asked[previous]
+    if score <= 0 and len(sentence.terms) < _MIN_TERMS:
+        return 0.0  # "Love that for you." answers nothing, however high the search put it
+    # The passages come best first from the search that found them (by meaning too): its order counts.
+    if ranked:
+        score += (_NEIGHBOUR_PRIOR if sentence.context else 1.0) * _PRIOR * asking.top / (_PRIOR_K + sentence.rank)
+    if score <= 0:
+        return 0.0
+    if sentence.speaker and sentence.speaker.casefold() in asking.names:
+        score += _SPEAKER_BONUS * asking.top
+    if _typed(asking.kind, sentence, asking.names):
+        score *= _TYPED
+    if sentence.text.endswith("?"):
+        score *= _ASKING
+    extra = asking.repeated[sentence.unit.casefold()] - 1
+    if extra > 0:
+        score *= max(0.25, _REPEATED**extra)
+    return score
+
+
 def extractive_answer(
     question: str, passages: Sequence[Passage], counter: TokenCounter, max_tokens: int, *, ranked: bool = True
 ) -> tuple[str, tuple[str, ...]] | None:
@@ -262,49 +331,10 @@ def extractive_answer(
     in conversation order (an expanded summary) and only the question's words count.
     """
     sentences = _sentences(passages)
-    wanted = _terms(question)
-    if not sentences or not wanted:
+    if not sentences or not _terms(question):
         return None
-    frequency: Counter[str] = Counter(t for s in sentences for t in s.terms & wanted)
-    weight = {t: math.log(1 + len(sentences) / (1 + frequency[t])) for t in wanted}
-    names = {w.casefold() for w in re.findall(r"\b[A-Z][a-z]+\b", question)}
-    kind = question_kind(question)
-    top = max(weight.values())
-    # How many candidate messages say the same line: small talk repeats, facts rarely do.
-    copies = Counter(u for u in {(s.passage, s.unit.casefold()) for s in sentences})
-    repeated = Counter(unit for _, unit in copies)
-    words = {s.order: sum(weight[t] for t in s.terms & wanted) for s in sentences}
-    asked: dict[int, float] = {}  # passage → its word score, when it asks a question or calls a tool
-    for sentence in sentences:
-        calls = passages[sentence.passage].text.startswith("[tool call:")
-        if (calls or sentence.text.endswith("?")) and words[sentence.order] > 0:
-            asked[sentence.passage] = max(asked.get(sentence.passage, 0.0), words[sentence.order])
-    before = _replies(passages) if ranked else {}
-    scored: list[tuple[float, int, _Sentence]] = []
-    for sentence in sentences:
-        score = words[sentence.order]
-        previous = before.get(sentence.passage)
-        if previous is not None and previous in asked and not sentence.text.endswith("?"):
-            asker = _SPEAKER.match(passages[previous].text)
-            if asker is None or sentence.speaker != asker.group(1):
-                score += _REPLY * asked[previous]
-        if score <= 0 and len(sentence.terms) < _MIN_TERMS:
-            continue  # "Love that for you." answers nothing, however high the search put it
-        # The passages come best first from the search that found them (by meaning too): its order counts.
-        if ranked:
-            score += (_NEIGHBOUR_PRIOR if sentence.context else 1.0) * _PRIOR * top / (_PRIOR_K + sentence.rank)
-        if score <= 0:
-            continue
-        if sentence.speaker and sentence.speaker.casefold() in names:
-            score += _SPEAKER_BONUS * top
-        if _typed(kind, sentence, names):
-            score *= _TYPED
-        if sentence.text.endswith("?"):
-            score *= _ASKING
-        extra = repeated[sentence.unit.casefold()] - 1
-        if extra > 0:
-            score *= max(0.25, _REPEATED**extra)
-        scored.append((score, sentence.order, sentence))
+    asking = _understand(question, passages, sentences, ranked)
+    scored = [(score, s.order, s) for s in sentences if (score := _score(s, asking, passages, ranked)) > 0]
     if not scored:
         return None
     scored.sort(key=lambda item: (-item[0], item[1]))
@@ -320,7 +350,7 @@ def extractive_answer(
         if said in used:
             continue
         used.add(said)
-        line = _line(sentence, kind == "when")
+        line = _line(sentence, asking.kind == "when")
         cost = counter.count(line) + 1
         if cost > budget:
             continue
