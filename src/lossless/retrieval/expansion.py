@@ -190,7 +190,7 @@ class OfflineExpansionRunner:
             )
         passages: list[Passage] = []
         seen: set[str] = set()
-        for rank, match in enumerate(found.data.get("matches", []) or []):  # type: ignore[union-attr]
+        for rank, match in enumerate(found.data.get("matches", []) or []):  # type: ignore[arg-type]
             assert isinstance(match, dict)
             cite = f"msg#{match['id']}"
             conversation = match.get("conversation_id")
