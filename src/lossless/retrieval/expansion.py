@@ -148,37 +148,30 @@ class OfflineExpansionRunner:
         if not summary_ids and task.query:
             passages, summary_ids = await self._search(task, tools)
         if summary_ids:
-            try:
-                expanded = await tools.call(
-                    "lcm_expand",
-                    {
-                        "summary_ids": list(dict.fromkeys(summary_ids))[:50],
-                        "include_messages": True,
-                        "max_depth": 64,
-                        "all_conversations": True,
-                    },
-                )
-            except AccessDenied:
-                if not passages:
-                    raise
-                expanded = None  # the grant's tokens went to the matches: answer from them
-            if expanded is not None:
-                start = len(passages)
-                for message in expanded.data.get("messages", []) or []:  # type: ignore[union-attr]
-                    assert isinstance(message, dict)
-                    cite = f"msg#{message['message_id']}"
-                    passages.append(_passage(cite, message.get("content"), message.get("created_at"), start))
-                if not expanded.data.get("messages"):
-                    for summary in expanded.data.get("summaries", []) or []:  # type: ignore[union-attr]
-                        assert isinstance(summary, dict)
-                        passages.append(_passage(str(summary["summary_id"]), summary.get("content"), None, start))
+            expanded = await tools.call(
+                "lcm_expand",
+                {
+                    "summary_ids": list(dict.fromkeys(summary_ids))[:50],
+                    "include_messages": True,
+                    "max_depth": 64,
+                    "all_conversations": True,
+                },
+            )
+            for message in expanded.data.get("messages", []) or []:  # type: ignore[union-attr]
+                assert isinstance(message, dict)
+                cite = f"msg#{message['message_id']}"
+                passages.append(_passage(cite, message.get("content"), message.get("created_at")))
+            if not expanded.data.get("messages"):
+                for summary in expanded.data.get("summaries", []) or []:  # type: ignore[union-attr]
+                    assert isinstance(summary, dict)
+                    passages.append(_passage(str(summary["summary_id"]), summary.get("content"), None))
         return self._answer(task, passages, summary_ids)
 
     async def _search(self, task: ExpansionTask, tools: ExpansionTools) -> tuple[list[Passage], list[str]]:
         """The best matches of the question (by meaning and words), each with the turns around it.
 
         The grant's token cap bounds what is read: the search returns as many matches as fit, the best
-        first, and only the best few matching summaries are expanded afterwards.
+        first.  Only when no message matches are the best few matching summaries expanded instead.
         """
         assert task.query is not None
         # By meaning first (the question's own words, so paraphrases are found), else by the query's words.
