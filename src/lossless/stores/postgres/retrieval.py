@@ -50,6 +50,7 @@ from lossless.errors import InputError
 from lossless.ports import SearchRequest, SearchRow
 from lossless.records import Grant
 from lossless.stores.postgres.connection import Connection, Database
+from lossless.stores.postgres.schema import TSV
 from lossless.stores.postgres.statements import aware, chunks, grant_from_row, grant_params
 from lossless.stores.rows import GRANT_COLUMNS
 
@@ -318,6 +319,24 @@ def _row(scope: Literal["messages", "summaries"], values: Sequence[Any], rank: f
     )
 
 
+#: A message's word index computed from its text, for rows the indexer has not reached yet.
+_TSV_OF_TEXT = TSV.replace("content", "t.content")
+
+
+def _split_pending(condition: str, params: list[Any]) -> tuple[str, list[Any]]:
+    """``condition`` over messages as indexed rows OR rows still waiting for their word index.
+
+    Indexed rows (``content_tsv`` set) are answered by the GIN indexes (the trigram one is partial:
+    it holds exactly these rows); waiting rows are found through ``messages_unindexed_idx`` and
+    matched on their word index computed in the query, so nothing committed is missed.
+    """
+    pending = condition.replace("t.content_tsv", _TSV_OF_TEXT)
+    return (
+        f"((t.content_tsv IS NOT NULL AND {condition}) OR (t.content_tsv IS NULL AND {pending}))",
+        [*params, *params],
+    )
+
+
 async def _search(conn: Connection, request: SearchRequest) -> list[SearchRow]:
     table, key, columns, time_from, time_to = _shape(request.scope)
     clauses = ["t.conversation_id = ANY(%s::bigint[])"]
@@ -328,21 +347,29 @@ async def _search(conn: Connection, request: SearchRequest) -> list[SearchRow]:
     if request.before is not None:
         clauses.append(f"{time_to} < %s")
         params.append(aware(request.before))
+    text_clauses: list[str] = []
+    text_params: list[Any] = []
     if request.literals:
         # Exact, case-sensitive fragments: LIKE is answered by the pg_trgm index and re-checked by a
         # byte comparison, far cheaper than the case-insensitive regular expressions below.
         for literal in request.literals:
-            clauses.append("t.content LIKE %s")
-            params.append("%" + like_escape(literal) + "%")
+            text_clauses.append("t.content LIKE %s")
+            text_params.append("%" + like_escape(literal) + "%")
     elif request.trigrams is not None:
         for fragment in parse_trigrams(request.trigrams):
             regex = fragment_regex(fragment)
-            clauses.append("false" if regex is None else "t.content ~ %s")
-            params += [] if regex is None else [regex]
+            text_clauses.append("false" if regex is None else "t.content ~ %s")
+            text_params += [] if regex is None else [regex]
     words = None if request.words is None else await _word_condition(conn, request.words)
     if words is not None:
-        clauses.append(words.where)
-        params += words.where_params
+        text_clauses.append(words.where)
+        text_params += words.where_params
+    if text_clauses:
+        condition, condition_params = " AND ".join(text_clauses), text_params
+        if request.scope == "messages":
+            condition, condition_params = _split_pending(condition, condition_params)
+        clauses.append(condition)
+        params += condition_params
     if request.order == "recency":
         if request.below is not None:
             clauses.append(f"t.{key} < %s")
@@ -352,7 +379,8 @@ async def _search(conn: Connection, request: SearchRequest) -> list[SearchRow]:
         return [_row(request.scope, r, None) for r in await cursor.fetchall()]
     assert words is not None
     # Normalisation 1 divides by 1 + log(length): long texts do not win on length alone (as BM25).
-    rank_sql = "0::real" if words.query is None else f"ts_rank_cd(t.content_tsv, {words.query}, 1)"
+    vector = "t.content_tsv" if request.scope == "summaries" else f"coalesce(t.content_tsv, {_TSV_OF_TEXT})"
+    rank_sql = "0::real" if words.query is None else f"ts_rank_cd({vector}, {words.query}, 1)"
     sql = (
         f"SELECT {columns}, {rank_sql} AS score FROM {table} t WHERE {' AND '.join(clauses)} "
         f"ORDER BY score DESC, t.{key} DESC LIMIT %s OFFSET %s"

@@ -69,6 +69,7 @@ __all__ = [
     "aware",
     "chunks",
     "conversation_from_row",
+    "copy_rows",
     "grant_from_row",
     "grant_params",
     "large_file_from_row",
@@ -210,6 +211,17 @@ def part_params(part: Part, content: str, *, only_part: bool) -> list[Any]:
         if row[i] is not None:
             row[i] = bool(row[i])
     return row
+
+
+async def copy_rows(cursor: Any, target: str, rows: Sequence[Sequence[Any]]) -> None:
+    """``COPY target FROM STDIN`` the ``rows`` (text format: each value adapted by its Python type).
+
+    Text goes through the connection's NUL-escaping dumper like any parameter, so what is stored is
+    exactly what an ``INSERT`` would store; ``target`` is trusted SQL (a table and its columns).
+    """
+    async with cursor.copy(f"COPY {target} FROM STDIN") as copy:
+        for row in rows:
+            await copy.write_row(row)
 
 
 # ---------------------------------------------------------------- read helpers
