@@ -52,9 +52,11 @@ from lossless.stores.postgres.statements import (
     LOCK_CONVERSATION,
     MESSAGE_COLUMNS,
     PART_INSERT,
+    PARTS_OF,
     PARTS_PER_MESSAGE,
     SUMMARY_COLUMNS,
     SUMMARY_INSERT,
+    attach_parts,
     aware,
     chunks,
     conversation_from_row,
@@ -193,7 +195,7 @@ class CoreStatements:
         return conversation_from_row(row)
 
     async def get_conversation(self, conversation_id: int) -> Conversation | None:
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             cursor = await conn.execute(
                 f"SELECT {CONVERSATION_COLUMNS} FROM conversations c WHERE c.conversation_id = %s",
                 (conversation_id,),
@@ -206,7 +208,7 @@ class CoreStatements:
     ) -> Conversation | None:
         if session_id is None and session_key is None:
             raise InputError("find_conversation needs a session_id or a session_key")
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             if session_id is not None:
                 cursor = await conn.execute(
                     f"SELECT {CONVERSATION_COLUMNS} FROM conversations c WHERE c.agent_id = %s AND c.session_id = %s",
@@ -225,7 +227,7 @@ class CoreStatements:
         self, *, agent_id: str | None = None, limit: int = 100, offset: int = 0
     ) -> list[Conversation]:
         where, params = ("WHERE c.agent_id = %s", [agent_id]) if agent_id is not None else ("", [])
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             cursor = await conn.execute(
                 f"SELECT {CONVERSATION_COLUMNS} FROM conversations c {where} "
                 "ORDER BY 11 DESC, c.conversation_id DESC LIMIT %s OFFSET %s",
@@ -239,7 +241,7 @@ class CoreStatements:
         sizes: dict[int, tuple[int, int]] = {}
         if not ids:
             return sizes
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             for chunk in chunks(ids):
                 cursor = await conn.execute(
                     "SELECT conversation_id, count(*), coalesce(sum(token_count), 0) FROM messages "
@@ -307,7 +309,7 @@ class CoreStatements:
         newest_first: bool = False,
     ) -> list[MessageRecord]:
         order = "DESC" if newest_first else "ASC"
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             cursor = await conn.execute(
                 f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = %s AND seq > %s "
                 f"ORDER BY seq {order} LIMIT %s",
@@ -319,18 +321,22 @@ class CoreStatements:
         ids = list(dict.fromkeys(message_ids))
         if not ids:
             return []
-        rows: list[Any] = []
-        async with self._db.transaction() as conn:
+        by_id: dict[int, MessageRecord] = {}
+        async with self._db.read() as conn:
             for chunk in chunks(ids):
-                cursor = await conn.execute(
-                    f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE message_id = ANY(%s::bigint[])", (chunk,)
-                )
-                rows += await cursor.fetchall()
-            by_id = {r.id: r for r in await with_parts(conn, rows)}
+                # The ids are known: messages and their parts in one round trip (one pipeline).
+                async with conn.pipeline():
+                    found = await conn.execute(
+                        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE message_id = ANY(%s::bigint[])", (chunk,)
+                    )
+                    parts = await conn.execute(PARTS_OF, (chunk,))
+                    rows = await found.fetchall()
+                    part_rows = await parts.fetchall()
+                by_id.update((r.id, r) for r in attach_parts(rows, part_rows))
         return [by_id[i] for i in ids if i in by_id]
 
     async def count_messages(self, conversation_id: int) -> int:
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             cursor = await conn.execute("SELECT count(*) FROM messages WHERE conversation_id = %s", (conversation_id,))
             row = await cursor.fetchone()
         return int(row[0]) if row else 0
@@ -348,7 +354,7 @@ class CoreStatements:
     # ------------------------------------------------------------ context
 
     async def get_context_items(self, conversation_id: int) -> list[ContextItem]:
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             cursor = await conn.execute(
                 "SELECT ordinal, item_type, message_id, summary_id FROM context_items "
                 "WHERE conversation_id = %s ORDER BY ordinal",
@@ -358,7 +364,7 @@ class CoreStatements:
         return [ContextItem(conversation_id, r[0], r[1], r[2], r[3]) for r in rows]
 
     async def get_context(self, conversation_id: int) -> list[ContextEntry]:
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             cursor = await conn.execute(_CONTEXT_ENTRIES, {"c": conversation_id})
             rows = await cursor.fetchall()
         return [
@@ -431,7 +437,7 @@ class CoreStatements:
         found: dict[str, Summary] = {}
         if not ids:
             return []
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             for chunk in chunks(ids):
                 cursor = await conn.execute(
                     f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE summary_id = ANY(%s::text[])", (chunk,)
@@ -442,7 +448,7 @@ class CoreStatements:
         return [found[i] for i in ids if i in found]
 
     async def list_summaries(self, conversation_id: int) -> list[Summary]:
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             cursor = await conn.execute(
                 f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE conversation_id = %s ORDER BY summary_rowid",
                 (conversation_id,),
@@ -455,7 +461,7 @@ class CoreStatements:
         parents: dict[str, list[str]] = {}
         if not ids:
             return {}
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             for chunk in chunks(ids):
                 cursor = await conn.execute(
                     "SELECT summary_id, parent_summary_id FROM summary_parents "
@@ -468,7 +474,7 @@ class CoreStatements:
 
     async def get_lineage(self, conversation_id: int) -> dict[str, tuple[int | str, ...]]:
         lineage: dict[str, list[int | str]] = {}
-        async with self._db.transaction() as conn, conn.pipeline():
+        async with self._db.read() as conn, conn.pipeline():
             leaves = await conn.execute(
                 "SELECT sm.summary_id, sm.message_id FROM summary_messages sm "
                 "JOIN summaries s ON s.summary_id = sm.summary_id WHERE s.conversation_id = %s "
@@ -489,7 +495,7 @@ class CoreStatements:
     # ------------------------------------------------------------ bootstrap state
 
     async def find_bootstrap_state(self, agent_id: str, path: str) -> BootstrapState | None:
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             cursor = await conn.execute(
                 "SELECT b.conversation_id, b.last_seen_size, b.last_seen_mtime_ns, b.last_processed_offset, "
                 "b.last_processed_entry_hash, b.last_entry_key, b.updated_at, b.reconciled_seq "
@@ -573,7 +579,7 @@ class CoreStatements:
                 return max(cur.rowcount, 0)
 
     async def get_large_file(self, file_id: str) -> LargeFile | None:
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             cursor = await conn.execute(f"SELECT {FILE_COLUMNS} FROM large_files WHERE file_id = %s", (file_id,))
             row = await cursor.fetchone()
         return None if row is None else large_file_from_row(row)
@@ -581,7 +587,7 @@ class CoreStatements:
     async def list_large_files(
         self, conversation_id: int, *, limit: int | None = None, offset: int = 0
     ) -> list[LargeFile]:
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             cursor = await conn.execute(
                 f"SELECT {FILE_COLUMNS} FROM large_files WHERE conversation_id = %s "
                 "ORDER BY created_at, file_rowid LIMIT %s OFFSET %s",

@@ -228,18 +228,33 @@ class _WordCondition:
     query_params: list[Any]
 
 
-async def _word_condition(conn: Connection, expression: str) -> _WordCondition:
+#: Resolved terms kept per store (a term's ``tsquery`` depends only on its text and the server's
+#: ``english`` configuration); cleared when it reaches this many.
+_RESOLVED_TERMS = 4096
+
+
+async def _resolve_terms(conn: Connection, terms: Sequence[WordTerm], memo: dict[WordTerm, str]) -> list[str]:
+    """Each term's ``tsquery`` as text ('' for stop words only), asking the server only for new terms."""
+    missing = list(dict.fromkeys(t for t in terms if t not in memo))
+    if missing:
+        pieces = [_term_sql(t) for t in missing]
+        cursor = await conn.execute(
+            "SELECT " + ", ".join(sql for sql, _ in pieces),
+            [p for _, params in pieces for p in params],
+        )
+        row = await cursor.fetchone()
+        assert row is not None
+        if len(memo) + len(missing) > _RESOLVED_TERMS:
+            memo.clear()
+        memo.update(zip(missing, (value or "" for value in row), strict=True))
+    return [memo[t] for t in terms]
+
+
+async def _word_condition(conn: Connection, expression: str, memo: dict[WordTerm, str]) -> _WordCondition:
     """Resolve each term to a ``tsquery`` (or, for stop words only, a regex) and combine them."""
     groups = parse_words(expression)
     terms = [t for g in groups for t in g]
-    pieces = [_term_sql(t) for t in terms]
-    cursor = await conn.execute(
-        "SELECT " + ", ".join(sql for sql, _ in pieces),
-        [p for _, params in pieces for p in params],
-    )
-    row = await cursor.fetchone()
-    assert row is not None
-    resolved = iter(row)
+    resolved = iter(await _resolve_terms(conn, terms, memo))
     group_sql: list[str] = []
     group_params: list[Any] = []
     query_groups: list[str] = []
@@ -337,7 +352,7 @@ def _split_pending(condition: str, params: list[Any]) -> tuple[str, list[Any]]:
     )
 
 
-async def _search(conn: Connection, request: SearchRequest) -> list[SearchRow]:
+async def _search(conn: Connection, request: SearchRequest, memo: dict[WordTerm, str]) -> list[SearchRow]:
     table, key, columns, time_from, time_to = _shape(request.scope)
     clauses = ["t.conversation_id = ANY(%s::bigint[])"]
     params: list[Any] = [list(request.conversation_ids)]
@@ -360,7 +375,7 @@ async def _search(conn: Connection, request: SearchRequest) -> list[SearchRow]:
             regex = fragment_regex(fragment)
             text_clauses.append("false" if regex is None else "t.content ~ %s")
             text_params += [] if regex is None else [regex]
-    words = None if request.words is None else await _word_condition(conn, request.words)
+    words = None if request.words is None else await _word_condition(conn, request.words, memo)
     if words is not None:
         text_clauses.append(words.where)
         text_params += words.where_params
@@ -396,6 +411,8 @@ class RetrievalStatements:
     """Search, DAG lookups and grants of :class:`~lossless.ports.Store` (see the module docstring)."""
 
     _db: Database
+    #: Word terms already resolved to their ``tsquery`` (see :func:`_resolve_terms`).
+    _tsqueries: dict[WordTerm, str]
 
     async def search(self, request: SearchRequest) -> list[SearchRow]:
         """One page of candidates (see :meth:`lossless.ports.Store.search`)."""
@@ -403,14 +420,14 @@ class RetrievalStatements:
             return []
         if request.order == "relevance" and request.words is None:
             raise InputError("relevance order needs a word query")
-        async with self._db.transaction() as conn:
-            return await _search(conn, request)
+        async with self._db.read() as conn:
+            return await _search(conn, request, self._tsqueries)
 
     # ------------------------------------------------------------ the DAG
 
     async def get_summary_messages(self, summary_ids: Sequence[str]) -> dict[str, tuple[int, ...]]:
         found: dict[str, list[int]] = {}
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             for chunk in chunks(list(dict.fromkeys(summary_ids))):
                 cursor = await conn.execute(
                     "SELECT summary_id, message_id FROM summary_messages WHERE summary_id = ANY(%s::text[]) "
@@ -423,7 +440,7 @@ class RetrievalStatements:
 
     async def get_summary_children(self, summary_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
         found: dict[str, list[str]] = {}
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             for chunk in chunks(list(dict.fromkeys(summary_ids))):
                 cursor = await conn.execute(
                     "SELECT sp.parent_summary_id, sp.summary_id FROM summary_parents sp "
@@ -436,7 +453,7 @@ class RetrievalStatements:
         return {k: tuple(v) for k, v in found.items()}
 
     async def list_conversation_links(self, agent_id: str) -> list[tuple[int, int | None, str | None]]:
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             cursor = await conn.execute(
                 "SELECT conversation_id, parent_conversation_id, session_key FROM conversations "
                 "WHERE agent_id = %s ORDER BY conversation_id",

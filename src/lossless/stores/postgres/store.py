@@ -55,6 +55,7 @@ class PostgresStore(CoreStatements, RetrievalStatements, MaintenanceStatements, 
         self._db = database
         self.url = database.url
         self._indexer = WordIndexer(database.url)
+        self._tsqueries = {}
 
     @classmethod
     async def open(cls, url: str, *, pool_size: int = 8, lock_timeout_ms: int = 10_000) -> PostgresStore:
