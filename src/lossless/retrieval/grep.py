@@ -378,6 +378,9 @@ async def _search_scope(
     seen: set[int] = set()
     below: int | None = None
     offset = 0
+    # Every row a word query returns is a hit (its matcher only places the snippet): one row past
+    # the limit tells whether there are more.  Rows a matcher may still reject come a page at a time.
+    page = _PAGE if plan.exact else options.limit + 1
     while True:
         request = SearchRequest(
             scope=scope,
@@ -388,7 +391,7 @@ async def _search_scope(
             since=options.since,
             before=options.before,
             order="relevance" if relevance else "recency",
-            limit=_PAGE,
+            limit=page,
             below=below,
             offset=offset,
         )
@@ -415,10 +418,10 @@ async def _search_scope(
                     rank=row.rank,
                 )
             )
-        if len(rows) < _PAGE or not rows:
+        if len(rows) < page or not rows:
             return hits, False
         if relevance:
-            offset += _PAGE
+            offset += page
         else:
             below = min(r.key for r in rows)
 

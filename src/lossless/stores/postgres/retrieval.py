@@ -338,18 +338,22 @@ def _row(scope: Literal["messages", "summaries"], values: Sequence[Any], rank: f
 _TSV_OF_TEXT = TSV.replace("content", "t.content")
 
 
-def _split_pending(condition: str, params: list[Any]) -> tuple[str, list[Any]]:
-    """``condition`` over messages as indexed rows OR rows still waiting for their word index.
+def _arms(scope: str, condition: str | None, params: list[Any]) -> list[tuple[str | None, list[Any], str]]:
+    """(text condition, its parameters, word-index expression) of each part of a search.
 
-    Indexed rows (``content_tsv`` set) are answered by the GIN indexes (the trigram one is partial:
-    it holds exactly these rows); waiting rows are found through ``messages_unindexed_idx`` and
-    matched on their word index computed in the query, so nothing committed is missed.
+    Summaries are one part.  Messages are two, answered apart and merged (``UNION ALL``): rows
+    indexed already, through the GIN indexes (the trigram one is partial and holds exactly these
+    rows; the word condition is then the index's own, so no row's ``tsvector`` is re-read), and rows
+    still waiting for the indexer, found through ``messages_unindexed_idx`` and matched on their
+    word index computed in the query — nothing committed is missed.
     """
-    pending = condition.replace("t.content_tsv", _TSV_OF_TEXT)
-    return (
-        f"((t.content_tsv IS NOT NULL AND {condition}) OR (t.content_tsv IS NULL AND {pending}))",
-        [*params, *params],
-    )
+    if scope == "summaries" or condition is None:
+        vector = "t.content_tsv" if scope == "summaries" else f"coalesce(t.content_tsv, {_TSV_OF_TEXT})"
+        return [(condition, params, vector)]
+    return [
+        (f"t.content_tsv IS NOT NULL AND {condition}", params, "t.content_tsv"),
+        (f"t.content_tsv IS NULL AND {condition.replace('t.content_tsv', _TSV_OF_TEXT)}", params, _TSV_OF_TEXT),
+    ]
 
 
 async def _search(conn: Connection, request: SearchRequest, memo: dict[WordTerm, str]) -> list[SearchRow]:
@@ -362,6 +366,9 @@ async def _search(conn: Connection, request: SearchRequest, memo: dict[WordTerm,
     if request.before is not None:
         clauses.append(f"{time_to} < %s")
         params.append(aware(request.before))
+    if request.order == "recency" and request.below is not None:
+        clauses.append(f"t.{key} < %s")
+        params.append(request.below)
     text_clauses: list[str] = []
     text_params: list[Any] = []
     if request.literals:
@@ -379,28 +386,37 @@ async def _search(conn: Connection, request: SearchRequest, memo: dict[WordTerm,
     if words is not None:
         text_clauses.append(words.where)
         text_params += words.where_params
-    if text_clauses:
-        condition, condition_params = " AND ".join(text_clauses), text_params
-        if request.scope == "messages":
-            condition, condition_params = _split_pending(condition, condition_params)
-        clauses.append(condition)
-        params += condition_params
+    condition = " AND ".join(text_clauses) if text_clauses else None
+    arms = _arms(request.scope, condition, text_params)
     if request.order == "recency":
-        if request.below is not None:
-            clauses.append(f"t.{key} < %s")
-            params.append(request.below)
-        sql = f"SELECT {columns} FROM {table} t WHERE {' AND '.join(clauses)} ORDER BY t.{key} DESC LIMIT %s"
-        cursor = await conn.execute(sql, [*params, request.limit])
+        selects: list[str] = []
+        sql_params: list[Any] = []
+        for arm, arm_params, _ in arms:
+            where = " AND ".join([*clauses, *([arm] if arm else [])])
+            selects.append(f"(SELECT {columns} FROM {table} t WHERE {where} ORDER BY t.{key} DESC LIMIT %s)")
+            sql_params += [*params, *arm_params, request.limit]
+        sql = (
+            selects[0]
+            if len(selects) == 1
+            else f"SELECT * FROM ({' UNION ALL '.join(selects)}) u ORDER BY 1 DESC LIMIT %s"
+        )
+        cursor = await conn.execute(sql, sql_params if len(selects) == 1 else [*sql_params, request.limit])
         return [_row(request.scope, r, None) for r in await cursor.fetchall()]
     assert words is not None
-    # Normalisation 1 divides by 1 + log(length): long texts do not win on length alone (as BM25).
-    vector = "t.content_tsv" if request.scope == "summaries" else f"coalesce(t.content_tsv, {_TSV_OF_TEXT})"
-    rank_sql = "0::real" if words.query is None else f"ts_rank_cd({vector}, {words.query}, 1)"
-    sql = (
-        f"SELECT {columns}, {rank_sql} AS score FROM {table} t WHERE {' AND '.join(clauses)} "
-        f"ORDER BY score DESC, t.{key} DESC LIMIT %s OFFSET %s"
-    )
-    cursor = await conn.execute(sql, [*words.query_params, *params, request.limit, max(0, request.offset)])
+    offset = max(0, request.offset)
+    selects = []
+    sql_params = []
+    for arm, arm_params, vector in arms:
+        # Normalisation 1 divides by 1 + log(length): long texts do not win on length alone (as BM25).
+        rank_sql = "0::real" if words.query is None else f"ts_rank_cd({vector}, {words.query}, 1)"
+        where = " AND ".join([*clauses, *([arm] if arm else [])])
+        selects.append(
+            f"(SELECT {columns}, {rank_sql} AS score FROM {table} t WHERE {where} "
+            f"ORDER BY score DESC, t.{key} DESC LIMIT %s)"
+        )
+        sql_params += [*(words.query_params if words.query else []), *params, *arm_params, offset + request.limit]
+    sql = f"SELECT * FROM ({' UNION ALL '.join(selects)}) u ORDER BY 9 DESC, 1 DESC LIMIT %s OFFSET %s"
+    cursor = await conn.execute(sql, [*sql_params, request.limit, offset])
     return [_row(request.scope, r, -float(r[8])) for r in await cursor.fetchall()]
 
 
