@@ -12,9 +12,13 @@ Invariants:
   the indexer only makes them cheap to find.  A message's text never changes, so a ``content_tsv``
   once set stays right.
 * **Any number of indexers share the work without overlap**: each batch claims its rows with
-  ``FOR UPDATE SKIP LOCKED`` (in ``message_id`` order) and sets them in one ``UPDATE``; a claim
-  waits for no lock, and the row locks it takes (``FOR UPDATE`` on messages only) conflict with no
-  writer's lock order (appends insert, foreign keys take ``KEY SHARE``).
+  ``FOR NO KEY UPDATE SKIP LOCKED`` (in ``message_id`` order) and sets them in one ``UPDATE`` (one
+  statement, so it commits or not as a whole); a claim waits for no lock, so it can be in no
+  deadlock, and its row locks do not block the ``KEY SHARE`` locks that foreign-key checks take
+  (compaction linking a summary to the message); only a delete of the row waits, for one batch.
+* **Statistics follow a bulk load**: a run that indexed :data:`ANALYZE_AFTER` rows or more ends
+  with ``ANALYZE messages`` (as does :meth:`~lossless.stores.postgres.store.PostgresStore.wait_indexed`),
+  so the planner does not keep counting long-indexed rows as waiting.
 * **Rows left behind are picked up**: a store that finds unindexed rows when it opens, or appends
   any, wakes its indexer, which works until none is left that it can claim, and looks again every
   :data:`IDLE_SECONDS` while its store is open (rows of an ``atomic()`` block are visible only
@@ -31,7 +35,16 @@ from typing import Any
 
 from lossless.stores.postgres.schema import TSV
 
-__all__ = ["BATCH", "CLAIM_BATCH", "IDLE_SECONDS", "WordIndexer"]
+__all__ = [
+    "ANALYZE",
+    "ANALYZE_AFTER",
+    "ANY_UNINDEXED",
+    "BATCH",
+    "CLAIM_BATCH",
+    "COUNT_UNINDEXED",
+    "IDLE_SECONDS",
+    "WordIndexer",
+]
 
 #: Rows indexed per transaction.
 BATCH = 500
@@ -42,12 +55,19 @@ IDLE_SECONDS = 2.0
 CLAIM_BATCH = f"""
 WITH batch AS (
     SELECT message_id FROM messages WHERE content_tsv IS NULL ORDER BY message_id LIMIT %s
-    FOR UPDATE SKIP LOCKED
+    FOR NO KEY UPDATE SKIP LOCKED
 )
 UPDATE messages SET content_tsv = {TSV} FROM batch WHERE messages.message_id = batch.message_id
 """
+#: After indexing this many rows in one go, refresh the planner's statistics of ``messages``: taken
+#: during a bulk load, they would still count most rows as unindexed, and searches would then scan
+#: the table for the few rows really waiting instead of using ``messages_unindexed_idx``.
+ANALYZE_AFTER = 10_000
+ANALYZE = "ANALYZE messages"
 #: Whether any row still waits (claimed by another indexer or not).
 ANY_UNINDEXED = "SELECT EXISTS (SELECT 1 FROM messages WHERE content_tsv IS NULL)"
+#: How many rows wait.
+COUNT_UNINDEXED = "SELECT count(*) FROM messages WHERE content_tsv IS NULL"
 
 
 class WordIndexer:
@@ -89,10 +109,14 @@ class WordIndexer:
                 if conn is None or conn.closed:
                     conn = psycopg.connect(self._url, autocommit=True, connect_timeout=10)
                 self._wake.clear()
+                indexed = 0
                 while not self._stop.is_set():
                     done = conn.execute(CLAIM_BATCH, (BATCH,)).rowcount  # one statement: atomic
+                    indexed += max(done, 0)
                     if done < BATCH:
                         break
+                if indexed >= ANALYZE_AFTER:
+                    conn.execute(ANALYZE)
                 pause = 0.5
                 self._wake.wait(IDLE_SECONDS)
             except Exception:  # the server went away, the database was dropped: retry later

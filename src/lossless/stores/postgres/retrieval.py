@@ -400,7 +400,10 @@ async def _search(conn: Connection, request: SearchRequest, memo: dict[WordTerm,
             if len(selects) == 1
             else f"SELECT * FROM ({' UNION ALL '.join(selects)}) u ORDER BY 1 DESC LIMIT %s"
         )
-        cursor = await conn.execute(sql, sql_params if len(selects) == 1 else [*sql_params, request.limit])
+        # Never a prepared (generic) plan: the best plan depends on the pattern's selectivity.
+        cursor = await conn.execute(
+            sql, sql_params if len(selects) == 1 else [*sql_params, request.limit], prepare=False
+        )
         return [_row(request.scope, r, None) for r in await cursor.fetchall()]
     assert words is not None
     offset = max(0, request.offset)
@@ -416,7 +419,7 @@ async def _search(conn: Connection, request: SearchRequest, memo: dict[WordTerm,
         )
         sql_params += [*(words.query_params if words.query else []), *params, *arm_params, offset + request.limit]
     sql = f"SELECT * FROM ({' UNION ALL '.join(selects)}) u ORDER BY 9 DESC, 1 DESC LIMIT %s OFFSET %s"
-    cursor = await conn.execute(sql, [*sql_params, request.limit, offset])
+    cursor = await conn.execute(sql, [*sql_params, request.limit, offset], prepare=False)
     return [_row(request.scope, r, -float(r[8])) for r in await cursor.fetchall()]
 
 

@@ -34,7 +34,15 @@ import anyio
 from lossless.stores.postgres.blobs import DatabaseBlobStore
 from lossless.stores.postgres.connection import Database
 from lossless.stores.postgres.core import CoreStatements
-from lossless.stores.postgres.indexer import ANY_UNINDEXED, BATCH, CLAIM_BATCH, WordIndexer
+from lossless.stores.postgres.indexer import (
+    ANALYZE,
+    ANALYZE_AFTER,
+    ANY_UNINDEXED,
+    BATCH,
+    CLAIM_BATCH,
+    COUNT_UNINDEXED,
+    WordIndexer,
+)
 from lossless.stores.postgres.maintenance import MaintenanceStatements
 from lossless.stores.postgres.retrieval import RetrievalStatements
 from lossless.stores.postgres.summaries import SummaryRewrites
@@ -63,7 +71,7 @@ class PostgresStore(CoreStatements, RetrievalStatements, MaintenanceStatements, 
         database = Database(url, max_size=pool_size, lock_timeout_ms=lock_timeout_ms)
         await database.open()
         store = cls(database)
-        async with database.transaction() as conn:
+        async with database.read() as conn:
             row = await (await conn.execute(ANY_UNINDEXED)).fetchone()
         if row is not None and row[0]:
             store._indexer.notify()  # rows another process appended and did not index yet
@@ -97,13 +105,18 @@ class PostgresStore(CoreStatements, RetrievalStatements, MaintenanceStatements, 
 
         Searches never need this (they read unindexed rows too); it is for measuring and inspecting.
         """
+        async with self._db.read() as conn:
+            row = await (await conn.execute(COUNT_UNINDEXED)).fetchone()
+        indexed = int(row[0]) if row else 0  # by this call or by an indexer meanwhile
         while True:
-            async with self._db.transaction() as conn:
+            async with self._db.read() as conn:
                 done = (await conn.execute(CLAIM_BATCH, (BATCH,))).rowcount
-            if done:
+            if done > 0:
                 continue
-            async with self._db.transaction() as conn:
+            async with self._db.read() as conn:
                 row = await (await conn.execute(ANY_UNINDEXED)).fetchone()
+                if (row is None or not row[0]) and indexed >= ANALYZE_AFTER:
+                    await conn.execute(ANALYZE)
             if row is None or not row[0]:
                 return
             await anyio.sleep(0.01)  # the rows left are being indexed by another indexer right now
