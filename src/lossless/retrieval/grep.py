@@ -33,6 +33,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
+import anyio
+
 from lossless.errors import InputError, check_unicode
 from lossless.ports import SearchRequest, SearchRow, Store
 from lossless.records import JSONValue, format_timestamp
@@ -426,6 +428,25 @@ async def _search_scope(
             below = min(r.key for r in rows)
 
 
+async def _search_scopes(
+    store: Store,
+    options: GrepOptions,
+    plan: _Plan,
+    scopes: list[Literal["messages", "summaries"]],
+    conversation_ids: tuple[int, ...],
+) -> tuple[list[GrepHit], bool]:
+    """The hits of each scope, in ``scopes`` order, and whether any has more; the scopes are searched at once."""
+    results: dict[str, tuple[list[GrepHit], bool]] = {}
+
+    async def one(scope: Literal["messages", "summaries"]) -> None:
+        results[scope] = await _search_scope(store, options, plan, scope, conversation_ids)
+
+    async with anyio.create_task_group() as group:
+        for scope in scopes:
+            group.start_soon(one, scope)
+    return [hit for scope in scopes for hit in results[scope][0]], any(results[scope][1] for scope in scopes)
+
+
 async def grep(store: Store, options: GrepOptions, conversation_ids: tuple[int, ...]) -> GrepResult:
     """Search ``conversation_ids`` (already checked against the caller's reach) as ``options`` say.
 
@@ -442,12 +463,7 @@ async def grep(store: Store, options: GrepOptions, conversation_ids: tuple[int, 
     scopes: list[Literal["messages", "summaries"]] = (
         ["messages", "summaries"] if options.scope == "both" else [options.scope]
     )
-    found: list[GrepHit] = []
-    more = False
-    for scope in scopes:
-        hits, extra = await _search_scope(store, options, plan, scope, conversation_ids)
-        found += hits
-        more = more or extra
+    found, more = await _search_scopes(store, options, plan, scopes, conversation_ids)
     if len(scopes) > 1:
         if options.sort == "relevance" and plan.words is not None:
             ordered = sorted(found, key=lambda h: h.rank if h.rank is not None else 0.0)
@@ -484,12 +500,7 @@ async def _any_word(
     query = FullTextQuery(tuple((Term(w),) for w in words))
     ranked = replace(options, sort="relevance")
     plan = _Plan(words=query.fts_expression(), matcher=_term_locator(query, exact=False), exact=False)
-    found: list[GrepHit] = []
-    more = False
-    for scope in scopes:
-        hits, extra = await _search_scope(store, ranked, plan, scope, conversation_ids)
-        found += hits
-        more = more or extra
+    found, more = await _search_scopes(store, ranked, plan, scopes, conversation_ids)
     if len(scopes) > 1:
         found.sort(key=lambda h: h.rank if h.rank is not None else 0.0)
         more = more or len(found) > options.limit
