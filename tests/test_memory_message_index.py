@@ -181,3 +181,26 @@ async def test_without_the_extra_the_idle_build_stops_quietly(config: Config, mo
         assert found.hits  # everything else works
     finally:
         await engine.dispose()
+
+
+async def test_vector_states_follow_every_change_of_the_vectors(store: Store) -> None:
+    """Counts and revision move with vectors written and with the conversation's deletion (cascades)."""
+    assert isinstance(store, SearchVectorStore)
+    embedder = HashEmbedder()
+    a = await _messages(store, "a", ["the nightly backup failed", "lunch was great"])
+    b = await _messages(store, "b", ["the deploy went out"])
+    before = (await store.vector_states(embedder.model, "messages", [a]))[a]
+    assert (before.indexed, before.total, before.rows) == (0, 2, 0)
+    await VectorBuilder(store, embedder).run()
+    states = await store.vector_states(embedder.model, "messages", [a, b])
+    assert (states[a].indexed, states[a].rows, states[b].indexed) == (2, 2, 1)
+    assert (states[a].rows, states[a].revision) != (before.rows, before.revision)
+    totals = await store.vector_totals(embedder.model, "messages")
+    assert (totals.indexed, totals.rows) == (3, 3)
+    from lossless.ports import RetentionStore
+
+    if isinstance(store, RetentionStore):
+        assert await store.delete_conversations([a]) == 1
+        assert a not in await store.vector_states(embedder.model, "messages", [a, b])
+        totals = await store.vector_totals(embedder.model, "messages")
+        assert (totals.indexed, totals.total, totals.rows) == (1, 1, 1)
