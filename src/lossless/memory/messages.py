@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
 from lossless.errors import InputError, StoreError
+from lossless.memory.message_index import index_model
 from lossless.memory.service import MemoryService
 from lossless.memory.vector_blocks import VectorBlocks
 from lossless.memory.vectors import to_blob
@@ -83,7 +84,8 @@ class MessageSearch:
 
     @property
     def model(self) -> str:
-        return self.memory.embedder.model
+        """The name the vectors are stored under (the embedder's model and the index format version)."""
+        return index_model(self.memory.embedder.model)
 
     async def _states(
         self, source: VectorSource, conversation_ids: Sequence[int], *, keep: bool = False

@@ -78,7 +78,10 @@ class VectorBlocks:
     def update(
         self, loaded: Mapping[int, tuple[Version, Sequence[tuple[int | str, bytes]]]], gone: Sequence[int] = ()
     ) -> None:
-        """Replace the blocks of ``loaded`` (conversation → (version, (key, vector blob) by key and chunk)); drop ``gone``."""
+        """Replace the blocks of ``loaded`` and drop those of ``gone``.
+
+        ``loaded`` maps a conversation to its version and its ``(key, vector blob)`` rows, by key and chunk.
+        """
         np = _numpy()
         drop = set(gone) | set(loaded)
         parts: list[tuple[int, Version, Any, list[str], Any]] = []  # (conversation, version, rows, keys, owner)
@@ -86,9 +89,8 @@ class VectorBlocks:
             if conversation_id in drop:
                 continue
             owner = self.owner[span.start : span.end] - span.first
-            parts.append(
-                (conversation_id, span.version, self.matrix[span.start : span.end], self.keys[span.first : span.last], owner)
-            )
+            rows = self.matrix[span.start : span.end]
+            parts.append((conversation_id, span.version, rows, self.keys[span.first : span.last], owner))
         dim = self.matrix.shape[1] if self.matrix.shape[0] else 0
         for conversation_id, (version, rows) in loaded.items():
             keys: list[str] = []

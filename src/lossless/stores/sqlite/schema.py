@@ -449,6 +449,7 @@ _V16 = (
 #: with the transcript (live ingest that the file may still catch up with).
 _V20 = ("ALTER TABLE conversation_bootstrap_state ADD COLUMN reconciled_seq INTEGER",)
 
+
 def _counted(source: str, table: str) -> tuple[str, ...]:
     """Triggers that keep ``vector_counts`` in step with one vector table (inserts, deletes, cascades)."""
     return (

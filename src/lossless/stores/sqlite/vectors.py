@@ -64,7 +64,6 @@ def put(conn: sqlite3.Connection, model: str, source: VectorSource, items: Seque
 def states(
     conn: sqlite3.Connection, model: str, source: VectorSource, conversation_ids: Sequence[int]
 ) -> dict[int, VectorState]:
-    _, _, items, _ = _TABLES[source]
     out: dict[int, VectorState] = {}
     for chunk in chunks(list(dict.fromkeys(conversation_ids))):
         marks = ",".join("?" * len(chunk))
@@ -74,9 +73,8 @@ def states(
             )
             total_sql += f"FROM conversations c WHERE conversation_id IN ({marks})"
         else:
-            total_sql = (
-                "SELECT conversation_id, (SELECT count(*) FROM summaries s WHERE s.conversation_id = c.conversation_id) "
-            )
+            total_sql = "SELECT conversation_id, "
+            total_sql += "(SELECT count(*) FROM summaries s WHERE s.conversation_id = c.conversation_id) "
             total_sql += f"FROM conversations c WHERE conversation_id IN ({marks})"
         # every conversation that exists has a total row (possibly 0 or NULL); vectors are counted by triggers
         totals = {r[0]: r[1] or 0 for r in conn.execute(total_sql, tuple(chunk)).fetchall()}
