@@ -21,7 +21,7 @@ from lossless.memory.messages import MessageSearch
 from lossless.memory.scopes import Caller
 from lossless.memory.service import MemoryService
 from lossless.memory.vectors import chunk_text as numpy_chunk_text
-from lossless.ports import PreparedMessage, SearchVectorStore, Store
+from lossless.ports import ItemVectors, PreparedMessage, SearchVectorStore, Store
 from lossless.records import utcnow
 from lossless.stores import memory_store_for
 
@@ -219,3 +219,23 @@ async def test_vector_states_follow_every_change_of_the_vectors(store: Store) ->
         assert a not in await store.vector_states(index_model(embedder.model), "messages", [a, b])
         totals = await store.vector_totals(index_model(embedder.model), "messages")
         assert (totals.indexed, totals.total, totals.rows) == (1, 1, 1)
+
+
+async def test_an_upgraded_index_format_is_rebuilt_and_the_old_one_given_back(store: Store) -> None:
+    assert isinstance(store, SearchVectorStore)
+    embedder = HashEmbedder()
+    a = await _messages(store, "a", ["the nightly backup failed", "lunch was great"])
+    # vectors of the format before (stored under the bare model name), and of another model
+    old = [ItemVectors(m.id, a, (to_unit_blob(embedder.vector(m.content)),)) for m in await store.get_messages(a)]
+    await store.put_item_vectors(embedder.model, "messages", old)
+    await store.put_item_vectors("another-model", "messages", old[:1])
+    builder = VectorBuilder(store, embedder)
+    assert builder.model == index_model(embedder.model) != embedder.model
+    assert (await builder.progress([a])).indexed == 0  # the new format starts empty: all is built again
+    await builder.run()
+    assert (await builder.progress([a])).done
+    states = await store.vector_states(embedder.model, "messages", [a])
+    if hasattr(store, "drop_item_vectors"):  # SQLite gives the old format's space back once built
+        assert states[a].rows == 0 and states[a].indexed == 0
+    other = await store.vector_states("another-model", "messages", [a])
+    assert other[a].indexed == 1  # another model's vectors are kept

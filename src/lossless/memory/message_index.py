@@ -27,7 +27,9 @@ Invariants:
 * **Versioned.**  Vectors are stored under :func:`index_model` (the embedder's model plus the
   index format version :data:`INDEX_VERSION`), so a change of format is a new model to the store:
   the background build (and ``lcm index``) re-embeds everything, and a search in the meantime
-  answers from what is built plus keywords, with a note, as during any build.
+  answers from what is built plus keywords, with a note, as during any build.  Once the new
+  format is built, the old format's vectors of the same model are deleted a batch per step
+  (where the store can; SQLite).
 * Progress is measured, not guessed: :meth:`VectorBuilder.progress` counts indexed and total items
   in the store, and the ETA comes from the throughput of this builder's own batches.
 """
@@ -129,6 +131,7 @@ class VectorBuilder:
     _prepared: set[str] = field(default_factory=set)
     _written_in_pass: int = 0
     _last_rescan: float = field(default_factory=time.monotonic)
+    _old_formats_gone: bool = False
 
     @property
     def model(self) -> str:
@@ -148,6 +151,8 @@ class VectorBuilder:
             if done:
                 self._written_in_pass += done
                 return done
+        # Built: now the space of an earlier index format of this model is given back, a batch per step.
+        await self._forget_old_formats()
         # The next pass starts where this one ended (new rows have higher ids), and from the start again
         # every RESCAN_S: that catches rows committed out of id order and summaries rewritten in place.
         now = time.monotonic()
@@ -164,6 +169,24 @@ class VectorBuilder:
             if refresh is not None:
                 await refresh()
         return 0
+
+    async def _forget_old_formats(self) -> int:
+        """Delete a batch of this embedder's vectors of another index format (where the store can).
+
+        Returns how many rows went; 0 once none are left (then it is not asked again in this process).
+        """
+        if self._old_formats_gone:
+            return 0
+        drop = getattr(self.store, "drop_item_vectors", None)
+        listed = getattr(self.store, "vector_models", None)
+        if drop is None or listed is None:
+            self._old_formats_gone = True
+            return 0
+        base = self.embedder.model
+        stale = [m for m in await listed() if m != self.model and (m == base or m.startswith(f"{base}+ctx"))]
+        dropped = int(await drop(stale)) if stale else 0
+        self._old_formats_gone = dropped == 0
+        return dropped
 
     async def _step(self, source: VectorSource) -> int:
         cursor = self._cursors.setdefault(source, _Cursor())

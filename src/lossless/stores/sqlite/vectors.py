@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from lossless.ports import ItemVectors, VectorSource, VectorState, VectorTodo
 from lossless.stores.sqlite.statements import chunks
 
-__all__ = ["load", "put", "states", "todo", "totals"]
+__all__ = ["drop", "load", "models", "put", "states", "todo", "totals"]
 
 # (vector table, key column, item table, row column)
 _TABLES = {
@@ -113,3 +113,23 @@ def totals(conn: sqlite3.Connection, model: str, source: VectorSource) -> Vector
         (source, model),
     ).fetchone()
     return VectorState(int(indexed), int(total), int(rows))
+
+
+def models(conn: sqlite3.Connection) -> list[str]:
+    return [r[0] for r in conn.execute("SELECT DISTINCT model FROM vector_counts WHERE rows > 0 OR indexed > 0")]
+
+
+def drop(conn: sqlite3.Connection, model_names: Sequence[str], limit: int) -> int:
+    """Delete up to ``limit`` rows of these models, messages' first (the triggers count them down)."""
+    deleted = 0
+    for vectors, key, _, _ in _TABLES.values():
+        for model in model_names:
+            if deleted >= limit:
+                return deleted
+            done = conn.execute(
+                f"DELETE FROM {vectors} WHERE ({key}, model, chunk) IN "
+                f"(SELECT {key}, model, chunk FROM {vectors} WHERE model = ? LIMIT ?)",
+                (model, limit - deleted),
+            )
+            deleted += max(0, done.rowcount)  # the statement's own rows, not the triggers' updates
+    return deleted
