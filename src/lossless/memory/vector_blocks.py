@@ -59,12 +59,12 @@ class VectorBlocks:
     """Every loaded conversation's chunk vectors of one model and source, as one matrix."""
 
     def __init__(self) -> None:
-        np = _numpy()
-        self.matrix: npt.NDArray[np.float32] = np.zeros((0, 0), dtype=np.float32)
+        xp = _numpy()
+        self.matrix: npt.NDArray[np.float32] = xp.zeros((0, 0), dtype=xp.float32)
         #: Item index of each row (an item with several chunks has several rows).
-        self.owner: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self.owner: npt.NDArray[np.int64] = xp.zeros(0, dtype=xp.int64)
         #: Conversation of each item.
-        self.conversation: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self.conversation: npt.NDArray[np.int64] = xp.zeros(0, dtype=xp.int64)
         self.keys: list[str] = []
         self.spans: dict[int, _Span] = {}
 
@@ -82,15 +82,15 @@ class VectorBlocks:
 
         ``loaded`` maps a conversation to its version and its ``(key, vector blob)`` rows, by key and chunk.
         """
-        np = _numpy()
+        xp = _numpy()
         drop = set(gone) | set(loaded)
         parts: list[tuple[int, Version, Any, list[str], Any]] = []  # (conversation, version, rows, keys, owner)
         for conversation_id, span in self.spans.items():
             if conversation_id in drop:
                 continue
             owner = self.owner[span.start : span.end] - span.first
-            rows = self.matrix[span.start : span.end]
-            parts.append((conversation_id, span.version, rows, self.keys[span.first : span.last], owner))
+            kept = self.matrix[span.start : span.end]
+            parts.append((conversation_id, span.version, kept, self.keys[span.first : span.last], owner))
         dim = self.matrix.shape[1] if self.matrix.shape[0] else 0
         for conversation_id, (version, rows) in loaded.items():
             keys: list[str] = []
@@ -101,13 +101,13 @@ class VectorBlocks:
                     keys.append(text)
                 owner_list.append(len(keys) - 1)
             if rows:
-                matrix = np.frombuffer(b"".join(blob for _, blob in rows), dtype="<f4").reshape(len(rows), -1)
+                matrix = xp.frombuffer(b"".join(blob for _, blob in rows), dtype="<f4").reshape(len(rows), -1)
                 if dim and matrix.shape[1] != dim:  # another dimension: not comparable with the rest
                     raise ValueError(f"vectors of {matrix.shape[1]} dimensions beside ones of {dim}")
                 dim = matrix.shape[1]
             else:
-                matrix = np.zeros((0, dim), dtype=np.float32)
-            parts.append((conversation_id, version, matrix, keys, np.asarray(owner_list, dtype=np.int64)))
+                matrix = xp.zeros((0, dim), dtype=xp.float32)
+            parts.append((conversation_id, version, matrix, keys, xp.asarray(owner_list, dtype=xp.int64)))
         parts.sort(key=lambda p: p[0])
         spans: dict[int, _Span] = {}
         keys_all: list[str] = []
@@ -123,46 +123,46 @@ class VectorBlocks:
             start += matrix.shape[0]
         blocks = [p[2] for p in parts if p[2].shape[0]]
         self.matrix = (
-            np.ascontiguousarray(np.concatenate(blocks), dtype=np.float32)
+            xp.ascontiguousarray(xp.concatenate(blocks), dtype=xp.float32)
             if blocks
-            else np.zeros((0, dim), dtype=np.float32)
+            else xp.zeros((0, dim), dtype=xp.float32)
         )
-        self.owner = np.concatenate(owners) if owners else np.zeros(0, dtype=np.int64)
-        self.conversation = np.asarray(conversations, dtype=np.int64)
+        self.owner = xp.concatenate(owners) if owners else xp.zeros(0, dtype=xp.int64)
+        self.conversation = xp.asarray(conversations, dtype=xp.int64)
         self.keys = keys_all
         self.spans = spans
 
     def search(self, query: Any, conversation_ids: Sequence[int], limit: int) -> list[tuple[str, int, float]]:
         """``(key, conversation id, cosine)`` of the ``limit`` items nearest ``query`` (a unit vector), best first."""
-        np = _numpy()
+        xp = _numpy()
         spans = [self.spans[c] for c in dict.fromkeys(conversation_ids) if c in self.spans]
         spans = [s for s in spans if s.end > s.start]
         if not spans or limit < 1:
             return []
-        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        q = xp.asarray(query, dtype=xp.float32).reshape(-1)
         if q.shape[0] != self.matrix.shape[1]:
             return []
         wanted = sum(s.end - s.start for s in spans)
         if len(spans) == 1 or 2 * wanted < self.matrix.shape[0]:
             pieces = [self._best(q, s.start, s.end, s.first, s.last) for s in spans]
-            items = np.concatenate([np.arange(s.first, s.last) for s in spans])
-            scores = np.concatenate(pieces)
+            items = xp.concatenate([xp.arange(s.first, s.last) for s in spans])
+            scores = xp.concatenate(pieces)
         else:  # most of the matrix: one product over all of it, then keep the searched conversations
             scores = self._best(q, 0, self.matrix.shape[0], 0, len(self.keys))
-            items = np.flatnonzero(np.isin(self.conversation, [c for c in conversation_ids if c in self.spans]))
+            items = xp.flatnonzero(xp.isin(self.conversation, [c for c in conversation_ids if c in self.spans]))
             scores = scores[items]
         k = min(limit, len(items))
-        top = np.argpartition(-scores, k - 1)[:k] if k < len(items) else np.arange(len(items))
+        top = xp.argpartition(-scores, k - 1)[:k] if k < len(items) else xp.arange(len(items))
         chosen = [(self.keys[int(items[i])], int(self.conversation[int(items[i])]), float(scores[i])) for i in top]
         chosen.sort(key=lambda h: (-h[2], h[0]))
         return chosen
 
     def _best(self, q: Any, start: int, end: int, first: int, last: int) -> Any:
         """Best-chunk cosine of each item ``first:last`` (rows ``start:end``)."""
-        np = _numpy()
+        xp = _numpy()
         sims = self.matrix[start:end] @ q
         if end - start == last - first:  # one chunk per item: rows are items
             return sims
-        best = np.full(last - first, -np.inf, dtype=np.float32)
-        np.maximum.at(best, self.owner[start:end] - first, sims)
+        best = xp.full(last - first, -xp.inf, dtype=xp.float32)
+        xp.maximum.at(best, self.owner[start:end] - first, sims)
         return best

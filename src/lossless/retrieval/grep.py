@@ -466,9 +466,9 @@ async def grep(store: Store, options: GrepOptions, conversation_ids: tuple[int, 
     if options.mode == "full_text" and relevance_order and 0 < len(found) < options.limit and not more:
         # Ranked by relevance (a question, not a grep): the items with every word come first, then
         # items with any of its keywords, best first, so a question is never answered by one stray match.
-        extra = await _any_word(store, options, scopes, conversation_ids)
+        partial = await _any_word(store, options, scopes, conversation_ids)
         have = {(h.scope, h.ref) for h in found}
-        unseen = [h for h in extra.hits if (h.scope, h.ref) not in have]
+        unseen = [h for h in partial.hits if (h.scope, h.ref) not in have]
         added = unseen[: options.limit - len(found)]
         if added:
             notes += (
@@ -476,7 +476,7 @@ async def grep(store: Store, options: GrepOptions, conversation_ids: tuple[int, 
                 "some of its keywords, best match first)",
             )
             found += added
-            more = extra.more or len(unseen) > len(added)
+            more = partial.more or len(unseen) > len(added)
     if not found:
         return GrepResult(
             options,

@@ -212,8 +212,8 @@ async def _event_window(
     found = best_first(await _keyword_scores(store, options, conversation_ids, offset.event, "messages"))
     if not found:
         return None
-    (event,) = await store.get_messages_by_id([int(found[0][0])]) or [None]
-    return None if event is None else offset.window(event.created_at)
+    events = await store.get_messages_by_id([int(found[0][0])])
+    return offset.window(events[0].created_at) if events else None
 
 
 async def _summary_first(

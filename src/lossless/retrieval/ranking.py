@@ -259,7 +259,8 @@ def substance(text: str, enough: int | None = None) -> float:
             count += max(1, len(word) // 2)
         elif len(word) > 2 and word.lower() not in STOPWORDS:
             count += 1
-    return float(max(1, min(count, enough)) / enough) ** SUBSTANCE_POWER
+    share: float = max(1, min(count, enough)) / enough
+    return float(share**SUBSTANCE_POWER)
 
 
 def best_first(scores: Mapping[K, float]) -> list[tuple[K, float]]:
