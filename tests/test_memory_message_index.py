@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 
@@ -239,3 +240,37 @@ async def test_an_upgraded_index_format_is_rebuilt_and_the_old_one_given_back(st
         assert states[a].rows == 0 and states[a].indexed == 0
     other = await store.vector_states("another-model", "messages", [a])
     assert other[a].indexed == 1  # another model's vectors are kept
+
+
+async def test_a_store_made_before_the_counts_gets_them_from_its_vectors(tmp_path: Path) -> None:
+    """Migration 116 on a file that already has vectors: the counts start from what is there."""
+    import sqlite3
+
+    from lossless.stores.sqlite import SQLiteStore
+
+    path = tmp_path / "old.db"
+    store = await SQLiteStore.open(path)
+    embedder = HashEmbedder()
+    a = await _messages(store, "a", ["the nightly backup failed", "lunch was great"])
+    await VectorBuilder(store, embedder).run()
+    want = await store.vector_states(index_model(embedder.model), "messages", [a])
+    await store.close()
+    conn = sqlite3.connect(path)  # back to the schema before migration 116, vectors kept
+    for statement in (
+        "DROP TRIGGER message_vectors_counted",
+        "DROP TRIGGER message_vectors_uncounted",
+        "DROP TRIGGER summary_vectors_counted",
+        "DROP TRIGGER summary_vectors_uncounted",
+        "DROP TABLE vector_counts",
+        "DELETE FROM lcm_migrations WHERE version = 116",
+    ):
+        conn.execute(statement)
+    conn.commit()
+    conn.close()
+    store = await SQLiteStore.open(path)
+    try:
+        got = await store.vector_states(index_model(embedder.model), "messages", [a])
+        assert (got[a].indexed, got[a].total, got[a].rows) == (want[a].indexed, want[a].total, want[a].rows)
+        assert (got[a].indexed, got[a].rows) == (2, 3)
+    finally:
+        await store.close()
