@@ -109,6 +109,7 @@ async def measure(url: str, texts: list[str], queries: list[str]) -> dict[str, f
             latencies.append(elapsed() * 1000)
             assert found.hits
             assert not found.notes
+
         return {
             "first": statistics.median(first),
             "note": note,

@@ -50,7 +50,6 @@ def _brute(
     searched=st.lists(st.integers(1, 7), min_size=1, max_size=5),
     limit=st.integers(1, 8),
     reloaded=st.sets(st.integers(1, 6)),
-    exact_max=st.sampled_from([1, 50_000]),
 )
 def test_search_equals_brute_force_after_any_reload(
     data: dict[int, list[list[list[float]]]],
@@ -58,10 +57,8 @@ def test_search_equals_brute_force_after_any_reload(
     searched: list[int],
     limit: int,
     reloaded: set[int],
-    exact_max: int,
 ) -> None:
-    # exact_max=1: the sign-bit sketch picks candidates (all of them here, fewer rows than it keeps)
-    blocks = VectorBlocks(exact_max)
+    blocks = VectorBlocks()
     blocks.update({c: ((len(items), 1), _rows(c, items)) for c, items in data.items()})
     # Reload some conversations with new content (or as new ones): only they change.
     changed = dict(data)

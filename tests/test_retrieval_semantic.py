@@ -109,8 +109,9 @@ async def test_semantic_search_ranks_by_meaning_best_first(engine: ContextEngine
     unrelated = await engine.grep("zebra xylophone", mode="semantic")
     assert not unrelated.hits and "no matches" in (unrelated.message or "")
     # scope=both (no summaries yet) finds the message, with no note about what was not searched.
-    both = await engine.grep("database password rotation", mode="semantic", limit=1)
-    assert [h.ref for h in both.hits] == [ids[2]] and both.notes == () and "covers" not in both.render()
+    # (the turn after it is embedded with it as context, so it may rank beside it)
+    both = await engine.grep("database password rotation", mode="semantic", limit=2)
+    assert ids[2] in [h.ref for h in both.hits] and both.notes == () and "covers" not in both.render()
 
 
 async def test_cjk_messages_are_found_by_meaning(engine: ContextEngine) -> None:

@@ -19,11 +19,12 @@ Invariants:
   an idle worker checks only new messages; every :data:`RESCAN_S` seconds it walks them all again
   (rows committed out of id order).  Summaries, far fewer, are walked whole every pass, so one
   rewritten in place is embedded again at the next step.
-* **Context-aware, lossless.**  A message is embedded as itself (its chunks) and, when it has a turn
-  before it in its conversation, once more as that turn's opening followed by its own (the
-  "context chunk"): a reply such as "Yes, we went there last week" is found by what "there" is, and
-  a tool result by the command that produced it.  A message scores as its best chunk.  The stored
-  message is never changed; only what is embedded is.
+* **Context-aware, lossless.**  A message that has a turn before it in its conversation is embedded
+  as that turn's opening followed by the message (its "context chunk"): a reply such as "Yes, we
+  went there last week" is found by what "there" is, and a tool result by the command that produced
+  it.  A message longer than one chunk keeps its own chunks and gets the context chunk besides; the
+  first message of a conversation is embedded as itself.  A message scores as its best chunk.  The
+  stored message is never changed; only what is embedded is.
 * **Versioned.**  Vectors are stored under :func:`index_model` (the embedder's model plus the
   index format version :data:`INDEX_VERSION`), so a change of format is a new model to the store:
   the background build (and ``lcm index``) re-embeds everything, and a search in the meantime
@@ -63,8 +64,9 @@ DEFAULT_BATCH = 64
 #: How often a builder looks through all rows again rather than only those after its last pass.
 RESCAN_S = 300.0
 #: The format of what is embedded for an item; vectors of another version are not searched (see index_model).
-#: 1: each message and summary as itself.  2: messages also with the opening of the turn before them.
-INDEX_VERSION = 2
+#: 1: each message and summary as itself.  2: messages also with the opening of the turn before them
+#: (an extra chunk).  3: a one-chunk message with the turn before it only (one vector; measured better).
+INDEX_VERSION = 3
 #: How much of the turn before a message its context chunk takes (the opening: a question, a command).
 CONTEXT_CHARS = 300
 
@@ -198,12 +200,15 @@ class VectorBuilder:
             return 0
         started = time.perf_counter()
         pieces = [chunk_text(t.content, self.embedder.max_chars) if t.content.strip() else [] for t in todo]
-        if source == "messages" and INDEX_VERSION >= 2:
+        if source == "messages" and INDEX_VERSION >= 3:
             before = await self._previous_turns(todo)
             for item, chunks in zip(todo, pieces, strict=True):
                 previous = before.get(int(item.key))
                 if chunks and previous:
-                    chunks.append(context_text(previous, item.content, self.embedder.max_chars))
+                    if len(chunks) == 1:  # a message of one chunk: embedded with its context only
+                        chunks[0] = context_text(previous, item.content, self.embedder.max_chars)
+                    else:  # a long one: its own chunks, and its opening with the context
+                        chunks.append(context_text(previous, item.content, self.embedder.max_chars))
         flat = [p for chunks in pieces for p in chunks]
         vectors = await self.embedder.embed(flat, task="passage") if flat else []
         if len(vectors) != len(flat):

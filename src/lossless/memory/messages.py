@@ -119,7 +119,7 @@ class MessageSearch:
         if found is not None:
             return [(str(key), c, score) for key, c, score in found]
         states = await self._states(source, conversation_ids)
-        blocks = self._blocks.setdefault(source, VectorBlocks(self.memory.exact_search_max))
+        blocks = self._blocks.setdefault(source, VectorBlocks())
         versions = {c: (s.rows, s.revision) for c, s in states.items()}
         gone = [c for c in conversation_ids if c not in states and c in blocks.spans]
         stale = blocks.stale(versions)

@@ -13,11 +13,10 @@ Invariants:
   searched conversation whose state differs (vectors added by any process, or removed with a rewritten
   summary or a deleted conversation), and the caller reloads exactly those before searching.  Blocks
   of conversations not searched are kept as they are; a conversation that no longer exists is dropped.
-* **Exact up to** ``exact_max`` **rows.**  Scores are the cosine of the query with an item's best
-  chunk, over every stored vector of the searched conversations; ties are broken by key, so results
-  do not depend on block order.  A search over more rows than ``exact_max`` (the
-  ``memory_exact_search_max`` setting, 50,000 by default) lets a sign-bit sketch pick the candidate
-  rows by Hamming distance (as long-term memory search does) and scores those exactly.
+* **Exact.**  Scores are the cosine of the query with an item's best chunk, over every stored vector
+  of the searched conversations; ties are broken by key, so results do not depend on block order.
+  (A sign-bit sketch, as long-term memory search uses above 50,000 vectors, was tried here and kept
+  only a fifth of the exact top ten on the benchmark's vectors, so message search stays exact.)
 * Updating replaces the matrix (a copy of the kept rows plus the reloaded ones); a search never sees
   a half-updated one.  Callers hold no lock: the event loop runs one update at a time.
 """
@@ -30,7 +29,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lossless.errors import MissingDependencyError
-from lossless.memory.vectors import DEFAULT_EXACT_MAX, SKETCH_CANDIDATES, _hamming, _sketch
 
 if TYPE_CHECKING:
     import numpy as np
@@ -62,11 +60,8 @@ class _Span:
 class VectorBlocks:
     """Every loaded conversation's chunk vectors of one model and source, as one matrix."""
 
-    def __init__(self, exact_max: int = DEFAULT_EXACT_MAX) -> None:
+    def __init__(self) -> None:
         xp = _numpy()
-        #: Above this many rows searched at once, a sign-bit sketch picks the candidates scored exactly.
-        self.exact_max = exact_max
-        self._sketch: Any = None
         #: First row of each item (an item's chunks are consecutive rows).
         self.starts: npt.NDArray[np.int64] = xp.zeros(0, dtype=xp.int64)
         self.matrix: npt.NDArray[np.float32] = xp.zeros((0, 0), dtype=xp.float32)
@@ -139,7 +134,6 @@ class VectorBlocks:
         self.owner = xp.concatenate(owners) if owners else xp.zeros(0, dtype=xp.int64)
         changes = xp.concatenate([xp.ones(min(1, len(self.owner)), dtype=bool), self.owner[1:] != self.owner[:-1]])
         self.starts = xp.flatnonzero(changes).astype(xp.int64)
-        self._sketch = _sketch(self.matrix) if self.matrix.shape[0] > self.exact_max else None
         self.conversation = xp.asarray(conversations, dtype=xp.int64)
         self.keys = keys_all
         self.spans = spans
@@ -156,38 +150,22 @@ class VectorBlocks:
             return []
         wanted = sum(s.end - s.start for s in spans)
         if len(spans) == 1 or 2 * wanted < self.matrix.shape[0]:
-            pieces = [self._best(q, s.start, s.end, s.first, s.last, limit) for s in spans]
+            pieces = [self._best(q, s.start, s.end, s.first, s.last) for s in spans]
             items = xp.concatenate([xp.arange(s.first, s.last) for s in spans])
             scores = xp.concatenate(pieces)
         else:  # most of the matrix: one product over all of it, then keep the searched conversations
-            scores = self._best(q, 0, self.matrix.shape[0], 0, len(self.keys), limit)
+            scores = self._best(q, 0, self.matrix.shape[0], 0, len(self.keys))
             items = xp.flatnonzero(xp.isin(self.conversation, [c for c in conversation_ids if c in self.spans]))
             scores = scores[items]
         k = min(limit, len(items))
         top = xp.argpartition(-scores, k - 1)[:k] if k < len(items) else xp.arange(len(items))
-        chosen = [
-            (self.keys[int(items[i])], int(self.conversation[int(items[i])]), float(scores[i]))
-            for i in top
-            if xp.isfinite(scores[i])  # not a candidate of the sketch
-        ]
+        chosen = [(self.keys[int(items[i])], int(self.conversation[int(items[i])]), float(scores[i])) for i in top]
         chosen.sort(key=lambda h: (-h[2], h[0]))
         return chosen
 
-    def _best(self, q: Any, start: int, end: int, first: int, last: int, limit: int) -> Any:
-        """Best-chunk cosine of each item ``first:last`` (rows ``start:end``).
-
-        ``-inf`` for an item the sketch did not pick (only above ``exact_max`` rows).
-        """
+    def _best(self, q: Any, start: int, end: int, first: int, last: int) -> Any:
+        """Best-chunk cosine of each item ``first:last`` (rows ``start:end``)."""
         xp = _numpy()
-        if self._sketch is not None and end - start > self.exact_max:
-            # Many rows: the sign-bit sketch (Hamming distance) picks the candidate rows, scored exactly.
-            distance = _hamming(self._sketch[:, start:end], _sketch(q[None, :])[:, 0])
-            wanted = min(end - start, max(SKETCH_CANDIDATES, 64 * limit))
-            rows = xp.argpartition(distance, wanted - 1)[:wanted] if wanted < end - start else xp.arange(end - start)
-            rows.sort()
-            best = xp.full(last - first, -xp.inf, dtype=xp.float32)
-            xp.maximum.at(best, self.owner[start + rows] - first, self.matrix[start + rows] @ q)
-            return best
         sims = self.matrix[start:end] @ q
         if end - start == last - first:  # one chunk per item: rows are items
             return sims
