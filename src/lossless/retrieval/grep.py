@@ -21,6 +21,11 @@ Invariants:
   :data:`MAX_OUTPUT_CHARS`; when it would, it ends with a note on how to narrow
   the search.  Each hit carries a snippet of about :data:`SNIPPET_CHARS` around
   its first match and a citation (``[msg#12]`` / ``[sum_…]``).
+* **A question is never answered by one stray match.**  ``full_text`` keeps
+  exact AND semantics; when nothing has every word it falls back to the ranked
+  any-word search (``fallback``), and when ``sort="relevance"`` found fewer than
+  ``limit`` items with every word, items with any of the keywords follow them,
+  best first; both cases say so in a note.
 * No I/O beyond the :class:`~lossless.ports.Store` port.
 """
 
@@ -472,10 +477,25 @@ async def grep(store: Store, options: GrepOptions, conversation_ids: tuple[int, 
         more = more or len(ordered) > options.limit
         found = ordered[: options.limit]
     notes: tuple[str, ...] = ()
+    relevance_order = options.sort == "relevance" and plan.words is not None
     if options.sort == "relevance" and plan.words is None:
         notes = ("(relevance order applies to full-text word queries; these matches are newest first)",)
     if not found and options.mode == "full_text" and plan.words is not None:
         return await _any_word(store, options, scopes, conversation_ids)
+    if options.mode == "full_text" and relevance_order and 0 < len(found) < options.limit and not more:
+        # Ranked by relevance (a question, not a grep): the items with every word come first, then
+        # items with any of its keywords, best first, so a question is never answered by one stray match.
+        partial = await _any_word(store, options, scopes, conversation_ids)
+        have = {(h.scope, h.ref) for h in found}
+        unseen = [h for h in partial.hits if (h.scope, h.ref) not in have]
+        added = unseen[: options.limit - len(found)]
+        if added:
+            notes += (
+                f"(the first {len(found)} have every word of {options.pattern!r}; the next {len(added)} have "
+                "some of its keywords, best match first)",
+            )
+            found += added
+            more = partial.more or len(unseen) > len(added)
     if not found:
         return GrepResult(
             options,
