@@ -16,7 +16,8 @@ import pytest
 
 from lossless import ContextEngine, Message
 from lossless.errors import ConfigError, ConflictError, InputError, StoreError
-from lossless.ports import PreparedMessage
+from lossless.ports import PreparedMessage, SessionContextStore
+from lossless.records import Summary, ToolPart
 from lossless.stores import blob_store_for, open_store
 from lossless.stores.postgres import PostgresStore
 
@@ -219,6 +220,74 @@ async def test_nul_characters_are_stored_verbatim(pg_url: str) -> None:
         assert [m.content for m in await engine.messages("s")] == texts
         found = await engine.grep("bad", mode="full_text", all_conversations=True)
         assert [h.snippet for h in found.hits] == ["bad \x00 byte"]
+
+
+async def test_a_sessions_context_in_one_read_is_what_the_separate_reads_give(pg_url: str) -> None:
+    """read_session_context (one round trip) against find_conversation, get_context and the batched reads."""
+    store = await PostgresStore.open(pg_url)
+    try:
+        assert isinstance(store, SessionContextStore)
+        conversation = await store.get_or_create_conversation(agent_id="main", session_id="s")
+        other = await store.get_or_create_conversation(agent_id="main", session_id="other")
+        call = Message.from_parts("assistant", [ToolPart(call_id="c1", name="read", input={"p": 1})])
+        batch = [Message.user(f"m{i}") for i in range(6)] + [call, Message.tool_result("c1", "body")]
+        await store.append_messages(conversation.id, [PreparedMessage(m, 5, T0) for m in batch])
+        await store.append_messages(other.id, [PreparedMessage(Message.user("elsewhere"), 5, T0)])
+
+        def summary(sid: str, depth: int, tokens: int) -> Summary:
+            return Summary(
+                id=sid,
+                conversation_id=conversation.id,
+                kind="leaf" if depth == 0 else "condensed",
+                depth=depth,
+                content=f"summary {sid}",
+                token_count=2,
+                created_at=T0,
+                earliest_at=T0,
+                latest_at=T0 + timedelta(hours=1),
+                source_token_count=tokens,
+            )
+
+        entries = await store.get_context(conversation.id)
+        await store.replace_with_summary(summary("sum_00000000000000a1", 0, 10), entries[0:2])
+        entries = await store.get_context(conversation.id)
+        await store.replace_with_summary(summary("sum_00000000000000a2", 0, 10), entries[1:3])
+        leaves = [e for e in await store.get_context(conversation.id) if e.kind == "summary"]
+        await store.replace_with_summary(summary("sum_00000000000000a3", 1, 4), leaves)
+
+        async def separately() -> tuple[object, ...]:
+            found = await store.find_conversation(agent_id="main", session_id="s")
+            assert found is not None
+            entries = await store.get_context(found.id)
+            messages = await store.get_messages_by_id([e.message_id for e in entries if e.message_id is not None])
+            ids = [e.summary_id for e in entries if e.summary_id is not None]
+            summaries = await store.get_summaries(ids)
+            return (
+                found,
+                tuple(entries),
+                {m.id: m for m in messages},
+                {s.id: s for s in summaries},
+                (await store.get_summary_parents(ids)),
+            )
+
+        read = await store.read_session_context(agent_id="main", session_id="s")
+        assert read is not None
+        expected = await separately()
+        assert (read.conversation, read.entries, read.messages, read.summaries, read.parents) == expected
+        assert [e.kind for e in read.entries] == ["summary", "message", "message", "message", "message"]
+        assert read.parents == {"sum_00000000000000a3": ("sum_00000000000000a1", "sum_00000000000000a2")}
+        assert any(isinstance(p, ToolPart) for m in read.messages.values() for p in m.parts)
+        assert all(m.conversation_id == conversation.id for m in read.messages.values())
+        assert await store.read_session_context(agent_id="main", session_id="missing") is None
+        assert await store.read_session_context(agent_id="other-agent", session_id="s") is None
+        # Inside atomic(): the block's own transaction, its uncommitted writes included.
+        async with store.atomic():
+            await store.append_messages(conversation.id, [PreparedMessage(Message.user("inside"), 5, T0)])
+            inside = await store.read_session_context(agent_id="main", session_id="s")
+            assert inside is not None and len(inside.entries) == len(read.entries) + 1
+            assert inside.messages[inside.entries[-1].ref].content == "inside"  # type: ignore[index]
+    finally:
+        await store.close()
 
 
 async def unindexed(url: str) -> int:

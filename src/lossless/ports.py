@@ -80,6 +80,8 @@ __all__ = [
     "SearchRequest",
     "SearchRow",
     "SegmentItem",
+    "SessionContext",
+    "SessionContextStore",
     "Store",
     "StoreStats",
     "Summarizer",
@@ -571,6 +573,36 @@ class IndexDiscrepancy:
     source: str
     row_id: int
     issue: Literal["stale", "missing"]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionContext:
+    """A session's conversation with everything assembling its context reads, all from one state of the store.
+
+    ``entries`` are :meth:`Store.get_context`'s; ``messages`` the entries' messages with their parts
+    (by id), ``summaries`` the entries' summaries (by id) and ``parents`` the condensed ones' parents,
+    exactly as :meth:`Store.get_messages_by_id`, :meth:`Store.get_summaries` and
+    :meth:`Store.get_summary_parents` would give them.
+    """
+
+    conversation: Conversation
+    entries: tuple[ContextEntry, ...]
+    messages: Mapping[int, MessageRecord]
+    summaries: Mapping[str, Summary]
+    parents: Mapping[str, tuple[str, ...]]
+
+
+@runtime_checkable
+class SessionContextStore(Protocol):
+    """A store that reads a session's whole context in one request (a server round trip saved per read).
+
+    Optional: the engine reads the same data with :meth:`Store.find_conversation`,
+    :meth:`Store.get_context` and the batched reads where a store lacks it.
+    """
+
+    async def read_session_context(self, *, agent_id: str, session_id: str) -> SessionContext | None:
+        """The conversation ``(agent_id, session_id)`` and its context; ``None`` when there is no such conversation."""
+        ...
 
 
 @runtime_checkable

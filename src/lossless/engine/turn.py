@@ -23,7 +23,7 @@ import hashlib
 import hmac
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, tzinfo
 from typing import TYPE_CHECKING, Literal
@@ -41,10 +41,11 @@ from lossless.ingest import INVALID_UNICODE_KEY, prepare_messages, was_repaired
 from lossless.interception import Interceptor, PendingFile, write_batch
 from lossless.large_files import file_scope
 from lossless.observability import record, timed
-from lossless.ports import AppendResult, PreparedMessage, Store
+from lossless.ports import AppendResult, PreparedMessage, SessionContextStore, Store
 from lossless.records import (
     CompactionTrigger,
     ContextEntry,
+    Conversation,
     IngestResult,
     JSONValue,
     Message,
@@ -63,6 +64,15 @@ if TYPE_CHECKING:
 __all__ = ["AfterTurnResult", "CompactionPolicy", "Turns"]
 
 log = logging.getLogger("lossless.engine")
+
+#: What assembly reads: the conversation, its context entries, and their messages, summaries and parents.
+_ContextRead = tuple[
+    Conversation,
+    Sequence[ContextEntry],
+    Mapping[int, MessageRecord],
+    Mapping[str, Summary],
+    Mapping[str, tuple[str, ...]],
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,13 +330,42 @@ class Turns:
         if output not in ("openai", "anthropic"):
             raise InputError(f"output must be 'openai' or 'anthropic', got {output!r}")
         budget = self.policy.clamp(token_budget)
-        conversation = await self.conversations.find(session_id) if self.config.enabled else None
-        if conversation is None:
+        read = await self._read_context(session_id) if self.config.enabled else None
+        if read is None:
             return self._pass_through(messages, output, budget)
+        conversation, entries, records, summaries, parents = read
+        assembled = assemble(
+            entries,
+            records,
+            summaries,
+            parents,
+            budget=budget,
+            fresh_tail_count=self.config.fresh_tail_count,
+            fresh_tail_max_tokens=self.config.fresh_tail_max_tokens,
+            counter=self._assembly_counts,
+            zone=self.zone,
+            prompt=prompt,
+            output=output,
+            cache=self._rendered,
+            nonce=self._nonce(conversation.id),
+        )
+        record("lcm_context_tokens", assembled.estimated_tokens)
+        return assembled
+
+    async def _read_context(self, session_id: str) -> _ContextRead | None:
+        """A session's conversation, context entries, their messages, summaries and parents; None if unknown."""
+        if isinstance(self.store, SessionContextStore):  # one request (one round trip on PostgreSQL)
+            found = await self.store.read_session_context(agent_id=self.config.agent_id, session_id=session_id)
+            if found is None:
+                return None
+            return found.conversation, found.entries, found.messages, found.summaries, found.parents
+        conversation = await self.conversations.find(session_id)
+        if conversation is None:
+            return None
         entries = await self.store.get_context(conversation.id)
         message_ids = [e.message_id for e in entries if e.message_id is not None]
         summary_ids = [e.summary_id for e in entries if e.summary_id is not None]
-        # Three independent batched reads, run at once (the store reads on a pool of connections).
+        # Three independent batched reads, run at once.
         records: dict[int, MessageRecord] = {}
         summaries: dict[str, Summary] = {}
         parents: dict[str, tuple[str, ...]] = {}
@@ -345,23 +384,7 @@ class Turns:
             if summary_ids:
                 group.start_soon(read_summaries)
                 group.start_soon(read_parents)
-        assembled = assemble(
-            entries,
-            records,
-            summaries,
-            parents,
-            budget=budget,
-            fresh_tail_count=self.config.fresh_tail_count,
-            fresh_tail_max_tokens=self.config.fresh_tail_max_tokens,
-            counter=self._assembly_counts,
-            zone=self.zone,
-            prompt=prompt,
-            output=output,
-            cache=self._rendered,
-            nonce=self._nonce(conversation.id),
-        )
-        record("lcm_context_tokens", assembled.estimated_tokens)
-        return assembled
+        return conversation, entries, records, summaries, parents
 
     def _nonce(self, conversation_id: int) -> str:
         """This process's nonce for a conversation's summaries: stable across turns, unknowable to stored text."""

@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +43,7 @@ import psycopg.errors
 from psycopg import AsyncConnection
 from psycopg.abc import Buffer
 from psycopg.adapt import Dumper, Loader
+from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool
 
 from lossless.errors import ConflictError, InputError, SchemaError, StoreError
@@ -52,6 +53,8 @@ __all__ = ["ESC", "Connection", "Database", "escape_text", "nul_safe", "translat
 
 #: The connection type every backend function takes (rows come back as tuples).
 Connection = AsyncConnection[tuple[Any, ...]]
+#: A statement's parameters (positional or named).
+Params = Sequence[Any] | Mapping[str, Any]
 
 #: Key space of this package's advisory locks (first argument of the two-int form).
 _LOCK_SPACE_MIGRATION = 0x4C434D00  # "LCM\0"
@@ -234,6 +237,38 @@ class Database:
         with _translated():
             async with self._pool.connection() as conn:
                 yield conn
+
+    async def read_all(
+        self, statements: Sequence[tuple[str, Params]], *, prepare: bool | None = None
+    ) -> list[list[Any]]:
+        """The rows of each read statement, all sent at once: one round trip, one snapshot.
+
+        One pipeline holding ``BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY``, the statements and
+        ``COMMIT``, then one ``Sync``: the statements cannot depend on one another's results, and they
+        see one state of the database.  Inside :meth:`atomic` or :meth:`snapshot` they run one after
+        another in that block's transaction.  ``prepare`` is psycopg's (``None``: prepared from the
+        fifth run on a connection; ``False`` for statements whose best plan depends on their values).
+        """
+        if self._closed:
+            raise StoreError("the store is closed")
+        if self._own_atomic() is not None:
+            async with self.transaction() as conn:
+                return [
+                    await (await conn.execute(sql, params, prepare=prepare)).fetchall() for sql, params in statements
+                ]
+        with _translated():
+            async with self._pool.connection() as conn:
+                try:
+                    async with conn.pipeline():
+                        await conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                        cursors = [await conn.execute(sql, params, prepare=prepare) for sql, params in statements]
+                        await conn.execute("COMMIT")
+                    # Leaving the pipeline sent the one Sync and received every result.
+                    return [await cursor.fetchall() for cursor in cursors]
+                finally:
+                    if conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
+                        with anyio.CancelScope(shield=True):  # failed or cancelled before COMMIT
+                            await conn.execute("ROLLBACK")
 
     @asynccontextmanager
     async def atomic(self) -> AsyncIterator[None]:

@@ -82,7 +82,7 @@ from lossless.stores.rows import (
     stored_record,
 )
 
-__all__ = ["CoreStatements"]
+__all__ = ["CONTEXT_ENTRIES", "CoreStatements", "context_entry"]
 
 #: Advisory-lock key space of ``(agent_id, session_key)`` (next to connection.py's "LCM\0" and "LCM\1").
 _LOCK_SPACE_SESSION_KEY = 0x4C434D02
@@ -110,7 +110,8 @@ _ITEM_COLUMNS = "conversation_id, ordinal, item_type, message_id, created_at"
 #: statement on the server) rather than one pipelined ``INSERT`` per row (fewer round trips).
 COPY_ROWS = 32
 
-_CONTEXT_ENTRIES = """
+#: The context entries of conversation ``%(c)s`` (see :func:`context_entry`), by ordinal.
+CONTEXT_ENTRIES = """
 WITH tools AS (
     -- IS NOT NULL reads the null bitmap only: the (possibly large) tool texts are not loaded.
     SELECT p.message_id,
@@ -134,6 +135,23 @@ LEFT JOIN tools t ON t.message_id = ci.message_id
 WHERE ci.conversation_id = %(c)s
 ORDER BY ci.ordinal
 """
+
+
+def context_entry(row: Sequence[Any]) -> ContextEntry:
+    """A :data:`CONTEXT_ENTRIES` row as an entry."""
+    return ContextEntry(
+        ordinal=row[0],
+        kind=row[1],
+        token_count=row[4],
+        created_at=row[5],
+        message_id=row[2],
+        summary_id=row[3],
+        role=row[6],
+        depth=row[7],
+        earliest_at=row[8],
+        tool_calls=tuple(row[9] or ()),
+        tool_results=tuple(row[10] or ()),
+    )
 
 
 class CoreStatements:
@@ -365,24 +383,9 @@ class CoreStatements:
 
     async def get_context(self, conversation_id: int) -> list[ContextEntry]:
         async with self._db.read() as conn:
-            cursor = await conn.execute(_CONTEXT_ENTRIES, {"c": conversation_id})
+            cursor = await conn.execute(CONTEXT_ENTRIES, {"c": conversation_id})
             rows = await cursor.fetchall()
-        return [
-            ContextEntry(
-                ordinal=row[0],
-                kind=row[1],
-                token_count=row[4],
-                created_at=row[5],
-                message_id=row[2],
-                summary_id=row[3],
-                role=row[6],
-                depth=row[7],
-                earliest_at=row[8],
-                tool_calls=tuple(row[9] or ()),
-                tool_results=tuple(row[10] or ()),
-            )
-            for row in rows
-        ]
+        return [context_entry(row) for row in rows]
 
     async def copy_context(self, conversation_id: int, entries: Sequence[ContextEntry]) -> None:
         if not entries:

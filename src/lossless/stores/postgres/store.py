@@ -5,6 +5,8 @@ working through :class:`~lossless.stores.postgres.connection.Database` (``self._
 
 * :mod:`~lossless.stores.postgres.core` — conversations, messages and parts, the
   active context, the summary DAG, bootstrap state, large files, statistics;
+* :mod:`~lossless.stores.postgres.context_reads` — a session's whole context for assembly in one
+  round trip;
 * :mod:`~lossless.stores.postgres.indexer` — the messages' word index, filled after the append;
 * :mod:`~lossless.stores.postgres.retrieval` — search (``tsvector`` + ``pg_trgm``),
   DAG lookups for expansion, conversation links, delegation grants;
@@ -33,6 +35,7 @@ import anyio
 
 from lossless.stores.postgres.blobs import DatabaseBlobStore
 from lossless.stores.postgres.connection import Database
+from lossless.stores.postgres.context_reads import ContextReads
 from lossless.stores.postgres.core import CoreStatements
 from lossless.stores.postgres.indexer import (
     ANALYZE,
@@ -54,7 +57,9 @@ if TYPE_CHECKING:
 __all__ = ["PostgresStore"]
 
 
-class PostgresStore(CoreStatements, RetrievalStatements, MaintenanceStatements, SummaryRewrites, SearchVectors):
+class PostgresStore(
+    CoreStatements, ContextReads, RetrievalStatements, MaintenanceStatements, SummaryRewrites, SearchVectors
+):
     """Conversations, messages and the summary DAG in one PostgreSQL database."""
 
     backend = "postgres"
