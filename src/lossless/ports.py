@@ -64,6 +64,7 @@ from lossless.records import (
 
 __all__ = [
     "AppendResult",
+    "BatchSearchStore",
     "BlobStore",
     "ConversationLocks",
     "IndexDiscrepancy",
@@ -573,6 +574,18 @@ class IndexDiscrepancy:
     source: str
     row_id: int
     issue: Literal["stale", "missing"]
+
+
+@runtime_checkable
+class BatchSearchStore(Protocol):
+    """A store that answers several searches in one request (a server round trip saved per extra search).
+
+    Optional: where a store lacks it the searches are made one :meth:`Store.search` each, at once.
+    """
+
+    async def search_many(self, requests: Sequence[SearchRequest]) -> list[list[SearchRow]]:
+        """For each request, in order, exactly what :meth:`Store.search` returns for it."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,7 +41,7 @@ from typing import Any, Literal
 import anyio
 
 from lossless.errors import InputError, check_unicode
-from lossless.ports import SearchRequest, SearchRow, Store
+from lossless.ports import BatchSearchStore, SearchRequest, SearchRow, Store
 from lossless.records import JSONValue, format_timestamp
 from lossless.retrieval.query import (
     FullTextQuery,
@@ -371,38 +371,57 @@ def _plan(options: GrepOptions) -> _Plan | str:
     return _Plan(words=parsed.fts_expression(), matcher=_term_locator(parsed, exact=False), exact=False)
 
 
+def _page_size(options: GrepOptions, plan: _Plan) -> int:
+    # Every row a word query returns is a hit (its matcher only places the snippet): one row past
+    # the limit tells whether there are more.  Rows a matcher may still reject come a page at a time.
+    return _PAGE if plan.exact else options.limit + 1
+
+
+def _request(
+    options: GrepOptions,
+    plan: _Plan,
+    scope: Literal["messages", "summaries"],
+    conversation_ids: tuple[int, ...],
+    *,
+    below: int | None = None,
+    offset: int = 0,
+) -> SearchRequest:
+    """The store request for one page of one scope."""
+    return SearchRequest(
+        scope=scope,
+        conversation_ids=conversation_ids,
+        words=plan.words,
+        trigrams=plan.trigrams,
+        literals=plan.literals,
+        since=options.since,
+        before=options.before,
+        order="relevance" if options.sort == "relevance" and plan.words is not None else "recency",
+        limit=_page_size(options, plan),
+        below=below,
+        offset=offset,
+    )
+
+
 async def _search_scope(
     store: Store,
     options: GrepOptions,
     plan: _Plan,
     scope: Literal["messages", "summaries"],
     conversation_ids: tuple[int, ...],
+    first: list[SearchRow] | None = None,
 ) -> tuple[list[GrepHit], bool]:
-    """Up to ``limit`` hits in one table, and whether there are more."""
+    """Up to ``limit`` hits in one table, and whether there are more (``first``: the first page, read already)."""
     assert plan.matcher is not None
     relevance = options.sort == "relevance" and plan.words is not None
     hits: list[GrepHit] = []
     seen: set[int] = set()
     below: int | None = None
     offset = 0
-    # Every row a word query returns is a hit (its matcher only places the snippet): one row past
-    # the limit tells whether there are more.  Rows a matcher may still reject come a page at a time.
-    page = _PAGE if plan.exact else options.limit + 1
+    page = _page_size(options, plan)
     while True:
-        request = SearchRequest(
-            scope=scope,
-            conversation_ids=conversation_ids,
-            words=plan.words,
-            trigrams=plan.trigrams,
-            literals=plan.literals,
-            since=options.since,
-            before=options.before,
-            order="relevance" if relevance else "recency",
-            limit=page,
-            below=below,
-            offset=offset,
-        )
-        rows: list[SearchRow] = await store.search(request)
+        request = _request(options, plan, scope, conversation_ids, below=below, offset=offset)
+        rows: list[SearchRow] = first if first is not None else await store.search(request)
+        first = None
         for row in rows:
             if row.key in seen:
                 continue
@@ -440,11 +459,19 @@ async def _search_scopes(
     scopes: list[Literal["messages", "summaries"]],
     conversation_ids: tuple[int, ...],
 ) -> tuple[list[GrepHit], bool]:
-    """The hits of each scope, in ``scopes`` order, and whether any has more; the scopes are searched at once."""
+    """The hits of each scope, in ``scopes`` order, and whether any has more; the scopes are searched at once.
+
+    A store that answers several searches in one request (:class:`~lossless.ports.BatchSearchStore`)
+    gets every scope's first page in one; a scope needing more pages reads them on its own.
+    """
     results: dict[str, tuple[list[GrepHit], bool]] = {}
+    firsts: dict[str, list[SearchRow]] = {}
+    if len(scopes) > 1 and isinstance(store, BatchSearchStore):
+        pages = await store.search_many([_request(options, plan, scope, conversation_ids) for scope in scopes])
+        firsts = dict(zip(scopes, pages, strict=True))
 
     async def one(scope: Literal["messages", "summaries"]) -> None:
-        results[scope] = await _search_scope(store, options, plan, scope, conversation_ids)
+        results[scope] = await _search_scope(store, options, plan, scope, conversation_ids, firsts.get(scope))
 
     async with anyio.create_task_group() as group:
         for scope in scopes:

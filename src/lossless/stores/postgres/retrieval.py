@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -235,7 +235,8 @@ _RESOLVED_TERMS = 4096
 
 async def _resolve_terms(conn: Connection, terms: Sequence[WordTerm], memo: dict[WordTerm, str]) -> list[str]:
     """Each term's ``tsquery`` as text ('' for stop words only), asking the server only for new terms."""
-    missing = list(dict.fromkeys(t for t in terms if t not in memo))
+    known = {t: memo[t] for t in terms if t in memo}
+    missing = list(dict.fromkeys(t for t in terms if t not in known))
     if missing:
         pieces = [_term_sql(t) for t in missing]
         cursor = await conn.execute(
@@ -244,17 +245,21 @@ async def _resolve_terms(conn: Connection, terms: Sequence[WordTerm], memo: dict
         )
         row = await cursor.fetchone()
         assert row is not None
+        new = dict(zip(missing, (value or "" for value in row), strict=True))
         if len(memo) + len(missing) > _RESOLVED_TERMS:
             memo.clear()
-        memo.update(zip(missing, (value or "" for value in row), strict=True))
-    return [memo[t] for t in terms]
+        memo.update(new)
+        known.update(new)
+    return [known[t] for t in terms]
 
 
-async def _word_condition(conn: Connection, expression: str, memo: dict[WordTerm, str]) -> _WordCondition:
-    """Resolve each term to a ``tsquery`` (or, for stop words only, a regex) and combine them."""
+def _word_condition(expression: str, resolved_terms: Mapping[WordTerm, str]) -> _WordCondition:
+    """Each term as its resolved ``tsquery`` (or, for stop words only, a regex), combined.
+
+    ``resolved_terms`` holds every term of ``expression`` (:func:`_resolve_terms`).
+    """
     groups = parse_words(expression)
-    terms = [t for g in groups for t in g]
-    resolved = iter(await _resolve_terms(conn, terms, memo))
+    resolved = iter([resolved_terms[t] for g in groups for t in g])
     group_sql: list[str] = []
     group_params: list[Any] = []
     query_groups: list[str] = []
@@ -356,7 +361,12 @@ def _arms(scope: str, condition: str | None, params: list[Any]) -> list[tuple[st
     ]
 
 
-async def _search(conn: Connection, request: SearchRequest, memo: dict[WordTerm, str]) -> list[SearchRow]:
+def _terms(request: SearchRequest) -> list[WordTerm]:
+    return [] if request.words is None else [t for g in parse_words(request.words) for t in g]
+
+
+def _search_sql(request: SearchRequest, resolved_terms: Mapping[WordTerm, str]) -> tuple[str, list[Any]]:
+    """The one statement answering ``request`` (its word terms resolved in ``resolved_terms``)."""
     table, key, columns, time_from, time_to = _shape(request.scope)
     clauses = ["t.conversation_id = ANY(%s::bigint[])"]
     params: list[Any] = [list(request.conversation_ids)]
@@ -382,7 +392,7 @@ async def _search(conn: Connection, request: SearchRequest, memo: dict[WordTerm,
             regex = fragment_regex(fragment)
             text_clauses.append("false" if regex is None else "t.content ~ %s")
             text_params += [] if regex is None else [regex]
-    words = None if request.words is None else await _word_condition(conn, request.words, memo)
+    words = None if request.words is None else _word_condition(request.words, resolved_terms)
     if words is not None:
         text_clauses.append(words.where)
         text_params += words.where_params
@@ -395,16 +405,12 @@ async def _search(conn: Connection, request: SearchRequest, memo: dict[WordTerm,
             where = " AND ".join([*clauses, *([arm] if arm else [])])
             selects.append(f"(SELECT {columns} FROM {table} t WHERE {where} ORDER BY t.{key} DESC LIMIT %s)")
             sql_params += [*params, *arm_params, request.limit]
-        sql = (
-            selects[0]
-            if len(selects) == 1
-            else f"SELECT * FROM ({' UNION ALL '.join(selects)}) u ORDER BY 1 DESC LIMIT %s"
-        )
-        # Never a prepared (generic) plan: the best plan depends on the pattern's selectivity.
-        cursor = await conn.execute(
-            sql, sql_params if len(selects) == 1 else [*sql_params, request.limit], prepare=False
-        )
-        return [_row(request.scope, r, None) for r in await cursor.fetchall()]
+        if len(selects) == 1:
+            return selects[0], sql_params
+        return f"SELECT * FROM ({' UNION ALL '.join(selects)}) u ORDER BY 1 DESC LIMIT %s", [
+            *sql_params,
+            request.limit,
+        ]
     assert words is not None
     offset = max(0, request.offset)
     selects = []
@@ -419,8 +425,14 @@ async def _search(conn: Connection, request: SearchRequest, memo: dict[WordTerm,
         )
         sql_params += [*(words.query_params if words.query else []), *params, *arm_params, offset + request.limit]
     sql = f"SELECT * FROM ({' UNION ALL '.join(selects)}) u ORDER BY 9 DESC, 1 DESC LIMIT %s OFFSET %s"
-    cursor = await conn.execute(sql, [*sql_params, request.limit, offset], prepare=False)
-    return [_row(request.scope, r, -float(r[8])) for r in await cursor.fetchall()]
+    return sql, [*sql_params, request.limit, offset]
+
+
+def _search_rows(request: SearchRequest, rows: Sequence[Sequence[Any]]) -> list[SearchRow]:
+    """The rows of :func:`_search_sql`'s statement as search rows (``rank`` for relevance order)."""
+    if request.order == "recency":
+        return [_row(request.scope, r, None) for r in rows]
+    return [_row(request.scope, r, -float(r[8])) for r in rows]
 
 
 # ---------------------------------------------------------------------- grants
@@ -439,8 +451,26 @@ class RetrievalStatements:
             return []
         if request.order == "relevance" and request.words is None:
             raise InputError("relevance order needs a word query")
-        async with self._db.read() as conn:
-            return await _search(conn, request, self._tsqueries)
+        return (await self.search_many([request]))[0]
+
+    async def search_many(self, requests: Sequence[SearchRequest]) -> list[list[SearchRow]]:
+        """One page of candidates for each request, all in one round trip (:class:`~lossless.ports.BatchSearchStore`).
+
+        Word terms never resolved before take one more round trip first (once per store and term).
+        """
+        for request in requests:
+            if request.order == "relevance" and request.words is None:
+                raise InputError("relevance order needs a word query")
+        asked = [bool(r.conversation_ids) and r.limit >= 1 for r in requests]
+        terms = [t for r, a in zip(requests, asked, strict=True) if a for t in _terms(r)]
+        resolved = {t: self._tsqueries[t] for t in terms if t in self._tsqueries}
+        if len(resolved) < len(set(terms)):
+            async with self._db.read() as conn:
+                resolved = dict(zip(terms, await _resolve_terms(conn, terms, self._tsqueries), strict=True))
+        statements = [_search_sql(r, resolved) for r, a in zip(requests, asked, strict=True) if a]
+        # Never a prepared (generic) plan: the best plan depends on the pattern's selectivity.
+        found = iter(await self._db.read_all(statements, prepare=False) if statements else [])
+        return [_search_rows(r, next(found)) if a else [] for r, a in zip(requests, asked, strict=True)]
 
     # ------------------------------------------------------------ the DAG
 
