@@ -16,7 +16,7 @@ import pytest
 
 from lossless import ContextEngine, Message
 from lossless.errors import ConfigError, ConflictError, InputError, StoreError
-from lossless.ports import PreparedMessage, SessionContextStore
+from lossless.ports import BatchSearchStore, PreparedMessage, SearchRequest, SessionContextStore
 from lossless.records import Summary, ToolPart
 from lossless.stores import blob_store_for, open_store
 from lossless.stores.postgres import PostgresStore
@@ -286,6 +286,36 @@ async def test_a_sessions_context_in_one_read_is_what_the_separate_reads_give(pg
             inside = await store.read_session_context(agent_id="main", session_id="s")
             assert inside is not None and len(inside.entries) == len(read.entries) + 1
             assert inside.messages[inside.entries[-1].ref].content == "inside"  # type: ignore[index]
+    finally:
+        await store.close()
+
+
+async def test_searches_in_one_request_are_each_what_its_own_search_gives(pg_url: str) -> None:
+    """search_many (one round trip) against search, request by request; a failed batch leaves the pool clean."""
+    store = await PostgresStore.open(pg_url, pool_size=1)  # one connection: a dirty one would be reused
+    try:
+        assert isinstance(store, BatchSearchStore)
+        conversation = await store.get_or_create_conversation(agent_id="main", session_id="s")
+        texts = ["deploy failed", "the deployment", "rollout done", "deploy again", "Traceback here"] * 4
+        await store.append_messages(conversation.id, [PreparedMessage(Message.user(t), 3, T0) for t in texts])
+        ids = (conversation.id,)
+        requests = [
+            SearchRequest("messages", ids, words='"deploy"', limit=3),
+            SearchRequest("summaries", ids, words='"deploy"', limit=3),
+            SearchRequest("messages", ids, words='"rollout" OR "traceback"', order="relevance", limit=5, offset=1),
+            SearchRequest("messages", ids, literals=("Traceback",), trigrams='"Traceback"', limit=50),
+            SearchRequest("messages", (), words='"deploy"'),  # no conversation: nothing, no statement
+            SearchRequest("messages", ids, words='"never-resolved-before"', limit=3),
+        ]
+        together = await store.search_many(requests)
+        assert together == [await store.search(r) for r in requests]
+        assert [len(rows) for rows in together] == [3, 0, 5, 4, 0, 0]
+        assert all(r.rank is not None for r in together[2])
+        with pytest.raises(InputError, match="relevance"):
+            await store.search_many([SearchRequest("messages", ids, order="relevance")])
+        with pytest.raises(StoreError):  # a statement failing inside the pipeline's transaction
+            await store._db.read_all([("SELECT 1", ()), ("SELECT 1 / 0", ()), ("SELECT 2", ())])
+        assert await store.search_many(requests[:1]) == together[:1]  # the connection was rolled back
     finally:
         await store.close()
 
