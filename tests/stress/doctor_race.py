@@ -47,6 +47,8 @@ SETTINGS: dict[str, object] = {
     "context_threshold": 0.5,
 }
 BUDGET = 1500
+#: The writer reports its pace every this many turns (``Run.pace``: where a slow run lost its time).
+PROGRESS_EVERY = 1000
 T0 = datetime(2026, 2, 1, 9, 0, tzinfo=UTC)
 
 
@@ -66,6 +68,7 @@ async def _writer(url: str, turns: int, session: str) -> None:
     errors = 0
     async with await ContextEngine.open(url, **SETTINGS) as engine:  # type: ignore[arg-type]
         print("ready", flush=True)
+        block = time.monotonic()
         for n in range(turns):
             when = T0 + timedelta(seconds=2 * n)
             turn = [
@@ -79,7 +82,12 @@ async def _writer(url: str, turns: int, session: str) -> None:
             result = await engine.after_turn(session, turn, token_budget=BUDGET)
             if result.error is not None:
                 errors += 1
-                print(f"error {result.error}", flush=True)
+                if errors <= 20:  # the parent reads the pipe only at the end: keep it from filling up
+                    print(f"error {result.error}", flush=True)
+            if (n + 1) % PROGRESS_EVERY == 0:
+                now = time.monotonic()
+                print(f"progress turns={n + 1} ms_per_turn={1000 * (now - block) / PROGRESS_EVERY:.1f}", flush=True)
+                block = now
     print(f"done errors={errors}", flush=True)
 
 
@@ -92,12 +100,18 @@ class Run:
     repairs_applied: int = 0
     writer_errors: int = 0
     final_problems: int = -1
+    #: The writer's milliseconds per turn in each block of PROGRESS_EVERY turns, and the slowest check's seconds.
+    pace: list[float] = field(default_factory=list)
+    slowest_check_s: float = 0.0
 
     def line(self, number: int) -> str:
         return (
             f"run={number} turns={self.turns} checks={self.checks} false_alarms={self.false_alarms} "
             f"repairs_applied={self.repairs_applied} writer_errors={self.writer_errors} "
-            f"final_problems={self.final_problems}" + (f" alarm_kinds={self.alarm_kinds}" if self.alarm_kinds else "")
+            f"final_problems={self.final_problems}"
+            + (f" alarm_kinds={self.alarm_kinds}" if self.alarm_kinds else "")
+            + (f" ms_per_turn={'/'.join(f'{p:.0f}' for p in self.pace)}" if self.pace else "")
+            + f" slowest_check_s={self.slowest_check_s:.1f}"
         )
 
 
@@ -143,6 +157,7 @@ async def race(database: Path | str, turns: int, cli: bool = False, session: str
     async with await ContextEngine.open(url, **SETTINGS) as engine:  # type: ignore[arg-type]
         while writer.poll() is None:
             run.checks += 1
+            check_started = time.monotonic()
             if cli:
                 result, _ = await anyio.to_thread.run_sync(_doctor_cli, url)
                 report = result["report"]
@@ -152,6 +167,7 @@ async def race(database: Path | str, turns: int, cli: bool = False, session: str
                 run.repairs_applied += len(result.get("applied", ()))  # type: ignore[arg-type]
                 continue
             report = await engine.check_integrity()
+            run.slowest_check_s = max(run.slowest_check_s, time.monotonic() - check_started)
             if not report.ok:
                 note(report.counts())
                 outcome = await engine.repair_integrity(plan_repairs(report))
@@ -164,6 +180,7 @@ async def race(database: Path | str, turns: int, cli: bool = False, session: str
         if not finished:
             raise RuntimeError(f"the writer did not finish: {out[-2000:]} {err[-2000:]}")
         run.writer_errors = int(finished[0].split("=")[1])
+        run.pace = [float(line.rsplit("=", 1)[1]) for line in out.splitlines() if line.startswith("progress ")]
     final, code = await anyio.to_thread.run_sync(_final_cli, url)
     run.final_problems = len(final["report"]["problems"]) if code else 0  # type: ignore[index,arg-type]
     return run
