@@ -1,8 +1,8 @@
 """Integrity checks and repairs beside a live writer: ``lcm doctor`` must neither cry wolf nor corrupt.
 
-``python -m tests.stress.doctor_race [--turns N] [--runs R] [--database URL] [--cli]`` runs, R times,
-a writer process doing N ``after_turn`` turns (each stores a user and an assistant message and
-compacts when a trigger fires: leaf passes and full sweeps, with small thresholds) while this process
+``python -m tests.stress.doctor_race [--turns N] [--runs R] [--database URL | --postgres] [--cli] [--out FILE]``
+runs, R times, a writer process doing N ``after_turn`` turns (each stores a user and an assistant
+message and compacts when a trigger fires: leaf passes and full sweeps, with small thresholds) while this process
 loops over integrity checks — each a read-only check followed, when it found anything, by the
 repairs of ``lcm doctor --apply`` — until the writer is done; then one final check.  It prints, per
 run::
@@ -13,7 +13,9 @@ run::
 one consistent state and finds none); ``final_problems`` what the last check finds once the writer
 has stopped.  ``--cli`` runs the real ``lcm doctor --apply --json`` command in each loop instead of
 the in-process engine (slower: one process start per check).  A ``postgresql://`` URL runs it on
-PostgreSQL (every run on a fresh schema is up to the caller: the runs share the database).
+PostgreSQL (the runs share that database, so each later run checks the earlier runs' rows too);
+``--postgres`` gives each run a fresh database of an embedded server instead.  ``--out`` appends each
+run's line to a file the moment the run ends.
 
 ``tests/test_doctor_race.py`` runs a short version on both backends.
 """
@@ -208,21 +210,49 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=6)
     parser.add_argument("--database", help="a sqlite:/// or postgresql:// URL (default: a fresh file per run)")
     parser.add_argument("--cli", action="store_true", help="loop over the real `lcm doctor --apply` command")
+    parser.add_argument(
+        "--postgres",
+        action="store_true",
+        help="each run on a fresh database of an embedded PostgreSQL server (tests/pg.py; LCM_TEST_POSTGRES_URL "
+        "for an external one), dropped after the run",
+    )
+    parser.add_argument("--out", type=Path, help="also append each run's line to this file (as soon as it ends)")
     args = parser.parse_args(argv)
     if args.writer:
         url, turns, session = args.writer
         anyio.run(_writer, url, int(turns), session)
         return 0
+    server = None
+    if args.postgres:
+        from tests import pg
+
+        server = pg.start()
+        pg.prepare_template(server)
     bad = 0
-    for number in range(1, args.runs + 1):
-        started = time.monotonic()
-        if args.database:
-            database: Path | str = args.database
-        else:
-            database = Path(f"/tmp/lcm-doctor-race-{os.getpid()}-{number}.db")
-        run = anyio.run(race, database, args.turns, args.cli, f"race-{number}")
-        print(run.line(number) + f" seconds={time.monotonic() - started:.0f}", flush=True)
-        bad += run.false_alarms > 0 or run.final_problems != 0
+    try:
+        for number in range(1, args.runs + 1):
+            started = time.monotonic()
+            fresh = server.create_database() if server is not None else None
+            if fresh is not None:
+                database: Path | str = fresh
+            elif args.database:
+                database = args.database
+            else:
+                database = Path(f"/tmp/lcm-doctor-race-{os.getpid()}-{number}.db")
+            try:
+                run = anyio.run(race, database, args.turns, args.cli, f"race-{number}")
+            finally:
+                if server is not None and fresh is not None:
+                    server.drop_database(fresh)
+            line = run.line(number) + f" seconds={time.monotonic() - started:.0f}"
+            print(line, flush=True)
+            if args.out is not None:
+                with args.out.open("a") as out:
+                    out.write(f"{datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ} {line}\n")
+            bad += run.false_alarms > 0 or run.final_problems != 0
+    finally:
+        if server is not None:
+            server.close()
     return 1 if bad else 0
 
 
