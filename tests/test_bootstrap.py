@@ -274,7 +274,7 @@ async def test_invalid_utf8_inside_a_message_is_stored_with_its_bytes_recoverabl
     path = tmp_path / "latin1.jsonl"
     path.write_bytes(b"\n".join([*good, bad, good[1]]) + b"\n")
     result = await engine.bootstrap(path)
-    assert (result.stored, result.repaired) == (2, 1)  # the repeated good line is one entry
+    assert (result.stored, result.repaired) == (3, 1)  # the repeated good line is a message of its own
     stored = await engine.messages("pi-test")
     assert stored[1].content == "caf\ufffd \ufffd\ufffd end"
     original = await engine.restore_message(stored[1])
