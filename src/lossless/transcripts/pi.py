@@ -15,8 +15,7 @@ not one).  (Files whose entries carry ids, session v3, are read by the
 OpenClaw reader.)  Roles map to ours (``toolResult`` → ``tool``; a user-run
 shell command → a ``user`` message holding a tool part; host-injected
 messages → synthetic user text) and the host role is kept in the message
-metadata.  An unknown role is an
-error; an unknown entry type is skipped.
+metadata.  An unknown role is an error; an unknown entry type is skipped.
 
 :func:`pi_message` is shared with the OpenClaw reader, whose messages have the
 same shape.
