@@ -24,7 +24,14 @@ the offline one by default).  Then, through the public API only:
   each memory is mapped to its source messages (provenance).
 * **expand_query** — ``engine.expand_query(question, query=…)`` with the configured runner (offline by
   default), the query being the question's content words OR-ed: the share of answers that contain the
-  gold answer, and their mean length in tokens.
+  gold answer, and their mean length in tokens.  Each miss of the offline runner is put down to
+  **retrieval** (neither the gold answer nor an evidence message was among the passages it read) or
+  **selection** (it read them and quoted other sentences), per question type.
+
+``--embedder local`` (the product's default embedder; needs the ``embeddings`` extra) builds the search
+vectors first (``engine.index_step`` to the end, as the background worker would), so searches find by
+meaning; ``--embedder hash`` (the default here, fast) builds none, which is what an install without the
+extra gets: keyword search only.
 
 Run it against another checkout's code (``PYTHONPATH=/path/src python benchmarks/memory_quality.py …``) to
 compare before and after in the same conditions.
@@ -52,6 +59,7 @@ from _harness import Figure, report
 from lossless import ContextEngine, Message
 from lossless.engine import open_memory
 from lossless.records import parse_timestamp
+from lossless.retrieval.expansion import OfflineExpansionRunner
 
 try:
     from lossless.memory.fragments import fragment_reason
@@ -93,6 +101,18 @@ def contains(text: str, answer: str) -> tuple[bool, bool]:
     return False, sum(1 for w in words if w in have) >= 0.7 * len(words)
 
 
+class _Recording(OfflineExpansionRunner):
+    """The offline runner, remembering the passages it read for the last question (to tell retrieval from selection)."""
+
+    def __init__(self, counter: Any) -> None:
+        super().__init__(counter)
+        self.read: list[Any] = []
+
+    def _answer(self, task: Any, passages: Any, summary_ids: Any) -> Any:
+        self.read = list(passages)
+        return super()._answer(task, passages, summary_ids)
+
+
 async def evaluate(dataset: dict[str, Any], embedder: str, workdir: Path, quick: bool) -> dict[str, Any]:
     engine = await ContextEngine.open(f"sqlite:///{workdir / 'quality.db'}", memory_embedder=embedder)
     memory = await open_memory(engine.config, agent_id="bench")
@@ -117,6 +137,12 @@ async def evaluate(dataset: dict[str, Any], embedder: str, workdir: Path, quick:
             conversation_of[conversation["id"]] = records[0].conversation_id
             await service.mine(records)
         mined_s = time.perf_counter() - started
+        started = time.perf_counter()
+        if embedder != "hash":  # the background worker's job: vectors for search by meaning
+            while await engine.index_step():
+                pass
+        vectors_s = time.perf_counter() - started
+        runner = _Recording(engine.tokens) if engine.config.expansion_provider in ("", "offline") else None
         memories = [m async for m in service.export() if m.current]
         by_conversation: dict[int | None, list[str]] = {}
         for m in memories:
@@ -127,6 +153,7 @@ async def evaluate(dataset: dict[str, Any], embedder: str, workdir: Path, quick:
         evidence_recall: list[float] = []
         expand_strict = expand_loose = 0
         expand_tokens: list[int] = []
+        misses: dict[str, Counter[str]] = {}
         for question in questions:
             cid = conversation_of[question["conversation_id"]]
             found = [contains(text, question["answer"]) for text in by_conversation.get(cid, [])]
@@ -143,11 +170,18 @@ async def evaluate(dataset: dict[str, Any], embedder: str, workdir: Path, quick:
             words = list(dict.fromkeys(content_words(question["question"])))
             query = " OR ".join(words) or question["question"]
             answered = await engine.expand_query(
-                question["question"], query=query, conversation=question["conversation_id"]
+                question["question"], query=query, conversation=question["conversation_id"], runner=runner
             )
             s, lo = contains(answered.answer, question["answer"])
             expand_strict += s
             expand_loose += lo
+            if runner is not None:
+                read = {key_of.get(_message_id(p.cite)) for p in runner.read}
+                found_it = bool(read & set(question["evidence"])) or any(
+                    contains(p.text, question["answer"])[1] for p in runner.read
+                )
+                outcome = "answered" if lo else "selection" if found_it else "retrieval"
+                misses.setdefault(question.get("type", "all"), Counter())[outcome] += 1
             expand_tokens.append(engine.tokens.count(answered.answer))
         n = max(1, len(questions))
         return {
@@ -165,11 +199,17 @@ async def evaluate(dataset: dict[str, Any], embedder: str, workdir: Path, quick:
             "expand_answer_strict": expand_strict / n,
             "expand_answer": expand_loose / n,
             "expand_tokens_mean": statistics.fmean(expand_tokens) if expand_tokens else 0.0,
+            "expand_outcomes": {kind: dict(counts) for kind, counts in sorted(misses.items())},
+            "vectors_s": vectors_s,
             "examples": [m.content for m in memories[:: max(1, len(memories) // 25)]][:25],
         }
     finally:
         await memory.aclose()
         await engine.dispose()
+
+
+def _message_id(cite: str) -> int:
+    return int(cite[4:]) if cite.startswith("msg#") and cite[4:].isdigit() else -1
 
 
 def label_precision(path: Path) -> dict[str, float]:
@@ -194,7 +234,9 @@ def main() -> int:
     )
     parser.add_argument("--quick", action="store_true", help="only the first two conversations")
     parser.add_argument("--json", metavar="OUT")
-    parser.add_argument("--embedder", choices=("local", "hash"), default="hash")
+    parser.add_argument(
+        "--embedder", choices=("local", "hash"), default="hash", help="local: search vectors built (by meaning)"
+    )
     parser.add_argument("--labels", type=Path, help="hand-labelled fragments (JSON) to measure the checker on")
     args = parser.parse_args()
     dataset = json.loads(args.dataset.read_text(encoding="utf-8"))
@@ -203,6 +245,7 @@ def main() -> int:
     print(
         f"\nmemory quality — {args.dataset.name}: {results['questions']} questions, {results['messages']} messages, "
         f"{results['memories']} memories (mined in {results['mine_s']:.1f} s); embedder {args.embedder}"
+        f" (search vectors built in {results['vectors_s']:.1f} s)"
     )
     for key in (
         "answer_in_memory",
@@ -218,6 +261,15 @@ def main() -> int:
         value = results[key]
         print(f"  {key:<24} {'n/a' if value is None else f'{value:.3f}'}")
     print(f"  fragment reasons         {results['fragment_reasons']}")
+    outcomes = results["expand_outcomes"]
+    if outcomes:
+        total: Counter[str] = Counter()
+        for counts in outcomes.values():
+            total.update(counts)
+        print("  expand_query outcomes    (answered / read but not quoted: selection / never read: retrieval)")
+        for kind, counts in [*outcomes.items(), ("all", dict(total))]:
+            row = "  ".join(f"{k} {counts.get(k, 0):>3}" for k in ("answered", "selection", "retrieval"))
+            print(f"    {kind:<14} {row}")
     figures = [
         Figure("answer in a memory", results["answer_in_memory"], "", goal=0.7, goal_op=">=", goal_on="value"),
         Figure("expand_query answer", results["expand_answer"], "", goal=0.5, goal_op=">=", goal_on="value"),

@@ -500,6 +500,26 @@ def test_rerank_blend_and_mmr_demotion() -> None:
     assert [r.memory.memory_id for r in results][-1] == "mem_b"
 
 
+def test_the_names_stage_puts_the_named_ones_memories_first() -> None:
+    other = Candidate(
+        _memory(memory_id="mem_other", content="Tom can play Blackbird on the piano."), cosine=0.9, vector_rank=1
+    )
+    named = Candidate(
+        _memory(memory_id="mem_named", content="Jonas can play Moon River on the piano."), cosine=0.85, vector_rank=2
+    )
+    pool, _ = fuse([other, named], RetrievalConfig())
+    results, _ = finish(pool, limit=2, now=NOW, config=RetrievalConfig(), names=("jonas",))
+    assert [r.memory.memory_id for r in results] == ["mem_named", "mem_other"]
+    assert dict(results[1].stages)["names"] == pytest.approx(0.8 * dict(results[1].stages)["time_decay"])
+    plain, _ = finish(pool, limit=2, now=NOW, config=RetrievalConfig())
+    assert [r.memory.memory_id for r in plain] == ["mem_other", "mem_named"]
+    # Nobody holds the name: nothing moves (the stage only reorders among the named).
+    nobody, _ = finish(pool, limit=2, now=NOW, config=RetrievalConfig(), names=("priya",))
+    assert [r.memory.memory_id for r in nobody] == ["mem_other", "mem_named"]
+    off, _ = finish(pool, limit=2, now=NOW, config=RetrievalConfig(name_factor=1.0), names=("jonas",))
+    assert [r.memory.memory_id for r in off] == ["mem_other", "mem_named"]
+
+
 async def test_explain_lists_dropped_candidates(service: MemoryService) -> None:
     await service.add(MemoryDraft("Deploys happen on Tuesdays.", category="patterns"))
     await service.add(MemoryDraft("Unrelated note about llamas.", category="entities"))

@@ -11,7 +11,7 @@ from lossless.cli import cli
 from lossless.config import Config, load_config
 from lossless.engine import open_memory
 from lossless.errors import ConfigError
-from lossless.memory.querying import MAX_ADDED, expand, holds_tags, split_tags
+from lossless.memory.querying import MAX_ADDED, expand, holds_tags, names, split_tags
 from lossless.memory.ranking import Candidate, RetrievalConfig, fuse
 from lossless.memory.records import Memory, MemoryDraft
 
@@ -32,6 +32,13 @@ def test_expansion_only_adds_a_few_synonyms() -> None:
     assert len(expand("db bug config deploy test docs").split()) <= 6 + MAX_ADDED
     assert expand("nothing to see here") == "nothing to see here"
     assert "database" in expand("数据库很慢")
+
+
+def test_names_are_the_capitalised_words_that_are_not_question_words() -> None:
+    assert names("Which day of the week are Jonas's music classes?") == ("jonas",)
+    assert names("How do I deploy Kubernetes on AWS?") == ("kubernetes", "aws")
+    assert names("what does the user drink") == ()
+    assert names("Where are Maya and Robin going? Maya said Friday") == ("maya", "robin", "friday")
 
 
 def test_the_settings_are_validated_and_shown(tmp_path: object) -> None:

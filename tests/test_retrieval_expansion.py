@@ -100,6 +100,31 @@ async def test_offline_runner_answers_with_cited_passages_and_revokes(engine: Co
     assert nothing.status == "empty" and nothing.grant_id is None
 
 
+async def test_offline_runner_reads_the_turns_around_a_match_and_keeps_to_the_cap(engine: ContextEngine) -> None:
+    # The answer shares no word with the question: it is the reply to the turn that does.
+    chat = [Message.user(f"Ben: The market was quiet and grey again, day {i}.") for i in range(12)]
+    chat[5] = Message.user("Ben: Have you been to that jazz club on the market square yet?")
+    chat[6] = Message.assistant("Ana: Yes! We went there last week, the pierogi was incredible.")
+    result = await engine.ingest_batch("chat", chat, session_key="k")
+    records = await engine.messages(result.conversation_id)
+    reply = next(r.id for r in records if "pierogi" in r.content)
+    question = "What did Ana think of the jazz club on the market square?"
+    answered = await engine.expand_query(question, query="jazz OR club OR market OR square", conversation="chat")
+    assert answered.status == "completed" and "pierogi" in answered.answer
+    assert f"msg#{reply}" in answered.cited and answered.answer.startswith("[msg#")
+    # A small grant cap: fewer matches are read, and the answer still comes from what was.
+    small = await engine.expand_query(
+        question, query="jazz OR club OR market OR square", conversation="chat", token_cap=150
+    )
+    assert small.status == "completed" and small.answer.startswith("[msg#")
+    assert small.grant_id is not None
+    grant = await engine.store.get_grant(small.grant_id)
+    assert grant is not None and 0 < grant.tokens_used <= 150
+    assert answered.grant_id is not None
+    uncapped = await engine.store.get_grant(answered.grant_id)
+    assert uncapped is not None and uncapped.tokens_used > 150  # so the cap did cut what was read
+
+
 class Scripted:
     """A runner that does what a test tells it."""
 

@@ -12,6 +12,9 @@ Invariants:
   synonyms of the query's words (English and Chinese, from a small fixed
   table) for the keyword side of a search; it never removes or reorders a word,
   and a query with nothing to expand comes back unchanged.
+* **Names are what the query calls by name.**  :func:`names` returns its
+  capitalised words (``Maya``, ``Kubernetes``; a possessive ``'s`` dropped)
+  that are not question or function words, for the ranking's name stage.
 * Pure: no I/O, deterministic.
 """
 
@@ -23,7 +26,7 @@ from dataclasses import dataclass
 
 from lossless.memory.records import Memory
 
-__all__ = ["MAX_ADDED", "TagQuery", "expand", "holds_tags", "split_tags"]
+__all__ = ["MAX_ADDED", "TagQuery", "expand", "holds_tags", "names", "split_tags"]
 
 MAX_ADDED = 5
 
@@ -48,6 +51,12 @@ _SYNONYMS: Mapping[str, tuple[str, ...]] = {
     word: tuple(w for w in group if w != word) for group in _GROUPS for word in group
 }
 _WORD = re.compile(r"[\w\u4e00-\u9fff]+", re.UNICODE)
+_NAME = re.compile(r"\b[A-Z][\w-]+(?:'s|’s)?")
+_NOT_NAMES = frozenset(
+    """what which who whom whose when where why how did does do is are was were can could should would will
+    have has had the an in on at of for to and or but if my our your their his her its this that these
+    those there here please tell show find list give""".split()  # noqa: SIM905
+)
 _CJK_WORDS = sorted((w for w in _SYNONYMS if not w.isascii()), key=len, reverse=True)
 
 
@@ -87,6 +96,16 @@ def holds_tags(memory: Memory, tags: Sequence[str]) -> bool:
     text = f"{memory.abstract}\n{memory.overview}\n{memory.content}".lower()
     words = set(text.split()) | {w.strip(".,;()[]\"'") for w in text.split()}
     return all(tag in held or tag in words for tag in tags)
+
+
+def names(query: str) -> tuple[str, ...]:
+    """The names ``query`` holds, lower case, in order (see the module docstring)."""
+    found: list[str] = []
+    for match in _NAME.finditer(query):
+        word = re.sub(r"(?:'s|’s)$", "", match.group(0)).lower()
+        if word not in _NOT_NAMES and word not in found:
+            found.append(word)
+    return tuple(found)
 
 
 def expand(query: str) -> str:

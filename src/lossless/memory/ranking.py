@@ -19,6 +19,11 @@ Stages, in order (spec/001 defaults in :class:`RetrievalConfig`):
 7. **time_decay** — the Weibull search boost (:mod:`lossless.memory.decay`), or the
    reference's legacy half-life formula, or off;
 8. **hard_min_score** (0.35; weighted fusion only); 9. **noise** filter;
+9b. **names** — when the query calls something by name (``names``: "Maya",
+    "Kubernetes") and some remaining result holds one of those names, the results
+    holding none of them are scored ``× name_factor`` (0.8): a question about Maya
+    is answered by Maya's memories before anyone else's similar ones.  It only
+    reorders (it comes after the cut-offs);
 10. **mmr** — a result whose cosine with an already chosen one exceeds 0.85 is
     moved behind the others; 11. **limit**.
 
@@ -81,6 +86,8 @@ class RetrievalConfig:
     hard_min_score: float = 0.35
     noise_filter: bool = True
     mmr_threshold: float = 0.85
+    #: The names stage's factor for results that hold none of the query's names (1: off).
+    name_factor: float = 0.8
 
     def pool_size(self, limit: int) -> int:
         return max(self.candidate_pool, 2 * limit)
@@ -239,8 +246,9 @@ def finish(
     rerank_scores: Mapping[str, float] | None = None,
     rerank_failed: bool = False,
     similarity: Callable[[str, str], float] | None = None,
+    names: Sequence[str] = (),
 ) -> tuple[list[Scored], list[Scored]]:
-    """Stages 3–11 on the fused pool: (results best first, dropped)."""
+    """Stages 3–11 on the fused pool: (results best first, dropped); ``names``: the query's, lower case."""
     dropped: list[Scored] = []
     items = _rerank(list(pool), limit, rerank_scores, rerank_failed, config)
     staged: list[Scored] = []
@@ -263,6 +271,14 @@ def finish(
             dropped.append(s.drop("noise"))
         else:
             staged.append(s)
+    if names and config.name_factor < 1.0:
+        patterns = [re.compile(rf"(?<!\w){re.escape(name)}(?!\w)", re.IGNORECASE) for name in names]
+        holds = [any(p.search(s.memory.content) for p in patterns) for s in staged]
+        if any(holds):
+            staged = [
+                s if held else s.at("names", s.score * config.name_factor, clamp=False)
+                for s, held in zip(staged, holds, strict=True)
+            ]
     ordered = _order(staged)
     if similarity is not None and config.mmr_threshold < 1.0:
         chosen: list[Scored] = []

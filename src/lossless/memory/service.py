@@ -470,6 +470,7 @@ class MemoryService:
             rerank_scores=rerank_scores,
             rerank_failed=rerank_failed,
             similarity=similarity,
+            names=querying.names(searched),
         )
         timings["rank"] = (time.perf_counter() - clock) * 1000
         hits = tuple(MemoryHit(s.memory, s.score, s.stages) for s in results)

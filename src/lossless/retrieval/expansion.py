@@ -53,6 +53,8 @@ __all__ = [
 ]
 
 DEFAULT_MAX_TOKENS = 2000
+#: How many matches the offline runner asks for (the grant's token cap may return fewer).
+SEARCH_LIMIT = 60
 _IN_SUBAGENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("lossless_expansion", default=None)
 
 
@@ -144,27 +146,7 @@ class OfflineExpansionRunner:
         summary_ids = list(task.summary_ids)
         passages: list[Passage] = []
         if not summary_ids and task.query:
-            # By meaning first (the question's own words, so paraphrases are found), else by the query's words.
-            found = await tools.call(
-                "lcm_grep", {"pattern": task.prompt[:1000], "mode": "hybrid", "limit": 20, "all_conversations": True}
-            )
-            if found.error or not found.data.get("matches"):
-                found = await tools.call(
-                    "lcm_grep",
-                    {
-                        "pattern": task.query,
-                        "mode": "full_text",
-                        "limit": 20,
-                        "sort": "relevance",
-                        "all_conversations": True,
-                    },
-                )
-            for match in found.data.get("matches", []) or []:  # type: ignore[union-attr]
-                assert isinstance(match, dict)
-                if match.get("type") == "summary":
-                    summary_ids.append(str(match["id"]))
-                else:
-                    passages.append(_passage(f"msg#{match['id']}", match.get("snippet"), match.get("created_at")))
+            passages, summary_ids = await self._search(task, tools)
         if summary_ids:
             expanded = await tools.call(
                 "lcm_expand",
@@ -185,6 +167,48 @@ class OfflineExpansionRunner:
                     passages.append(_passage(str(summary["summary_id"]), summary.get("content"), None))
         return self._answer(task, passages, summary_ids)
 
+    async def _search(self, task: ExpansionTask, tools: ExpansionTools) -> tuple[list[Passage], list[str]]:
+        """The best matches of the question (by meaning and words), each with the turns around it.
+
+        The grant's token cap bounds what is read: the search returns as many matches as fit, the best
+        first.  Only when no message matches are the best few matching summaries expanded instead.
+        """
+        assert task.query is not None
+        # By meaning first (the question's own words, so paraphrases are found), else by the query's words.
+        base = {"limit": SEARCH_LIMIT, "context": 1, "scope": "messages", "all_conversations": True}
+        found = await tools.call("lcm_grep", {"pattern": task.prompt[:1000], "mode": "hybrid", **base})
+        if found.error or not found.data.get("matches"):
+            found = await tools.call(
+                "lcm_grep", {"pattern": task.query, "mode": "full_text", "sort": "relevance", **base}
+            )
+        passages: list[Passage] = []
+        seen: set[str] = set()
+        for rank, match in enumerate(found.data.get("matches", []) or []):  # type: ignore[arg-type]
+            assert isinstance(match, dict)
+            cite = f"msg#{match['id']}"
+            conversation = match.get("conversation_id")
+            where = conversation if isinstance(conversation, int) else None
+            if cite not in seen:
+                seen.add(cite)
+                passages.append(_passage(cite, match.get("snippet"), match.get("created_at"), rank, where))
+            for turn in match.get("context", []) or []:  # type: ignore[union-attr]
+                assert isinstance(turn, dict)
+                near = f"msg#{turn['id']}"
+                if near not in seen:
+                    seen.add(near)
+                    passages.append(_passage(near, turn.get("text"), turn.get("created_at"), rank, where, True))
+        summaries: list[str] = []
+        if not passages:
+            matched = await tools.call(
+                "lcm_grep",
+                {"pattern": task.query, "mode": "full_text", "sort": "relevance", "scope": "summaries",
+                 "limit": 5, "all_conversations": True},
+            )  # fmt: skip
+            for match in matched.data.get("matches", []) or []:  # type: ignore[union-attr]
+                assert isinstance(match, dict)
+                summaries.append(str(match["id"]))
+        return passages, summaries
+
     def _answer(self, task: ExpansionTask, passages: Sequence[Passage], summary_ids: Sequence[str]) -> ExpansionAnswer:
         question = task.prompt.strip()
         ranked = not task.summary_ids  # found by a search (best first), not expanded targets in order
@@ -197,14 +221,21 @@ class OfflineExpansionRunner:
         return ExpansionAnswer(text, tuple(dict.fromkeys([*cited, *summary_ids])))
 
 
-def _passage(cite: str, text: object, created_at: object) -> Passage:
+def _passage(
+    cite: str,
+    text: object,
+    created_at: object,
+    rank: int | None = None,
+    conversation_id: int | None = None,
+    context: bool = False,
+) -> Passage:
     when = None
     if isinstance(created_at, str) and created_at:
         try:
             when = parse_timestamp(created_at)
         except ValueError:
             when = None
-    return Passage(cite, str(text or ""), when)
+    return Passage(cite, str(text or ""), when, rank, context, conversation_id)
 
 
 # ---------------------------------------------------------------------- orchestration
