@@ -1,7 +1,7 @@
 """Retrieval quality of the product's own search: which messages answer a question, per method, against a baseline.
 
 ``python benchmarks/recall.py [--quick] [--json OUT] [--split dev|test] [--dataset FILE] [--methods a,b,…]
-[--pad-with dev|test] [--embedder local|hash]``
+[--pad-with dev|test] [--embedder local|e5|hash] [--embed-cache FILE]``
 
 The dataset is JSON: ``{"conversations": [{"id", "messages": [{"id", "role", "content", "created_at"}]}],
 "questions": [{"id", "conversation_id", "question", "answer", "evidence": [message ids]}]}``.  The default is
@@ -49,6 +49,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _embed_cache import CachingEmbedder
 from _harness import Figure, machine, report
 from lossless import ContextEngine, Message
 from lossless.records import parse_timestamp
@@ -146,6 +147,7 @@ async def evaluate(
     workdir: Path,
     padding: Sequence[dict[str, Any]] = (),
     embedder: str = "local",
+    embed_cache: Path | None = None,
 ) -> dict[str, Any]:
     url = f"sqlite:///{workdir / 'recall.db'}"
     settings = {
@@ -157,6 +159,8 @@ async def evaluate(
         "condensed_min_fanout": 4,
     }
     engine = await ContextEngine.open(url, memory_embedder=embedder, **settings)
+    if embed_cache is not None:  # same vectors, embedded once across runs (set before the build starts)
+        engine.memory().embedder = CachingEmbedder(engine.memory().embedder, embed_cache)
     timings: dict[str, float] = {}
     key_of: dict[int, str] = {}
     try:
@@ -194,9 +198,10 @@ async def evaluate(
         needs_vectors = any(m in methods for m in ("semantic", "hybrid", "summary"))
         if needs_vectors:
             sample = [q["question"] for q in questions[:32]]
+            raw = getattr(service.embedder, "inner", service.embedder)  # the model itself, past any --embed-cache
             started = time.perf_counter()
             for text in sample:
-                await service.embed([text], task="query")
+                await raw.embed([text], task="query")
             timings["query_embedding_ms"] = (time.perf_counter() - started) * 1000 / max(1, len(sample))
             await service.embed([q["question"] for q in questions], task="query")  # latency excludes this
             started = time.perf_counter()
@@ -316,7 +321,13 @@ def main() -> int:
     parser.add_argument("--dataset", type=Path, help="any file of the same shape (overrides --split)")
     parser.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated, of {', '.join(METHODS)}")
     parser.add_argument("--per-conversation", action="store_true", help="print a table per conversation too")
-    parser.add_argument("--embedder", choices=("local", "hash"), help="default: local when installed, else hash")
+    parser.add_argument("--embedder", choices=("local", "e5", "hash"), help="default: local when installed, else hash")
+    parser.add_argument(
+        "--embed-cache",
+        type=Path,
+        metavar="FILE",
+        help="keep embeddings in FILE across runs (same vectors; only the setup is faster)",
+    )
     parser.add_argument(
         "--pad-with",
         choices=tuple(SPLITS),
@@ -338,7 +349,7 @@ def main() -> int:
     if args.pad_with:
         padding = json.loads(SPLITS[args.pad_with].read_text(encoding="utf-8"))["conversations"]
     with tempfile.TemporaryDirectory() as tmp:
-        results = anyio.run(evaluate, dataset, methods, Path(tmp), padding, embedder)
+        results = anyio.run(evaluate, dataset, methods, Path(tmp), padding, embedder, args.embed_cache)
     counts, timings = results["counts"], results["timings"]
     print(
         f"\nrecall — {path.name}{' (quick)' if args.quick else ''}: {counts['questions']} questions, "

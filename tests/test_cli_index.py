@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from lossless.cli import cli
+from lossless.memory.message_index import index_model
 
 from .conftest import ROOT
 
@@ -29,7 +30,7 @@ def test_index_status_then_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert semantic.exit_code == 0 and "semantic index still building" in semantic.output
     built = json.loads(run(db, "index", "--json").stdout)
     assert built["done"] and built["indexed"] == built["total"] == before["total"]
-    assert built["embedded_now"] == before["total"] and built["model"] == "hash-256"
+    assert built["embedded_now"] == before["total"] and built["model"] == index_model("hash-256")
     human = run(db, "index")
     assert (
         human.exit_code == 0

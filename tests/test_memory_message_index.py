@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+import itertools
+from pathlib import Path
+
 import pytest
 
 from lossless import ContextEngine, Message
 from lossless.config import Config
 from lossless.memory.hashing import HashEmbedder
-from lossless.memory.message_index import BuildProgress, VectorBuilder, chunk_text, to_unit_blob
+from lossless.memory.message_index import (
+    BuildProgress,
+    VectorBuilder,
+    chunk_text,
+    context_text,
+    index_model,
+    to_unit_blob,
+)
 from lossless.memory.messages import MessageSearch
 from lossless.memory.scopes import Caller
 from lossless.memory.service import MemoryService
 from lossless.memory.vectors import chunk_text as numpy_chunk_text
-from lossless.ports import PreparedMessage, SearchVectorStore, Store
+from lossless.ports import ItemVectors, PreparedMessage, SearchVectorStore, Store
 from lossless.records import utcnow
 from lossless.stores import memory_store_for
 
@@ -56,7 +66,7 @@ async def test_each_text_is_embedded_once_and_kept(store: Store) -> None:
     # A second builder (another worker, a restart) finds nothing to do: the vectors are durable.
     again = HashEmbedder()
     assert await VectorBuilder(store, again).run() == 0 and again.calls == []
-    states = await store.vector_states(embedder.model, "messages", [a, b, 999_999])
+    states = await store.vector_states(index_model(embedder.model), "messages", [a, b, 999_999])
     assert set(states) == {a, b} and states[a].indexed == 3
     assert states[a].rows == 1 + len(chunk_text(long, embedder.max_chars))
     # Another model has its own vectors.
@@ -121,20 +131,22 @@ async def test_postgres_searches_in_the_database_with_pgvector(pg_url: str) -> N
         b = await _messages(store, "b", [" ".join(words[i % 5 : i % 5 + 3]) + f" b{i}" for i in range(20)])
         await VectorBuilder(store, embedder).run()  # no extension: nothing in the database to search with
         probe = to_unit_blob(embedder.vector("coffee tea"))
-        assert await store.nearest_items(embedder.model, "messages", probe, [a], limit=5) is None
-        exact = await MessageSearch(store, service).search("coffee tea", [a], limit=5)
+        assert await store.nearest_items(index_model(embedder.model), "messages", probe, [a], limit=5) is None
+        exact = await MessageSearch(store, service).search("sunrise harbour walk", [a], limit=5)
         async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
             await conn.execute("CREATE EXTENSION vector")
         # The next build step adds and fills the column and the HNSW index, then writes embeddings itself.
-        await _messages(store, "a", ["coffee tea in london"])
+        await _messages(store, "a", ["sunrise harbour walk"])
         assert await VectorBuilder(store, embedder).run() == 1
-        in_db = await store.nearest_items(embedder.model, "messages", probe, [a], limit=5)
+        in_db = await store.nearest_items(index_model(embedder.model), "messages", probe, [a], limit=5)
         assert in_db is not None and {c for _, c, _ in in_db} == {a}  # the scope filter is in SQL
-        searched = await MessageSearch(store, service).search("coffee tea", [a], limit=5)
+        searched = await MessageSearch(store, service).search("sunrise harbour walk", [a], limit=5)
         newest = (await store.get_messages(a))[-1].id
         assert searched[0].message_id == newest and newest not in [h.message_id for h in exact]
-        assert [round(h.score, 4) for h in searched[1:]] == [round(h.score, 4) for h in exact[:4]]
-        both = await store.nearest_items(embedder.model, "messages", probe, [a, b], limit=100)
+        before = {h.message_id: round(h.score, 4) for h in exact}
+        assert all(before[h.message_id] == round(h.score, 4) for h in searched if h.message_id in before)
+        assert [h.score for h in searched] == sorted((h.score for h in searched), reverse=True)
+        both = await store.nearest_items(index_model(embedder.model), "messages", probe, [a, b], limit=100)
         assert both is not None and {c for _, c, _ in both} == {a, b} and len(both) == 61
     finally:
         await store.close()
@@ -159,7 +171,10 @@ async def test_the_build_and_search_through_an_openai_compatible_endpoint(config
             while await engine.index_step():
                 pass
             posted = [text for r in stub.requests for text in r.body["input"]]
-            assert sorted(posted) == sorted(texts) and {r.body["model"] for r in stub.requests} == {"nomic-embed-text"}
+            # each text once: the first as itself, the others with the turn before them (their context chunk)
+            contexts = [context_text(before, text, 10_000) for before, text in itertools.pairwise(texts)]
+            assert sorted(posted) == sorted(texts[:1] + contexts)
+            assert {r.body["model"] for r in stub.requests} == {"nomic-embed-text"}
             found = await engine.grep("nightly backup failed", mode="semantic", scope="messages", limit=1)
             assert [h.snippet for h in found.hits] == [texts[0]] and found.notes == ()
             assert [r.body["input"] for r in stub.requests[len(posted) and -1 :]] == [["nightly backup failed"]]
@@ -181,3 +196,81 @@ async def test_without_the_extra_the_idle_build_stops_quietly(config: Config, mo
         assert found.hits  # everything else works
     finally:
         await engine.dispose()
+
+
+async def test_vector_states_follow_every_change_of_the_vectors(store: Store) -> None:
+    """Counts and revision move with vectors written and with the conversation's deletion (cascades)."""
+    assert isinstance(store, SearchVectorStore)
+    embedder = HashEmbedder()
+    a = await _messages(store, "a", ["the nightly backup failed", "lunch was great"])
+    b = await _messages(store, "b", ["the deploy went out"])
+    before = (await store.vector_states(index_model(embedder.model), "messages", [a]))[a]
+    assert (before.indexed, before.total, before.rows) == (0, 2, 0)
+    await VectorBuilder(store, embedder).run()
+    states = await store.vector_states(index_model(embedder.model), "messages", [a, b])
+    # a: two messages (the second embedded with the turn before it); b: one message
+    assert (states[a].indexed, states[a].rows, states[b].indexed) == (2, 2, 1)
+    assert (states[a].rows, states[a].revision) != (before.rows, before.revision)
+    totals = await store.vector_totals(index_model(embedder.model), "messages")
+    assert (totals.indexed, totals.rows) == (3, 3)
+    from lossless.ports import RetentionStore
+
+    if isinstance(store, RetentionStore):
+        assert await store.delete_conversations([a]) == 1
+        assert a not in await store.vector_states(index_model(embedder.model), "messages", [a, b])
+        totals = await store.vector_totals(index_model(embedder.model), "messages")
+        assert (totals.indexed, totals.total, totals.rows) == (1, 1, 1)
+
+
+async def test_an_upgraded_index_format_is_rebuilt_and_the_old_one_given_back(store: Store) -> None:
+    assert isinstance(store, SearchVectorStore)
+    embedder = HashEmbedder()
+    a = await _messages(store, "a", ["the nightly backup failed", "lunch was great"])
+    # vectors of the format before (stored under the bare model name), and of another model
+    old = [ItemVectors(m.id, a, (to_unit_blob(embedder.vector(m.content)),)) for m in await store.get_messages(a)]
+    await store.put_item_vectors(embedder.model, "messages", old)
+    await store.put_item_vectors("another-model", "messages", old[:1])
+    builder = VectorBuilder(store, embedder)
+    assert builder.model == index_model(embedder.model) != embedder.model
+    assert (await builder.progress([a])).indexed == 0  # the new format starts empty: all is built again
+    await builder.run()
+    assert (await builder.progress([a])).done
+    states = await store.vector_states(embedder.model, "messages", [a])
+    if hasattr(store, "drop_item_vectors"):  # SQLite gives the old format's space back once built
+        assert states[a].rows == 0 and states[a].indexed == 0
+    other = await store.vector_states("another-model", "messages", [a])
+    assert other[a].indexed == 1  # another model's vectors are kept
+
+
+async def test_a_store_made_before_the_counts_gets_them_from_its_vectors(tmp_path: Path) -> None:
+    """Migration 116 on a file that already has vectors: the counts start from what is there."""
+    import sqlite3
+
+    from lossless.stores.sqlite import SQLiteStore
+
+    path = tmp_path / "old.db"
+    store = await SQLiteStore.open(path)
+    embedder = HashEmbedder()
+    a = await _messages(store, "a", ["the nightly backup failed", "lunch was great"])
+    await VectorBuilder(store, embedder).run()
+    want = await store.vector_states(index_model(embedder.model), "messages", [a])
+    await store.close()
+    conn = sqlite3.connect(path)  # back to the schema before migration 116, vectors kept
+    for statement in (
+        "DROP TRIGGER message_vectors_counted",
+        "DROP TRIGGER message_vectors_uncounted",
+        "DROP TRIGGER summary_vectors_counted",
+        "DROP TRIGGER summary_vectors_uncounted",
+        "DROP TABLE vector_counts",
+        "DELETE FROM lcm_migrations WHERE version = 116",
+    ):
+        conn.execute(statement)
+    conn.commit()
+    conn.close()
+    store = await SQLiteStore.open(path)
+    try:
+        got = await store.vector_states(index_model(embedder.model), "messages", [a])
+        assert (got[a].indexed, got[a].total, got[a].rows) == (want[a].indexed, want[a].total, want[a].rows)
+        assert (got[a].indexed, got[a].rows) == (2, 2)
+    finally:
+        await store.close()

@@ -16,9 +16,11 @@ import pytest
 
 from lossless import ContextEngine, Message
 from lossless.errors import ConfigError, ConflictError, InputError, StoreError
+from lossless.ports import PreparedMessage
 from lossless.stores import blob_store_for, open_store
 from lossless.stores.postgres import PostgresStore
 
+from . import pg
 from .stress.crash import concurrent_writers, kill_rounds, verify
 
 pytestmark = pytest.mark.anyio
@@ -217,6 +219,109 @@ async def test_nul_characters_are_stored_verbatim(pg_url: str) -> None:
         assert [m.content for m in await engine.messages("s")] == texts
         found = await engine.grep("bad", mode="full_text", all_conversations=True)
         assert [h.snippet for h in found.hits] == ["bad \x00 byte"]
+
+
+async def unindexed(url: str) -> int:
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(url) as conn:
+        row = await (await conn.execute("SELECT count(*) FROM messages WHERE content_tsv IS NULL")).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def test_a_batch_by_copy_keeps_nul_and_refuses_a_lone_surrogate_whole(pg_url: str) -> None:
+    """Batches from 32 messages on go by COPY: the same escaping, and a bad text writes nothing of the batch."""
+    texts = [f"row {i} \x00 nul \ue000 esc" if i % 5 == 0 else f"row {i} tab\tand\nnewline \\ back" for i in range(40)]
+    async with await ContextEngine.open(pg_url) as engine:
+        await engine.ingest_batch("s", [Message.user(t, event_key=f"k{i}") for i, t in enumerate(texts)])
+        assert [m.content for m in await engine.messages("s")] == texts
+        # The engine repairs lone surrogates; the store refuses them, and the whole batch with them.
+        conversation = (await engine.conversations())[0].id
+        bad = [Message.user(f"more {i}", event_key=f"b{i}") for i in range(39)] + [Message.user("x \ud800 y")]
+        with pytest.raises(InputError, match="surrogate"):
+            await engine.store.append_messages(conversation, [PreparedMessage(m, 1, T0) for m in bad])
+        assert len(await engine.messages("s")) == len(texts)
+        # Replayed keys are skipped, in a COPY-sized batch as in a small one.
+        again = await engine.ingest_batch("s", [Message.user(t, event_key=f"k{i}") for i, t in enumerate(texts)])
+        assert again.duplicates == len(texts) and not again.stored
+
+
+async def test_search_finds_messages_the_indexer_has_not_reached(pg_url: str) -> None:
+    """Words, regexes and relevance find rows whose word index is not filled yet, the same as indexed ones."""
+    import psycopg
+
+    words = ["alpha deploy failed", "beta rollout", "gamma Deployment done", "the and of", "delta Traceback here"]
+    async with await ContextEngine.open(pg_url) as engine:
+        await engine.ingest_batch("s", [Message.user(f"{w} {i}", event_key=f"k{i}") for i, w in enumerate(words * 10)])
+        await engine.store.wait_indexed()
+        assert await unindexed(pg_url) == 0
+
+        async def results() -> list[object]:
+            out: list[object] = []
+            for pattern, mode, sort in (
+                ("deploy", "full_text", "recency"),
+                ("deploy", "full_text", "relevance"),
+                ('"the and"', "full_text", "recency"),
+                ("Traceback", "regex", "recency"),
+                ("(?i)ROLLOUT", "regex", "recency"),
+                ("deploy nothingsuch", "full_text", "recency"),  # no message has both: any-word fallback
+            ):
+                found = await engine.grep(pattern, mode=mode, sort=sort, all_conversations=True, limit=100)  # type: ignore[arg-type]
+                out.append([(h.ref, h.snippet) for h in found.hits])
+            return out
+
+        indexed = await results()
+        assert all(indexed)
+        async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+            # Half the rows back to "not indexed yet" (the state right after an append).
+            await conn.execute("UPDATE messages SET content_tsv = NULL WHERE message_id % 2 = 0")
+        assert await unindexed(pg_url) == 25
+        assert await results() == indexed
+        await engine.store.wait_indexed()
+        assert await unindexed(pg_url) == 0
+        assert await results() == indexed
+
+
+async def test_the_background_indexer_fills_the_word_index_after_an_append(pg_url: str) -> None:
+    async with await ContextEngine.open(pg_url) as engine:
+        await engine.ingest_batch("s", [Message.user(f"message {i}", event_key=f"k{i}") for i in range(1200)])
+        with anyio.fail_after(120):  # waits for a condition; the bound only stops a hung test
+            while True:  # a condition another thread makes true: polled (there is no event to wait on)
+                if not await unindexed(pg_url):
+                    break
+                await anyio.sleep(0.05)
+
+
+async def test_a_database_of_the_previous_schema_upgrades_and_keeps_its_word_index(
+    pg_server: pg.Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Migration 122 on a database written at version 20: stored rows stay searchable, new ones get indexed."""
+    import psycopg
+
+    from lossless.stores.postgres import connection, schema
+
+    url = pg_server.create_database(template=None)
+    try:
+        monkeypatch.setattr(connection, "MIGRATIONS", tuple(m for m in schema.MIGRATIONS if m.version <= 20))
+        async with await ContextEngine.open(url) as engine:
+            await engine.ingest_batch("s", [Message.user(f"old deploy {i}", event_key=f"o{i}") for i in range(40)])
+        monkeypatch.setattr(connection, "MIGRATIONS", schema.MIGRATIONS)
+        async with await psycopg.AsyncConnection.connect(url) as conn:
+            versions = [r[0] for r in await (await conn.execute("SELECT version FROM lcm_migrations")).fetchall()]
+            assert max(versions) == 20
+        async with await ContextEngine.open(url) as engine:
+            assert await unindexed(url) == 0  # the generated values were kept
+            await engine.ingest_batch("s", [Message.user(f"new deploy {i}", event_key=f"n{i}") for i in range(40)])
+            found = await engine.grep("deploy", mode="full_text", all_conversations=True, limit=200)
+            assert len(found.hits) == 80
+            assert len((await engine.grep("old deploy 3", mode="regex", all_conversations=True)).hits) == 11
+            await engine.store.wait_indexed()
+            assert await unindexed(url) == 0
+            assert len((await engine.grep("deploy", mode="full_text", all_conversations=True, limit=200)).hits) == 80
+            assert (await engine.store.stats()).schema_version == max(m.version for m in schema.MIGRATIONS)
+    finally:
+        pg_server.drop_database(url)
 
 
 async def test_large_files_can_live_in_the_database(pg_url: str) -> None:

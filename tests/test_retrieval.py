@@ -439,6 +439,21 @@ async def test_full_text_falls_back_to_any_word_ranked_and_says_so(engine: Conte
     assert not regex.hits and not regex.fallback
 
 
+async def test_a_relevance_search_with_few_exact_matches_adds_partial_ones_after_them(engine: ContextEngine) -> None:
+    texts = ["The deployment failed with TimeoutError", "nothing to see", "a failed test on the canary", "lunch"]
+    await engine.ingest_batch("partial", [Message("user", t) for t in texts], session_key="key-partial")
+    await engine.store.wait_indexed()
+    retriever = Retriever(engine.store)
+    ranked = GrepOptions("deployment failed", mode="full_text", scope="messages", sort="relevance", limit=5)
+    found = await retriever.grep(caller("partial"), ranked)
+    # the message with every word first, then the one with only "failed", and a note saying so
+    assert [h.snippet for h in found.hits] == [texts[0], texts[2]] and not found.fallback and not found.more
+    assert "the first 1 have every word" in found.render()
+    # a grep in time order keeps exact AND semantics
+    newest = await retriever.grep(caller("partial"), GrepOptions("deployment failed", scope="messages"))
+    assert [h.snippet for h in newest.hits] == [texts[0]] and not newest.notes
+
+
 async def test_hits_come_back_with_neighbouring_turns(engine: ContextEngine) -> None:
     await seeded(engine)
     found = await engine.grep("TimeoutError", mode="full_text", scope="messages", context=1)

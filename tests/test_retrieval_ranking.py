@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from hypothesis import given
 from hypothesis import strategies as st
 
+from lossless.retrieval import ranking
 from lossless.retrieval.query import FullTextQuery, parse_full_text
 from lossless.retrieval.ranking import (
     STOPWORDS,
@@ -117,3 +118,30 @@ def test_fused_scores_are_bounded_and_cover_both_sides(
     fused = fuse(keyword, semantic, keyword_weight=weight)
     assert set(fused) == set(keyword) | set(semantic)
     assert all(-1e-9 <= v <= 1 + 1e-9 for v in fused.values())
+
+
+def test_turns_that_say_little_weigh_less() -> None:
+    assert ranking.substance("Kwame: No way!", enough=6) == 1 / 6
+    assert ranking.substance("Please never put olives near me, I can't stand the taste.", enough=6) == 1.0
+    assert ranking.substance("anything", enough=0) == 1.0
+    short, long = ranking.substance("Yes, Thursday.", enough=6), ranking.substance("Thursday piano lessons", enough=6)
+    assert 0 < short < long <= 1
+
+
+def test_times_relative_to_an_event() -> None:
+    before = ranking.event_offset("What did Tom buy three weeks before the trip to Kyoto?")
+    assert before is not None and (before.days, before.event) == (-21, ("trip", "Kyoto"))
+    assert before.words == ("three", "weeks", "before")
+    trip = datetime(2024, 5, 22, tzinfo=UTC)
+    window = before.window(trip)
+    assert window.contains(datetime(2024, 5, 1, tzinfo=UTC)) and not window.contains(trip)
+    loose = ranking.event_offset("What did Kwame buy ten days or so before the trip to Cork?")
+    assert loose is not None and loose.days == -10 and loose.event == ("trip", "Cork")
+    after = ranking.event_offset("what broke a couple of days after the launch")
+    assert after is not None and (after.days, after.event) == (2, ("launch",))
+    assert ranking.event_offset("Where did Maya go in May?") is None
+    assert ranking.event_offset("two weeks before the") is None  # no event named
+
+
+def test_text_without_spaces_is_not_taken_for_one_word() -> None:
+    assert ranking.substance("バックアップが失敗しました", enough=6) == 1.0

@@ -773,13 +773,15 @@ class ItemVectors:
 class VectorState:
     """One conversation's search vectors for one model and source.
 
-    ``indexed`` of ``total`` items have vectors (or are blank); ``rows`` counts the chunk vectors,
-    which changes whenever vectors are added or removed (an in-memory copy is stale when it does).
+    ``indexed`` of ``total`` items have vectors (or are blank); ``rows`` counts the chunk vectors.
+    ``revision`` (where the store keeps one) changes with every vector added or removed; an in-memory
+    copy of the vectors is stale when ``(rows, revision)`` differs from what it was loaded at.
     """
 
     indexed: int
     total: int
     rows: int
+    revision: int = 0
 
 
 @runtime_checkable

@@ -116,7 +116,7 @@ def _acks(output: str) -> list[str]:
 
 
 def kill_rounds(database: Path | str, kills: int, *, seed: int = 0, max_delay: float = 1.2) -> Outcome:
-    """Run ``kills`` children one after another, each SIGKILLed a random time after it is ready."""
+    """Run ``kills`` children one after another, each SIGKILLed a random time after its first acknowledgement."""
     rng = random.Random(seed)
     outcome = Outcome()
     next_n = 0
@@ -128,11 +128,15 @@ def kill_rounds(database: Path | str, kills: int, *, seed: int = 0, max_delay: f
             child.kill()
             _, err = child.communicate()
             raise RuntimeError(f"the child did not start: {ready!r} {err[-2000:]}")
+        # The random delay runs from the round's first acknowledgement, not from "ready": how long a
+        # child takes to start writing (loading the tokenizer, a background indexer starting) varies
+        # with the machine's load, and a round killed before it acknowledged anything proves nothing.
+        first = child.stdout.readline()
         time.sleep(rng.uniform(0.0, max_delay))
         os.kill(child.pid, signal.SIGKILL)
         out, _ = child.communicate()
         outcome.kills += 1
-        acked = _acks(out)
+        acked = _acks(first + out)
         outcome.acknowledged.update(acked)
         if acked:
             next_n = max(next_n, max(int(k.split(":")[1]) for k in acked) + 1)

@@ -19,6 +19,18 @@ Invariants:
   an idle worker checks only new messages; every :data:`RESCAN_S` seconds it walks them all again
   (rows committed out of id order).  Summaries, far fewer, are walked whole every pass, so one
   rewritten in place is embedded again at the next step.
+* **Context-aware, lossless.**  A message that has a turn before it in its conversation is embedded
+  as that turn's opening followed by the message (its "context chunk"): a reply such as "Yes, we
+  went there last week" is found by what "there" is, and a tool result by the command that produced
+  it.  A message longer than one chunk keeps its own chunks and gets the context chunk besides; the
+  first message of a conversation is embedded as itself.  A message scores as its best chunk.  The
+  stored message is never changed; only what is embedded is.
+* **Versioned.**  Vectors are stored under :func:`index_model` (the embedder's model plus the
+  index format version :data:`INDEX_VERSION`), so a change of format is a new model to the store:
+  the background build (and ``lcm index``) re-embeds everything, and a search in the meantime
+  answers from what is built plus keywords, with a note, as during any build.  Once the new
+  format is built, the old format's vectors of the same model are deleted a batch per step
+  (where the store can; SQLite).
 * Progress is measured, not guessed: :meth:`VectorBuilder.progress` counts indexed and total items
   in the store, and the ETA comes from the throughput of this builder's own batches.
 """
@@ -33,15 +45,41 @@ from dataclasses import dataclass, field
 
 from lossless.memory.ports import Embedder
 from lossless.memory.vectors import chunk_text  # NumPy-free: vectors imports NumPy on first use
-from lossless.ports import ItemVectors, SearchVectorStore, VectorSource
+from lossless.ports import ItemVectors, SearchVectorStore, VectorSource, VectorTodo
+from lossless.records import MessageRecord
 
-__all__ = ["BuildProgress", "VectorBuilder", "chunk_text", "to_unit_blob"]
+__all__ = [
+    "INDEX_VERSION",
+    "BuildProgress",
+    "VectorBuilder",
+    "chunk_text",
+    "context_text",
+    "index_model",
+    "to_unit_blob",
+]
 
 SOURCES: tuple[VectorSource, ...] = ("messages", "summaries")
 #: Items embedded per step: small enough that a step takes about a second with the local model.
 DEFAULT_BATCH = 64
 #: How often a builder looks through all rows again rather than only those after its last pass.
 RESCAN_S = 300.0
+#: The format of what is embedded for an item; vectors of another version are not searched (see index_model).
+#: 1: each message and summary as itself.  2: messages also with the opening of the turn before them
+#: (an extra chunk).  3: a one-chunk message with the turn before it only (one vector; measured better).
+INDEX_VERSION = 3
+#: How much of the turn before a message its context chunk takes (the opening: a question, a command).
+CONTEXT_CHARS = 300
+
+
+def index_model(model: str) -> str:
+    """The name vectors are stored under: the embedder's model and the index format version."""
+    return model if INDEX_VERSION == 1 else f"{model}+ctx{INDEX_VERSION}"
+
+
+def context_text(previous: str, content: str, max_chars: int) -> str:
+    """The text of a message's context chunk: the opening of the turn before it, then the message."""
+    head = " ".join(previous.split())[:CONTEXT_CHARS]
+    return f"{head}\n{content.strip()}"[:max_chars]
 
 
 def to_unit_blob(vector: Sequence[float]) -> bytes:
@@ -95,10 +133,11 @@ class VectorBuilder:
     _prepared: set[str] = field(default_factory=set)
     _written_in_pass: int = 0
     _last_rescan: float = field(default_factory=time.monotonic)
+    _old_formats_gone: bool = False
 
     @property
     def model(self) -> str:
-        return self.embedder.model
+        return index_model(self.embedder.model)
 
     @property
     def rate(self) -> float:
@@ -114,6 +153,8 @@ class VectorBuilder:
             if done:
                 self._written_in_pass += done
                 return done
+        # Built: now the space of an earlier index format of this model is given back, a batch per step.
+        await self._forget_old_formats()
         # The next pass starts where this one ended (new rows have higher ids), and from the start again
         # every RESCAN_S: that catches rows committed out of id order and summaries rewritten in place.
         now = time.monotonic()
@@ -131,6 +172,24 @@ class VectorBuilder:
                 await refresh()
         return 0
 
+    async def _forget_old_formats(self) -> int:
+        """Delete a batch of this embedder's vectors of another index format (where the store can).
+
+        Returns how many rows went; 0 once none are left (then it is not asked again in this process).
+        """
+        if self._old_formats_gone:
+            return 0
+        drop = getattr(self.store, "drop_item_vectors", None)
+        listed = getattr(self.store, "vector_models", None)
+        if drop is None or listed is None:
+            self._old_formats_gone = True
+            return 0
+        base = self.embedder.model
+        stale = [m for m in await listed() if m != self.model and (m == base or m.startswith(f"{base}+ctx"))]
+        dropped = int(await drop(stale)) if stale else 0
+        self._old_formats_gone = dropped == 0
+        return dropped
+
     async def _step(self, source: VectorSource) -> int:
         cursor = self._cursors.setdefault(source, _Cursor())
         if cursor.exhausted:
@@ -141,6 +200,15 @@ class VectorBuilder:
             return 0
         started = time.perf_counter()
         pieces = [chunk_text(t.content, self.embedder.max_chars) if t.content.strip() else [] for t in todo]
+        if source == "messages" and INDEX_VERSION >= 3:
+            before = await self._previous_turns(todo)
+            for item, chunks in zip(todo, pieces, strict=True):
+                previous = before.get(int(item.key))
+                if chunks and previous:
+                    if len(chunks) == 1:  # a message of one chunk: embedded with its context only
+                        chunks[0] = context_text(previous, item.content, self.embedder.max_chars)
+                    else:  # a long one: its own chunks, and its opening with the context
+                        chunks.append(context_text(previous, item.content, self.embedder.max_chars))
         flat = [p for chunks in pieces for p in chunks]
         vectors = await self.embedder.embed(flat, task="passage") if flat else []
         if len(vectors) != len(flat):
@@ -157,6 +225,27 @@ class VectorBuilder:
         self._seconds += time.perf_counter() - started
         self._items += len(todo)
         return len(todo)
+
+    async def _previous_turns(self, todo: Sequence[VectorTodo]) -> dict[int, str]:
+        """Message id → the text of the turn before it in its conversation (when it has one with text)."""
+        get_by_id = getattr(self.store, "get_messages_by_id", None)
+        get_messages = getattr(self.store, "get_messages", None)
+        if get_by_id is None or get_messages is None:  # a vector store that is not a message store
+            return {}
+        records: list[MessageRecord] = await get_by_id([int(t.key) for t in todo])
+        seqs: dict[int, list[MessageRecord]] = {}
+        for record in records:
+            seqs.setdefault(record.conversation_id, []).append(record)
+        out: dict[int, str] = {}
+        for conversation_id, found in seqs.items():
+            low, high = min(r.seq for r in found), max(r.seq for r in found)
+            around: list[MessageRecord] = await get_messages(conversation_id, after_seq=low - 2, limit=high - low + 1)
+            text_at = {r.seq: r.content for r in around}
+            for record in found:
+                previous = text_at.get(record.seq - 1, "")
+                if previous.strip():
+                    out[record.id] = previous
+        return out
 
     async def _prepare(self, source: VectorSource, dim: int) -> None:
         """Let a store with a database vector index (pgvector) set it up, once per source."""

@@ -15,9 +15,10 @@ Invariants:
   passed in are searched (the caller decides what the agent may see), and
   full-text ids of other conversations are ignored.
 * Where the store searches vectors itself (PostgreSQL with pgvector: HNSW, the conversation
-  filter in SQL) it answers; otherwise each conversation's vectors are loaded once and held in
-  memory until the store's count of them changes (vectors are only added, or removed with a
-  rewritten summary, so the count changes whenever the content does).
+  filter in SQL) it answers; otherwise each conversation's vectors are loaded once into one
+  in-process matrix (:class:`~lossless.memory.vector_blocks.VectorBlocks`) and held until the
+  store's ``(rows, revision)`` of that conversation changes: only changed conversations are read
+  again, and a search of many conversations is one matrix product.
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
 from lossless.errors import InputError, StoreError
+from lossless.memory.message_index import index_model
 from lossless.memory.service import MemoryService
-from lossless.memory.vectors import VectorIndex, to_blob
+from lossless.memory.vector_blocks import VectorBlocks
+from lossless.memory.vectors import to_blob
 from lossless.ports import SearchVectorStore, Store, VectorSource, VectorState
 
 __all__ = ["MessageHit", "MessageSearch", "SummaryHit", "reciprocal_rank_fusion"]
@@ -76,12 +79,13 @@ class MessageSearch:
         self.store = store
         self.vectors: SearchVectorStore = store
         self.memory = memory
-        self._indexes: dict[tuple[VectorSource, int], tuple[int, VectorIndex]] = {}
+        self._blocks: dict[VectorSource, VectorBlocks] = {}
         self._handed_states: dict[tuple[VectorSource, tuple[int, ...]], dict[int, VectorState]] = {}
 
     @property
     def model(self) -> str:
-        return self.memory.embedder.model
+        """The name the vectors are stored under (the embedder's model and the index format version)."""
+        return index_model(self.memory.embedder.model)
 
     async def _states(
         self, source: VectorSource, conversation_ids: Sequence[int], *, keep: bool = False
@@ -107,17 +111,6 @@ class MessageSearch:
         (vector,) = await self.memory.embed([query], task="query")
         return vector
 
-    async def _loaded(self, source: VectorSource, conversation_id: int, rows: int) -> VectorIndex:
-        cached = self._indexes.get((source, conversation_id))
-        if cached is not None and cached[0] == rows:
-            return cached[1]
-        loaded = await self.vectors.load_item_vectors(self.model, source, conversation_id)
-        index = VectorIndex(
-            rows, [(str(key), "global", True, blob) for key, blob in loaded], exact_max=self.memory.exact_search_max
-        )
-        self._indexes[(source, conversation_id)] = (rows, index)
-        return index
-
     async def _nearest(
         self, source: VectorSource, qvec: Any, conversation_ids: Sequence[int], limit: int
     ) -> list[tuple[str, int, float]]:
@@ -126,14 +119,18 @@ class MessageSearch:
         if found is not None:
             return [(str(key), c, score) for key, c, score in found]
         states = await self._states(source, conversation_ids)
-        hits: list[tuple[str, int, float]] = []
-        for conversation_id in dict.fromkeys(conversation_ids):
-            state = states.get(conversation_id)
-            if state is None or state.rows == 0:
-                continue
-            index = await self._loaded(source, conversation_id, state.rows)
-            hits += [(h.memory_id, conversation_id, h.similarity) for h in index.search(qvec, limit=limit)]
-        return hits
+        blocks = self._blocks.setdefault(source, VectorBlocks())
+        versions = {c: (s.rows, s.revision) for c, s in states.items()}
+        gone = [c for c in conversation_ids if c not in states and c in blocks.spans]
+        stale = blocks.stale(versions)
+        if stale or gone:  # vectors added or removed since they were loaded: reload those conversations only
+            loaded = {}
+            for conversation_id in stale:
+                rows = versions[conversation_id][0]
+                vectors = await self.vectors.load_item_vectors(self.model, source, conversation_id) if rows else []
+                loaded[conversation_id] = (versions[conversation_id], vectors)
+            blocks.update(loaded, gone)
+        return blocks.search(qvec, conversation_ids, limit)
 
     async def _rank(
         self,

@@ -21,6 +21,11 @@ Invariants:
   :data:`MAX_OUTPUT_CHARS`; when it would, it ends with a note on how to narrow
   the search.  Each hit carries a snippet of about :data:`SNIPPET_CHARS` around
   its first match and a citation (``[msg#12]`` / ``[sum_…]``).
+* **A question is never answered by one stray match.**  ``full_text`` keeps
+  exact AND semantics; when nothing has every word it falls back to the ranked
+  any-word search (``fallback``), and when ``sort="relevance"`` found fewer than
+  ``limit`` items with every word, items with any of the keywords follow them,
+  best first; both cases say so in a note.
 * No I/O beyond the :class:`~lossless.ports.Store` port.
 """
 
@@ -32,6 +37,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
+
+import anyio
 
 from lossless.errors import InputError, check_unicode
 from lossless.ports import SearchRequest, SearchRow, Store
@@ -378,6 +385,9 @@ async def _search_scope(
     seen: set[int] = set()
     below: int | None = None
     offset = 0
+    # Every row a word query returns is a hit (its matcher only places the snippet): one row past
+    # the limit tells whether there are more.  Rows a matcher may still reject come a page at a time.
+    page = _PAGE if plan.exact else options.limit + 1
     while True:
         request = SearchRequest(
             scope=scope,
@@ -388,7 +398,7 @@ async def _search_scope(
             since=options.since,
             before=options.before,
             order="relevance" if relevance else "recency",
-            limit=_PAGE,
+            limit=page,
             below=below,
             offset=offset,
         )
@@ -415,12 +425,31 @@ async def _search_scope(
                     rank=row.rank,
                 )
             )
-        if len(rows) < _PAGE or not rows:
+        if len(rows) < page or not rows:
             return hits, False
         if relevance:
-            offset += _PAGE
+            offset += page
         else:
             below = min(r.key for r in rows)
+
+
+async def _search_scopes(
+    store: Store,
+    options: GrepOptions,
+    plan: _Plan,
+    scopes: list[Literal["messages", "summaries"]],
+    conversation_ids: tuple[int, ...],
+) -> tuple[list[GrepHit], bool]:
+    """The hits of each scope, in ``scopes`` order, and whether any has more; the scopes are searched at once."""
+    results: dict[str, tuple[list[GrepHit], bool]] = {}
+
+    async def one(scope: Literal["messages", "summaries"]) -> None:
+        results[scope] = await _search_scope(store, options, plan, scope, conversation_ids)
+
+    async with anyio.create_task_group() as group:
+        for scope in scopes:
+            group.start_soon(one, scope)
+    return [hit for scope in scopes for hit in results[scope][0]], any(results[scope][1] for scope in scopes)
 
 
 async def grep(store: Store, options: GrepOptions, conversation_ids: tuple[int, ...]) -> GrepResult:
@@ -439,12 +468,7 @@ async def grep(store: Store, options: GrepOptions, conversation_ids: tuple[int, 
     scopes: list[Literal["messages", "summaries"]] = (
         ["messages", "summaries"] if options.scope == "both" else [options.scope]
     )
-    found: list[GrepHit] = []
-    more = False
-    for scope in scopes:
-        hits, extra = await _search_scope(store, options, plan, scope, conversation_ids)
-        found += hits
-        more = more or extra
+    found, more = await _search_scopes(store, options, plan, scopes, conversation_ids)
     if len(scopes) > 1:
         if options.sort == "relevance" and plan.words is not None:
             ordered = sorted(found, key=lambda h: h.rank if h.rank is not None else 0.0)
@@ -453,10 +477,25 @@ async def grep(store: Store, options: GrepOptions, conversation_ids: tuple[int, 
         more = more or len(ordered) > options.limit
         found = ordered[: options.limit]
     notes: tuple[str, ...] = ()
+    relevance_order = options.sort == "relevance" and plan.words is not None
     if options.sort == "relevance" and plan.words is None:
         notes = ("(relevance order applies to full-text word queries; these matches are newest first)",)
     if not found and options.mode == "full_text" and plan.words is not None:
         return await _any_word(store, options, scopes, conversation_ids)
+    if options.mode == "full_text" and relevance_order and 0 < len(found) < options.limit and not more:
+        # Ranked by relevance (a question, not a grep): the items with every word come first, then
+        # items with any of its keywords, best first, so a question is never answered by one stray match.
+        partial = await _any_word(store, options, scopes, conversation_ids)
+        have = {(h.scope, h.ref) for h in found}
+        unseen = [h for h in partial.hits if (h.scope, h.ref) not in have]
+        added = unseen[: options.limit - len(found)]
+        if added:
+            notes += (
+                f"(the first {len(found)} have every word of {options.pattern!r}; the next {len(added)} have "
+                "some of its keywords, best match first)",
+            )
+            found += added
+            more = partial.more or len(unseen) > len(added)
     if not found:
         return GrepResult(
             options,
@@ -481,12 +520,7 @@ async def _any_word(
     query = FullTextQuery(tuple((Term(w),) for w in words))
     ranked = replace(options, sort="relevance")
     plan = _Plan(words=query.fts_expression(), matcher=_term_locator(query, exact=False), exact=False)
-    found: list[GrepHit] = []
-    more = False
-    for scope in scopes:
-        hits, extra = await _search_scope(store, ranked, plan, scope, conversation_ids)
-        found += hits
-        more = more or extra
+    found, more = await _search_scopes(store, ranked, plan, scopes, conversation_ids)
     if len(scopes) > 1:
         found.sort(key=lambda h: h.rank if h.rank is not None else 0.0)
         more = more or len(found) > options.limit

@@ -32,8 +32,10 @@ from lossless.ports import Store
 from lossless.retrieval import ranking
 from lossless.retrieval.grep import GrepHit, GrepOptions, grep, snippet
 from lossless.retrieval.ranking import (
+    EventOffset,
     TimeWindow,
     best_first,
+    event_offset,
     fuse,
     keywords,
     time_window,
@@ -133,6 +135,9 @@ async def hybrid_hits(
     ``keyword=False`` ranks by meaning alone (the caller found the text unusable as a word query).
     """
     probe = time_window(options.pattern, datetime.now(UTC))  # only its words matter here
+    offset = event_offset(options.pattern) if probe is None else None
+    if offset is not None:  # "two weeks before the trip": the offset's words carry no topic
+        probe = TimeWindow(datetime.now(UTC), datetime.now(UTC), offset.words)
     words = keywords(options.pattern, probe) if keyword else []
     scores = await _fused(store, options, conversation_ids, search, scope, words)
     if scope == "messages":
@@ -147,13 +152,21 @@ async def hybrid_hits(
         extra = [int(k) for k in scores if int(k) not in records]
         records |= {m.id: m for m in await store.get_messages_by_id(extra)}
         when: dict[int | str, datetime] = {key: m.created_at for key, m in records.items()}
+        if ranking.SUBSTANCE_WORDS > 0:
+            for key in scores:
+                record = records.get(int(key))
+                if record is not None:
+                    scores[key] *= ranking.substance(record.content)
     else:
         found = await store.get_summaries([str(k) for k in scores])
         summaries = {s.id: s for s in found}
         when = {key: s.latest_at or s.created_at for key, s in summaries.items()}
     allowed = set(conversation_ids)
     if when:
-        _boost(scores, when, time_window(options.pattern, max(when.values())))
+        window = time_window(options.pattern, max(when.values()))
+        if window is None and offset is not None and scope == "messages":
+            window = await _event_window(store, options, conversation_ids, offset)
+        _boost(scores, when, window)
     hits: list[GrepHit] = []
     for key, score in best_first(scores):
         if scope == "messages":
@@ -190,6 +203,17 @@ async def hybrid_hits(
             return hits, True
         hits.append(hit)
     return hits, False
+
+
+async def _event_window(
+    store: Store, options: GrepOptions, conversation_ids: tuple[int, ...], offset: EventOffset
+) -> TimeWindow | None:
+    """The window of "N weeks before EVENT": when the message that best matches the event's words was written."""
+    found = best_first(await _keyword_scores(store, options, conversation_ids, offset.event, "messages"))
+    if not found:
+        return None
+    events = await store.get_messages_by_id([int(found[0][0])])
+    return offset.window(events[0].created_at) if events else None
 
 
 async def _summary_first(

@@ -36,8 +36,10 @@ __all__ = [
     "NEIGHBOUR_SHARE",
     "STOPWORDS",
     "TIME_BOOST",
+    "EventOffset",
     "TimeWindow",
     "any_word_expression",
+    "event_offset",
     "fuse",
     "keywords",
     "time_window",
@@ -52,6 +54,9 @@ KEYWORD_WEIGHT = 0.3
 NEIGHBOUR_SHARE = 0.3
 #: Added to the fused score of an item inside a question's time window.
 TIME_BOOST = 0.1
+#: Topic words from which a message counts as saying something (see :func:`substance`; 0: off).
+SUBSTANCE_WORDS = 6
+SUBSTANCE_POWER = 1.0
 
 #: Words that carry no topic in a question (English function words and question glue).
 STOPWORDS = frozenset(
@@ -71,6 +76,7 @@ STOPWORDS = frozenset(
 _MONTHS = {name.lower(): number for number, name in enumerate(calendar.month_name) if name}
 _MONTHS |= {name.lower(): number for number, name in enumerate(calendar.month_abbr) if name and name != "May"}
 _WORD = re.compile(r"\w+", re.UNICODE)
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 _NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "ten": 10}
 
 
@@ -126,6 +132,48 @@ def time_window(text: str, anchor: datetime) -> TimeWindow | None:
         year = int(found.group(1))
         return TimeWindow(datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC), (found.group(1),))
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class EventOffset:
+    """A time relative to an event ("two weeks before the trip to Porto"): ``days`` after it (negative: before)."""
+
+    days: int
+    slack: int
+    #: The words that name the event ("trip", "Porto"), to find when it happened.
+    event: tuple[str, ...]
+    #: The words of the offset itself ("two", "weeks", "before"), which carry no topic.
+    words: tuple[str, ...]
+
+    def window(self, event_at: datetime) -> TimeWindow:
+        centre = event_at + timedelta(days=self.days)
+        return TimeWindow(centre - timedelta(days=self.slack), centre + timedelta(days=self.slack + 1), self.words)
+
+
+_OFFSET = re.compile(
+    r"\b(?:about\s+|around\s+|roughly\s+|some\s+)?(\d+|a|an|one|two|three|four|five|six|ten|a\s+couple\s+of|a\s+few)"
+    r"\s+(day|week|month|year)s?(?:\s+or\s+so)?\s+(before|after|prior\s+to|ahead\s+of)\s+([^?.!,;]+)"
+)
+
+
+def event_offset(text: str) -> EventOffset | None:
+    """The offset and event of "N days/weeks/months before/after EVENT" in a question, or None."""
+    lowered = text.lower()
+    found = _OFFSET.search(lowered)
+    if found is None:
+        return None
+    number = found.group(1)
+    count = int(number) if number.isdigit() else {"a couple of": 2, "a few": 3}.get(" ".join(number.split()), 0)
+    count = count or _NUMBERS.get(number, 1)
+    days = {"day": 1, "week": 7, "month": 30, "year": 365}[found.group(2)] * count
+    sign = 1 if found.group(3) == "after" else -1
+    # the event's words as written ("Kyoto"), where lowering kept every offset in place
+    named = text[found.start(4) : found.end(4)] if len(lowered) == len(text) else found.group(4)
+    event = tuple(w for w in keywords(named) if w.lower() not in STOPWORDS)
+    if not event:
+        return None
+    offset_words = tuple(found.group(0)[: found.start(4) - found.start(0)].split())
+    return EventOffset(sign * days, max(2, days // 3), event, offset_words)
 
 
 def _may_is_month(text: str, match: re.Match[str]) -> bool:
@@ -194,6 +242,25 @@ def with_neighbours(
         best = max((scores.get(other, 0.0) for other in neighbours.get(key, ())), default=0.0)
         out[key] = score + share * best
     return out
+
+
+def substance(text: str, enough: int | None = None) -> float:
+    """A prior in ``(0, 1]`` of how much a message says: 1 from ``enough`` topic words on, less below.
+
+    A turn such as "No way!" or "Yo" matches a question only through its speaker's name or its
+    neighbours; this keeps such turns from crowding out the ones that hold the answer.
+    """
+    enough = SUBSTANCE_WORDS if enough is None else enough
+    if enough <= 0:
+        return 1.0
+    count = 0
+    for word in _WORD.findall(text[:2000]):
+        if _CJK.search(word):  # written without spaces: about two characters a word
+            count += max(1, len(word) // 2)
+        elif len(word) > 2 and word.lower() not in STOPWORDS:
+            count += 1
+    share: float = max(1, min(count, enough)) / enough
+    return float(share**SUBSTANCE_POWER)
 
 
 def best_first(scores: Mapping[K, float]) -> list[tuple[K, float]]:

@@ -32,8 +32,8 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import re
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -208,29 +208,32 @@ class Database:
         if self._closed:
             raise StoreError("the store is closed")
         owned = self._own_atomic()
-        try:
+        with _translated():
             if owned is not None:
                 async with owned.connection.transaction():
                     yield owned.connection
                 return
+            async with self._pool.connection() as conn, conn.transaction():
+                yield conn
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[Connection]:
+        """A connection for reads, without the ``BEGIN``/``COMMIT`` round trips of :meth:`transaction`.
+
+        Each statement runs on its own (autocommit) and sees everything committed before it began,
+        just as it would inside a ``READ COMMITTED`` transaction; a read that must see one state
+        across statements sends them in one pipeline or one statement.  Inside :meth:`atomic` or
+        :meth:`snapshot` it is :meth:`transaction` (the block's connection and snapshot).
+        """
+        if self._closed:
+            raise StoreError("the store is closed")
+        if self._own_atomic() is not None:
+            async with self.transaction() as conn:
+                yield conn
+            return
+        with _translated():
             async with self._pool.connection() as conn:
-                try:
-                    async with conn.transaction():
-                        yield conn
-                except BaseException:
-                    # psycopg rolls back on exit; make sure a cancellation cannot interrupt that.
-                    raise
-        except psycopg.Error as exc:
-            raise translate(exc) from exc
-        except UnicodeEncodeError as exc:  # text no row can hold (a lone surrogate), in a write or a lookup
-            raise InputError(
-                f"text with invalid Unicode (a lone surrogate at position {exc.start}) cannot be stored or looked "
-                "up; nothing was written"
-            ) from exc
-        except ValueError as exc:
-            if "NUL" in str(exc) or "0x00" in str(exc):
-                raise translate(psycopg.DataError(str(exc))) from exc
-            raise
+                yield conn
 
     @asynccontextmanager
     async def atomic(self) -> AsyncIterator[None]:
@@ -371,6 +374,24 @@ class Database:
         async with self.transaction() as conn:
             row = await (await conn.execute("SELECT coalesce(max(version), 0) FROM lcm_migrations")).fetchone()
             return int(row[0]) if row else 0
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    """Driver and encoding errors as the package's errors (see the module invariants)."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        raise translate(exc) from exc
+    except UnicodeEncodeError as exc:  # text no row can hold (a lone surrogate), in a write or a lookup
+        raise InputError(
+            f"text with invalid Unicode (a lone surrogate at position {exc.start}) cannot be stored or looked "
+            "up; nothing was written"
+        ) from exc
+    except ValueError as exc:
+        if "NUL" in str(exc) or "0x00" in str(exc):
+            raise translate(psycopg.DataError(str(exc))) from exc
+        raise
 
 
 def _task_id() -> int:

@@ -52,12 +52,15 @@ from lossless.stores.postgres.statements import (
     LOCK_CONVERSATION,
     MESSAGE_COLUMNS,
     PART_INSERT,
+    PARTS_OF,
     PARTS_PER_MESSAGE,
     SUMMARY_COLUMNS,
     SUMMARY_INSERT,
+    attach_parts,
     aware,
     chunks,
     conversation_from_row,
+    copy_rows,
     large_file_from_row,
     large_file_params,
     part_params,
@@ -69,6 +72,7 @@ from lossless.stores.postgres.statements import (
 )
 from lossless.stores.rows import (
     EVENT_COLUMNS,
+    PART_COLUMNS,
     check_event,
     check_sources,
     dump_json,
@@ -100,6 +104,11 @@ SELECT (SELECT max(seq) FROM messages WHERE conversation_id = %(c)s),
              FROM generate_series(1, %(plain)s::bigint + (SELECT count(*) FROM keys) - (SELECT count(*) FROM known))
              WHERE EXISTS (SELECT 1 FROM conversations WHERE conversation_id = %(c)s))
 """
+
+_ITEM_COLUMNS = "conversation_id, ordinal, item_type, message_id, created_at"
+#: From this many messages on, an append sends its rows with ``COPY`` (fewer bytes and no per-row
+#: statement on the server) rather than one pipelined ``INSERT`` per row (fewer round trips).
+COPY_ROWS = 32
 
 _CONTEXT_ENTRIES = """
 WITH tools AS (
@@ -186,7 +195,7 @@ class CoreStatements:
         return conversation_from_row(row)
 
     async def get_conversation(self, conversation_id: int) -> Conversation | None:
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             cursor = await conn.execute(
                 f"SELECT {CONVERSATION_COLUMNS} FROM conversations c WHERE c.conversation_id = %s",
                 (conversation_id,),
@@ -199,7 +208,7 @@ class CoreStatements:
     ) -> Conversation | None:
         if session_id is None and session_key is None:
             raise InputError("find_conversation needs a session_id or a session_key")
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             if session_id is not None:
                 cursor = await conn.execute(
                     f"SELECT {CONVERSATION_COLUMNS} FROM conversations c WHERE c.agent_id = %s AND c.session_id = %s",
@@ -218,7 +227,7 @@ class CoreStatements:
         self, *, agent_id: str | None = None, limit: int = 100, offset: int = 0
     ) -> list[Conversation]:
         where, params = ("WHERE c.agent_id = %s", [agent_id]) if agent_id is not None else ("", [])
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             cursor = await conn.execute(
                 f"SELECT {CONVERSATION_COLUMNS} FROM conversations c {where} "
                 "ORDER BY 11 DESC, c.conversation_id DESC LIMIT %s OFFSET %s",
@@ -232,7 +241,7 @@ class CoreStatements:
         sizes: dict[int, tuple[int, int]] = {}
         if not ids:
             return sizes
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             for chunk in chunks(ids):
                 cursor = await conn.execute(
                     "SELECT conversation_id, count(*), coalesce(sum(token_count), 0) FROM messages "
@@ -283,7 +292,13 @@ class CoreStatements:
                     f"a message may have at most {PARTS_PER_MESSAGE - 1} parts, got {len(prepared.message.parts)}"
                 )
         async with self._db.transaction() as conn:
-            return await _append(conn, conversation_id, messages)
+            result = await _append(conn, conversation_id, messages)
+        if result.stored:
+            self._appended()
+        return result
+
+    def _appended(self) -> None:
+        """Messages were appended (their word index is filled afterwards; the store wakes its indexer)."""
 
     async def get_messages(
         self,
@@ -294,7 +309,7 @@ class CoreStatements:
         newest_first: bool = False,
     ) -> list[MessageRecord]:
         order = "DESC" if newest_first else "ASC"
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             cursor = await conn.execute(
                 f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = %s AND seq > %s "
                 f"ORDER BY seq {order} LIMIT %s",
@@ -306,18 +321,22 @@ class CoreStatements:
         ids = list(dict.fromkeys(message_ids))
         if not ids:
             return []
-        rows: list[Any] = []
-        async with self._db.transaction() as conn:
+        by_id: dict[int, MessageRecord] = {}
+        async with self._db.read() as conn:
             for chunk in chunks(ids):
-                cursor = await conn.execute(
-                    f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE message_id = ANY(%s::bigint[])", (chunk,)
-                )
-                rows += await cursor.fetchall()
-            by_id = {r.id: r for r in await with_parts(conn, rows)}
+                # The ids are known: messages and their parts in one round trip (one pipeline).
+                async with conn.pipeline():
+                    found = await conn.execute(
+                        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE message_id = ANY(%s::bigint[])", (chunk,)
+                    )
+                    parts = await conn.execute(PARTS_OF, (chunk,))
+                    rows = await found.fetchall()
+                    part_rows = await parts.fetchall()
+                by_id.update((r.id, r) for r in attach_parts(rows, part_rows))
         return [by_id[i] for i in ids if i in by_id]
 
     async def count_messages(self, conversation_id: int) -> int:
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             cursor = await conn.execute("SELECT count(*) FROM messages WHERE conversation_id = %s", (conversation_id,))
             row = await cursor.fetchone()
         return int(row[0]) if row else 0
@@ -335,7 +354,7 @@ class CoreStatements:
     # ------------------------------------------------------------ context
 
     async def get_context_items(self, conversation_id: int) -> list[ContextItem]:
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             cursor = await conn.execute(
                 "SELECT ordinal, item_type, message_id, summary_id FROM context_items "
                 "WHERE conversation_id = %s ORDER BY ordinal",
@@ -345,7 +364,7 @@ class CoreStatements:
         return [ContextItem(conversation_id, r[0], r[1], r[2], r[3]) for r in rows]
 
     async def get_context(self, conversation_id: int) -> list[ContextEntry]:
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             cursor = await conn.execute(_CONTEXT_ENTRIES, {"c": conversation_id})
             rows = await cursor.fetchall()
         return [
@@ -418,7 +437,7 @@ class CoreStatements:
         found: dict[str, Summary] = {}
         if not ids:
             return []
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             for chunk in chunks(ids):
                 cursor = await conn.execute(
                     f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE summary_id = ANY(%s::text[])", (chunk,)
@@ -429,7 +448,7 @@ class CoreStatements:
         return [found[i] for i in ids if i in found]
 
     async def list_summaries(self, conversation_id: int) -> list[Summary]:
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             cursor = await conn.execute(
                 f"SELECT {SUMMARY_COLUMNS} FROM summaries WHERE conversation_id = %s ORDER BY summary_rowid",
                 (conversation_id,),
@@ -442,7 +461,7 @@ class CoreStatements:
         parents: dict[str, list[str]] = {}
         if not ids:
             return {}
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             for chunk in chunks(ids):
                 cursor = await conn.execute(
                     "SELECT summary_id, parent_summary_id FROM summary_parents "
@@ -455,7 +474,7 @@ class CoreStatements:
 
     async def get_lineage(self, conversation_id: int) -> dict[str, tuple[int | str, ...]]:
         lineage: dict[str, list[int | str]] = {}
-        async with self._db.transaction() as conn, conn.pipeline():
+        async with self._db.read() as conn, conn.pipeline():
             leaves = await conn.execute(
                 "SELECT sm.summary_id, sm.message_id FROM summary_messages sm "
                 "JOIN summaries s ON s.summary_id = sm.summary_id WHERE s.conversation_id = %s "
@@ -476,7 +495,7 @@ class CoreStatements:
     # ------------------------------------------------------------ bootstrap state
 
     async def find_bootstrap_state(self, agent_id: str, path: str) -> BootstrapState | None:
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             cursor = await conn.execute(
                 "SELECT b.conversation_id, b.last_seen_size, b.last_seen_mtime_ns, b.last_processed_offset, "
                 "b.last_processed_entry_hash, b.last_entry_key, b.updated_at, b.reconciled_seq "
@@ -560,7 +579,7 @@ class CoreStatements:
                 return max(cur.rowcount, 0)
 
     async def get_large_file(self, file_id: str) -> LargeFile | None:
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             cursor = await conn.execute(f"SELECT {FILE_COLUMNS} FROM large_files WHERE file_id = %s", (file_id,))
             row = await cursor.fetchone()
         return None if row is None else large_file_from_row(row)
@@ -568,7 +587,7 @@ class CoreStatements:
     async def list_large_files(
         self, conversation_id: int, *, limit: int | None = None, offset: int = 0
     ) -> list[LargeFile]:
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             cursor = await conn.execute(
                 f"SELECT {FILE_COLUMNS} FROM large_files WHERE conversation_id = %s "
                 "ORDER BY created_at, file_rowid LIMIT %s OFFSET %s",
@@ -670,17 +689,24 @@ async def _append(conn: Connection, conversation_id: int, messages: Sequence[Pre
             )
         item_rows.append((conversation_id, next_ordinal + offset, message_id, now))
         stored.append(stored_record(prepared, message_id, conversation_id, seq))
-    async with conn.pipeline(), conn.cursor() as cur:
-        await cur.executemany(
-            f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)", message_rows
-        )
-        if part_rows:
-            await cur.executemany(PART_INSERT, part_rows)
-        await cur.executemany(
-            "INSERT INTO context_items (conversation_id, ordinal, item_type, message_id, created_at) "
-            "VALUES (%s, %s, 'message', %s, %s)",
-            item_rows,
-        )
+    if len(message_rows) < COPY_ROWS:
+        async with conn.pipeline(), conn.cursor() as cur:
+            await cur.executemany(
+                f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)", message_rows
+            )
+            if part_rows:
+                await cur.executemany(PART_INSERT, part_rows)
+            await cur.executemany(
+                f"INSERT INTO context_items ({_ITEM_COLUMNS}) VALUES (%s, %s, 'message', %s, %s)", item_rows
+            )
+    else:
+        async with conn.cursor() as cur:
+            await copy_rows(cur, f"messages ({MESSAGE_COLUMNS})", message_rows)
+            if part_rows:
+                await copy_rows(cur, f"message_parts (message_id, ordinal, {', '.join(PART_COLUMNS)})", part_rows)
+            await copy_rows(
+                cur, f"context_items ({_ITEM_COLUMNS})", [(c, o, "message", m, t) for c, o, m, t in item_rows]
+            )
     return AppendResult(tuple(stored), duplicates)
 
 

@@ -49,8 +49,14 @@ __all__ = ["MaintenanceStatements"]
 
 #: Advisory-lock key space of job claims per conversation ("LCM\5"; see connection.py and core.py).
 _LOCK_SPACE_JOB_CLAIM = 0x4C434D05
-#: The search indexes that ``rebuild_search_index`` rebuilds (all created by migration 1).
-_SEARCH_INDEXES = ("messages_tsv_gin_idx", "messages_trgm_idx", "summaries_tsv_gin_idx", "summaries_trgm_idx")
+#: The search indexes that ``rebuild_search_index`` rebuilds (migrations 1 and 122).
+_SEARCH_INDEXES = (
+    "messages_tsv_gin_idx",
+    "messages_trgm_idx",
+    "messages_unindexed_idx",
+    "summaries_tsv_gin_idx",
+    "summaries_trgm_idx",
+)
 
 _JOB_COLUMNS = (
     "job_id, kind, reason, requested_at, conversation_id, mode, target_tokens, state, attempts, lease_owner, "
@@ -347,9 +353,11 @@ class MaintenanceStatements:
     async def search_index_problems(self, limit: int = 1000) -> list[IndexDiscrepancy]:
         """Always empty on PostgreSQL: there is no separate index that could disagree with the rows.
 
-        The word index is a stored generated column (``content_tsv``) and both GIN indexes are kept
-        by PostgreSQL in the writing transaction, so a row is never missing from them nor indexed
-        after it is gone.  Comparing every ``content_tsv`` with the expression it is generated from
+        A summary's word index is a stored generated column (``content_tsv``); a message's is set
+        from its (never changing) text by the indexer right after the append, and until then every
+        search reads the message through ``messages_unindexed_idx``.  PostgreSQL keeps the GIN
+        indexes in the transaction that sets the column, so a row is never missing from them nor
+        indexed after it is gone.  Comparing every ``content_tsv`` with the expression it is generated from
         would re-parse the whole history (a full scan of every text), which is not a check to run
         routinely; damage to an index file itself is PostgreSQL's to detect (``amcheck``), and
         :meth:`rebuild_search_index` repairs it.

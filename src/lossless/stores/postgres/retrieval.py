@@ -50,6 +50,7 @@ from lossless.errors import InputError
 from lossless.ports import SearchRequest, SearchRow
 from lossless.records import Grant
 from lossless.stores.postgres.connection import Connection, Database
+from lossless.stores.postgres.schema import TSV
 from lossless.stores.postgres.statements import aware, chunks, grant_from_row, grant_params
 from lossless.stores.rows import GRANT_COLUMNS
 
@@ -227,18 +228,33 @@ class _WordCondition:
     query_params: list[Any]
 
 
-async def _word_condition(conn: Connection, expression: str) -> _WordCondition:
+#: Resolved terms kept per store (a term's ``tsquery`` depends only on its text and the server's
+#: ``english`` configuration); cleared when it reaches this many.
+_RESOLVED_TERMS = 4096
+
+
+async def _resolve_terms(conn: Connection, terms: Sequence[WordTerm], memo: dict[WordTerm, str]) -> list[str]:
+    """Each term's ``tsquery`` as text ('' for stop words only), asking the server only for new terms."""
+    missing = list(dict.fromkeys(t for t in terms if t not in memo))
+    if missing:
+        pieces = [_term_sql(t) for t in missing]
+        cursor = await conn.execute(
+            "SELECT " + ", ".join(sql for sql, _ in pieces),
+            [p for _, params in pieces for p in params],
+        )
+        row = await cursor.fetchone()
+        assert row is not None
+        if len(memo) + len(missing) > _RESOLVED_TERMS:
+            memo.clear()
+        memo.update(zip(missing, (value or "" for value in row), strict=True))
+    return [memo[t] for t in terms]
+
+
+async def _word_condition(conn: Connection, expression: str, memo: dict[WordTerm, str]) -> _WordCondition:
     """Resolve each term to a ``tsquery`` (or, for stop words only, a regex) and combine them."""
     groups = parse_words(expression)
     terms = [t for g in groups for t in g]
-    pieces = [_term_sql(t) for t in terms]
-    cursor = await conn.execute(
-        "SELECT " + ", ".join(sql for sql, _ in pieces),
-        [p for _, params in pieces for p in params],
-    )
-    row = await cursor.fetchone()
-    assert row is not None
-    resolved = iter(row)
+    resolved = iter(await _resolve_terms(conn, terms, memo))
     group_sql: list[str] = []
     group_params: list[Any] = []
     query_groups: list[str] = []
@@ -318,7 +334,29 @@ def _row(scope: Literal["messages", "summaries"], values: Sequence[Any], rank: f
     )
 
 
-async def _search(conn: Connection, request: SearchRequest) -> list[SearchRow]:
+#: A message's word index computed from its text, for rows the indexer has not reached yet.
+_TSV_OF_TEXT = TSV.replace("content", "t.content")
+
+
+def _arms(scope: str, condition: str | None, params: list[Any]) -> list[tuple[str | None, list[Any], str]]:
+    """(text condition, its parameters, word-index expression) of each part of a search.
+
+    Summaries are one part.  Messages are two, answered apart and merged (``UNION ALL``): rows
+    indexed already, through the GIN indexes (the trigram one is partial and holds exactly these
+    rows; the word condition is then the index's own, so no row's ``tsvector`` is re-read), and rows
+    still waiting for the indexer, found through ``messages_unindexed_idx`` and matched on their
+    word index computed in the query — nothing committed is missed.
+    """
+    if scope == "summaries" or condition is None:
+        vector = "t.content_tsv" if scope == "summaries" else f"coalesce(t.content_tsv, {_TSV_OF_TEXT})"
+        return [(condition, params, vector)]
+    return [
+        (f"t.content_tsv IS NOT NULL AND {condition}", params, "t.content_tsv"),
+        (f"t.content_tsv IS NULL AND {condition.replace('t.content_tsv', _TSV_OF_TEXT)}", params, _TSV_OF_TEXT),
+    ]
+
+
+async def _search(conn: Connection, request: SearchRequest, memo: dict[WordTerm, str]) -> list[SearchRow]:
     table, key, columns, time_from, time_to = _shape(request.scope)
     clauses = ["t.conversation_id = ANY(%s::bigint[])"]
     params: list[Any] = [list(request.conversation_ids)]
@@ -328,36 +366,60 @@ async def _search(conn: Connection, request: SearchRequest) -> list[SearchRow]:
     if request.before is not None:
         clauses.append(f"{time_to} < %s")
         params.append(aware(request.before))
+    if request.order == "recency" and request.below is not None:
+        clauses.append(f"t.{key} < %s")
+        params.append(request.below)
+    text_clauses: list[str] = []
+    text_params: list[Any] = []
     if request.literals:
         # Exact, case-sensitive fragments: LIKE is answered by the pg_trgm index and re-checked by a
         # byte comparison, far cheaper than the case-insensitive regular expressions below.
         for literal in request.literals:
-            clauses.append("t.content LIKE %s")
-            params.append("%" + like_escape(literal) + "%")
+            text_clauses.append("t.content LIKE %s")
+            text_params.append("%" + like_escape(literal) + "%")
     elif request.trigrams is not None:
         for fragment in parse_trigrams(request.trigrams):
             regex = fragment_regex(fragment)
-            clauses.append("false" if regex is None else "t.content ~ %s")
-            params += [] if regex is None else [regex]
-    words = None if request.words is None else await _word_condition(conn, request.words)
+            text_clauses.append("false" if regex is None else "t.content ~ %s")
+            text_params += [] if regex is None else [regex]
+    words = None if request.words is None else await _word_condition(conn, request.words, memo)
     if words is not None:
-        clauses.append(words.where)
-        params += words.where_params
+        text_clauses.append(words.where)
+        text_params += words.where_params
+    condition = " AND ".join(text_clauses) if text_clauses else None
+    arms = _arms(request.scope, condition, text_params)
     if request.order == "recency":
-        if request.below is not None:
-            clauses.append(f"t.{key} < %s")
-            params.append(request.below)
-        sql = f"SELECT {columns} FROM {table} t WHERE {' AND '.join(clauses)} ORDER BY t.{key} DESC LIMIT %s"
-        cursor = await conn.execute(sql, [*params, request.limit])
+        selects: list[str] = []
+        sql_params: list[Any] = []
+        for arm, arm_params, _ in arms:
+            where = " AND ".join([*clauses, *([arm] if arm else [])])
+            selects.append(f"(SELECT {columns} FROM {table} t WHERE {where} ORDER BY t.{key} DESC LIMIT %s)")
+            sql_params += [*params, *arm_params, request.limit]
+        sql = (
+            selects[0]
+            if len(selects) == 1
+            else f"SELECT * FROM ({' UNION ALL '.join(selects)}) u ORDER BY 1 DESC LIMIT %s"
+        )
+        # Never a prepared (generic) plan: the best plan depends on the pattern's selectivity.
+        cursor = await conn.execute(
+            sql, sql_params if len(selects) == 1 else [*sql_params, request.limit], prepare=False
+        )
         return [_row(request.scope, r, None) for r in await cursor.fetchall()]
     assert words is not None
-    # Normalisation 1 divides by 1 + log(length): long texts do not win on length alone (as BM25).
-    rank_sql = "0::real" if words.query is None else f"ts_rank_cd(t.content_tsv, {words.query}, 1)"
-    sql = (
-        f"SELECT {columns}, {rank_sql} AS score FROM {table} t WHERE {' AND '.join(clauses)} "
-        f"ORDER BY score DESC, t.{key} DESC LIMIT %s OFFSET %s"
-    )
-    cursor = await conn.execute(sql, [*words.query_params, *params, request.limit, max(0, request.offset)])
+    offset = max(0, request.offset)
+    selects = []
+    sql_params = []
+    for arm, arm_params, vector in arms:
+        # Normalisation 1 divides by 1 + log(length): long texts do not win on length alone (as BM25).
+        rank_sql = "0::real" if words.query is None else f"ts_rank_cd({vector}, {words.query}, 1)"
+        where = " AND ".join([*clauses, *([arm] if arm else [])])
+        selects.append(
+            f"(SELECT {columns}, {rank_sql} AS score FROM {table} t WHERE {where} "
+            f"ORDER BY score DESC, t.{key} DESC LIMIT %s)"
+        )
+        sql_params += [*(words.query_params if words.query else []), *params, *arm_params, offset + request.limit]
+    sql = f"SELECT * FROM ({' UNION ALL '.join(selects)}) u ORDER BY 9 DESC, 1 DESC LIMIT %s OFFSET %s"
+    cursor = await conn.execute(sql, [*sql_params, request.limit, offset], prepare=False)
     return [_row(request.scope, r, -float(r[8])) for r in await cursor.fetchall()]
 
 
@@ -368,6 +430,8 @@ class RetrievalStatements:
     """Search, DAG lookups and grants of :class:`~lossless.ports.Store` (see the module docstring)."""
 
     _db: Database
+    #: Word terms already resolved to their ``tsquery`` (see :func:`_resolve_terms`).
+    _tsqueries: dict[WordTerm, str]
 
     async def search(self, request: SearchRequest) -> list[SearchRow]:
         """One page of candidates (see :meth:`lossless.ports.Store.search`)."""
@@ -375,14 +439,14 @@ class RetrievalStatements:
             return []
         if request.order == "relevance" and request.words is None:
             raise InputError("relevance order needs a word query")
-        async with self._db.transaction() as conn:
-            return await _search(conn, request)
+        async with self._db.read() as conn:
+            return await _search(conn, request, self._tsqueries)
 
     # ------------------------------------------------------------ the DAG
 
     async def get_summary_messages(self, summary_ids: Sequence[str]) -> dict[str, tuple[int, ...]]:
         found: dict[str, list[int]] = {}
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             for chunk in chunks(list(dict.fromkeys(summary_ids))):
                 cursor = await conn.execute(
                     "SELECT summary_id, message_id FROM summary_messages WHERE summary_id = ANY(%s::text[]) "
@@ -395,7 +459,7 @@ class RetrievalStatements:
 
     async def get_summary_children(self, summary_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
         found: dict[str, list[str]] = {}
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             for chunk in chunks(list(dict.fromkeys(summary_ids))):
                 cursor = await conn.execute(
                     "SELECT sp.parent_summary_id, sp.summary_id FROM summary_parents sp "
@@ -408,7 +472,7 @@ class RetrievalStatements:
         return {k: tuple(v) for k, v in found.items()}
 
     async def list_conversation_links(self, agent_id: str) -> list[tuple[int, int | None, str | None]]:
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             cursor = await conn.execute(
                 "SELECT conversation_id, parent_conversation_id, session_key FROM conversations "
                 "WHERE agent_id = %s ORDER BY conversation_id",

@@ -9,12 +9,18 @@ Invariants:
   whole version.
 * Only SQL that PostgreSQL 15 understands (users run 15–18): no ``uuidv7()``,
   no virtual generated columns.
-* The word index is a stored generated ``tsvector`` (``english``: the same
-  stemming as SQLite's porter tokenizer) over the first 100,000 characters of a
-  text — PostgreSQL refuses a ``tsvector`` over 1 MB, and a message must never
-  be refused for being long; regex search reads the whole text.  Substring and
-  CJK search use ``pg_trgm`` GIN indexes over the whole text.  Both are kept in
-  sync by PostgreSQL itself, inside the writing transaction.
+* The word index is a ``tsvector`` (``english``: the same stemming as SQLite's
+  porter tokenizer) over the first 100,000 characters of a text — PostgreSQL
+  refuses a ``tsvector`` over 1 MB, and a message must never be refused for
+  being long; regex search reads the whole text.  Substring and CJK search use
+  ``pg_trgm`` GIN indexes over the whole text.  For summaries both are kept by
+  PostgreSQL inside the writing transaction (a stored generated column).  For
+  messages (migration 122) they are filled *after* the append commits, as
+  SQLite's companion index is: ``content_tsv`` is NULL until the background
+  indexer (:mod:`~lossless.stores.postgres.indexer`) sets it, and the trigram
+  index holds only rows whose ``content_tsv`` is set (a partial index), so an
+  append computes neither; searches read the not-yet-indexed rows through a
+  partial index of their own, so nothing committed is ever missed.
 * JSON-valued columns (tool input, metadata, file ids, …) are ``text`` holding
   the JSON exactly as the SQLite backend writes it: a round trip returns the
   very same document (``jsonb`` would reorder keys and refuse ``\\u0000``).
@@ -26,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["MIGRATIONS", "TSV_CHARS", "Migration"]
+__all__ = ["MIGRATIONS", "TSV", "TSV_CHARS", "Migration"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +45,9 @@ class Migration:
 #: Characters of a text covered by its word index (see the module docstring).
 TSV_CHARS = 100_000
 
-_TSV = f"to_tsvector('english'::regconfig, left(content, {TSV_CHARS}))"
+#: The word index of a text (``content``): a generated column's expression, and what the indexer computes.
+TSV = f"to_tsvector('english'::regconfig, left(content, {TSV_CHARS}))"
+_TSV = TSV
 
 _V1 = (
     "CREATE EXTENSION IF NOT EXISTS pg_trgm",
@@ -470,6 +478,16 @@ _V16 = tuple(
 #: with the transcript (live ingest that the file may still catch up with).
 _V20 = ("ALTER TABLE conversation_bootstrap_state ADD COLUMN reconciled_seq bigint",)
 
+#: Messages are indexed after their append commits (see the module docstring): ``content_tsv`` keeps
+#: its values but is no longer computed on insert, the trigram index covers indexed rows only, and a
+#: partial index finds the rows still waiting.  (PostgreSQL only: the number is not one of SQLite's.)
+_V122 = (
+    "ALTER TABLE messages ALTER COLUMN content_tsv DROP EXPRESSION",
+    "CREATE INDEX messages_unindexed_idx ON messages (message_id) WHERE content_tsv IS NULL",
+    "DROP INDEX messages_trgm_idx",
+    "CREATE INDEX messages_trgm_idx ON messages USING gin (content gin_trgm_ops) WHERE content_tsv IS NOT NULL",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "expansion grants", _V2),
@@ -479,4 +497,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "compaction events", _V7),
     Migration(16, "search vectors", _V16),
     Migration(20, "bootstrap reconciliation point", _V20),
+    Migration(122, "message word index filled after the append", _V122),
 )

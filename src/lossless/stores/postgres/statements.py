@@ -61,14 +61,17 @@ __all__ = [
     "FILE_COLUMNS",
     "LOCK_CONVERSATION",
     "MESSAGE_COLUMNS",
+    "PARTS_OF",
     "PARTS_PER_MESSAGE",
     "PART_INSERT",
     "PART_SELECT",
     "SUMMARY_COLUMNS",
     "SUMMARY_INSERT",
+    "attach_parts",
     "aware",
     "chunks",
     "conversation_from_row",
+    "copy_rows",
     "grant_from_row",
     "grant_params",
     "large_file_from_row",
@@ -105,6 +108,10 @@ SUMMARY_INSERT = f"INSERT INTO summaries ({SUMMARY_COLUMNS}) VALUES ({', '.join(
 #: Columns of ``large_files`` for :func:`large_file_from_row`, in :func:`large_file_params` order.
 #: ``message_id`` then the :data:`~lossless.stores.rows.PART_COLUMNS` of ``message_parts p``.
 PART_SELECT = "p.message_id, " + ", ".join(f"p.{c}" for c in PART_COLUMNS)
+#: The parts of the messages whose ids are the one parameter, in message and part order.
+PARTS_OF = (
+    f"SELECT {PART_SELECT} FROM message_parts p WHERE p.message_id = ANY(%s::bigint[]) ORDER BY p.message_id, p.ordinal"
+)
 #: Insert of one part row: ``(message_id, ordinal, *part_params(...))``.
 PART_INSERT = (
     f"INSERT INTO message_parts (message_id, ordinal, {', '.join(PART_COLUMNS)}) "
@@ -212,20 +219,35 @@ def part_params(part: Part, content: str, *, only_part: bool) -> list[Any]:
     return row
 
 
+async def copy_rows(cursor: Any, target: str, rows: Sequence[Sequence[Any]]) -> None:
+    """``COPY target FROM STDIN`` the ``rows`` (text format: each value adapted by its Python type).
+
+    Text goes through the connection's NUL-escaping dumper like any parameter, so what is stored is
+    exactly what an ``INSERT`` would store; ``target`` is trusted SQL (a table and its columns).
+    """
+    async with cursor.copy(f"COPY {target} FROM STDIN") as copy:
+        for row in rows:
+            await copy.write_row(row)
+
+
 # ---------------------------------------------------------------- read helpers
 
 
 async def with_parts(conn: Connection, rows: Sequence[Sequence[Any]]) -> list[MessageRecord]:
     """Attach parts to :data:`MESSAGE_COLUMNS` rows with one query per :data:`CHUNK` messages."""
+    part_rows: list[Any] = []
+    for chunk in chunks([row[0] for row in rows]):
+        cursor = await conn.execute(PARTS_OF, (chunk,))
+        part_rows += await cursor.fetchall()
+    return attach_parts(rows, part_rows)
+
+
+def attach_parts(rows: Sequence[Sequence[Any]], part_rows: Sequence[Sequence[Any]]) -> list[MessageRecord]:
+    """:data:`MESSAGE_COLUMNS` rows as records, with their :data:`PARTS_OF` rows (parts of other messages ignored)."""
     contents = {row[0]: row[4] for row in rows}
     parts: dict[int, list[Part]] = {}
-    for chunk in chunks(list(contents)):
-        cursor = await conn.execute(
-            f"SELECT {PART_SELECT} FROM message_parts p WHERE p.message_id = ANY(%s::bigint[]) "
-            "ORDER BY p.message_id, p.ordinal",
-            (chunk,),
-        )
-        for prow in await cursor.fetchall():
+    for prow in part_rows:
+        if prow[0] in contents:
             parts.setdefault(prow[0], []).append(part_from_row(prow[1:], contents[prow[0]]))
     return [message_from_row(row, parts.get(row[0])) for row in rows]
 

@@ -5,6 +5,7 @@ working through :class:`~lossless.stores.postgres.connection.Database` (``self._
 
 * :mod:`~lossless.stores.postgres.core` — conversations, messages and parts, the
   active context, the summary DAG, bootstrap state, large files, statistics;
+* :mod:`~lossless.stores.postgres.indexer` — the messages' word index, filled after the append;
 * :mod:`~lossless.stores.postgres.retrieval` — search (``tsvector`` + ``pg_trgm``),
   DAG lookups for expansion, conversation links, delegation grants;
 * :mod:`~lossless.stores.postgres.maintenance` — integrity repairs, retention, the
@@ -28,9 +29,20 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING
 
+import anyio
+
 from lossless.stores.postgres.blobs import DatabaseBlobStore
 from lossless.stores.postgres.connection import Database
 from lossless.stores.postgres.core import CoreStatements
+from lossless.stores.postgres.indexer import (
+    ANALYZE,
+    ANALYZE_AFTER,
+    ANY_UNINDEXED,
+    BATCH,
+    CLAIM_BATCH,
+    COUNT_UNINDEXED,
+    WordIndexer,
+)
 from lossless.stores.postgres.maintenance import MaintenanceStatements
 from lossless.stores.postgres.retrieval import RetrievalStatements
 from lossless.stores.postgres.summaries import SummaryRewrites
@@ -50,18 +62,27 @@ class PostgresStore(CoreStatements, RetrievalStatements, MaintenanceStatements, 
     def __init__(self, database: Database) -> None:
         self._db = database
         self.url = database.url
+        self._indexer = WordIndexer(database.url)
+        self._tsqueries = {}
 
     @classmethod
     async def open(cls, url: str, *, pool_size: int = 8, lock_timeout_ms: int = 10_000) -> PostgresStore:
         """Connect to ``url`` (a ``postgresql://`` URL) and migrate its schema if needed."""
         database = Database(url, max_size=pool_size, lock_timeout_ms=lock_timeout_ms)
         await database.open()
-        return cls(database)
+        store = cls(database)
+        async with database.read() as conn:
+            row = await (await conn.execute(ANY_UNINDEXED)).fetchone()
+        if row is not None and row[0]:
+            store._indexer.notify()  # rows another process appended and did not index yet
+        return store
 
     def atomic(self) -> AbstractAsyncContextManager[None]:
         return self._db.atomic()
 
     async def close(self) -> None:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(self._indexer.close)
         await self._db.close()
 
     async def __aenter__(self) -> PostgresStore:
@@ -76,8 +97,29 @@ class PostgresStore(CoreStatements, RetrievalStatements, MaintenanceStatements, 
         async with self._db.conversation_lock(conversation_id):
             yield
 
+    def _appended(self) -> None:
+        self._indexer.notify()
+
     async def wait_indexed(self) -> None:
-        """Nothing to wait for: PostgreSQL updates its indexes inside the writing transaction."""
+        """Index every message committed so far (here, beside the background indexer), then return.
+
+        Searches never need this (they read unindexed rows too); it is for measuring and inspecting.
+        """
+        async with self._db.read() as conn:
+            row = await (await conn.execute(COUNT_UNINDEXED)).fetchone()
+        indexed = int(row[0]) if row else 0  # by this call or by an indexer meanwhile
+        while True:
+            async with self._db.read() as conn:
+                done = (await conn.execute(CLAIM_BATCH, (BATCH,))).rowcount
+            if done > 0:
+                continue
+            async with self._db.read() as conn:
+                row = await (await conn.execute(ANY_UNINDEXED)).fetchone()
+                if (row is None or not row[0]) and indexed >= ANALYZE_AFTER:
+                    await conn.execute(ANALYZE)
+            if row is None or not row[0]:
+                return
+            await anyio.sleep(0.01)  # the rows left are being indexed by another indexer right now
 
     def blob_store(self) -> DatabaseBlobStore:
         """Large-file bytes in this database (``large_files_storage = "database"``)."""

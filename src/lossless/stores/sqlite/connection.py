@@ -410,12 +410,14 @@ class Database:
                 page_size = conn.execute("PRAGMA page_size").fetchone()[0]
                 return int(page_size * conn.execute("PRAGMA page_count").fetchone()[0])
 
-            before = size()
             conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
             try:
+                # optimize first and measure after it: the statistics it may add (sqlite_stat1, a
+                # page or two) are not what VACUUM reclaims, and the figures say what VACUUM did.
+                conn.execute("PRAGMA optimize")
+                before = size()
                 conn.execute("VACUUM")
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-                conn.execute("PRAGMA optimize")
             finally:
                 conn.execute("PRAGMA busy_timeout = 0")
             return before, size()

@@ -449,6 +449,53 @@ _V16 = (
 #: with the transcript (live ingest that the file may still catch up with).
 _V20 = ("ALTER TABLE conversation_bootstrap_state ADD COLUMN reconciled_seq INTEGER",)
 
+
+def _counted(source: str, table: str) -> tuple[str, ...]:
+    """Triggers that keep ``vector_counts`` in step with one vector table (inserts, deletes, cascades)."""
+    return (
+        f"""
+        CREATE TRIGGER {table}_counted AFTER INSERT ON {table} BEGIN
+            INSERT INTO vector_counts (source, model, conversation_id, indexed, rows, revision)
+            VALUES ('{source}', NEW.model, NEW.conversation_id, NEW.chunk = 0, NEW.dim > 0, 1)
+            ON CONFLICT (source, model, conversation_id) DO UPDATE SET
+                indexed = indexed + excluded.indexed, rows = rows + excluded.rows, revision = revision + 1;
+        END
+        """,
+        f"""
+        CREATE TRIGGER {table}_uncounted AFTER DELETE ON {table} BEGIN
+            UPDATE vector_counts SET indexed = indexed - (OLD.chunk = 0), rows = rows - (OLD.dim > 0),
+                revision = revision + 1
+            WHERE source = '{source}' AND model = OLD.model AND conversation_id = OLD.conversation_id;
+        END
+        """,
+        f"""
+        INSERT INTO vector_counts (source, model, conversation_id, indexed, rows, revision)
+        SELECT '{source}', model, conversation_id, sum(chunk = 0), sum(dim > 0), 1 FROM {table}
+        GROUP BY model, conversation_id
+        """,
+    )
+
+
+# How many search vectors each conversation has per model, kept by triggers (so a search reads one row
+# per conversation instead of counting its vectors), and a revision that changes with every vector added
+# or removed: a searcher's in-memory copy of a conversation's vectors is current while it is unchanged.
+# No foreign key: the rows of a deleted conversation are counted down to zero by the cascade's deletes.
+_V116 = (
+    """
+    CREATE TABLE vector_counts (
+        source          TEXT NOT NULL CHECK (source IN ('messages', 'summaries')),
+        model           TEXT NOT NULL,
+        conversation_id INTEGER NOT NULL,
+        indexed         INTEGER NOT NULL,
+        rows            INTEGER NOT NULL,
+        revision        INTEGER NOT NULL,
+        PRIMARY KEY (source, model, conversation_id)
+    ) WITHOUT ROWID
+    """,
+    *_counted("messages", "message_vectors"),
+    *_counted("summaries", "summary_vectors"),
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "expansion grants", _V2),
@@ -458,4 +505,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "compaction events", _V7),
     Migration(16, "search vectors", _V16),
     Migration(20, "bootstrap reconciliation point", _V20),
+    Migration(116, "search vector counts", _V116),
 )

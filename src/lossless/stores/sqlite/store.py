@@ -693,6 +693,16 @@ class SQLiteStore:
     ) -> list[tuple[int | str, bytes]]:
         return await self._db.read(lambda conn: vectors.load(conn, model, source, conversation_id))
 
+    async def drop_item_vectors(self, models: Sequence[str], limit: int = 2000) -> int:
+        """Delete up to ``limit`` vector rows of ``models`` (an index format no longer searched); the count deleted."""
+        if not models:
+            return 0
+        return await self._db.write(lambda conn: vectors.drop(conn, models, limit))
+
+    async def vector_models(self) -> list[str]:
+        """Every model name that has vectors in this store."""
+        return await self._db.read(vectors.models)
+
     async def nearest_items(
         self,
         model: str,

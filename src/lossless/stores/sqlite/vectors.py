@@ -6,7 +6,10 @@ vector (``dim = 0``) so it counts as indexed.  An item is indexed for a model wh
 row exists; the build finds the rest with an anti-join on the primary key, walking the item rows
 in order from a cursor (so a pass over a large store never rescans what it already covered).
 SQLite has no vector index: searches load a conversation's vectors once and keep them in memory
-until :func:`states` says rows were added or removed.
+until :func:`states` says rows were added or removed.  The counts :func:`states` reads are kept per
+(source, model, conversation) in ``vector_counts`` by triggers on the vector tables (so they follow
+inserts, deletes and cascades), with a revision bumped by every change: one row read per conversation,
+however many vectors it has.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from collections.abc import Sequence
 from lossless.ports import ItemVectors, VectorSource, VectorState, VectorTodo
 from lossless.stores.sqlite.statements import chunks
 
-__all__ = ["load", "put", "states", "todo", "totals"]
+__all__ = ["drop", "load", "models", "put", "states", "todo", "totals"]
 
 # (vector table, key column, item table, row column)
 _TABLES = {
@@ -61,7 +64,6 @@ def put(conn: sqlite3.Connection, model: str, source: VectorSource, items: Seque
 def states(
     conn: sqlite3.Connection, model: str, source: VectorSource, conversation_ids: Sequence[int]
 ) -> dict[int, VectorState]:
-    vectors, _, items, _ = _TABLES[source]
     out: dict[int, VectorState] = {}
     for chunk in chunks(list(dict.fromkeys(conversation_ids))):
         marks = ",".join("?" * len(chunk))
@@ -71,25 +73,23 @@ def states(
             )
             total_sql += f"FROM conversations c WHERE conversation_id IN ({marks})"
         else:
-            total_sql = f"SELECT conversation_id, count(*) FROM {items} WHERE conversation_id IN ({marks}) "
-            total_sql += "GROUP BY conversation_id"
+            total_sql = "SELECT conversation_id, "
+            total_sql += "(SELECT count(*) FROM summaries s WHERE s.conversation_id = c.conversation_id) "
+            total_sql += f"FROM conversations c WHERE conversation_id IN ({marks})"
+        # every conversation that exists has a total row (possibly 0 or NULL); vectors are counted by triggers
         totals = {r[0]: r[1] or 0 for r in conn.execute(total_sql, tuple(chunk)).fetchall()}
-        present = conn.execute(
-            f"SELECT conversation_id, sum(chunk = 0), sum(dim > 0) FROM {vectors} "
-            f"WHERE model = ? AND conversation_id IN ({marks}) GROUP BY conversation_id",
-            (model, *chunk),
-        ).fetchall()
-        counts = {r[0]: (int(r[1]), int(r[2])) for r in present}
-        exists = {
-            r[0]
+        counts = {
+            r[0]: (int(r[1]), int(r[2]), int(r[3]))
             for r in conn.execute(
-                f"SELECT conversation_id FROM conversations WHERE conversation_id IN ({marks})", tuple(chunk)
+                "SELECT conversation_id, indexed, rows, revision FROM vector_counts "
+                f"WHERE source = ? AND model = ? AND conversation_id IN ({marks})",
+                (source, model, *chunk),
             )
         }
         for conversation_id in chunk:
-            if conversation_id in exists:
-                indexed, rows = counts.get(conversation_id, (0, 0))
-                out[conversation_id] = VectorState(indexed, int(totals.get(conversation_id, 0)), rows)
+            if conversation_id in totals:
+                indexed, rows, revision = counts.get(conversation_id, (0, 0, 0))
+                out[conversation_id] = VectorState(indexed, int(totals[conversation_id]), rows, revision)
     return out
 
 
@@ -106,10 +106,30 @@ def load(
 
 
 def totals(conn: sqlite3.Connection, model: str, source: VectorSource) -> VectorState:
-    vectors, _, items, _ = _TABLES[source]
+    _, _, items, _ = _TABLES[source]
     total = conn.execute(f"SELECT count(*) FROM {items}").fetchone()[0]
     indexed, rows = conn.execute(
-        f"SELECT count(*) FILTER (WHERE chunk = 0), count(*) FILTER (WHERE dim > 0) FROM {vectors} WHERE model = ?",
-        (model,),
+        "SELECT coalesce(sum(indexed), 0), coalesce(sum(rows), 0) FROM vector_counts WHERE source = ? AND model = ?",
+        (source, model),
     ).fetchone()
     return VectorState(int(indexed), int(total), int(rows))
+
+
+def models(conn: sqlite3.Connection) -> list[str]:
+    return [r[0] for r in conn.execute("SELECT DISTINCT model FROM vector_counts WHERE rows > 0 OR indexed > 0")]
+
+
+def drop(conn: sqlite3.Connection, model_names: Sequence[str], limit: int) -> int:
+    """Delete up to ``limit`` rows of these models, messages' first (the triggers count them down)."""
+    deleted = 0
+    for vectors, key, _, _ in _TABLES.values():
+        for model in model_names:
+            if deleted >= limit:
+                return deleted
+            done = conn.execute(
+                f"DELETE FROM {vectors} WHERE ({key}, model, chunk) IN "
+                f"(SELECT {key}, model, chunk FROM {vectors} WHERE model = ? LIMIT ?)",
+                (model, limit - deleted),
+            )
+            deleted += max(0, done.rowcount)  # the statement's own rows, not the triggers' updates
+    return deleted
