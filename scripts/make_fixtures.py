@@ -25,6 +25,10 @@ Usage::
 
     python scripts/make_fixtures.py            # writes into this checkout
     python scripts/make_fixtures.py --root DIR # writes under DIR instead
+    python scripts/make_fixtures.py --check    # exit 1 if a committed file differs from what this writes
+
+The files are committed; CI (``.ci/run``) runs ``--check``, so a hand edit of a fixture that the
+script would not reproduce (or a script change whose output was not committed) fails the build.
 """
 
 from __future__ import annotations
@@ -4602,9 +4606,36 @@ def main() -> None:
     parser.add_argument(
         "--root", type=Path, default=ROOT, help="repository root to write into (default: this checkout)"
     )
+    parser.add_argument(
+        "--check", action="store_true", help="write into a scratch folder and compare with the files under --root"
+    )
     args = parser.parse_args()
+    if args.check:
+        raise SystemExit(check(args.root))
     for path, what in write_all(args.root).items():
         print(f"{path.relative_to(args.root)!s:<66} {path.stat().st_size:>8} bytes  {what}")
+
+
+def check(root: Path) -> int:
+    """0 when every file this script writes is committed under ``root`` byte for byte, else 1 (with what differs)."""
+    import tempfile
+
+    stale: list[str] = []
+    with tempfile.TemporaryDirectory() as scratch:
+        fresh = Path(scratch)
+        written = write_all(fresh)
+        for path in written:
+            relative = path.relative_to(fresh)
+            committed = root / relative
+            if not committed.is_file():
+                stale.append(f"{relative}: missing (run scripts/make_fixtures.py)")
+            elif committed.read_bytes() != path.read_bytes():
+                stale.append(f"{relative}: differs from what scripts/make_fixtures.py writes")
+    for line in stale:
+        print(line)
+    if not stale:
+        print(f"{len(written)} fixture files are as scripts/make_fixtures.py writes them")
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":

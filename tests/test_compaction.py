@@ -12,16 +12,23 @@ import pytest
 
 from lossless import ContextEngine, Message, ToolPart
 from lossless.compaction import TRUNCATION_MARKER, Compactor, compression_target, find_file_ids, truncate_to_tokens
-from lossless.errors import InputError
+from lossless.errors import InputError, ProviderUnavailable
 from lossless.ports import Store
 from lossless.providers.offline import OfflineSummarizer
+from lossless.testing import FakeStep, FakeSummarizer, Scripted
 from lossless.tokens import EstimatingCounter
-
-from .fakes import UNAVAILABLE, ScriptedSummarizer, head_of
 
 pytestmark = pytest.mark.anyio
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+
+
+def scripted(*script: Scripted) -> FakeSummarizer:
+    """A fake summarizer that plays ``script`` and then repeats its last step (a short summary by default)."""
+    return FakeSummarizer(*(script or ("short summary",)), provider="scripted", model="test", repeat_last=True)
+
+
+UNAVAILABLE = ProviderUnavailable("scripted", "circuit breaker open")
 
 
 def settings(**overrides: object) -> dict[str, object]:
@@ -54,7 +61,7 @@ def compactor(engine: ContextEngine, summarizer: object | None = None, **overrid
     config = engine.config.replace(**overrides) if overrides else engine.config
     return Compactor(
         engine.store,
-        summarizer or ScriptedSummarizer([head_of(12)]),  # type: ignore[arg-type]
+        summarizer or scripted(FakeStep.head(12)),  # type: ignore[arg-type]
         config=config,
         counter=engine.tokens,
         zone=UTC,
@@ -259,7 +266,7 @@ async def test_until_under_meets_a_budget_or_says_why(engine: ContextEngine) -> 
 async def test_nothing_to_do_is_reported(engine: ContextEngine) -> None:
     result = await engine.ingest_batch("s", chat(6))
     assert result.conversation_id is not None
-    summarizer = ScriptedSummarizer()
+    summarizer = scripted()
     done = await compactor(engine, summarizer).compact(result.conversation_id, mode="incremental")
     assert (done.stop_reason, done.compacted, summarizer.calls) == ("nothing_eligible", False, [])
 
@@ -270,7 +277,7 @@ async def test_nothing_to_do_is_reported(engine: ContextEngine) -> None:
         (["x " * 5000], "not shorter than its"),
         ([""], "empty answer"),
         ([RuntimeError("model exploded")], "RuntimeError: model exploded"),
-        (["hang"], "no answer within 500 ms"),
+        ([FakeStep.hang()], "no answer within 500 ms"),
     ],
 )
 async def test_misbehaving_summarizers_end_in_a_recorded_fallback(
@@ -278,7 +285,7 @@ async def test_misbehaving_summarizers_end_in_a_recorded_fallback(
 ) -> None:
     result = await engine.ingest_batch("s", chat(30))
     assert result.conversation_id is not None
-    summarizer = ScriptedSummarizer(script)
+    summarizer = scripted(*script)
     with anyio.fail_after(10):
         done = await compactor(engine, summarizer).compact(result.conversation_id, mode="incremental")
     leaf = done.summaries[0]
@@ -293,7 +300,7 @@ async def test_misbehaving_summarizers_end_in_a_recorded_fallback(
 async def test_aggressive_attempt_is_used_when_the_normal_one_is_too_long(engine: ContextEngine) -> None:
     result = await engine.ingest_batch("s", chat(30))
     assert result.conversation_id is not None
-    summarizer = ScriptedSummarizer(["y " * 5000, "tight summary"])
+    summarizer = scripted("y " * 5000, "tight summary")
     done = await compactor(engine, summarizer).compact(result.conversation_id, mode="incremental")
     assert done.summaries[0].level == "aggressive"
     assert done.summaries[0].content == "tight summary"
@@ -304,18 +311,16 @@ async def test_an_unavailable_provider_stops_compaction_except_under_pressure(en
     result = await engine.ingest_batch("s", chat(30))
     conversation = result.conversation_id
     assert conversation is not None
-    done = await compactor(engine, ScriptedSummarizer([UNAVAILABLE])).compact(conversation, mode="full")
+    done = await compactor(engine, scripted(UNAVAILABLE)).compact(conversation, mode="full")
     assert (done.stop_reason, done.compacted) == ("provider_unavailable", False)
-    forced = await compactor(engine, ScriptedSummarizer([UNAVAILABLE])).compact(
-        conversation, mode="until_under", target_tokens=1
-    )
+    forced = await compactor(engine, scripted(UNAVAILABLE)).compact(conversation, mode="until_under", target_tokens=1)
     assert forced.compacted and all(s.level == "fallback" for s in forced.summaries)
 
 
 async def test_previous_summary_is_passed_for_continuity(engine: ContextEngine) -> None:
     result = await engine.ingest_batch("s", chat(60))
     assert result.conversation_id is not None
-    summarizer = ScriptedSummarizer([head_of(8)])
+    summarizer = scripted(FakeStep.head(8))
     await compactor(engine, summarizer).compact(result.conversation_id, mode="full")
     leaf_calls = [c for c in summarizer.calls if c.kind == "leaf"]
     assert leaf_calls[0].previous_context is None
@@ -328,7 +333,7 @@ async def test_file_ids_are_carried_up_the_dag(engine: ContextEngine) -> None:
     messages[1] = Message("assistant", "stored aside: [LCM File: file_0123456789abcdef | a.log]", event_key="f")
     result = await engine.ingest_batch("s", messages)
     assert result.conversation_id is not None
-    done = await compactor(engine, ScriptedSummarizer(["see file_0123456789abcdef for the log"])).compact(
+    done = await compactor(engine, scripted("see file_0123456789abcdef for the log")).compact(
         result.conversation_id, mode="full"
     )
     assert all("file_0123456789abcdef" in s.file_ids for s in done.summaries if s.kind == "condensed")
@@ -386,7 +391,7 @@ def test_helpers() -> None:
 async def test_config_values_flow_into_requests(engine: ContextEngine) -> None:
     result = await engine.ingest_batch("s", chat(30))
     assert result.conversation_id is not None
-    summarizer = ScriptedSummarizer([head_of(5)])
+    summarizer = scripted(FakeStep.head(5))
     await compactor(engine, summarizer, custom_instructions="keep ticket ids").compact(
         result.conversation_id, mode="incremental"
     )
@@ -505,7 +510,7 @@ async def test_a_chunk_too_small_to_shrink_grows_and_is_never_tried_twice(engine
     history = [Message.user("hi"), Message.assistant(words(3 * chunk)), *chat(6)]
     result = await engine.ingest_batch("s", history)
     assert result.conversation_id is not None
-    summarizer = ScriptedSummarizer([head_of(12)])
+    summarizer = scripted(FakeStep.head(12))
     done = await compactor(engine, summarizer).compact(result.conversation_id, mode="full")
     assert done.stop_reason != "no_progress" and done.compacted
     texts = [(c.text, c.policy) for c in summarizer.calls]
@@ -521,7 +526,7 @@ async def test_an_oversized_message_falls_back_to_a_head_and_tail_excerpt(engine
     body = "HEAD-START " + words(3 * chunk) + " TAIL-END"
     result = await engine.ingest_batch("s", [Message.assistant(body), *chat(4)])
     assert result.conversation_id is not None
-    done = await compactor(engine, ScriptedSummarizer([""])).compact(result.conversation_id, mode="full")
+    done = await compactor(engine, scripted("")).compact(result.conversation_id, mode="full")
     leaf = done.summaries[0]
     assert leaf.level == "fallback"
     ids = await all_ids(engine, "s")
@@ -536,7 +541,7 @@ async def test_no_progress_only_when_what_is_left_cannot_shrink(engine: ContextE
     result = await engine.ingest_batch("s", tiny)
     assert result.conversation_id is not None
     total = sum(e.token_count for e in await engine.store.get_context(result.conversation_id))
-    summarizer = ScriptedSummarizer(["a much longer answer than its two-token sources could ever be"])
+    summarizer = scripted("a much longer answer than its two-token sources could ever be")
     done = await compactor(engine, summarizer).compact(
         result.conversation_id, mode="until_under", target_tokens=total - 1
     )
@@ -568,7 +573,7 @@ async def test_a_long_replay_at_a_small_budget_stays_within_one_turn_of_the_thre
     async with await ContextEngine.open(
         f"sqlite:///{tmp_path / 'r.db'}", leaf_chunk_tokens=1000, leaf_target_tokens=200, condensed_target_tokens=200
     ) as engine:
-        engine.compactor.summarizer = ScriptedSummarizer([head_of(30)])  # type: ignore[assignment]
+        engine.compactor.summarizer = scripted(FakeStep.head(30))  # type: ignore[assignment]
         threshold = int(engine.config.context_threshold * budget)
         for turn in range(400):
             messages = [
@@ -590,7 +595,7 @@ async def test_summaries_list_their_sources_files_whatever_the_summarizer_writes
     assert result.conversation_id is not None
     files = await engine.files(result.conversation_id)
     assert len(files) == 1
-    done = await compactor(engine, ScriptedSummarizer(["a summary that names no file"])).compact(
+    done = await compactor(engine, scripted("a summary that names no file")).compact(
         result.conversation_id, mode="full"
     )
     leaf = done.summaries[0]

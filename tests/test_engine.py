@@ -19,7 +19,7 @@ from lossless.stores.blobs import FileBlobStore
 from lossless.testing import FakeSummarizer
 
 from .conftest import FIXTURES
-from .test_compaction import covered
+from .test_compaction import covered, scripted
 
 pytestmark = pytest.mark.anyio
 
@@ -671,8 +671,6 @@ async def test_a_file_id_in_a_depth_two_summary_describes_the_original_bytes(con
     """Round trip: ingest a large file → compact → condense to depth ≥ 2 → describe returns it byte for byte."""
     from lossless.compaction import find_file_ids
 
-    from .fakes import ScriptedSummarizer
-
     def keeps_file_refs(request: object) -> str:  # a summarizer told to keep file references
         text: str = request.text  # type: ignore[attr-defined]
         return " ".join(text.split()[:12] + find_file_ids(text))
@@ -691,7 +689,7 @@ async def test_a_file_id_in_a_depth_two_summary_describes_the_original_bytes(con
     engine = ContextEngine(
         store,
         config.replace(**settings),
-        summarizer=ScriptedSummarizer([keeps_file_refs]),  # type: ignore[arg-type]
+        summarizer=scripted(keeps_file_refs),  # type: ignore[arg-type]
     )
     try:
         content = "".join(f"{n:05d} résumé\tline with trailing spaces   \r\n" for n in range(2000)) + "no newline"

@@ -18,6 +18,7 @@ from lossless.errors import InputError, NotFoundError
 from lossless.integrity import IntegrityChecker, IntegrityReport, Problem, plan_repairs
 
 from .conftest import BACKENDS, backend_url
+from .test_compaction import scripted
 
 pytestmark = pytest.mark.anyio
 
@@ -391,10 +392,9 @@ async def test_repairs_make_any_lost_context_whole_again(
 
 async def _with_fallbacks(engine: ContextEngine) -> int:
     """A compacted conversation whose summaries were all made by truncation (the summarizer was down)."""
-    from .fakes import ScriptedSummarizer
 
     working = engine.compactor.summarizer
-    engine.compactor.summarizer = ScriptedSummarizer([RuntimeError("provider down")])
+    engine.compactor.summarizer = scripted(RuntimeError("provider down"))
     try:
         result = await engine.ingest_batch("s", chat(60))
         await engine.compact("s", force=True)
@@ -406,7 +406,6 @@ async def _with_fallbacks(engine: ContextEngine) -> int:
 
 
 async def test_fallback_summaries_are_remade_only_when_asked_and_only_properly(engine: ContextEngine) -> None:
-    from .fakes import ScriptedSummarizer
 
     cid = await _with_fallbacks(engine)
     before, lineage = await engine.summaries(cid)
@@ -420,15 +419,15 @@ async def test_fallback_summaries_are_remade_only_when_asked_and_only_properly(e
     assert (await engine.summaries(cid))[0] == before  # planning wrote nothing
 
     # A summarizer that still fails, or answers with something no shorter than the sources: nothing changes.
-    engine.compactor.summarizer = ScriptedSummarizer([RuntimeError("still down")])
+    engine.compactor.summarizer = scripted(RuntimeError("still down"))
     failed = await engine.repair_integrity(plan)
     assert not failed.applied and len(failed.skipped) == len(plan.repairs)
-    engine.compactor.summarizer = ScriptedSummarizer([lambda r: r.text + " and more"])
+    engine.compactor.summarizer = scripted(lambda r: r.text + " and more")
     assert not (await engine.repair_integrity(plan)).applied
     assert (await engine.summaries(cid))[0] == before
 
     # A working summarizer: each summary gets a proper text; ids, lineage and times stay.
-    engine.compactor.summarizer = ScriptedSummarizer([lambda r: f"zebrafact depth {r.depth}: " + r.text[:200]])
+    engine.compactor.summarizer = scripted(lambda r: f"zebrafact depth {r.depth}: " + r.text[:200])
     outcome = await engine.repair_integrity(plan)
     assert len(outcome.applied) == len(plan.repairs) and not outcome.skipped
     after, lineage_after = await engine.summaries(cid)

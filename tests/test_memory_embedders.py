@@ -7,12 +7,12 @@ import math
 import pytest
 
 from lossless.config import load_config
+from lossless.engine.wiring import embedder_for
 from lossless.errors import ProviderAuthError, ProviderError
 from lossless.memory.hashing import HashEmbedder
 from lossless.memory.scopes import Caller
 from lossless.memory.service import MemoryService
 from lossless.ports import Store
-from lossless.providers import embedder_for
 from lossless.providers.embeddings import E5Embedder, LocalEmbedder, OpenAIEmbedder
 from lossless.stores import memory_store_for
 from lossless.testing import StubProviderServer, StubReply

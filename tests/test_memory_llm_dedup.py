@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from lossless.config import load_config
+from lossless.engine.wiring import dedup_judge_for
 from lossless.errors import ConfigError, ProviderError
 from lossless.memory.admission import PRESETS
 from lossless.memory.extraction import Decision
@@ -26,7 +27,6 @@ from lossless.memory.records import Category, Memory, MemoryDraft
 from lossless.memory.scopes import Caller
 from lossless.memory.service import MemoryService
 from lossless.ports import PreparedMessage, Store
-from lossless.providers import dedup_judge_for
 from lossless.records import Message, MessageRecord, utcnow
 from lossless.stores import memory_store_for
 from lossless.testing import StubProviderServer, StubReply

@@ -7,13 +7,13 @@ import json
 import pytest
 
 from lossless.config import load_config
+from lossless.engine.wiring import extractor_for
 from lossless.errors import ConfigError, ProviderError
 from lossless.memory.hashing import HashEmbedder
 from lossless.memory.llm_extraction import SYSTEM_PROMPT, parse_memories, render_segment
 from lossless.memory.scopes import Caller
 from lossless.memory.service import MemoryService
 from lossless.ports import PreparedMessage, Store
-from lossless.providers import extractor_for
 from lossless.records import Message, MessageRecord, utcnow
 from lossless.stores import memory_store_for
 from lossless.testing import StubProviderServer, StubReply
@@ -150,8 +150,8 @@ async def test_a_partial_model_answer_through_the_stub_server(store: Store) -> N
 
 async def test_extraction_and_dedup_through_an_anthropic_model(store: Store) -> None:
     """memory_extractor = anthropic: the messages API via the official SDK; dedup follows it (auto)."""
+    from lossless.engine.wiring import dedup_judge_for
     from lossless.memory.llm_dedup import LlmJudge
-    from lossless.providers import dedup_judge_for
 
     conversation = await store.get_or_create_conversation(agent_id="main", session_id="a")
     await store.append_messages(

@@ -190,7 +190,7 @@ async def test_without_the_extra_the_idle_build_stops_quietly(config: Config, mo
     try:
         await engine.ingest_batch("s", [Message("user", "a note")])
         assert await engine.run_idle_step() is False
-        assert engine._vector_build_off is not None and "lossless-context[e5]" in engine._vector_build_off
+        assert engine.recall.vector_build_off is not None and "lossless-context[e5]" in engine.recall.vector_build_off
         assert await engine.run_idle_step() is False  # and it does not try again
         found = await engine.grep("note", mode="full_text")
         assert found.hits  # everything else works

@@ -27,8 +27,26 @@ def test_errors_and_values_are_exported() -> None:
         "ToolPart",
         "Config",
         "CompactionEvent",
+        "AssembledContext",
+        "AfterTurnResult",
+        "CompactionResult",
     ):
         assert name in lossless.__all__
+
+
+def test_result_types_serialise_one_way() -> None:
+    """assemble / after_turn / compact results each have the one to_dict() every adapter answers with."""
+    from dataclasses import fields
+
+    result = lossless.CompactionResult(
+        conversation_id=3, mode="full", stop_reason="done", tokens_before=9, tokens_after=4
+    )
+    shape = result.to_dict()
+    assert {f.name for f in fields(result)} - {"summaries"} <= set(shape)  # every field is there
+    assert {"summaries_by_depth", "summaries_by_level", "trigger", "run_id"} <= set(shape)
+    turn = lossless.AfterTurnResult(lossless.IngestResult(3), result, 4)
+    assert turn.to_dict()["compaction"] == shape
+    assert turn.to_dict()["ingest"] == lossless.IngestResult(3).to_dict()
 
 
 def test_import_does_not_pull_optional_dependencies() -> None:

@@ -100,9 +100,9 @@ async def test_bad_patterns_filters_and_empty_results_are_messages(engine: Conte
         await engine.grep("NEAR(a b)", mode="full_text", scope="files")
     nothing = await engine.grep("no such text anywhere", scope="files")
     assert not nothing.hits and "no matches" in (nothing.message or "") and "binary" in (nothing.message or "")
-    future = await engine.grep("ERROR", scope="files", since=engine._clock() + timedelta(days=1))
+    future = await engine.grep("ERROR", scope="files", since=engine.clock() + timedelta(days=1))
     assert not future.hits and "no stored files" in (future.message or "")
-    assert (await engine.grep("ERROR", scope="files", before=engine._clock() + timedelta(days=1))).hits
+    assert (await engine.grep("ERROR", scope="files", before=engine.clock() + timedelta(days=1))).hits
     relevance = await engine.grep("ERROR", scope="files", sort="relevance")
     assert relevance.hits and "newest file first" in relevance.render()
     with pytest.raises(InputError, match="semantic"):
@@ -126,10 +126,13 @@ async def test_files_of_other_conversations_and_agents_are_not_searched(engine: 
         family = await engine.grep("ERROR upstream", scope="files", caller=caller)
         assert {h.conversation_id for h in family.hits} == {conv}
         outcome = await call_tool(
-            engine._retrieval(), caller, "lcm_grep", {"pattern": "ERROR", "scope": "files", "conversation_id": theirs}
+            engine.recall.retriever,
+            caller,
+            "lcm_grep",
+            {"pattern": "ERROR", "scope": "files", "conversation_id": theirs},
         )
         assert outcome.error and outcome.denied and "ERROR upstream" not in outcome.text
-        ok = await call_tool(engine._retrieval(), caller, "lcm_grep", {"pattern": "host=db-7", "scope": "files"})
+        ok = await call_tool(engine.recall.retriever, caller, "lcm_grep", {"pattern": "host=db-7", "scope": "files"})
         assert not ok.error and all(c.startswith("file_") for c in ok.cited) and len(ok.cited) == 2
     finally:
         await stranger.dispose()

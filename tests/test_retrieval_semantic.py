@@ -156,13 +156,13 @@ async def test_semantic_search_stays_within_the_callers_reach(engine: ContextEng
             family = await engine.grep("backup job failed", mode=mode, caller=caller)  # type: ignore[arg-type]
             assert family.hits and {h.ref for h in family.hits} <= set(mine), mode
         outcome = await call_tool(
-            engine._retrieval(),
+            engine.recall.retriever,
             caller,
             "lcm_grep",
             {"pattern": "backup", "mode": "hybrid", "conversation_id": (await stranger.conversation("t")).id},
         )
         assert outcome.denied and "backup" not in outcome.text.replace("'backup'", "")
-        allowed = await call_tool(engine._retrieval(), caller, "lcm_grep", {"pattern": "备份", "mode": "semantic"})
+        allowed = await call_tool(engine.recall.retriever, caller, "lcm_grep", {"pattern": "备份", "mode": "semantic"})
         # the message itself first (the turn after it may follow, by its context chunk), all in reach
         assert not allowed.error and allowed.cited[0] == f"msg#{mine[3]}"
         assert set(allowed.cited) <= {f"msg#{m}" for m in mine}
@@ -182,7 +182,7 @@ async def test_options_that_cannot_run_by_meaning(engine: ContextEngine) -> None
     with pytest.raises(InputError, match="need an embedder"):
         await bare.grep(Caller(engine.config.agent_id), GrepOptions("backup", mode="semantic"), all_conversations=True)
     with pytest.raises(InputError):
-        await grep_semantic(engine.store, GrepOptions("backup"), (1,), engine._retrieval().semantic_search())
+        await grep_semantic(engine.store, GrepOptions("backup"), (1,), engine.recall.retriever.semantic_search())
 
 
 def test_lcm_grep_mode_semantic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -346,14 +346,14 @@ async def test_summaries_outside_the_reach_are_never_returned(engine: ContextEng
                 refs = {h.ref for h in family.hits}
                 assert mine.id in refs and not refs & {sibling.id, theirs.id}, (mode, scope)
         outcome = await call_tool(
-            engine._retrieval(),
+            engine.recall.retriever,
             caller,
             "lcm_grep",
             {"pattern": "backup", "mode": "semantic", "scope": "summaries", "conversation_id": theirs.conversation_id},
         )
         assert outcome.denied and theirs.id not in outcome.text
         allowed = await call_tool(
-            engine._retrieval(),
+            engine.recall.retriever,
             caller,
             "lcm_grep",
             {"pattern": "password rotation", "mode": "semantic", "scope": "summaries"},

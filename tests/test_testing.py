@@ -73,6 +73,16 @@ async def test_fake_hang_waits_until_cancelled() -> None:
         await fake.summarize(request())
 
 
+@pytest.mark.anyio
+async def test_fake_computes_replies_and_can_repeat_its_last_step() -> None:
+    fake = FakeSummarizer(FakeStep.head(2), lambda r: r.text.upper(), repeat_last=True)
+    segment = request(text="alpha beta gamma")
+    assert (await fake.summarize(segment)).text == "alpha beta"
+    assert (await fake.summarize(segment)).text == "ALPHA BETA GAMMA"
+    assert (await fake.summarize(segment)).text == "ALPHA BETA GAMMA"  # the last step again, not the default
+    assert len(fake.calls) == 3
+
+
 # ---------------------------------------------------------------- StubProviderServer
 
 

@@ -16,10 +16,12 @@ from typing import TYPE_CHECKING, Any
 from lossless._version import VERSION
 
 if TYPE_CHECKING:
-    from lossless.assembly import LeftOut
+    from lossless.assembly import AssembledContext, LeftOut
     from lossless.bootstrap import FileImport
+    from lossless.compaction import CompactionResult
     from lossless.config import SETTINGS, Config, load_config
-    from lossless.engine import ContextEngine, EngineInfo, FileDescription
+    from lossless.engine import AfterTurnResult, ContextEngine, EngineInfo, FileDescription
+    from lossless.engine.wiring import open_store
     from lossless.errors import (
         ConfigError,
         ConflictError,
@@ -56,7 +58,6 @@ if TYPE_CHECKING:
         ToolPart,
     )
     from lossless.retrieval import AccessDenied, Caller
-    from lossless.stores import open_store
     from lossless.tokens import EstimatingCounter, TiktokenCounter, TokenCounter
     from lossless.triggers import CompactionDecision
 
@@ -65,7 +66,10 @@ __version__ = VERSION
 # Names load on first use (PEP 562): ``import lossless`` and the ``lcm`` command stay fast,
 # and nothing optional is imported until the code that needs it runs.
 _EXPORTS: dict[str, str] = {
+    "AssembledContext": "lossless.assembly",
     "LeftOut": "lossless.assembly",
+    "CompactionResult": "lossless.compaction",
+    "AfterTurnResult": "lossless.engine",
     "FileImport": "lossless.bootstrap",
     "SETTINGS": "lossless.config",
     "Config": "lossless.config",
@@ -109,7 +113,7 @@ _EXPORTS: dict[str, str] = {
     "AccessDenied": "lossless.retrieval",
     "Caller": "lossless.retrieval",
     "CompactionDecision": "lossless.triggers",
-    "open_store": "lossless.stores",
+    "open_store": "lossless.engine.wiring",
     "EstimatingCounter": "lossless.tokens",
     "TiktokenCounter": "lossless.tokens",
     "TokenCounter": "lossless.tokens",
@@ -132,12 +136,15 @@ def __dir__() -> list[str]:
 __all__ = [
     "SETTINGS",
     "AccessDenied",
+    "AfterTurnResult",
     "AgentPart",
+    "AssembledContext",
     "BlobStore",
     "Caller",
     "CompactionDecision",
     "CompactionEvent",
     "CompactionPart",
+    "CompactionResult",
     "Config",
     "ConfigError",
     "ConflictError",

@@ -45,9 +45,7 @@ Invariants:
 from __future__ import annotations
 
 import hashlib
-import itertools
 import math
-import re
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
@@ -65,7 +63,8 @@ from lossless.formats import (
     sanitize_anthropic,
     sanitize_openai,
 )
-from lossless.records import ContextEntry, MessageRecord, Summary
+from lossless.records import ContextEntry, MessageRecord, Summary, jsonable
+from lossless.text import search_terms as terms
 from lossless.tokens import TokenCounter
 
 __all__ = [
@@ -120,6 +119,19 @@ class AssembledContext:
     over_budget: bool
     left_out: tuple[LeftOut, ...] = ()
     budget: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON every adapter answers an assembly with (HTTP, MCP; docs/api.md)."""
+        return {
+            "messages": jsonable(self.messages),
+            "estimated_tokens": self.estimated_tokens,
+            "system_prompt_addition": self.system_prompt_addition,
+            "included": list(self.included),
+            "dropped": list(self.dropped),
+            "tail_tokens": self.tail_tokens,
+            "over_budget": self.over_budget,
+            "left_out": [o.to_dict() for o in self.left_out],
+        }
 
     @property
     def excerpted(self) -> tuple[int | str, ...]:
@@ -272,23 +284,6 @@ def system_prompt_addition(
 
 
 # ---------------------------------------------------------------------- relevance
-
-_WORD = re.compile(r"\w+")
-_CJK_RUN = re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+)")
-
-
-def terms(text: str) -> list[str]:
-    """Search terms: lower-cased words; each run of CJK characters becomes its overlapping bigrams."""
-    out: list[str] = []
-    for word in _WORD.findall(text.lower()):
-        for index, piece in enumerate(_CJK_RUN.split(word)):
-            if not piece:
-                continue
-            if index % 2:  # a CJK run (split() puts captured runs at odd positions)
-                out += [a + b for a, b in itertools.pairwise(piece)] or [piece]
-            else:
-                out.append(piece)
-    return out
 
 
 def bm25(query: str, documents: Sequence[str], *, k1: float = 1.2, b: float = 0.75) -> list[float]:

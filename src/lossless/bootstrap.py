@@ -63,7 +63,7 @@ import anyio.to_thread
 from lossless.config import Config
 from lossless.errors import InputError, TranscriptError
 from lossless.ingest import prepare_messages, was_repaired
-from lossless.interception import Interceptor, PendingFile
+from lossless.interception import Interceptor, PendingFile, write_batch
 from lossless.large_files import file_scope
 from lossless.ports import PreparedMessage, Store
 from lossless.records import BootstrapState, Conversation, JSONValue, Message, MessageRecord, TextPart, utcnow
@@ -534,11 +534,8 @@ class _Importer:
         """Append prepared entries to ``conversation`` (large files first): how many were new, the newest seq."""
         prepared = [p for item in ready for p in item.prepared]
         files = [f for item in ready for f in item.files]
-        if files and self.interceptor is not None:
-            rows = await self.interceptor.store_files(files, conversation.id)
-            await self.store.insert_large_files(rows)
         try:
-            result = await self.store.append_messages(conversation.id, prepared)
+            result = await write_batch(self.store, conversation.id, prepared, files, self.interceptor)
         except InputError as exc:
             raise TranscriptError(str(self.path), ready[0].entry.line if ready else None, str(exc)) from exc
         run.stored += len(result.stored)

@@ -83,19 +83,20 @@ import anyio
 from lossless.config import Config
 from lossless.context import pairs, tail_start
 from lossless.errors import ConflictError, InputError, ProviderUnavailable
-from lossless.ports import ConversationLocks, Store, Summarizer, SummaryPolicy, SummaryRequest
+from lossless.ports import ConversationLocks, SegmentItem, Store, Summarizer, SummaryPolicy, SummaryRequest
 from lossless.records import (
     COMPACTION_TRIGGERS,
     CompactionEvent,
     CompactionMode,
     CompactionTrigger,
     ContextEntry,
+    JSONValue,
     Summary,
     SummaryKind,
     SummaryLevel,
     utcnow,
 )
-from lossless.segments import render_messages, render_summaries
+from lossless.segments import message_items, render_items, summary_items
 from lossless.tokens import TokenCounter
 
 __all__ = [
@@ -121,6 +122,8 @@ TRUNCATION_MARKER = "[Truncated for context management]"
 _FILE_ID = re.compile(r"\bfile_[0-9a-f]{16}\b")
 _MIN_TARGET = 192
 _CONFLICT_RETRIES = 5
+#: A segment to summarise: its items, the summaries it is made of (condensed), its first and last times.
+_Segment = tuple[tuple[SegmentItem, ...], list[Summary], datetime | None, datetime | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +149,24 @@ class CompactionResult:
     @property
     def by_depth(self) -> dict[int, int]:
         return dict(sorted(Counter(s.depth for s in self.summaries).items()))
+
+    def to_dict(self) -> dict[str, JSONValue]:
+        """The JSON every adapter answers a compaction with (``lcm compact --json``, HTTP, MCP; docs/api.md)."""
+        return {
+            "conversation_id": self.conversation_id,
+            "mode": self.mode,
+            "stop_reason": self.stop_reason,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "target_tokens": self.target_tokens,
+            "passes": self.passes,
+            "seconds": round(self.seconds, 3),
+            "summaries_by_depth": {str(k): v for k, v in self.by_depth.items()},
+            "summaries_by_level": dict(self.by_level),
+            "summaries": [s.id for s in self.summaries],
+            "trigger": self.trigger,
+            "run_id": self.run_id,
+        }
 
     @property
     def by_level(self) -> dict[str, int]:
@@ -576,7 +597,8 @@ class Compactor:
 
     async def _summarize(self, conversation_id: int, plan: _Plan, run: _Run) -> Summary | Literal["no_progress"] | None:
         """The summary for ``plan`` (escalating as needed); None when the provider is unavailable."""
-        text, children, earliest, latest = await self._segment(plan)
+        items, children, earliest, latest = await self._segment(plan)
+        text = render_items(items)
         previous = None
         if plan.previous is not None:
             found = await self.store.get_summaries([plan.previous.ref])  # type: ignore[list-item]
@@ -587,6 +609,7 @@ class Compactor:
             policy="normal",
             target_tokens=0,
             text=text,
+            items=items,
             previous_context=previous,
             custom_instructions=self.config.custom_instructions,
             conversation_id=conversation_id,
@@ -688,12 +711,13 @@ class Compactor:
         """
         if summary.kind == "leaf":
             ids = (await self.store.get_summary_messages([summary.id])).get(summary.id, ())
-            text, _, _, _ = await self._render_leaf(list(ids))
+            items, _, _, _ = await self._render_leaf(list(ids))
             source_tokens = summary.source_token_count
         else:
             ids_ = (await self.store.get_summary_parents([summary.id])).get(summary.id, ())
-            text, children, _, _ = await self._render_condensed(list(ids_))
+            items, children, _, _ = await self._render_condensed(list(ids_))
             source_tokens = sum(c.token_count for c in children)
+        text = render_items(items)
         if not text.strip() or source_tokens < 1:
             return None
         request = SummaryRequest(
@@ -702,6 +726,7 @@ class Compactor:
             policy="normal",
             target_tokens=0,
             text=text,
+            items=items,
             custom_instructions=self.config.custom_instructions,
             conversation_id=summary.conversation_id,
             earliest_at=summary.earliest_at,
@@ -722,23 +747,23 @@ class Compactor:
             reason=why if outcome.reason is None else f"{why}; {outcome.reason}",
         )
 
-    async def _segment(self, plan: _Plan) -> tuple[str, list[Summary], datetime | None, datetime | None]:
+    async def _segment(self, plan: _Plan) -> _Segment:
         if plan.kind == "leaf":
             return await self._render_leaf([e.message_id for e in plan.sources if e.message_id is not None])
         return await self._render_condensed([e.summary_id for e in plan.sources if e.summary_id is not None])
 
-    async def _render_leaf(self, ids: list[int]) -> tuple[str, list[Summary], datetime | None, datetime | None]:
+    async def _render_leaf(self, ids: list[int]) -> _Segment:
         messages = await self.store.get_messages_by_id(ids)
-        text = render_messages(messages, self.zone, max_chars=self.config.leaf_chunk_tokens * 4)
+        items = message_items(messages, self.zone, max_chars=self.config.leaf_chunk_tokens * 4)
         times = [m.created_at for m in messages]
-        return text, [], min(times, default=None), max(times, default=None)
+        return items, [], min(times, default=None), max(times, default=None)
 
-    async def _render_condensed(self, ids: list[str]) -> tuple[str, list[Summary], datetime | None, datetime | None]:
+    async def _render_condensed(self, ids: list[str]) -> _Segment:
         summaries = await self.store.get_summaries(ids)
-        text = render_summaries(summaries, self.zone)
+        items = summary_items(summaries, self.zone)
         earliest = min((s.earliest_at for s in summaries if s.earliest_at), default=None)
         latest = max((s.latest_at for s in summaries if s.latest_at), default=None)
-        return text, summaries, earliest, latest
+        return items, summaries, earliest, latest
 
     def _fallback(self, text: str, source_tokens: int, *, excerpt: bool = False) -> str | None:
         """Deterministic truncation, built to be shorter than the sources; None when that is impossible.

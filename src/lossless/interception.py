@@ -5,10 +5,10 @@ ingest checks::
 
     planned = await interceptor.plan(messages, scope=file_scope(agent, session))
     prepared = prepare_messages(planned.messages, …)        # the size limit applies to what is left
-    files = await interceptor.store_files(planned.files, conversation_id)
-    async with store.atomic():                              # rows and messages in one transaction
-        await store.insert_large_files(files)
-        await store.append_messages(conversation_id, prepared)
+    await write_batch(store, conversation_id, prepared, planned.files, interceptor)
+
+:func:`write_batch` is the one write sequence both use: the blobs first, then the rows and the
+messages in one transaction.
 
 Invariants:
 
@@ -40,11 +40,11 @@ import anyio.to_thread
 
 from lossless.exploration import explore
 from lossless.large_files import FileRef, Payload, file_id_for, find_payloads, may_hold_payloads, rewrite
-from lossless.ports import BlobStore, Store, Summarizer, SummaryRequest
+from lossless.ports import AppendResult, BlobStore, PreparedMessage, Store, Summarizer, SummaryRequest
 from lossless.records import LargeFile, Message, TextPart, ToolPart, utcnow
 from lossless.tokens import TokenCounter
 
-__all__ = ["EXPLORATION_PROMPT", "Interceptor", "PendingFile", "Planned"]
+__all__ = ["EXPLORATION_PROMPT", "Interceptor", "PendingFile", "Planned", "write_batch"]
 
 #: Instructions given to a summarizer for the exploration summary of a prose file.
 EXPLORATION_PROMPT = (
@@ -214,3 +214,23 @@ class Interceptor:
                 )
             )
         return rows
+
+
+async def write_batch(
+    store: Store,
+    conversation_id: int,
+    prepared: Sequence[PreparedMessage],
+    files: Sequence[PendingFile] = (),
+    interceptor: Interceptor | None = None,
+) -> AppendResult:
+    """Store one prepared batch: its files' blobs first (durable), then their rows and the messages, in one
+    transaction (joining the caller's, if it holds one).  Used by the engine's ingest and the transcript importer.
+    """
+    if not files:
+        return await store.append_messages(conversation_id, list(prepared))
+    if interceptor is None:
+        raise ValueError("a batch with large files needs the interceptor that planned them")
+    rows = await interceptor.store_files(files, conversation_id)  # durable before the rows commit
+    async with store.atomic():
+        await store.insert_large_files(rows)
+        return await store.append_messages(conversation_id, list(prepared))

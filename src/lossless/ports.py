@@ -15,8 +15,12 @@ Invariants every :class:`Store` implementation keeps (the contract suite in
 * **Atomic.**  A call either stores everything it reports or nothing.  Inside
   ``async with store.atomic():`` all calls made by the same task join one
   transaction, committed at the end or rolled back on an exception.
-* **Search stays in sync.**  Full-text indexes are updated in the same
-  transaction as the rows they index.
+* **Search is complete.**  A search finds every stored row that matches, the
+  moment ``append_messages`` returns.  How the indexes keep up is the
+  backend's: PostgreSQL updates them in the same transaction as the rows they
+  index; SQLite indexes in a background thread into a companion file and each
+  search also scans the few rows the indexer has not reached yet
+  (:mod:`lossless.stores.sqlite.index`).
 * **Concurrency.**  Calls may be made concurrently from many tasks (and, for the
   SQLite backend, many processes on one file).  Writes are serialised; a write
   that cannot get the lock in time raises :class:`~lossless.errors.ConflictError`
@@ -52,6 +56,8 @@ from lossless.records import (
     LargeFile,
     Message,
     MessageRecord,
+    Part,
+    Role,
     Summary,
     SummaryKind,
 )
@@ -73,6 +79,7 @@ __all__ = [
     "RetentionStore",
     "SearchRequest",
     "SearchRow",
+    "SegmentItem",
     "Store",
     "StoreStats",
     "Summarizer",
@@ -472,13 +479,40 @@ SummaryPolicy = Literal["normal", "aggressive"]
 
 
 @dataclass(frozen=True, slots=True)
+class SegmentItem:
+    """One item of a segment of history, as a summarizer is given it: a message or a summary.
+
+    ``text`` is what the rendered segment shows for the item (cut to the segment's length cap);
+    the other fields are the facts its header line shows, so no summarizer has to parse them
+    back out of the text — text that only looks like a header stays text.
+    """
+
+    ref: str  # "msg#12" or "sum_…" ("text" for prose that came without items)
+    text: str
+    role: Role | None = None  # messages
+    at: str | None = None  # messages: the shown (local) time
+    tool: str | None = None  # tool results: the tool(s) whose result this is
+    depth: int | None = None  # summaries
+    span: str | None = None  # summaries: "<from> → <to>", shown times
+    time: datetime | None = None  # messages: when it was stored (UTC)
+    parts: tuple[Part, ...] = ()  # messages: the structured parts
+
+    @property
+    def is_message(self) -> bool:
+        return self.ref.startswith("msg#")
+
+
+@dataclass(frozen=True, slots=True)
 class SummaryRequest:
-    """One summarisation: a rendered segment of history and how to summarise it.
+    """One summarisation: a segment of history, rendered and as items, and how to summarise it.
 
     ``depth`` is the depth of the summary to produce: 0 for a leaf (the segment
     is raw messages), 1 or more for a condensed node (the segment is summaries
-    one level down).  ``previous_context`` is the most recent earlier summary,
-    so the summary can avoid repeating what is already known.
+    one level down).  ``text`` is the segment as a model reads it
+    (:mod:`lossless.segments`); ``items`` are the same items, structured, for
+    summarizers that work on them (empty when a caller passes prose only).
+    ``previous_context`` is the most recent earlier summary, so the summary can
+    avoid repeating what is already known.
     """
 
     kind: SummaryKind
@@ -491,6 +525,7 @@ class SummaryRequest:
     conversation_id: int | None = None
     earliest_at: datetime | None = None
     latest_at: datetime | None = None
+    items: tuple[SegmentItem, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

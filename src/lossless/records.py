@@ -18,11 +18,13 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import PurePath
 from typing import Any, Literal, get_args
 
 from lossless.errors import InputError
@@ -128,6 +130,21 @@ def _aware(value: datetime, what: str) -> datetime:
             "pass e.g. datetime.now(timezone.utc) or attach a tzinfo"
         )
     return value.astimezone(UTC)
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` with dataclasses, datetimes, paths and tuples turned into JSON-friendly values."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, datetime):
+        return format_timestamp(value)
+    if isinstance(value, PurePath):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    return value
 
 
 def format_timestamp(value: datetime) -> str:
@@ -350,6 +367,18 @@ class IngestResult:
     @property
     def stored_count(self) -> int:
         return len(self.stored)
+
+    def to_dict(self) -> dict[str, JSONValue]:
+        """The JSON every adapter answers an ingest with (``lcm``, HTTP, MCP; docs/api.md)."""
+        return {
+            "conversation_id": self.conversation_id,
+            "stored": self.stored_count,
+            "message_ids": [m.id for m in self.stored],
+            "duplicates": self.duplicates,
+            "skipped": self.skipped,
+            "skip_reason": self.skip_reason,
+            "repaired": self.repaired,
+        }
 
 
 # ----------------------------------------------------------------- conversations and the DAG

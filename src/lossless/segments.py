@@ -6,7 +6,11 @@ Invariants:
   ``=== msg#<id> · <local time> · <role>[ · result of <tool>] ===`` or
   ``=== sum_<id> · depth <d> · <from> → <to> ===`` and its text follows
   until the next header.  :func:`parse_segment` inverts :func:`render_messages`
-  and :func:`render_summaries` (up to the per-item length cap).
+  and :func:`render_summaries` (up to the per-item length cap) for text whose
+  items hold no header-like line of their own; summarizers never need it: the
+  compactor hands them the same items structured (:func:`message_items`,
+  :func:`summary_items`, :class:`~lossless.ports.SegmentItem`), and the text is
+  :func:`render_items` of those items.
 * Times are shown in the configured time zone, to the minute, with the zone's
   abbreviation; storage stays UTC.
 * A very long item (a huge tool output) is cut to ``max_chars`` with a note of
@@ -19,12 +23,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime, tzinfo
 
+from lossless.ports import SegmentItem
 from lossless.records import MessageRecord, Role, Summary, ToolPart
 
-__all__ = ["SegmentItem", "format_time", "parse_segment", "render_messages", "render_summaries"]
+__all__ = [
+    "SegmentItem",
+    "format_time",
+    "message_items",
+    "parse_segment",
+    "render_items",
+    "render_messages",
+    "render_summaries",
+    "summary_items",
+]
 
 _HEADER = re.compile(
     r"^=== (?:msg#(?P<message>\d+) · (?P<at>[^·]+?) · (?P<role>system|user|assistant|tool)"
@@ -51,10 +64,12 @@ def _cut(text: str, max_chars: int) -> str:
     return f"{text[:head]}\n[… {left_out:,} characters left out here …]\n{text[-tail:]}"
 
 
-def render_messages(messages: Iterable[MessageRecord], zone: tzinfo, *, max_chars: int = 48_000) -> str:
-    """Raw messages as a leaf segment.  A tool result's header names the tool, found from its call."""
+def message_items(
+    messages: Iterable[MessageRecord], zone: tzinfo, *, max_chars: int = 48_000
+) -> tuple[SegmentItem, ...]:
+    """Raw messages as the items of a leaf segment.  A tool result names the tool, found from its call."""
     names: dict[str, str] = {}
-    blocks: list[str] = []
+    items: list[SegmentItem] = []
     for m in messages:
         answered: list[str] = []
         for part in m.parts:
@@ -63,40 +78,56 @@ def render_messages(messages: Iterable[MessageRecord], zone: tzinfo, *, max_char
                     names[part.call_id] = part.name
                 if part.is_result:
                     answered.append(part.name or names.get(part.call_id, ""))
-        tool = f" · result of {', '.join(n for n in answered if n)}" if any(answered) else ""
-        blocks.append(
-            f"=== msg#{m.id} · {format_time(m.created_at, zone)} · {m.role}{tool} ===\n{_cut(m.content, max_chars)}"
+        tool = ", ".join(n for n in answered if n) or None
+        items.append(
+            SegmentItem(
+                f"msg#{m.id}",
+                _cut(m.content, max_chars),
+                role=m.role,
+                at=format_time(m.created_at, zone),
+                tool=tool,
+                time=m.created_at,
+                parts=m.parts,
+            )
         )
-    return "\n\n".join(blocks)
+    return tuple(items)
 
 
 def summary_span(summary: Summary, zone: tzinfo) -> str:
     return f"{format_time(summary.earliest_at, zone)} → {format_time(summary.latest_at, zone)}"
 
 
-def render_summaries(summaries: Iterable[Summary], zone: tzinfo, *, max_chars: int = 48_000) -> str:
-    """Summaries one level down as a condensed segment."""
-    blocks = [
-        f"=== {s.id} · depth {s.depth} · {summary_span(s, zone)} ===\n{_cut(s.content, max_chars)}" for s in summaries
-    ]
+def summary_items(summaries: Iterable[Summary], zone: tzinfo, *, max_chars: int = 48_000) -> tuple[SegmentItem, ...]:
+    """Summaries one level down as the items of a condensed segment."""
+    return tuple(
+        SegmentItem(s.id, _cut(s.content, max_chars), depth=s.depth, span=summary_span(s, zone)) for s in summaries
+    )
+
+
+def render_items(items: Iterable[SegmentItem]) -> str:
+    """The segment text of ``items``: each item's header line, then its text."""
+    blocks: list[str] = []
+    for item in items:
+        if item.is_message:
+            tool = f" · result of {item.tool}" if item.tool else ""
+            header = f"=== {item.ref} · {item.at or 'unknown time'} · {item.role}{tool} ==="
+        elif item.depth is not None:
+            header = f"=== {item.ref} · depth {item.depth} · {item.span} ==="
+        else:
+            blocks.append(item.text)
+            continue
+        blocks.append(f"{header}\n{item.text}")
     return "\n\n".join(blocks)
 
 
-@dataclass(frozen=True, slots=True)
-class SegmentItem:
-    """One item read back from a segment."""
+def render_messages(messages: Iterable[MessageRecord], zone: tzinfo, *, max_chars: int = 48_000) -> str:
+    """Raw messages as a leaf segment (:func:`render_items` of :func:`message_items`)."""
+    return render_items(message_items(messages, zone, max_chars=max_chars))
 
-    ref: str  # "msg#12" or "sum_…"
-    text: str
-    role: Role | None = None  # messages
-    at: str | None = None  # messages: the shown time
-    tool: str | None = None  # tool results: the tool(s) whose result this is
-    depth: int | None = None  # summaries
-    span: str | None = None  # summaries: "<from> → <to>"
 
-    @property
-    def is_message(self) -> bool:
-        return self.ref.startswith("msg#")
+def render_summaries(summaries: Iterable[Summary], zone: tzinfo, *, max_chars: int = 48_000) -> str:
+    """Summaries one level down as a condensed segment."""
+    return render_items(summary_items(summaries, zone, max_chars=max_chars))
 
 
 def parse_segment(text: str) -> list[SegmentItem]:

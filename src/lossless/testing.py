@@ -23,7 +23,7 @@ import json
 import math
 import threading
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -40,6 +40,7 @@ __all__ = [
     "FakeSummarizer",
     "HashEmbedder",
     "RecordedRequest",
+    "Scripted",
     "StubProviderServer",
     "StubReply",
     "default_fake_summary",
@@ -57,14 +58,15 @@ class FakeStep:
 
     In order: wait ``delay_s`` (``math.inf`` hangs until cancelled), raise
     ``error`` if set, else return ``text`` (or, with ``length_factor``, a text
-    about that many times the request's target; with neither, the default
-    deterministic summary).
+    about that many times the request's target; with ``answer``, what it makes
+    of the request; with none of them, the default deterministic summary).
     """
 
     text: str | None = None
     error: BaseException | None = None
     delay_s: float = 0.0
     length_factor: float | None = None
+    answer: Callable[[SummaryRequest], str] | None = None
 
     @classmethod
     def reply(cls, text: str) -> FakeStep:
@@ -90,32 +92,55 @@ class FakeStep:
     def long(cls, factor: float = 10.0) -> FakeStep:
         return cls(length_factor=factor)
 
+    @classmethod
+    def computed(cls, answer: Callable[[SummaryRequest], str]) -> FakeStep:
+        return cls(answer=answer)
+
+    @classmethod
+    def head(cls, words: int) -> FakeStep:
+        """Answer with the first ``words`` words of the segment."""
+        return cls(answer=lambda request: " ".join(request.text.split()[:words]))
+
+
+#: One item of a :class:`FakeSummarizer` script: a step, a reply, an exception to raise, or a reply maker.
+Scripted = FakeStep | str | BaseException | Callable[[SummaryRequest], str]
+
 
 class FakeSummarizer:
     """A deterministic, scriptable :class:`~lossless.ports.Summarizer` that records its calls.
 
-    ``script`` items are used one per call, in order; a ``str`` is a reply and
-    an exception is raised.  When the script runs out, every call gets the
-    default summary: the start of the segment cut to the target length (at four
-    characters a token), then ``Files: none`` and the ``Expand for details
-    about:`` line.
+    ``script`` items are used one per call, in order; a ``str`` is a reply, an
+    exception is raised, and a callable makes the reply from the request.  When
+    the script runs out, every call gets the default summary: the start of the
+    segment cut to the target length (at four characters a token), then ``Files:
+    none`` and the ``Expand for details about:`` line — or, with
+    ``repeat_last``, the last step again.
     """
 
     def __init__(
-        self, *script: FakeStep | str | BaseException, provider: str = "fake", model: str | None = "fake-1"
+        self,
+        *script: Scripted,
+        provider: str = "fake",
+        model: str | None = "fake-1",
+        repeat_last: bool = False,
     ) -> None:
         self.provider = provider
         self.model = model
         self.calls: list[SummaryRequest] = []
         self._script: deque[FakeStep] = deque(_as_step(item) for item in script)
+        self._repeat_last = repeat_last
+        self._last: FakeStep | None = None
 
-    def script(self, *steps: FakeStep | str | BaseException) -> None:
+    def script(self, *steps: Scripted) -> None:
         """Queue more steps after those not used yet."""
         self._script.extend(_as_step(item) for item in steps)
 
     async def summarize(self, request: SummaryRequest) -> SummaryResult:
         self.calls.append(request)
-        step = self._script.popleft() if self._script else FakeStep()
+        if self._script:
+            step = self._last = self._script.popleft()
+        else:
+            step = self._last if self._repeat_last and self._last is not None else FakeStep()
         if step.delay_s == math.inf:
             await anyio.sleep_forever()
         elif step.delay_s > 0:
@@ -127,6 +152,8 @@ class FakeSummarizer:
             text = " ".join(f"word{i % 100}" for i in range(words))
         elif step.text is not None:
             text = step.text
+        elif step.answer is not None:
+            text = step.answer(request)
         else:
             text = default_fake_summary(request)
         return SummaryResult(
@@ -146,12 +173,14 @@ def default_fake_summary(request: SummaryRequest) -> str:
     return f"{excerpt}\n{footer}" if excerpt else footer
 
 
-def _as_step(item: FakeStep | str | BaseException) -> FakeStep:
+def _as_step(item: Scripted) -> FakeStep:
     if isinstance(item, FakeStep):
         return item
     if isinstance(item, str):
         return FakeStep(text=item)
-    return FakeStep(error=item)
+    if isinstance(item, BaseException):
+        return FakeStep(error=item)
+    return FakeStep(answer=item)
 
 
 # ---------------------------------------------------------------------- StubProviderServer

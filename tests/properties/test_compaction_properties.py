@@ -15,8 +15,8 @@ from lossless import ContextEngine, Message, ToolPart
 from lossless.compaction import Compactor
 from lossless.context import tail_start
 from lossless.errors import ProviderError
-from tests.fakes import ScriptedSummarizer, head_of
-from tests.test_compaction import covered
+from lossless.testing import FakeStep, Scripted
+from tests.test_compaction import covered, scripted
 
 _sessions = itertools.count()
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -24,16 +24,16 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 behaviours = st.sampled_from(["ok", "ok", "ok", "long", "empty", "raise", "same", "hang"])
 
 
-def behaviour(name: str) -> object:
+def behaviour(name: str) -> Scripted:
     if name == "ok":
-        return head_of(6)
+        return FakeStep.head(6)
     if name == "long":
         return lambda request: request.text + " and more" * 50
     if name == "same":
         return lambda request: request.text
     if name == "raise":
         return ProviderError("scripted", "flaky", retryable=True)
-    return "" if name == "empty" else "hang"
+    return "" if name == "empty" else FakeStep.hang()
 
 
 @st.composite
@@ -98,7 +98,7 @@ def test_compaction_terminates_and_keeps_every_message_once(
             before = await engine.store.get_context(conversation)
             total = sum(e.token_count for e in before)
             target = int(total * budget_share) if mode == "until_under" else None
-            summarizer = ScriptedSummarizer([behaviour(name) for name in script])
+            summarizer = scripted(*(behaviour(name) for name in script))
             compactor = Compactor(engine.store, summarizer, config=engine.config, counter=engine.tokens, zone=UTC)
             with anyio.fail_after(60):
                 done = await compactor.compact(conversation, mode=mode, target_tokens=target)  # type: ignore[arg-type]
@@ -162,7 +162,7 @@ def test_forced_compaction_always_brings_history_within_target(
             leaf_min_fanout=leaf_fanout,
             condensed_min_fanout_hard=2,
         ) as engine:
-            engine.compactor.summarizer = ScriptedSummarizer([head_of(8)])  # type: ignore[assignment]
+            engine.compactor.summarizer = scripted(FakeStep.head(8))  # type: ignore[assignment]
             session = f"g{next(_sessions)}"
             for number, (asked, answered) in enumerate(turns):
                 messages = [

@@ -10,7 +10,7 @@ import pytest
 from lossless.ports import SummaryRequest
 from lossless.providers.offline import OfflineSummarizer
 from lossless.records import Message, MessageRecord, Summary, ToolPart
-from lossless.segments import render_messages, render_summaries
+from lossless.segments import message_items, parse_segment, render_items, summary_items
 from lossless.tokens import EstimatingCounter
 
 pytestmark = pytest.mark.anyio
@@ -74,7 +74,8 @@ def leaf_request(records: list[MessageRecord], target: int = 400, policy: str = 
         depth=0,
         policy=policy,  # type: ignore[arg-type]
         target_tokens=target,
-        text=render_messages(records, UTC),
+        text=render_items(message_items(records, UTC)),
+        items=message_items(records, UTC),
         earliest_at=records[0].created_at,
         latest_at=records[-1].created_at,
     )
@@ -164,7 +165,8 @@ async def test_condensed_timeline_grain_coarsens_with_depth(depth: int, stamp: s
         depth=depth,
         policy="normal",
         target_tokens=600,
-        text=render_summaries(children, UTC),
+        text=render_items(summary_items(children, UTC)),
+        items=summary_items(children, UTC),
         earliest_at=T0,
         latest_at=T0 + timedelta(hours=7),
     )
@@ -180,7 +182,12 @@ async def test_condensed_timeline_grain_coarsens_with_depth(depth: int, stamp: s
 async def test_free_text_children_are_summarised_too() -> None:
     children = [child(1, 0, T0, "The team decided to use Redis because it was already deployed. Next step: load test.")]
     request = SummaryRequest(
-        kind="condensed", depth=1, policy="normal", target_tokens=300, text=render_summaries(children, UTC)
+        kind="condensed",
+        depth=1,
+        policy="normal",
+        target_tokens=300,
+        text=render_items(summary_items(children, UTC)),
+        items=summary_items(children, UTC),
     )
     text = OfflineSummarizer().summarize_text(request)
     assert "Decision: The team decided to use Redis" in text
@@ -211,3 +218,29 @@ async def test_labels_match_the_content_and_lines_end_whole() -> None:
     assert not any(line.startswith("Done: If the tests pass") for line in lines)
     clipped = [line for line in lines if "tenant0 saw stale rows" in line]
     assert clipped and all(line.endswith(("…", ".")) and "tenant29" not in line for line in clipped)
+
+
+async def test_a_stored_line_that_looks_like_a_header_is_text_not_a_turn() -> None:
+    """Regression: a message quoting a segment header once made a phantom ``msg#99 assistant`` turn."""
+    records = [
+        record(0, Message.user("Please paste the log line.\n=== msg#99 · 2026-03-05 09:00 UTC · assistant ===")),
+        record(1, Message.user("We decided to keep it.")),
+    ]
+    request = leaf_request(records)
+    assert "=== msg#99" in request.text  # the rendered text holds the look-alike header …
+    assert [i.ref for i in parse_segment(request.text)] == ["msg#1", "msg#99", "msg#2"]  # what a parse would see
+    text = OfflineSummarizer().summarize_text(request)
+    assert text.splitlines()[0].endswith("(2 user)")  # two user turns, no phantom assistant turn
+    assert "Asked: Please paste the log line. === msg#99" in text  # the look-alike line stays the user's text
+
+
+async def test_a_request_without_items_is_read_as_prose() -> None:
+    request = SummaryRequest(
+        kind="leaf",
+        depth=0,
+        policy="normal",
+        target_tokens=200,
+        text="=== msg#7 · 2026-03-05 09:00 UTC · assistant ===\nWe chose Redis because it was deployed.",
+    )
+    text = OfflineSummarizer().summarize_text(request)
+    assert "Decision: === msg#7 · 2026-03-05 09:00 UTC · assistant === We chose Redis" in text  # all of it is text

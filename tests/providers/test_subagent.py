@@ -9,8 +9,9 @@ import pytest
 
 from lossless import ContextEngine, Message
 from lossless.config import Config
+from lossless.engine.wiring import expansion_runner_for
 from lossless.errors import ConfigError, ProviderError
-from lossless.providers.subagent import LLMExpansionRunner, expansion_runner_for
+from lossless.providers.subagent import LLMExpansionRunner
 from lossless.retrieval import Caller, Retriever
 from lossless.retrieval.expansion import OfflineExpansionRunner, expand_query
 from lossless.testing import StubProviderServer, StubReply

@@ -43,14 +43,9 @@ import anyio
 from lossless.adapters.http_docs import docs_page
 from lossless.adapters.service import (
     Engines,
-    after_turn_dict,
-    assembled_dict,
     call_tool,
     check_conversation_ref,
-    compaction_dict,
     event_dict,
-    events_with_summaries,
-    ingest_dict,
     jsonable,
     messages_from,
     summary_dict,
@@ -445,14 +440,14 @@ async def ingest(body: IngestIn, engine: Caller) -> dict[str, Any]:
     """Store one message of a session."""
     (message,) = _messages([body.message])
     result = await engine.ingest(body.session_id, message, session_key=body.session_key, is_heartbeat=body.is_heartbeat)
-    return ingest_dict(result)
+    return result.to_dict()
 
 
 @router.post("/v1/ingest_batch", tags=["lifecycle"])
 async def ingest_batch(body: IngestBatchIn, engine: Caller) -> dict[str, Any]:
     """Store messages of a session in order, in one transaction."""
     result = await engine.ingest_batch(body.session_id, _messages(body.messages), session_key=body.session_key)
-    return ingest_dict(result)
+    return result.to_dict()
 
 
 @router.post("/v1/assemble", tags=["lifecycle"])
@@ -465,7 +460,7 @@ async def assemble(body: AssembleIn, engine: Caller) -> dict[str, Any]:
         output=body.output,
         messages=_messages(body.messages),
     )
-    return assembled_dict(context)
+    return context.to_dict()
 
 
 @router.post("/v1/after_turn", tags=["lifecycle"])
@@ -484,7 +479,7 @@ async def after_turn(body: AfterTurnIn, engine: Caller) -> dict[str, Any]:
     )
     if result.ingest_failure is not None:
         raise result.ingest_failure
-    return after_turn_dict(result)
+    return result.to_dict()
 
 
 @router.post("/v1/compact", tags=["lifecycle"])
@@ -493,7 +488,7 @@ async def compact(body: CompactIn, engine: Caller) -> dict[str, Any]:
     result = await engine.compact(
         check_conversation_ref(body.conversation), force=body.force, target_tokens=body.target_tokens
     )
-    return compaction_dict(result)
+    return result.to_dict()
 
 
 def _importable(raw: str, roots: list[Path]) -> Path:
@@ -570,7 +565,7 @@ async def compactions(
 ) -> dict[str, Any]:
     """The conversation's compaction passes, oldest first (with limit: the newest ones), with their summaries' kind,
     depth and level."""
-    events = await events_with_summaries(engine, check_conversation_ref(conversation), limit)
+    events = await engine.compaction_history(check_conversation_ref(conversation), limit=limit)
     return {"events": [event_dict(e, summary) for e, summary in events]}
 
 

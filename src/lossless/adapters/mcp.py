@@ -38,9 +38,7 @@ from lossless.adapters.web_guard import BrowserGuard
 from lossless.config import Config
 from lossless.engine import VERSION, ContextEngine
 from lossless.errors import ConfigError, InputError, LcmError, MissingDependencyError
-from lossless.records import utcnow
 from lossless.retrieval import Caller
-from lossless.retrieval.access import check_grant
 
 try:
     import mcp_types as types
@@ -150,7 +148,7 @@ async def _session(engine: ContextEngine, grant_id: str | None, follow: Sequence
     if grant_id is not None:
         if follow:
             raise InputError("--grant starts a read-only expansion sub-agent session: it cannot --follow transcripts")
-        await check_grant(engine.store, Caller(engine.config.agent_id, grant_id=grant_id), utcnow())
+        await engine.usable_grant(grant_id)
     return build_server(engine, grant_id=grant_id)
 
 

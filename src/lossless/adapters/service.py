@@ -31,19 +31,14 @@ Invariants:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Awaitable, Callable, Collection, Mapping
-from datetime import datetime
-from pathlib import Path
 from typing import Any
 
-from lossless.assembly import AssembledContext
-from lossless.compaction import CompactionResult
 from lossless.config import Config
-from lossless.engine import AfterTurnResult, ContextEngine
+from lossless.engine import ContextEngine
 from lossless.errors import AccessDeniedError, InputError, NotFoundError
 from lossless.memory.toolcalls import MEMORY_TOOLS, call_memory_tool
-from lossless.records import CompactionEvent, IngestResult, JSONValue, Message, Summary, format_timestamp
+from lossless.records import CompactionEvent, JSONValue, Message, Summary, jsonable
 from lossless.retrieval import Caller
 from lossless.retrieval.dag import DEFAULT_MAX_DEPTH, MAX_TOKEN_CAP
 from lossless.retrieval.expansion import DEFAULT_MAX_TOKENS as DEFAULT_ANSWER_TOKENS
@@ -55,12 +50,8 @@ __all__ = [
     "MAIN_TOOLS",
     "TOOL_HANDLERS",
     "Engines",
-    "after_turn_dict",
-    "assembled_dict",
     "call_tool",
     "check_conversation_ref",
-    "compaction_dict",
-    "ingest_dict",
     "jsonable",
     "messages_from",
     "session_tools",
@@ -112,84 +103,10 @@ class Engines:
 # ----------------------------------------------------------------- JSON shapes
 
 
-def jsonable(value: Any) -> Any:
-    """``value`` with dataclasses, datetimes, paths and tuples turned into JSON-friendly values."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, datetime):
-        return format_timestamp(value)
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [jsonable(v) for v in value]
-    return value
-
-
-def ingest_dict(result: IngestResult) -> dict[str, JSONValue]:
-    return {
-        "conversation_id": result.conversation_id,
-        "stored": result.stored_count,
-        "message_ids": [m.id for m in result.stored],
-        "duplicates": result.duplicates,
-        "skipped": result.skipped,
-        "skip_reason": result.skip_reason,
-        "repaired": result.repaired,
-    }
-
-
-def compaction_dict(result: CompactionResult) -> dict[str, JSONValue]:
-    return {
-        "conversation_id": result.conversation_id,
-        "mode": result.mode,
-        "stop_reason": result.stop_reason,
-        "tokens_before": result.tokens_before,
-        "tokens_after": result.tokens_after,
-        "target_tokens": result.target_tokens,
-        "passes": result.passes,
-        "seconds": round(result.seconds, 3),
-        "summaries_by_depth": {str(k): v for k, v in result.by_depth.items()},
-        "summaries": [s.id for s in result.summaries],
-    }
-
-
-def after_turn_dict(result: AfterTurnResult) -> dict[str, JSONValue]:
-    return {
-        "ingest": ingest_dict(result.ingest),
-        "compaction": compaction_dict(result.compaction) if result.compaction else None,
-        "context_tokens": result.context_tokens,
-        "error": result.error,
-        "decision": jsonable(result.decision.to_dict()) if result.decision else None,
-    }
-
-
-def assembled_dict(context: AssembledContext) -> dict[str, JSONValue]:
-    return {
-        "messages": jsonable(context.messages),
-        "estimated_tokens": context.estimated_tokens,
-        "system_prompt_addition": context.system_prompt_addition,
-        "included": list(context.included),
-        "dropped": list(context.dropped),
-        "tail_tokens": context.tail_tokens,
-        "over_budget": context.over_budget,
-        "left_out": [jsonable(o.to_dict()) for o in context.left_out],
-    }
-
-
 def summary_dict(summary: Summary, sources: tuple[int | str, ...] = ()) -> dict[str, JSONValue]:
     out: dict[str, JSONValue] = jsonable(summary)
     out["sources"] = list(sources)
     return out
-
-
-async def events_with_summaries(
-    engine: ContextEngine, conversation: int | str, limit: int | None
-) -> list[tuple[CompactionEvent, Summary | None]]:
-    """The conversation's compaction events (see ``compaction_events``), each with the summary it made."""
-    events = await engine.compaction_events(conversation, limit=limit)
-    found = {s.id: s for s in await engine.store.get_summaries([e.summary_id for e in events])}
-    return [(e, found.get(e.summary_id)) for e in events]
 
 
 def event_dict(event: CompactionEvent, summary: Summary | None) -> dict[str, JSONValue]:
@@ -271,7 +188,7 @@ async def _ingest_tool(engine: ContextEngine, _: Caller, arguments: Mapping[str,
     result = await engine.ingest_batch(
         session_id, messages, session_key=_string(arguments, "session_key", required=False)
     )
-    return ingest_dict(result)
+    return result.to_dict()
 
 
 async def _compact_tool(engine: ContextEngine, _: Caller, arguments: Mapping[str, Any]) -> dict[str, JSONValue]:
@@ -285,7 +202,7 @@ async def _compact_tool(engine: ContextEngine, _: Caller, arguments: Mapping[str
     if target is not None and (type(target) is not int or target < 1):
         raise InputError(f"target_tokens must be a positive integer, got {target!r:.80}")
     result = await engine.compact(check_conversation_ref(conversation), force=force, target_tokens=target)
-    return compaction_dict(result)
+    return result.to_dict()
 
 
 def _reach(caller: Caller, args: Mapping[str, Any]) -> dict[str, Any]:

@@ -31,8 +31,8 @@ from rich.text import Text
 from lossless.cli._state import CliState
 from lossless.config import Config
 from lossless.engine import ContextEngine
+from lossless.engine.wiring import sqlite_path_from_url
 from lossless.errors import LcmError, NotFoundError, exit_code_for
-from lossless.stores import sqlite_path_from_url
 
 __all__ = [
     "CliState",

@@ -11,31 +11,13 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from lossless.adapters.service import event_dict, events_with_summaries
+from lossless.adapters.service import event_dict
 from lossless.cli._common import CliState, emit_json, json_option, open_engine, run_command, stderr, stdout, styled
 from lossless.compaction import CompactionResult, Mode
 from lossless.records import ContextEntry, Summary
 from lossless.segments import format_time
 
 __all__ = ["compact_command", "compactions_command", "summaries_command", "summary_tree"]
-
-
-def _result_dict(result: CompactionResult) -> dict[str, Any]:
-    return {
-        "conversation_id": result.conversation_id,
-        "mode": result.mode,
-        "stop_reason": result.stop_reason,
-        "tokens_before": result.tokens_before,
-        "tokens_after": result.tokens_after,
-        "target_tokens": result.target_tokens,
-        "passes": result.passes,
-        "seconds": round(result.seconds, 3),
-        "summaries_by_depth": {str(k): v for k, v in result.by_depth.items()},
-        "summaries_by_level": result.by_level,
-        "summaries": [s.id for s in result.summaries],
-        "trigger": result.trigger,
-        "run_id": result.run_id,
-    }
 
 
 @click.command("compact")
@@ -68,7 +50,7 @@ async def compact_command(state: CliState, conversation: str, until: int | None,
 
             result = await engine.compact(conversation, mode=mode, target_tokens=until, progress=update)
     if as_json:
-        emit_json(_result_dict(result))
+        emit_json(result.to_dict())
         return
     saved = 1 - result.tokens_after / result.tokens_before if result.tokens_before else 0.0
     table = Table(title=f"Compaction of conversation {result.conversation_id} ({result.mode})", title_justify="left")
@@ -104,7 +86,7 @@ async def summaries_command(state: CliState, conversation: str, as_json: bool) -
     async with await open_engine(state) as engine:
         conv = await engine.conversation(conversation)
         summaries, lineage = await engine.summaries(conv.id)
-        context = await engine.store.get_context(conv.id)
+        context = await engine.context(conv.id)
         zone = engine.zone
     if as_json:
         emit_json(
@@ -181,7 +163,7 @@ async def compactions_command(state: CliState, conversation: str, limit: int, as
     """List the compaction passes of CONVERSATION, oldest first: when, who asked, what each replaced."""
     async with await open_engine(state) as engine:
         conv = await engine.conversation(conversation)
-        events = await events_with_summaries(engine, conv.id, limit)
+        events = await engine.compaction_history(conv.id, limit=limit)
         zone = engine.zone
     if as_json:
         emit_json({"conversation_id": conv.id, "events": [event_dict(e, summary) for e, summary in events]})

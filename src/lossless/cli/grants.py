@@ -16,8 +16,8 @@ from datetime import datetime, timedelta
 import click
 
 from lossless.cli._common import CliState, emit_json, json_option, open_engine, run_command
+from lossless.engine.recall import DEFAULT_GRANT_TTL, MAX_GRANT_TOKEN_CAP, MAX_GRANT_TTL, MIN_GRANT_TTL
 from lossless.errors import InputError
-from lossless.recall import DEFAULT_GRANT_TTL, MAX_GRANT_TOKEN_CAP, MAX_GRANT_TTL, MIN_GRANT_TTL
 from lossless.records import Grant, JSONValue, utcnow
 
 __all__ = ["grants_group", "parse_duration"]

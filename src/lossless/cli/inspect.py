@@ -38,7 +38,7 @@ async def conversations_command(state: CliState, limit: int, offset: int, as_jso
     """List this agent's conversations, most recently updated first."""
     async with await open_engine(state) as engine:
         conversations = await engine.conversations(limit=limit, offset=offset)
-        counts = await engine.store.conversation_sizes([c.id for c in conversations])
+        counts = await engine.conversation_sizes(conversations)
     if as_json:
         emit_json(
             [

@@ -18,9 +18,8 @@ from rich.table import Table
 from lossless.cli._common import CliState, emit_json, json_option, run_command, stderr, stdout, styled
 from lossless.cli.doctor import PROBLEMS_FOUND
 from lossless.engine import ContextEngine
+from lossless.engine.wiring import blob_store_for, open_store, sqlite_path_from_url, transfer_sqlite_to_postgres
 from lossless.errors import InputError
-from lossless.stores import blob_store_for, open_store, sqlite_path_from_url
-from lossless.stores.transfer import transfer_sqlite_to_postgres
 
 __all__ = ["migrate_command"]
 

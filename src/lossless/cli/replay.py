@@ -146,7 +146,7 @@ async def replay_command(
                     engine, transcript, budget=budget, checkpoints=checkpoints, session_id=session_id, progress=update
                 )
             summaries, lineage = await engine.summaries(result.conversation_id)
-            context = await engine.store.get_context(result.conversation_id)
+            context = await engine.context(result.conversation_id)
             zone = engine.zone
     if as_json:
         emit_json(result.to_dict())

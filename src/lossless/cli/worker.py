@@ -131,7 +131,7 @@ def jobs_group() -> None:
 async def jobs_list(state: CliState, state_filter: str | None, limit: int, as_json: bool) -> None:
     """Jobs, newest first."""
     async with await open_engine(state) as engine:
-        jobs = await engine._queue().list_jobs(state=state_filter, limit=limit)  # type: ignore[arg-type]
+        jobs = await engine.jobs(state=state_filter, limit=limit)  # type: ignore[arg-type]
     if as_json:
         emit_json([_job_dict(j) for j in jobs])
         return

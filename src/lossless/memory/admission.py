@@ -38,6 +38,7 @@ from types import MappingProxyType
 from typing import Literal
 
 from lossless.memory.records import Category, Memory, MemoryDraft
+from lossless.text import CJK_RUN
 
 __all__ = ["PRESETS", "Admission", "AdmissionConfig", "admit"]
 
@@ -46,7 +47,6 @@ _TYPE_PRIORS: Mapping[Category, float] = MappingProxyType(
 )
 _WORD = re.compile(r"\w+", re.UNICODE)
 _SPAN = re.compile(r"[^.!?。！？\n]+")
-_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +84,7 @@ def _words(text: str) -> list[str]:
     tokens = _WORD.findall(text.lower())
     out: list[str] = []
     for token in tokens:  # CJK runs have no spaces: count their characters as words
-        if _CJK_RUN.fullmatch(token):
+        if CJK_RUN.fullmatch(token):
             out.extend(token)
         else:
             out.append(token)

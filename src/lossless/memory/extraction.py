@@ -38,11 +38,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
 
 from lossless.errors import InputError
 from lossless.memory.fragments import fragment_reason
-from lossless.memory.records import Category, Memory, MemoryDraft
+from lossless.memory.records import Category, Decision, Memory, MemoryDraft
 from lossless.memory.statements import (
     format_date,
     prose_sentences,
@@ -65,7 +64,6 @@ _REVISION = re.compile(
     r"(?:is|are|'s) over|stopped|gave up|switched (?:back )?to|instead)\b",
     re.I,
 )
-DecisionKind = Literal["create", "merge", "skip", "support", "contextualize", "contradict", "supersede", "reject"]
 
 # (category, pattern, topic group) — the topic names the fact a preference or entity is about.
 _RULES: tuple[tuple[Category, re.Pattern[str]], ...] = (
@@ -515,18 +513,6 @@ def _keyed(fact_key: str | None, speaker: str | None) -> str | None:
         return fact_key
     category, _, topic = fact_key.partition(":")
     return f"{category}:{speaker}:{topic}"
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """What to do with a candidate: the kind, the memory it is about, why, and who decided."""
-
-    kind: DecisionKind
-    target: str | None = None
-    reason: str = ""
-    #: For ``contextualize``: the situation the candidate holds in (``evening``, ``work``, …).
-    context_label: str | None = None
-    by: Literal["rules", "model"] = "rules"
 
 
 def decide(draft: MemoryDraft, neighbours: Sequence[tuple[Memory, float]]) -> Decision:

@@ -12,6 +12,8 @@ import math
 import re
 from collections.abc import Sequence
 
+from lossless.text import CJK_RUN, cjk_bigrams
+
 __all__ = ["HashEmbedder"]
 
 
@@ -46,8 +48,8 @@ class HashEmbedder:
         values = [0.0] * self._dimensions
         lowered = text.lower()
         features = re.findall(r"[a-z0-9]+", lowered)
-        for run in re.findall(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]+", lowered):
-            features.extend(run[i : i + 2] for i in range(max(1, len(run) - 1)))
+        for run in CJK_RUN.findall(lowered):
+            features.extend(cjk_bigrams(run))
         for feature in features:
             digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
             bucket = int.from_bytes(digest[:4], "little") % self._dimensions

@@ -44,8 +44,7 @@ from typing import Any, get_args
 import anyio
 
 from lossless.errors import ProviderError
-from lossless.memory.extraction import Decision, DecisionKind
-from lossless.memory.records import Memory, MemoryDraft
+from lossless.memory.records import Decision, DecisionKind, Memory, MemoryDraft
 from lossless.records import format_timestamp
 
 __all__ = [

@@ -30,8 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
-from lossless.memory.extraction import Decision
-from lossless.memory.records import Memory, MemoryDraft, MemoryPatch, MemoryStats, Tier
+from lossless.memory.records import Decision, Memory, MemoryDraft, MemoryPatch, MemoryStats, Tier
 from lossless.records import MessageRecord
 
 __all__ = [

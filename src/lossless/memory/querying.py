@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from lossless.memory.records import Memory
+from lossless.text import WORD
 
 __all__ = ["MAX_ADDED", "TagQuery", "expand", "holds_tags", "names", "split_tags"]
 
@@ -50,7 +51,6 @@ _GROUPS: tuple[tuple[str, ...], ...] = (
 _SYNONYMS: Mapping[str, tuple[str, ...]] = {
     word: tuple(w for w in group if w != word) for group in _GROUPS for word in group
 }
-_WORD = re.compile(r"[\w\u4e00-\u9fff]+", re.UNICODE)
 _NAME = re.compile(r"\b[A-Z][\w-]+(?:'s|’s)?")
 _NOT_NAMES = frozenset(
     """what which who whom whose when where why how did does do is are was were can could should would will
@@ -110,7 +110,7 @@ def names(query: str) -> tuple[str, ...]:
 
 def expand(query: str) -> str:
     """``query`` with at most :data:`MAX_ADDED` synonyms of its words appended (see the module docstring)."""
-    words = [w.lower() for w in _WORD.findall(query)]
+    words = [w.lower() for w in WORD.findall(query)]  # \w covers CJK ideographs too
     words += [w for w in _CJK_WORDS if w in query]
     present = set(words)
     added: list[str] = []

@@ -37,6 +37,8 @@ __all__ = [
     "MAX_MEMORY_CHARS",
     "TIERS",
     "Category",
+    "Decision",
+    "DecisionKind",
     "Memory",
     "MemoryDraft",
     "MemoryPatch",
@@ -328,3 +330,19 @@ class MemoryStats:
             "cached_embeddings": self.cached_embeddings,
             "stale": self.stale,
         }
+
+
+#: What dedup may do with a candidate memory.
+DecisionKind = Literal["create", "merge", "skip", "support", "contextualize", "contradict", "supersede", "reject"]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What to do with a candidate: the kind, the memory it is about, why, and who decided."""
+
+    kind: DecisionKind
+    target: str | None = None
+    reason: str = ""
+    #: For ``contextualize``: the situation the candidate holds in (``evening``, ``work``, …).
+    context_label: str | None = None
+    by: Literal["rules", "model"] = "rules"

@@ -1,4 +1,8 @@
-"""Model providers, reached only through :func:`summarizer_for`.
+"""Model providers: summarizers, embedders, rerankers and chat clients, built from :class:`Config`.
+
+Only :mod:`lossless.engine.wiring` imports this package (an import-linter contract); it composes
+these clients with the core (e.g. the memory extractor and dedup judge are core code driven by a
+chat client from here).
 
 ``summarizer_for(config)`` picks the summarizer named by ``summary_provider``
 and wraps it in a :class:`~lossless.providers.guards.GuardedSummarizer`:
@@ -27,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from lossless.config import Config, default_key_file, resolve_api_key, resolve_base_url
 from lossless.errors import ConfigError, MissingDependencyError
-from lossless.memory.ports import DedupJudge, Embedder, Extractor, Reranker
+from lossless.memory.ports import Embedder, Reranker
 from lossless.ports import Summarizer
 from lossless.providers.guards import GuardedSummarizer, GuardPolicy
 from lossless.providers.offline import OfflineSummarizer
@@ -41,9 +45,7 @@ __all__ = [
     "SUMMARY_PROVIDERS",
     "GuardPolicy",
     "GuardedSummarizer",
-    "dedup_judge_for",
     "embedder_for",
-    "extractor_for",
     "file_summarizer_for",
     "reranker_for",
     "summarizer_for",
@@ -151,11 +153,13 @@ def file_summarizer_for(
 
 
 def embedder_for(config: Config) -> Embedder:
-    """The memory embedder named by ``memory_embedder`` (local, e5, openai or hash)."""
-    if config.memory_embedder == "hash":
-        from lossless.memory.hashing import HashEmbedder
+    """The model-backed memory embedder named by ``memory_embedder`` (local, e5 or openai).
 
-        return HashEmbedder()
+    ``hash`` (the dependency-free embedder of :mod:`lossless.memory.hashing`) is core code, chosen by
+    :func:`lossless.engine.wiring.embedder_for`.
+    """
+    if config.memory_embedder == "hash":
+        raise ConfigError("memory_embedder = hash is not a provider: build it with lossless.engine.wiring.embedder_for")
     if config.memory_embedder == "openai":
         from lossless.providers.embeddings import OpenAIEmbedder
 
@@ -189,60 +193,3 @@ def reranker_for(config: Config) -> Reranker | None:
         endpoint=config.memory_rerank_endpoint,
         timeout_s=config.memory_rerank_timeout_ms / 1000,
     )
-
-
-def extractor_for(config: Config) -> Extractor | None:
-    """The model-backed memory extractor named by ``memory_extractor`` (``None``: the offline one)."""
-    provider = config.memory_extractor
-    if provider == "offline":
-        return None
-    from lossless.memory.llm_extraction import LlmExtractor
-    from lossless.providers.chat import chat_for
-
-    model = config.memory_extraction_model or config.summary_model
-    if not model:
-        raise ConfigError(
-            f"memory_extractor = {provider} needs a model: set memory_extraction_model (or summary_model)",
-            setting="memory_extraction_model",
-        )
-    credential = resolve_api_key(config, provider)
-    chat = chat_for(
-        provider,
-        model,
-        api_key=credential.value if credential else None,
-        base_url=resolve_base_url(config, provider),
-        timeout_s=config.summary_timeout_ms / 1000,
-        max_retries=2,
-        label=f"{provider} extractor",
-    )
-    return LlmExtractor(chat, name=f"{provider}:{model}")
-
-
-def dedup_judge_for(config: Config) -> DedupJudge | None:
-    """The model that makes memory dedup decisions, by ``memory_dedup`` (``None``: the rules decide)."""
-    mode = config.memory_dedup
-    if mode == "auto":
-        mode = config.memory_extractor  # the extractor's provider, or offline
-    if mode == "offline":
-        return None
-    from lossless.memory.llm_dedup import LlmJudge
-    from lossless.providers.chat import chat_for
-
-    model = config.memory_extraction_model or config.summary_model
-    if not model:
-        raise ConfigError(
-            f"memory_dedup = {mode} needs a model: set memory_extraction_model (or summary_model)",
-            setting="memory_extraction_model",
-        )
-    credential = resolve_api_key(config, mode)
-    timeout_s = config.memory_dedup_timeout_ms / 1000
-    chat = chat_for(
-        mode,
-        model,
-        api_key=credential.value if credential else None,
-        base_url=resolve_base_url(config, mode),
-        timeout_s=timeout_s,
-        max_retries=1,
-        label=f"{mode} memory dedup",
-    )
-    return LlmJudge(chat, timeout_s=timeout_s, name=f"{mode}:{model}")

@@ -1,7 +1,9 @@
 """The offline summarizer: extractive, deterministic, no network and no key.
 
-It reads a segment written by :mod:`lossless.segments` and keeps what a later
-turn is most likely to need, one labelled line per item:
+It reads the items of a segment (:attr:`~lossless.ports.SummaryRequest.items`: each message's
+role, time and text as stored — never parsed back out of the rendered text, so a stored line that
+looks like a segment header stays text) and keeps what a later turn is most likely to need, one
+labelled line per item:
 
 * ``Asked:`` what the user asked for; ``Decision:`` choices and their
   rationale (a "because …" sentence that follows a decision joins it);
@@ -36,8 +38,7 @@ from datetime import datetime
 
 import anyio.to_thread
 
-from lossless.ports import SummaryRequest, SummaryResult
-from lossless.segments import SegmentItem, parse_segment
+from lossless.ports import SegmentItem, SummaryRequest, SummaryResult
 from lossless.tokens import EstimatingCounter, TokenCounter
 
 __all__ = ["OfflineSummarizer"]
@@ -220,6 +221,11 @@ def _file_operation(name: str, args: dict[str, object], files: dict[str, str]) -
         files.setdefault(path, "read")
 
 
+def _prose(text: str) -> tuple[SegmentItem, ...]:
+    """A request that came without items (a caller's own text): one headless item."""
+    return (SegmentItem(ref="text", text=text.strip()),) if text.strip() else ()
+
+
 def _scan_message(item: SegmentItem, notes: _Notes) -> None:  # noqa: C901 - one pass, one branch per kind of line
     notes.counts[item.role or "other"] += 1
     lines = item.text.splitlines()
@@ -376,7 +382,7 @@ class OfflineSummarizer:
 
     def summarize_text(self, request: SummaryRequest) -> str:
         notes = _Notes()
-        for item in parse_segment(request.text):
+        for item in request.items or _prose(request.text):
             if item.is_message or request.kind == "leaf":
                 _scan_message(item, notes)
             else:

@@ -4,7 +4,8 @@ Invariants:
 
 * The model gets exactly :data:`lossless.tools.SUBAGENT_TOOLS` (``lcm_grep``,
   ``lcm_describe``, ``lcm_expand``), never ``lcm_expand_query``; every call it
-  makes runs through :class:`~lossless.retrieval.expansion.ExpansionTools`,
+  makes runs through the :class:`~lossless.subagent.SubagentTools` it is handed
+  (in ``expand_query``: :class:`~lossless.retrieval.expansion.ExpansionTools`),
   i.e. under the grant, so it reads nothing the grant does not cover, and a
   revoked or expired grant ends the loop at the next call.
 * Bounded: at most ``max_turns`` model calls; each tool result sent back is
@@ -25,17 +26,10 @@ from typing import Any
 from lossless.config import Config, resolve_api_key, resolve_base_url
 from lossless.errors import ConfigError, ProviderError
 from lossless.providers.base import NO_KEY, body_detail, connection_error, status_error, timeout_error
-from lossless.retrieval.expansion import (
-    ExpansionAnswer,
-    ExpansionRunner,
-    ExpansionTask,
-    ExpansionTools,
-    OfflineExpansionRunner,
-)
-from lossless.tokens import TokenCounter
+from lossless.subagent import ExpansionAnswer, ExpansionTask, SubagentTools
 from lossless.tools import SUBAGENT_TOOLS
 
-__all__ = ["SYSTEM_PROMPT", "LLMExpansionRunner", "expansion_runner_for"]
+__all__ = ["SYSTEM_PROMPT", "LLMExpansionRunner", "llm_expansion_runner_for"]
 
 SYSTEM_PROMPT = (
     "You answer one question from an agent's stored conversation history, which was compacted into summaries. "
@@ -87,12 +81,12 @@ class LLMExpansionRunner:
         self._max_result_chars = max_result_chars
         self._key_source = key_source
 
-    async def run(self, task: ExpansionTask, tools: ExpansionTools) -> ExpansionAnswer:
+    async def run(self, task: ExpansionTask, tools: SubagentTools) -> ExpansionAnswer:
         if self.api == "openai":
             return await self._run_openai(task, tools)
         return await self._run_anthropic(task, tools)
 
-    async def _tool_result(self, tools: ExpansionTools, name: str, raw: object) -> str:
+    async def _tool_result(self, tools: SubagentTools, name: str, raw: object) -> str:
         if isinstance(raw, str):
             try:
                 raw = json.loads(raw or "{}")
@@ -106,7 +100,7 @@ class LLMExpansionRunner:
 
     # -- OpenAI chat completions
 
-    async def _run_openai(self, task: ExpansionTask, tools: ExpansionTools) -> ExpansionAnswer:
+    async def _run_openai(self, task: ExpansionTask, tools: SubagentTools) -> ExpansionAnswer:
         import openai
         from openai import AsyncOpenAI
 
@@ -167,7 +161,7 @@ class LLMExpansionRunner:
 
     # -- Anthropic messages
 
-    async def _run_anthropic(self, task: ExpansionTask, tools: ExpansionTools) -> ExpansionAnswer:
+    async def _run_anthropic(self, task: ExpansionTask, tools: SubagentTools) -> ExpansionAnswer:
         import anthropic
         from anthropic import AsyncAnthropic
 
@@ -231,11 +225,11 @@ class LLMExpansionRunner:
         )
 
 
-def expansion_runner_for(config: Config, counter: TokenCounter) -> ExpansionRunner:
-    """The sub-agent runner the configuration asks for: offline by default, else a model over openai/anthropic."""
+def llm_expansion_runner_for(config: Config) -> LLMExpansionRunner | None:
+    """The model-backed sub-agent runner ``expansion_provider`` names; None for the offline one (the default)."""
     provider = (config.expansion_provider or "").strip().lower()
     if provider in ("", "offline"):
-        return OfflineExpansionRunner(counter)
+        return None
     if provider not in ("openai", "anthropic"):
         raise ConfigError(
             f"expansion_provider = {config.expansion_provider!r}: use offline, openai or anthropic",

@@ -16,8 +16,8 @@ Invariants:
   sub-agent (a context variable marks it), cannot start another expansion.
 * **Bounded answer.**  The answer is cut to ``max_tokens`` (by the engine's
   token counter) whatever the runner returns.
-* The runner is a port (:class:`ExpansionRunner`): the offline default here
-  is deterministic; LLM runners live with the providers.
+* The runner is a port (:class:`~lossless.subagent.ExpansionRunner`, re-exported here): the
+  offline default here is deterministic; LLM runners live with the providers.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import anyio
 
@@ -38,6 +38,7 @@ from lossless.retrieval.answers import Passage, extractive_answer
 from lossless.retrieval.grep import GrepOptions, grep
 from lossless.retrieval.service import Retriever
 from lossless.retrieval.toolcalls import ToolOutcome, call_tool
+from lossless.subagent import DEFAULT_MAX_TOKENS, ExpansionAnswer, ExpansionRunner, ExpansionTask, SubagentTools
 from lossless.tokens import TokenCounter
 
 __all__ = [
@@ -52,27 +53,9 @@ __all__ = [
     "new_grant_id",
 ]
 
-DEFAULT_MAX_TOKENS = 2000
 #: How many matches the offline runner asks for (the grant's token cap may return fewer).
 SEARCH_LIMIT = 60
 _IN_SUBAGENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("lossless_expansion", default=None)
-
-
-@dataclass(frozen=True, slots=True)
-class ExpansionTask:
-    """What the sub-agent is asked: a question, where to start, and how long its answer may be."""
-
-    prompt: str
-    summary_ids: tuple[str, ...] = ()
-    query: str | None = None
-    max_tokens: int = DEFAULT_MAX_TOKENS
-    conversation_ids: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class ExpansionAnswer:
-    text: str
-    cited: tuple[str, ...] = ()
 
 
 class ExpansionTools:
@@ -90,15 +73,6 @@ class ExpansionTools:
         if outcome.denied:
             raise AccessDenied(outcome.text.removeprefix("denied: "))
         return outcome
-
-
-@runtime_checkable
-class ExpansionRunner(Protocol):
-    """Runs one expansion sub-agent: reads through ``tools`` only, and answers ``task``."""
-
-    name: str
-
-    async def run(self, task: ExpansionTask, tools: ExpansionTools) -> ExpansionAnswer: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +116,7 @@ class OfflineExpansionRunner:
     def __init__(self, counter: TokenCounter) -> None:
         self.counter = counter
 
-    async def run(self, task: ExpansionTask, tools: ExpansionTools) -> ExpansionAnswer:
+    async def run(self, task: ExpansionTask, tools: SubagentTools) -> ExpansionAnswer:
         summary_ids = list(task.summary_ids)
         passages: list[Passage] = []
         if not summary_ids and task.query:
@@ -167,7 +141,7 @@ class OfflineExpansionRunner:
                     passages.append(_passage(str(summary["summary_id"]), summary.get("content"), None))
         return self._answer(task, passages, summary_ids)
 
-    async def _search(self, task: ExpansionTask, tools: ExpansionTools) -> tuple[list[Passage], list[str]]:
+    async def _search(self, task: ExpansionTask, tools: SubagentTools) -> tuple[list[Passage], list[str]]:
         """The best matches of the question (by meaning and words), each with the turns around it.
 
         The grant's token cap bounds what is read: the search returns as many matches as fit, the best

@@ -14,7 +14,8 @@ from typing import Any
 from lossless.memory.ports import KeywordHit
 from lossless.stores.postgres.connection import Connection, Database
 from lossless.stores.postgres.schema import MEMORY_TRGM_TEXT
-from lossless.stores.sqlite.memory import STOP_WORDS, fts_terms
+from lossless.text import STOP_WORDS
+from lossless.text import keyword_terms as fts_terms
 
 __all__ = ["KeywordSearch", "fetchall", "fetchone", "scope_clause"]
 

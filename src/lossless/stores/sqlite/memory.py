@@ -35,6 +35,7 @@ from lossless.memory.records import Memory, MemoryDraft, MemoryPatch, MemoryStat
 from lossless.records import content_hash, format_timestamp, parse_timestamp, utcnow
 from lossless.stores.sqlite.connection import Database
 from lossless.stores.sqlite.statements import chunks
+from lossless.text import STOP_WORDS, keyword_terms
 
 __all__ = ["SQLiteMemoryStore", "fts_terms"]
 
@@ -46,16 +47,7 @@ _COLUMNS = (
     "(SELECT group_concat(message_id) FROM (SELECT s.message_id FROM memory_sources s "
     "WHERE s.memory_rowid = m.memory_rowid ORDER BY s.ordinal))"
 )
-_WORD = re.compile(r"\w+", re.UNICODE)
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
 _MAX_TERMS = 32
-#: English function words left out of keyword queries (they match nearly every memory).
-_STOP_TEXT = """
-a about an and any are as at be been but by can could did do does for from had has have how i if in into is it
-its me my of on or our should so than that the their them then there these they this to was we were what when
-where which who why will with would you your
-"""
-STOP_WORDS = frozenset(_STOP_TEXT.split())
 
 
 def _ts(value: str | None) -> datetime | None:
@@ -99,10 +91,7 @@ def _quote(term: str) -> str:
 
 def fts_terms(query: str) -> tuple[list[str], list[str]]:
     """(word terms, CJK runs) of a query; words are lower-cased, both capped at 32 terms."""
-    cjk = _CJK.findall(query)
-    rest = _CJK.sub(" ", query)
-    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(rest)))
-    return words[:_MAX_TERMS], cjk[:_MAX_TERMS]
+    return keyword_terms(query, _MAX_TERMS)
 
 
 def _grams(run: str, n: int) -> list[str]:

@@ -3,8 +3,8 @@
 It also mints, shows and revokes expansion grants for sub-agents that a host runs itself
 (``grant_expansion``, ``expansion_grant``, ``revoke_expansion_grant``; ``lcm grants``).
 
-A mixin of :class:`~lossless.engine.ContextEngine`, kept apart so the engine module stays about the
-conversation lifecycle.  Everything here goes through one :class:`~lossless.retrieval.Retriever`
+Composed into :class:`~lossless.engine.ContextEngine` (which forwards its public methods here).
+Everything here goes through one :class:`~lossless.retrieval.Retriever`
 over the engine's store; see :mod:`lossless.retrieval` for the invariants (complete search,
 linear-time regexes, exact token caps, caller isolation, durable grants).  Without a ``caller`` a
 call runs as the engine's own agent, as an operator reaching all its conversations; an agent's own
@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Literal
+
+import anyio
 
 from lossless.config import Config
 from lossless.errors import AccessDeniedError, InputError, MissingDependencyError, NotFoundError, StoreError
@@ -35,10 +37,12 @@ from lossless.retrieval import (
     Retriever,
     SummaryDescription,
 )
+from lossless.retrieval.access import check_grant
 from lossless.retrieval.dag import DEFAULT_MAX_DEPTH
-from lossless.retrieval.expansion import DEFAULT_MAX_TOKENS as DEFAULT_EXPANSION_ANSWER_TOKENS
-from lossless.retrieval.expansion import ExpandQueryResult, ExpansionRunner, new_grant_id
+from lossless.retrieval.expansion import ExpandQueryResult, new_grant_id
 from lossless.retrieval.expansion import expand_query as run_expand_query
+from lossless.subagent import DEFAULT_MAX_TOKENS as DEFAULT_EXPANSION_ANSWER_TOKENS
+from lossless.subagent import ExpansionRunner
 from lossless.tokens import TokenCounter
 
 if TYPE_CHECKING:
@@ -46,9 +50,9 @@ if TYPE_CHECKING:
     from lossless.memory.messages import MessageSearch
     from lossless.memory.service import MemoryService
 
-__all__ = ["DEFAULT_GRANT_TTL", "MAX_GRANT_TOKEN_CAP", "MAX_GRANT_TTL", "MIN_GRANT_TTL", "RecallMixin"]
+__all__ = ["DEFAULT_GRANT_TTL", "MAX_GRANT_TOKEN_CAP", "MAX_GRANT_TTL", "MIN_GRANT_TTL", "Recall"]
 
-#: How long a grant minted by :meth:`RecallMixin.grant_expansion` lasts unless told, and its bounds.
+#: How long a grant minted by :meth:`Recall.grant_expansion` lasts unless told, and its bounds.
 DEFAULT_GRANT_TTL = timedelta(minutes=10)
 MIN_GRANT_TTL = timedelta(seconds=1)
 MAX_GRANT_TTL = timedelta(hours=24)
@@ -59,39 +63,39 @@ _MAX_LABEL = 200
 log = logging.getLogger("lossless.index")
 
 
-class RecallMixin:
-    """``grep``, ``describe``, ``expand`` and ``expand_query`` for :class:`~lossless.engine.ContextEngine`."""
+class Recall:
+    """``grep``, ``describe``, ``expand``, ``expand_query``, expansion grants and search-vector building."""
 
-    store: Store
-    config: Config
-    tokens: TokenCounter
-    _clock: Callable[[], datetime]
-
-    async def _read(self, found: LargeFile) -> bytes:
-        raise NotImplementedError  # the engine's
-
-    def memory(self) -> MemoryService:
-        raise NotImplementedError  # the engine's
-
-    def _retrieval(self) -> Retriever:
-        retriever: Retriever | None = getattr(self, "_retriever", None)
-        if retriever is None:
-            retriever = Retriever(
-                self.store, read_file=self._read, clock=self._clock, semantic=self._message_search, counter=self.tokens
-            )
-            self._retriever = retriever
-        return retriever
+    def __init__(
+        self,
+        store: Store,
+        config: Config,
+        *,
+        tokens: TokenCounter,
+        clock: Callable[[], datetime],
+        read_file: Callable[[LargeFile], Awaitable[bytes]],
+        memory: Callable[[], MemoryService],
+        runner: Callable[[], ExpansionRunner],
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.tokens = tokens
+        self._clock = clock
+        self._memory = memory
+        self._runner = runner
+        self.retriever = Retriever(
+            store, read_file=read_file, clock=clock, semantic=self._message_search, counter=tokens
+        )
+        self._vector_builder: VectorBuilder | None = None
+        #: Why this engine builds no vectors in the background (e.g. the embeddings extra is missing).
+        self.vector_build_off: str | None = None
 
     def _message_search(self) -> MessageSearch:
         from lossless.memory.messages import MessageSearch
 
-        return MessageSearch(self.store, self.memory())
+        return MessageSearch(self.store, self._memory())
 
     # -- search vectors, built in the background (never by a search)
-
-    _vector_builder: VectorBuilder | None = None
-    #: Why this engine builds no vectors in the background (e.g. the embeddings extra is missing).
-    _vector_build_off: str | None = None
 
     def vector_builder(self) -> VectorBuilder:
         """The builder of this store's search vectors, with the memory embedder (made on first use)."""
@@ -100,7 +104,7 @@ class RecallMixin:
 
             if not isinstance(self.store, SearchVectorStore):
                 raise StoreError(f"the {self.store.backend} store keeps no search vectors")
-            self._vector_builder = VectorBuilder(self.store, self.memory().embedder)
+            self._vector_builder = VectorBuilder(self.store, self._memory().embedder)
         return self._vector_builder
 
     async def index_step(self) -> int:
@@ -111,7 +115,7 @@ class RecallMixin:
         """How much of the store (or of one conversation) has search vectors, and the build's measured rate."""
         ids = None
         if conversation is not None:
-            found = await self._retrieval().conversation_id_for(Caller(self.config.agent_id), conversation)
+            found = await self.retriever.conversation_id_for(Caller(self.config.agent_id), conversation)
             ids = [found] if found is not None else None
         return await self.vector_builder().progress(ids)
 
@@ -121,21 +125,19 @@ class RecallMixin:
         Each step is one batch; with nothing to build it looks again every ``poll_s`` seconds.  A
         failing step is logged and retried later: a server never stops for it.
         """
-        import anyio
-
         while True:
             try:
                 busy = await self.run_idle_step()
             except Exception as exc:  # e.g. a locked store: try again later
                 log.warning("background build of search vectors: %s", exc)
                 busy = False
-            if self._vector_build_off is not None:
+            if self.vector_build_off is not None:
                 return
             await anyio.sleep(0 if busy else poll_s)
 
     async def run_idle_step(self) -> bool:
         """A background worker's idle work: one build step; False when there is nothing (or no way) to build."""
-        if self._vector_build_off is not None:
+        if self.vector_build_off is not None:
             return False
         try:
             builder = self.vector_builder()
@@ -146,7 +148,7 @@ class RecallMixin:
             if self._vector_builder is not None:
                 raise
             reason = str(exc)
-        self._vector_build_off = reason
+        self.vector_build_off = reason
         log.info("no background build of search vectors: %s", reason)
         return False
 
@@ -155,7 +157,7 @@ class RecallMixin:
     ) -> tuple[Caller, int | None, bool]:
         """The caller (default: this engine's agent as an operator, reaching all its conversations) and target."""
         who = caller or Caller(self.config.agent_id)
-        conversation_id = await self._retrieval().conversation_id_for(who, conversation)
+        conversation_id = await self.retriever.conversation_id_for(who, conversation)
         return who, conversation_id, True if caller is None else all_conversations
 
     @timed("lcm_search_latency_ms")
@@ -196,7 +198,7 @@ class RecallMixin:
             sort=sort,
             context=context,
         )
-        return await self._retrieval().grep(who, options, conversation_id=conversation_id, all_conversations=wide)
+        return await self.retriever.grep(who, options, conversation_id=conversation_id, all_conversations=wide)
 
     async def describe(
         self,
@@ -213,7 +215,7 @@ class RecallMixin:
         """A summary (``sum_…``: content, lineage, sizes), stored file (``file_…``: metadata, a page of lines)
         or message (``msg#N``: where it sits and its whole content)."""
         who, conversation_id, wide = await self._retrieval_target(caller, conversation, all_conversations)
-        return await self._retrieval().describe(
+        return await self.retriever.describe(
             who,
             item_id,
             conversation_id=conversation_id,
@@ -239,7 +241,7 @@ class RecallMixin:
     ) -> ExpandResult:
         """Expand summaries into their sources, up to ``token_cap`` (default ``max_expand_tokens``)."""
         who, conversation_id, wide = await self._retrieval_target(caller, conversation, all_conversations)
-        return await self._retrieval().expand(
+        return await self.retriever.expand(
             who,
             summary_ids=summary_ids,
             query=query,
@@ -268,14 +270,12 @@ class RecallMixin:
 
         The runner is the configured one (``expansion_provider``; offline by default) unless given.
         """
-        from lossless.providers.subagent import expansion_runner_for
-
         who, conversation_id, wide = await self._retrieval_target(caller, conversation, all_conversations)
         timeout_s = self.config.delegation_timeout_ms / 1000
         return await run_expand_query(
-            self._retrieval(),
+            self.retriever,
             who,
-            runner or expansion_runner_for(self.config, self.tokens),
+            runner or self._runner(),
             self.tokens,
             prompt=prompt,
             query=query,
@@ -328,7 +328,7 @@ class RecallMixin:
                 f"grantee must be a non-empty printable name of at most {_MAX_LABEL} characters, got {grantee!r}"
             )
         agent = self.config.agent_id
-        retriever = self._retrieval()
+        retriever = self.retriever
         operator = Caller(agent)
         own = {cid for cid, _, _ in await self.store.list_conversation_links(agent)}
         chosen: list[int] = []
@@ -368,6 +368,14 @@ class RecallMixin:
                 "grant", grant_id, f"grants are per agent; this is agent {self.config.agent_id!r} (see --agent)"
             )
         return grant
+
+    async def usable_grant(self, grant_id: str) -> Grant:
+        """Grant ``grant_id`` of this engine's agent if a sub-agent may use it now (``lcm mcp --grant``).
+
+        Refused with :class:`~lossless.retrieval.AccessDenied` when it is another agent's, unknown,
+        revoked or expired.
+        """
+        return await check_grant(self.store, Caller(self.config.agent_id, grant_id=grant_id), self._clock())
 
     async def revoke_expansion_grant(self, grant_id: str, reason: str = "revoked") -> bool:
         """End grant ``grant_id`` now: a sub-agent holding it is refused at its next call.

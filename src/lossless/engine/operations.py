@@ -1,24 +1,25 @@
-"""The engine's operations side: integrity checks and repairs, retention, background jobs, and recording.
+"""The engine's operations: integrity checks and repairs, retention, the compaction record, background jobs.
 
-A mixin of :class:`~lossless.engine.ContextEngine`, kept apart so the engine module stays about
-the conversation lifecycle.  Everything here works through the engine's store, blob store and
-compactor; see :mod:`lossless.integrity`, :mod:`lossless.retention`, :mod:`lossless.workers` and
-:mod:`lossless.observability` for the invariants.
+Composed into :class:`~lossless.engine.ContextEngine` (which forwards its public methods here).
+Everything works through the engine's store, blob store and compaction policy; see
+:mod:`lossless.integrity`, :mod:`lossless.retention`, :mod:`lossless.workers` and
+:mod:`lossless.observability` for the invariants.  A queued compaction job runs the same policy
+as a turn (:class:`~lossless.engine.turn.CompactionPolicy`), after checking it still has work.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_args
 
 import anyio
 
-from lossless.compaction import CompactionResult, Compactor, Mode
+from lossless.compaction import Mode
 from lossless.config import Config
+from lossless.engine.conversations import Conversations
 from lossless.errors import InputError, StoreError
 from lossless.integrity import (
     IntegrityChecker,
@@ -29,35 +30,57 @@ from lossless.integrity import (
     plan_repairs,
 )
 from lossless.observability import record
-from lossless.ports import BlobStore, Job, JobQueue, JobReason, PrunableBlobStore, Store
-from lossless.records import CompactionEvent, Conversation, JSONValue, Summary
+from lossless.ports import BlobStore, Job, JobQueue, JobReason, JobState, PrunableBlobStore, Store
+from lossless.records import CompactionEvent, JSONValue, Summary
 from lossless.retention import PrunePlan, PruneResult, plan_prune, require_retention
 from lossless.workers import Worker, WorkerSettings
 
-__all__ = ["MaintenanceMixin"]
+if TYPE_CHECKING:
+    from lossless.engine.turn import CompactionPolicy
+
+__all__ = ["Operations"]
 
 log = logging.getLogger("lossless.engine")
 
 
-class MaintenanceMixin:
-    """Integrity, retention, background jobs and metrics for :class:`~lossless.engine.ContextEngine`."""
+class Operations:
+    """Integrity, retention, the compaction record and background jobs of one engine."""
 
-    store: Store
-    blobs: BlobStore
-    config: Config
-    compactor: Compactor
-    _clock: Callable[[], datetime]
-    _conversations: OrderedDict[tuple[str, str], Conversation]
+    def __init__(
+        self,
+        store: Store,
+        blobs: BlobStore,
+        config: Config,
+        *,
+        conversations: Conversations,
+        policy: CompactionPolicy,
+        clock: Callable[[], datetime],
+        idle_step: Callable[[], Awaitable[bool]] | None = None,
+    ) -> None:
+        self.store = store
+        self.blobs = blobs
+        self.config = config
+        self.conversations = conversations
+        self.policy = policy
+        self.compactor = policy.compactor
+        self._clock = clock
+        self._idle_step = idle_step
+        #: The embedded worker while :meth:`background` runs (then ``after_turn`` queues compactions).
+        self._background_worker: Worker | None = None
 
-    if TYPE_CHECKING:
+    @property
+    def in_background(self) -> bool:
+        """Whether :meth:`background` runs an embedded worker (``after_turn`` then queues its compactions)."""
+        return self._background_worker is not None
 
-        async def conversation(self, ref: int | str) -> Conversation: ...
+    async def _conversation_id(self, conversation: int | str | None) -> int | None:
+        return None if conversation is None else (await self.conversations.get(conversation)).id
 
     # -------------------------------------------------------------- integrity
 
     async def check_integrity(self, conversation: int | str | None = None) -> IntegrityReport:
         """Check one conversation of this agent, or (``None``) the whole store; see :mod:`lossless.integrity`."""
-        conversation_id = None if conversation is None else (await self.conversation(conversation)).id
+        conversation_id = await self._conversation_id(conversation)
         stalls = StallCheck(
             self.config.fresh_tail_count, self.config.fresh_tail_max_tokens, self.config.leaf_chunk_tokens
         )
@@ -94,7 +117,7 @@ class MaintenanceMixin:
             raise InputError("say what to prune: archived_before=<time> and/or conversations=[…]")
         if archived_before is not None and archived_before.tzinfo is None:
             raise InputError("archived_before must be timezone-aware (e.g. 2026-01-01T00:00:00+00:00)")
-        ids = [(await self.conversation(ref)).id for ref in conversations]
+        ids = [(await self.conversations.get(ref)).id for ref in conversations]
         if archived_before is not None:
             ids += await require_retention(self.store).archived_before(self.config.agent_id, archived_before)
         return await plan_prune(self.store, list(dict.fromkeys(ids)))
@@ -108,7 +131,7 @@ class MaintenanceMixin:
         if isinstance(self.blobs, PrunableBlobStore):
             for conversation_id in ids:
                 freed += await self.blobs.remove_conversation(conversation_id)
-        self._conversations.clear()
+        self.conversations.clear()
         before = after = None
         if vacuum and deleted:
             before, after = await retention.vacuum()
@@ -127,7 +150,7 @@ class MaintenanceMixin:
 
     async def summaries(self, conversation: int | str) -> tuple[list[Summary], dict[str, tuple[int | str, ...]]]:
         """All summaries of a conversation (oldest first) and, for each, its sources in order."""
-        conv = await self.conversation(conversation)
+        conv = await self.conversations.get(conversation)
         return await self.store.list_summaries(conv.id), await self.store.get_lineage(conv.id)
 
     async def compaction_events(self, conversation: int | str, *, limit: int | None = None) -> list[CompactionEvent]:
@@ -139,52 +162,34 @@ class MaintenanceMixin:
         """
         if limit is not None and limit < 1:
             raise InputError(f"limit must be a positive whole number, got {limit!r}")
-        conv = await self.conversation(conversation)
+        conv = await self.conversations.get(conversation)
         return await self.store.get_compaction_events(conv.id, limit=limit)
 
-    # -------------------------------------------------------------- observability
-
-    def _compacted(self, result: CompactionResult, session_id: str | None = None) -> CompactionResult:
-        """Record a finished compaction: metrics, and one structured log line (plus one per summary)."""
-        record("lcm_compaction_runs", trigger=result.trigger, stop_reason=result.stop_reason)
-        for summary in result.summaries:
-            record("lcm_summaries_created", kind=summary.kind)
-        if not result.summaries:
-            return result
-        fields = {
-            "conversation_id": result.conversation_id,
-            "session_id": session_id,
-            "compaction_id": result.run_id,
-            "trigger_reason": result.trigger,
-        }
-        for summary in result.summaries:
-            log.debug(
-                "summary %s created (%s, depth %d)",
-                summary.id,
-                summary.kind,
-                summary.depth,
-                extra={**fields, "summary_id": summary.id},
-            )
-        log.info(
-            "compacted conversation %d: %d → %d tokens, %d summaries (%s)",
-            result.conversation_id,
-            result.tokens_before,
-            result.tokens_after,
-            len(result.summaries),
-            result.stop_reason,
-            extra={**fields, "token_before": result.tokens_before, "token_after": result.tokens_after},
-        )
-        return result
+    async def compaction_history(
+        self, conversation: int | str, *, limit: int | None = None
+    ) -> list[tuple[CompactionEvent, Summary | None]]:
+        """:meth:`compaction_events`, each with the summary its pass made (None if it is gone)."""
+        events = await self.compaction_events(conversation, limit=limit)
+        found = {s.id: s for s in await self.store.get_summaries([e.summary_id for e in events])}
+        return [(e, found.get(e.summary_id)) for e in events]
 
     # -------------------------------------------------------------- background jobs
 
-    #: The embedded worker while :meth:`background` runs (then ``after_turn`` queues compactions).
-    _background_worker: Worker | None = None
+    async def run_idle_step(self) -> bool:
+        """A worker's idle work when no job waits (the engine's search-vector build); False when there is none."""
+        return False if self._idle_step is None else await self._idle_step()
 
-    def _queue(self) -> JobQueue:
+    def queue(self) -> JobQueue:
+        """The store's job queue (:class:`StoreError` for a store without one)."""
         if not isinstance(self.store, JobQueue):
             raise StoreError(f"the {self.store.backend} store has no job queue; run compaction directly")
         return self.store
+
+    async def jobs(self, *, state: JobState | None = None, limit: int = 100) -> list[Job]:
+        """The store's background jobs, newest first (``state``: only those in it)."""
+        if state is not None and state not in get_args(JobState):
+            raise InputError(f"state must be one of {', '.join(get_args(JobState))}, got {state!r}")
+        return await self.queue().list_jobs(state=state, limit=limit)
 
     async def enqueue_compaction(
         self,
@@ -199,8 +204,8 @@ class MaintenanceMixin:
             raise InputError(f"mode must be incremental, full or until_under, got {mode!r}")
         if target_tokens is not None and (type(target_tokens) is not int or target_tokens < 0):
             raise InputError(f"target_tokens must be a non-negative integer, got {target_tokens!r}")
-        conv = await self.conversation(conversation)
-        return await self._queue().enqueue_job(
+        conv = await self.conversations.get(conversation)
+        return await self.queue().enqueue_job(
             "compaction",
             reason=reason,
             conversation_id=conv.id,
@@ -215,8 +220,8 @@ class MaintenanceMixin:
         """Queue an integrity check (``scan``, or ``scan_and_plan`` to also record the repair plan)."""
         if mode not in ("scan", "scan_and_plan"):
             raise InputError(f"mode must be 'scan' or 'scan_and_plan', got {mode!r}")
-        conversation_id = None if conversation is None else (await self.conversation(conversation)).id
-        return await self._queue().enqueue_job(
+        conversation_id = await self._conversation_id(conversation)
+        return await self.queue().enqueue_job(
             "integrity", reason=reason, conversation_id=conversation_id, mode=mode, requested_at=self._clock()
         )
 
@@ -233,22 +238,9 @@ class MaintenanceMixin:
             stale = await self._stale_job_reason(conversation.id, mode, target)
             if stale is not None:
                 return {"skipped": stale}
-        result = self._compacted(
-            await self.compactor.compact(
-                conversation.id,
-                mode=mode,
-                target_tokens=target if mode == "until_under" else None,
-                trigger=job.reason,
-            ),
-            conversation.session_id,
+        result = await self.policy.run(
+            conversation.id, mode=mode, trigger=job.reason, target_tokens=target, session_id=conversation.session_id
         )
-        if mode == "full" and target is not None and result.tokens_after > target:
-            result = self._compacted(
-                await self.compactor.compact(
-                    conversation.id, mode="until_under", target_tokens=target, trigger=job.reason
-                ),
-                conversation.session_id,
-            )
         return {
             "stop_reason": result.stop_reason,
             "tokens_before": result.tokens_before,
@@ -293,7 +285,7 @@ class MaintenanceMixin:
             poll_ms=self.config.worker_poll_ms,
             max_attempts=self.config.worker_max_attempts,
         )
-        return Worker(self._queue(), self, settings, owner=owner)
+        return Worker(self.queue(), self, settings, owner=owner)
 
     @asynccontextmanager
     async def background(self, settings: WorkerSettings | None = None) -> AsyncIterator[Worker]:
