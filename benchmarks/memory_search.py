@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _harness import Figure, parse_args, report, timer
 from lossless.memory.records import MemoryDraft
-from lossless.memory.scopes import Caller
+from lossless.memory.scopes import MemoryCaller
 from lossless.memory.service import MemoryService
 from lossless.memory.vectors import DEFAULT_EXACT_MAX, VectorIndex, normalize, to_blob
 from lossless.stores import memory_store_for, open_store
@@ -82,7 +82,7 @@ async def run(count: int, queries: int, exact_max: int) -> list[Figure]:
                     blobs = [(embedder.model, (to_blob(v),)) for v in vectors[start : start + BATCH]]
                     await memories.insert(drafts, blobs)
             figures.append(Figure(f"store {count:,} memories", count / elapsed(), "/s", note="rows + FTS5 + vectors"))
-            service = MemoryService(memories, embedder, Caller.agent("bench"), exact_search_max=exact_max)
+            service = MemoryService(memories, embedder, MemoryCaller.agent("bench"), exact_search_max=exact_max)
             picks = rng.integers(0, count, size=queries)
             questions = []
             for i, pick in enumerate(picks):

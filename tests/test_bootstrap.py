@@ -274,7 +274,7 @@ async def test_invalid_utf8_inside_a_message_is_stored_with_its_bytes_recoverabl
     path = tmp_path / "latin1.jsonl"
     path.write_bytes(b"\n".join([*good, bad, good[1]]) + b"\n")
     result = await engine.bootstrap(path)
-    assert (result.stored, result.repaired) == (2, 1)  # the repeated good line is one entry
+    assert (result.stored, result.repaired) == (3, 1)  # the repeated good line is a message of its own
     stored = await engine.messages("pi-test")
     assert stored[1].content == "caf\ufffd \ufffd\ufffd end"
     original = await engine.restore_message(stored[1])
@@ -508,3 +508,51 @@ async def test_live_messages_keyed_like_the_file_resolve_repeated_texts(engine: 
     result = await engine.bootstrap(path)
     assert result.stored == 1
     assert [m.content for m in await engine.messages("okay")] == ["ok"] * 4
+
+
+async def test_identical_pi_lines_are_two_messages_and_reimports_store_nothing(
+    engine: ContextEngine, tmp_path: Path
+) -> None:
+    """pi entries have no ids: their keys are positions, so byte-identical lines stay two messages."""
+    header = json.dumps({"type": "session", "id": "twice", "timestamp": "2026-01-01T00:00:00Z"})
+    same = json.dumps({"type": "message", "message": {"role": "user", "content": "ok"}})
+    other = json.dumps({"type": "message", "message": {"role": "assistant", "content": "done"}})
+    path = tmp_path / "twice.jsonl"
+    path.write_text("\n".join([header, same, same, other]) + "\n")
+    first = await engine.bootstrap(path)
+    assert (first.stored, first.duplicates) == (3, 0)
+    assert (await engine.bootstrap(path)).status == "unchanged"
+    whole = await engine.bootstrap(path, full=True)
+    assert (whole.stored, whole.duplicates) == (0, 3)
+    # Appended: the same line once more is a third "ok", read from where the last import stopped.
+    with path.open("a") as out:
+        out.write(same + "\n")
+    appended = await engine.bootstrap(path)
+    assert (appended.status, appended.stored, appended.duplicates) == ("appended", 1, 0)
+    again = await engine.bootstrap(path, full=True)
+    assert (again.stored, again.duplicates) == (0, 4)
+    assert [m.content for m in await engine.messages("twice")] == ["ok", "ok", "done", "ok"]
+
+
+async def test_pi_file_imported_under_line_hash_keys_is_not_imported_again(
+    engine: ContextEngine, tmp_path: Path
+) -> None:
+    """A store filled by a version that keyed pi entries by a hash of the line alone: a full re-read
+    matches the stored messages on role and content, so nothing is stored twice."""
+    import hashlib
+
+    path = tmp_path / "old.jsonl"
+    lines = pi_lines(6)
+    path.write_text("\n".join(lines) + "\n")
+    old = [
+        Message(
+            "user" if i % 2 == 0 else "assistant",
+            f"message number {i} 静默 ✓",
+            event_key="pi:" + hashlib.sha256(line.encode()).hexdigest()[:32],
+        )
+        for i, line in enumerate(lines[1:])
+    ]
+    await engine.ingest_batch("pi-test", old)
+    result = await engine.bootstrap(path)
+    assert (result.stored, result.duplicates) == (0, 6)
+    assert len(await engine.messages("pi-test")) == 6

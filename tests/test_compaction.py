@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -111,6 +112,7 @@ async def test_leaf_pass_replaces_the_oldest_run_and_keeps_lineage(engine: Conte
     assert (leaf.kind, leaf.depth, leaf.level, leaf.provider) == ("leaf", 0, "normal", "scripted")
     assert leaf.token_count < leaf.source_token_count
     assert leaf.earliest_at == T0
+    assert re.fullmatch(r"sum_[0-9a-f]{16}", leaf.id)  # the reference's id form
     entries = await engine.store.get_context(conversation)
     assert entries[0].kind == "summary" and entries[0].summary_id == leaf.id
     lineage = await engine.store.get_lineage(conversation)

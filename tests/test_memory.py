@@ -16,7 +16,7 @@ from lossless.memory import decay
 from lossless.memory.ports import NearestNeighbours
 from lossless.memory.ranking import Candidate, RetrievalConfig, finish, fuse
 from lossless.memory.records import Memory, MemoryDraft, MemoryPatch
-from lossless.memory.scopes import Caller, check_scope, reachable_scopes
+from lossless.memory.scopes import MemoryCaller, check_scope, reachable_scopes
 from lossless.memory.service import MemoryService
 from lossless.memory.vectors import VectorIndex, chunk_text, normalize, to_blob
 from lossless.ports import PreparedMessage, Store
@@ -66,7 +66,7 @@ def embedder() -> HashEmbedder:
 
 @pytest.fixture
 def service(store: Store, embedder: HashEmbedder) -> MemoryService:
-    return MemoryService(memory_store_for(store), embedder, Caller.agent("main"))
+    return MemoryService(memory_store_for(store), embedder, MemoryCaller.agent("main"))
 
 
 def _memory(**overrides: object) -> Memory:
@@ -233,7 +233,7 @@ async def test_forget_by_prefix_and_export_import_without_cap(tmp_path: Path, se
     assert forgotten.memory_id == target.memory_id
     other = await open_store(f"sqlite:///{tmp_path / 'other.db'}")
     try:
-        clone = MemoryService(memory_store_for(other), HashEmbedder(), Caller.agent("main"))
+        clone = MemoryService(memory_store_for(other), HashEmbedder(), MemoryCaller.agent("main"))
         assert await clone.import_(exported[:50]) == 50
         assert await clone.import_(exported[:60]) == 10  # ids already present are skipped
         assert (await clone.stats()).total == 60
@@ -254,7 +254,7 @@ async def test_long_text_matched_by_best_chunk_not_average(store: Store) -> None
     import numpy as np
 
     embedder = HashEmbedder(max_chars=200)
-    service = MemoryService(memory_store_for(store), embedder, Caller.agent("main"))
+    service = MemoryService(memory_store_for(store), embedder, MemoryCaller.agent("main"))
     filler = " ".join(f"word{i}" for i in range(400))
     long = await service.add(MemoryDraft(f"{filler} the kubernetes ingress certificate expired", category="cases"))
     (_, stored) = await service.store.load_vectors(embedder.model)
@@ -330,16 +330,16 @@ def test_scope_names_and_default_reach() -> None:
     for bad in ("", "agents:x", "global;drop", "agent:", "custom:a b"):
         with pytest.raises(InputError):
             check_scope(bad)
-    assert reachable_scopes(Caller.agent("bot"), {}) == ("global", "agent:bot", "reflection:agent:bot")
-    assert reachable_scopes(Caller.agent("bot"), {"bot": ["project:x"]}) == ("project:x", "reflection:agent:bot")
-    assert reachable_scopes(Caller.agent("system"), {}) == ("global", "agent:system", "reflection:agent:system")
-    assert reachable_scopes(Caller.system(), {}) is None
+    assert reachable_scopes(MemoryCaller.agent("bot"), {}) == ("global", "agent:bot", "reflection:agent:bot")
+    assert reachable_scopes(MemoryCaller.agent("bot"), {"bot": ["project:x"]}) == ("project:x", "reflection:agent:bot")
+    assert reachable_scopes(MemoryCaller.agent("system"), {}) == ("global", "agent:system", "reflection:agent:system")
+    assert reachable_scopes(MemoryCaller.system(), {}) is None
 
 
 async def test_scopes_filter_reads_and_refuse_writes(store: Store, embedder: HashEmbedder) -> None:
     memories = memory_store_for(store)
-    alice = MemoryService(memories, embedder, Caller.agent("alice"))
-    bob = MemoryService(memories, embedder, Caller.agent("bob"))
+    alice = MemoryService(memories, embedder, MemoryCaller.agent("alice"))
+    bob = MemoryService(memories, embedder, MemoryCaller.agent("bob"))
     secret = await alice.add(MemoryDraft("Alice's private launch code is 8812.", category="entities"))
     wifi = MemoryDraft("The office wifi is called Ganymede.", category="entities")
     with pytest.raises(AccessDeniedError, match="explicit grant"):  # global is everyone's: writing needs a grant
@@ -365,7 +365,7 @@ async def test_scopes_filter_reads_and_refuse_writes(store: Store, embedder: Has
     assert (await bob.get(shared.memory_id)).content == wifi.content
     await memories.grant("bob", ["agent:alice"])
     assert (await bob.search("launch code 8812")).hits[0].memory.memory_id == secret.memory_id
-    everything = MemoryService(memories, embedder, Caller.system())
+    everything = MemoryService(memories, embedder, MemoryCaller.system())
     assert (await everything.stats()).total == 2
 
 
@@ -427,7 +427,7 @@ def test_tier_transitions() -> None:
 
 async def test_tiers_move_on_access(store: Store, embedder: HashEmbedder) -> None:
     clock = [NOW]
-    service = MemoryService(memory_store_for(store), embedder, Caller.agent("main"), clock=lambda: clock[0])
+    service = MemoryService(memory_store_for(store), embedder, MemoryCaller.agent("main"), clock=lambda: clock[0])
     memory = await service.add(MemoryDraft("My favourite editor is helix.", category="preferences", importance=0.9))
     for _ in range(11):
         clock[0] += timedelta(minutes=5)
@@ -531,7 +531,7 @@ async def test_explain_lists_dropped_candidates(service: MemoryService) -> None:
 
 async def test_rrf_mode_ranks_agreeing_lists_first(store: Store, embedder: HashEmbedder) -> None:
     service = MemoryService(
-        memory_store_for(store), embedder, Caller.agent("main"), retrieval=RetrievalConfig(fusion="rrf")
+        memory_store_for(store), embedder, MemoryCaller.agent("main"), retrieval=RetrievalConfig(fusion="rrf")
     )
     await service.add(MemoryDraft("Postgres runs on port 5433 in staging.", category="entities"))
     await service.add(MemoryDraft("Redis runs on port 6380.", category="entities"))
@@ -608,7 +608,7 @@ async def test_pgvector_index_answers_like_exact_search_and_stays_in_step(pg_url
         assert isinstance(memories, NearestNeighbours)
         embedder = HashEmbedder(64)
         await memories.grant("main", ["global", "agent:main"])  # it writes global memories too
-        exact = MemoryService(memories, embedder, Caller.agent("main"), exact_search_max=10**6)
+        exact = MemoryService(memories, embedder, MemoryCaller.agent("main"), exact_search_max=10**6)
         import random
 
         rng = random.Random(7)
@@ -624,7 +624,7 @@ async def test_pgvector_index_answers_like_exact_search_and_stays_in_step(pg_url
         assert await memories.nearest("hash-64", probe, limit=5, scopes=None, exact_max=10) is None  # no pgvector
         async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
             await conn.execute("CREATE EXTENSION vector")
-        ann = MemoryService(memories, embedder, Caller.agent("main"), exact_search_max=20)
+        ann = MemoryService(memories, embedder, MemoryCaller.agent("main"), exact_search_max=20)
         assert await memories.nearest(embedder.model, probe, limit=5, scopes=None, exact_max=100) is None  # small
         await exact.supersede(added[0].memory_id, MemoryDraft("deploy server moved to kube pod.", category="events"))
         await exact.update(added[1].memory_id, MemoryPatch(content="backup disk expired again."))
@@ -668,7 +668,7 @@ def test_random_histories_keep_index_rows_and_vectors_in_step(
 
     async def run() -> None:
         async with example_store(memory_url, tmp_path_factory, clean=True) as store:
-            service = MemoryService(memory_store_for(store), HashEmbedder(64), Caller.agent("main"))
+            service = MemoryService(memory_store_for(store), HashEmbedder(64), MemoryCaller.agent("main"))
             live: dict[str, str] = {}  # memory id -> its unique token
             history: set[str] = set()
             for counter, (op, pick) in enumerate(ops, 1):
@@ -731,7 +731,7 @@ def test_any_query_text_gives_results_or_a_clear_input_error(
 
     async def run() -> None:
         async with example_store(memory_url, tmp_path_factory, clean=False) as store:
-            service = MemoryService(memory_store_for(store), HashEmbedder(32), Caller.agent("main"))
+            service = MemoryService(memory_store_for(store), HashEmbedder(32), MemoryCaller.agent("main"))
             await service.add(MemoryDraft("Seed memory about søme ünïcode and 漢字.", category="entities"))
             try:
                 await service.search(text)

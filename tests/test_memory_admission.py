@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from lossless.memory.admission import PRESETS, admit, confidence
 from lossless.memory.hashing import HashEmbedder
 from lossless.memory.records import CATEGORIES, MemoryDraft
-from lossless.memory.scopes import Caller
+from lossless.memory.scopes import MemoryCaller
 from lossless.memory.service import MemoryService
 from lossless.ports import PreparedMessage, Store
 from lossless.records import Message, utcnow
@@ -90,7 +90,7 @@ async def test_extraction_rejects_through_admission(store: Store) -> None:
     )
     messages = await store.get_messages(conversation.id)
     service = MemoryService(
-        memory_store_for(store), HashEmbedder(), Caller.agent("main"), admission=PRESETS["conservative"]
+        memory_store_for(store), HashEmbedder(), MemoryCaller.agent("main"), admission=PRESETS["conservative"]
     )
     first = await service.remember(conversation.id, messages)
     assert [d.kind for _, d, _ in first.decisions] == ["create"]

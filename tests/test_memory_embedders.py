@@ -10,7 +10,7 @@ from lossless.config import load_config
 from lossless.engine.wiring import embedder_for
 from lossless.errors import ProviderAuthError, ProviderError
 from lossless.memory.hashing import HashEmbedder
-from lossless.memory.scopes import Caller
+from lossless.memory.scopes import MemoryCaller
 from lossless.memory.service import MemoryService
 from lossless.ports import Store
 from lossless.providers.embeddings import E5Embedder, LocalEmbedder, OpenAIEmbedder
@@ -77,7 +77,7 @@ async def test_memory_service_over_openai_compatible_embeddings(store: Store) ->
             }
         )
         embedder = embedder_for(config)
-        service = MemoryService(memory_store_for(store), embedder, Caller.agent("main"))
+        service = MemoryService(memory_store_for(store), embedder, MemoryCaller.agent("main"))
         from lossless.memory.records import MemoryDraft
 
         memory = await service.add(MemoryDraft("The nightly backup runs at 02:00 UTC.", category="patterns"))

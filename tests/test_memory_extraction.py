@@ -69,13 +69,13 @@ async def test_a_change_of_mind_supersedes_what_the_same_person_said(store: Stor
     from datetime import timedelta
 
     from lossless.memory.hashing import HashEmbedder
-    from lossless.memory.scopes import Caller
+    from lossless.memory.scopes import MemoryCaller
     from lossless.memory.service import MemoryService
     from lossless.ports import PreparedMessage
     from lossless.records import Message
     from lossless.stores import memory_store_for
 
-    service = MemoryService(memory_store_for(store), HashEmbedder(), Caller.agent("main"))
+    service = MemoryService(memory_store_for(store), HashEmbedder(), MemoryCaller.agent("main"))
     conversation = await store.get_or_create_conversation(agent_id="main", session_id="tom")
     turns = [
         ("user", "Tom: I'm selling the old hatchback, it is too old now."),

@@ -24,7 +24,7 @@ from lossless.memory.llm_dedup import (
     parse_verdict,
 )
 from lossless.memory.records import Category, Memory, MemoryDraft
-from lossless.memory.scopes import Caller
+from lossless.memory.scopes import MemoryCaller
 from lossless.memory.service import MemoryService
 from lossless.ports import PreparedMessage, Store
 from lossless.records import Message, MessageRecord, utcnow
@@ -59,7 +59,7 @@ def _service(store: Store, stub: StubProviderServer, *, timeout_ms: int = 5000, 
     )
     judge = dedup_judge_for(config)
     assert isinstance(judge, LlmJudge)
-    return MemoryService(memory_store_for(store), HashEmbedder(), Caller.agent("main"), judge=judge, **kwargs)
+    return MemoryService(memory_store_for(store), HashEmbedder(), MemoryCaller.agent("main"), judge=judge, **kwargs)
 
 
 def _decision(kind: str, index: int | None = 1, **extra: object) -> StubReply:

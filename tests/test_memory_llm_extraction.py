@@ -11,7 +11,7 @@ from lossless.engine.wiring import extractor_for
 from lossless.errors import ConfigError, ProviderError
 from lossless.memory.hashing import HashEmbedder
 from lossless.memory.llm_extraction import SYSTEM_PROMPT, parse_memories, render_segment
-from lossless.memory.scopes import Caller
+from lossless.memory.scopes import MemoryCaller
 from lossless.memory.service import MemoryService
 from lossless.ports import PreparedMessage, Store
 from lossless.records import Message, MessageRecord, utcnow
@@ -93,7 +93,9 @@ async def test_remember_through_an_openai_compatible_model(store: Store) -> None
             }
         )
         extractor = extractor_for(config)
-        service = MemoryService(memory_store_for(store), HashEmbedder(), Caller.agent("main"), extractor=extractor)
+        service = MemoryService(
+            memory_store_for(store), HashEmbedder(), MemoryCaller.agent("main"), extractor=extractor
+        )
         first = await service.remember(conversation.id, messages)
         ((draft, decision, touched),) = first.decisions
         assert draft.abstract == "Standup moved" and decision.kind == "create"
@@ -141,7 +143,7 @@ async def test_a_partial_model_answer_through_the_stub_server(store: Store) -> N
             }
         )
         service = MemoryService(
-            memory_store_for(store), HashEmbedder(), Caller.agent("main"), extractor=extractor_for(config)
+            memory_store_for(store), HashEmbedder(), MemoryCaller.agent("main"), extractor=extractor_for(config)
         )
         done = await service.remember(conversation.id, messages)
         assert [d.content for d, _, _ in done.decisions] == ["The user lives in Lisbon."]
@@ -171,7 +173,7 @@ async def test_extraction_and_dedup_through_an_anthropic_model(store: Store) -> 
         )
         assert isinstance(dedup_judge_for(config), LlmJudge)
         service = MemoryService(
-            memory_store_for(store), HashEmbedder(), Caller.agent("main"), extractor=extractor_for(config)
+            memory_store_for(store), HashEmbedder(), MemoryCaller.agent("main"), extractor=extractor_for(config)
         )
         done = await service.remember(conversation.id, messages)
         assert [d.content for d, _, _ in done.decisions] == [item["content"]]

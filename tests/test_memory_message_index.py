@@ -19,7 +19,7 @@ from lossless.memory.message_index import (
     to_unit_blob,
 )
 from lossless.memory.messages import MessageSearch
-from lossless.memory.scopes import Caller
+from lossless.memory.scopes import MemoryCaller
 from lossless.memory.service import MemoryService
 from lossless.memory.vectors import chunk_text as numpy_chunk_text
 from lossless.ports import ItemVectors, PreparedMessage, SearchVectorStore, Store
@@ -79,7 +79,7 @@ async def test_each_text_is_embedded_once_and_kept(store: Store) -> None:
 
 async def test_search_embeds_only_its_query(store: Store) -> None:
     embedder = HashEmbedder()
-    service = MemoryService(memory_store_for(store), embedder, Caller.agent("main"))
+    service = MemoryService(memory_store_for(store), embedder, MemoryCaller.agent("main"))
     search = MessageSearch(store, service)
     a = await _messages(store, "a", [f"message {i} about the backup" for i in range(50)])
     for _ in range(3):
@@ -125,7 +125,7 @@ async def test_postgres_searches_in_the_database_with_pgvector(pg_url: str) -> N
     try:
         assert isinstance(store, SearchVectorStore)
         embedder = HashEmbedder(64)
-        service = MemoryService(memory_store_for(store), embedder, Caller.agent("main"))
+        service = MemoryService(memory_store_for(store), embedder, MemoryCaller.agent("main"))
         words = "deploy server coffee tea london paris kube pod cert expired disk route cache queue".split()  # noqa: SIM905
         a = await _messages(store, "a", [" ".join(words[i % 7 : i % 7 + 4]) + f" {i}" for i in range(40)])
         b = await _messages(store, "b", [" ".join(words[i % 5 : i % 5 + 3]) + f" b{i}" for i in range(20)])

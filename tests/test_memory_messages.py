@@ -8,7 +8,7 @@ from lossless.errors import InputError
 from lossless.memory.hashing import HashEmbedder
 from lossless.memory.message_index import VectorBuilder
 from lossless.memory.messages import MessageSearch, reciprocal_rank_fusion
-from lossless.memory.scopes import Caller
+from lossless.memory.scopes import MemoryCaller
 from lossless.memory.service import MemoryService
 from lossless.ports import PreparedMessage, SearchVectorStore, Store
 from lossless.records import Message, Summary, utcnow
@@ -36,7 +36,7 @@ def test_rrf_orders_by_agreement() -> None:
 
 async def test_semantic_and_hybrid_message_search(store: Store) -> None:
     embedder = HashEmbedder()
-    service = MemoryService(memory_store_for(store), embedder, Caller.agent("main"))
+    service = MemoryService(memory_store_for(store), embedder, MemoryCaller.agent("main"))
     search = MessageSearch(store, service)
     a = await store.get_or_create_conversation(agent_id="main", session_id="a")
     b = await store.get_or_create_conversation(agent_id="main", session_id="b")
@@ -93,7 +93,7 @@ async def test_summary_search_reindexes_rewritten_summaries(store: Store) -> Non
     from dataclasses import replace
 
     embedder = HashEmbedder()
-    service = MemoryService(memory_store_for(store), embedder, Caller.agent("main"))
+    service = MemoryService(memory_store_for(store), embedder, MemoryCaller.agent("main"))
     search = MessageSearch(store, service)
     a = await store.get_or_create_conversation(agent_id="main", session_id="a")
     b = await store.get_or_create_conversation(agent_id="main", session_id="b")

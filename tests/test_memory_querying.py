@@ -12,7 +12,8 @@ from lossless.config import Config, load_config
 from lossless.engine import open_memory
 from lossless.errors import ConfigError
 from lossless.memory.querying import MAX_ADDED, expand, holds_tags, names, split_tags
-from lossless.memory.records import MemoryDraft
+from lossless.memory.ranking import Candidate, RetrievalConfig, fuse
+from lossless.memory.records import Memory, MemoryDraft
 
 pytestmark = pytest.mark.anyio
 
@@ -97,3 +98,25 @@ async def test_expansion_finds_a_memory_by_a_synonym(config: Config) -> None:
         expanded = await service.search("db", record_access=False, expand=True)
         assert [h.memory.memory_id for h in expanded.hits] == [memory.memory_id]
         assert not (await service.search("db", record_access=False)).hits
+
+
+def test_fusion_weights_are_settings_that_reach_the_fusion() -> None:
+    config = load_config({"vectorWeight": 0.2}, env={"LCM_MEMORY_BM25_WEIGHT": "0.8"})
+    assert (config.memory_vector_weight, config.memory_bm25_weight) == (0.2, 0.8)
+    with pytest.raises(ConfigError):
+        load_config({"memory_bm25_weight": -0.1}, env={})
+
+    def memory(memory_id: str) -> Memory:
+        from .test_memory import _memory
+
+        return _memory(memory_id=memory_id)
+
+    semantic = Candidate(memory("mem_semantic"), cosine=0.95, bm25_raw=0.0, vector_rank=1, keyword_rank=2)
+    keyword = Candidate(memory("mem_keyword"), cosine=0.3, bm25_raw=6.0, vector_rank=2, keyword_rank=1)
+
+    def order(settings: Config) -> list[str]:
+        pool, _ = fuse([semantic, keyword], RetrievalConfig.from_config(settings))
+        return [s.candidate.memory.memory_id for s in pool]
+
+    assert order(Config()) == ["mem_semantic", "mem_keyword"]  # the reference's 0.7 / 0.3
+    assert order(config) == ["mem_keyword", "mem_semantic"]

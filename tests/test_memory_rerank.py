@@ -15,7 +15,7 @@ from lossless.config import load_config
 from lossless.errors import ConfigError, ProviderAuthError, ProviderError
 from lossless.memory.hashing import HashEmbedder
 from lossless.memory.records import MemoryDraft
-from lossless.memory.scopes import Caller
+from lossless.memory.scopes import MemoryCaller
 from lossless.memory.service import MemoryService
 from lossless.ports import Store
 from lossless.providers import reranker_for
@@ -138,7 +138,7 @@ async def test_search_uses_the_reranker_and_falls_back_to_cosine(stub: RerankStu
     )
     reranker = reranker_for(config)
     assert reranker is not None
-    service = MemoryService(memory_store_for(store), HashEmbedder(), Caller.agent("main"), reranker=reranker)
+    service = MemoryService(memory_store_for(store), HashEmbedder(), MemoryCaller.agent("main"), reranker=reranker)
     await service.add(MemoryDraft("The editor on the build box is nano.", category="entities"))
     favourite = await service.add(MemoryDraft("My favourite editor is helix.", category="preferences"))
     result = await service.search("editor", explain=True, record_access=False)

@@ -6,7 +6,7 @@ import pytest
 
 from lossless.errors import AccessDeniedError, InputError
 from lossless.memory.hashing import HashEmbedder
-from lossless.memory.scopes import Caller
+from lossless.memory.scopes import MemoryCaller
 from lossless.memory.service import MemoryService
 from lossless.memory.toolcalls import MEMORY_TOOLS, call_memory_tool, check_arguments
 from lossless.ports import Store
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture
 def service(store: Store) -> MemoryService:
-    return MemoryService(memory_store_for(store), HashEmbedder(), Caller.agent("main"))
+    return MemoryService(memory_store_for(store), HashEmbedder(), MemoryCaller.agent("main"))
 
 
 def test_every_memory_tool_has_a_spec() -> None:

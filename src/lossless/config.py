@@ -208,6 +208,8 @@ SETTINGS: tuple[Setting, ...] = (
     # memory retrieval and decay tuning (spec/001 defaults)
     Setting("memory_min_score", "minScore", "float", 0.3, "Memory search: fused candidates scoring below this are dropped before rerank (weighted fusion only).", "memory", minimum=0.0, maximum=1.0),
     Setting("memory_hard_min_score", "hardMinScore", "float", 0.35, "Memory search: results scoring below this after every boost and penalty are dropped (weighted fusion only).", "memory", minimum=0.0, maximum=1.5),
+    Setting("memory_vector_weight", "vectorWeight", "float", 0.7, "Memory search, weighted fusion: weight of the vector (semantic) score.", "memory", minimum=0.0, maximum=1.0),
+    Setting("memory_bm25_weight", "bm25Weight", "float", 0.3, "Memory search, weighted fusion: weight of the keyword (BM25) score; an exact keyword match keeps its own floor whatever the weights.", "memory", minimum=0.0, maximum=1.0),
     Setting("memory_candidate_pool", "candidatePoolSize", "int", 20, "Memory search: candidates taken from each of vector and keyword search (at least 2 x the limit).", "memory", minimum=1, maximum=10_000),
     Setting("memory_recency_half_life_days", "recencyHalfLifeDays", "float", 14.0, "Memory search: half-life in days of the additive recency boost.", "memory", minimum=0.01, maximum=36_500.0),
     Setting("memory_recency_weight", "recencyWeight", "float", 0.1, "Memory search: size of the additive recency boost (0 turns it off).", "memory", minimum=0.0, maximum=1.0),
@@ -329,6 +331,8 @@ class Config:
     memory_fusion: str = "weighted"
     memory_min_score: float = 0.3
     memory_hard_min_score: float = 0.35
+    memory_vector_weight: float = 0.7
+    memory_bm25_weight: float = 0.3
     memory_candidate_pool: int = 20
     memory_recency_half_life_days: float = 14.0
     memory_recency_weight: float = 0.1

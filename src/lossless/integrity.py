@@ -64,7 +64,7 @@ from typing import Literal
 from lossless.context import tail_start
 from lossless.errors import InputError, NotFoundError, StoreError
 from lossless.ports import BlobStore, MaintainableStore, Store
-from lossless.records import ContextItem, Conversation, JSONValue, MessageRecord, Summary
+from lossless.records import ContextRow, Conversation, JSONValue, MessageRecord, Summary
 
 __all__ = [
     "IntegrityChecker",
@@ -483,7 +483,7 @@ class IntegrityChecker:
     def _context_items(
         self,
         cid: int,
-        items: Sequence[ContextItem],
+        items: Sequence[ContextRow],
         message_tokens: dict[int, int],
         summaries: dict[str, Summary],
         scan: _Scan,
@@ -611,7 +611,7 @@ class IntegrityChecker:
     def _coverage(
         self,
         cid: int,
-        items: Sequence[ContextItem],
+        items: Sequence[ContextRow],
         messages: dict[int, MessageRecord],
         summaries: dict[str, Summary],
         lineage: dict[str, tuple[int | str, ...]],

@@ -49,7 +49,7 @@ from lossless.records import (
     CompactionEvent,
     CompactionTrigger,
     ContextEntry,
-    ContextItem,
+    ContextRow,
     Conversation,
     Grant,
     JSONValue,
@@ -261,7 +261,7 @@ class Store(Protocol):
 
     # -- the active context
 
-    async def get_context_items(self, conversation_id: int) -> list[ContextItem]:
+    async def get_context_items(self, conversation_id: int) -> list[ContextRow]:
         """The conversation's context items, by ordinal."""
         ...
 

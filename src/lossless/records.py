@@ -66,6 +66,7 @@ __all__ = [
     "CompactionTrigger",
     "ContextEntry",
     "ContextItem",
+    "ContextRow",
     "Conversation",
     "FileOrigin",
     "FilePart",
@@ -528,14 +529,22 @@ class ContextEntry:
 
 
 @dataclass(frozen=True, slots=True)
-class ContextItem:
-    """One entry of a conversation's active context: a message or a summary, at an ordinal."""
+class ContextRow:
+    """A ``context_items`` row exactly as stored (conversation, ordinal, kind, reference), nothing joined.
+
+    What the integrity checker reads; compaction and assembly work on :class:`ContextEntry`, the
+    same item with its role, tokens, time and tool-call ids.
+    """
 
     conversation_id: int
     ordinal: int
     kind: Literal["message", "summary"]
     message_id: int | None = None
     summary_id: str | None = None
+
+
+#: The former name of :class:`ContextRow` (kept so existing imports work).
+ContextItem = ContextRow
 
 
 FileOrigin = Literal["file_block", "tool_output", "data_url"]

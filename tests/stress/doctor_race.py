@@ -1,8 +1,8 @@
 """Integrity checks and repairs beside a live writer: ``lcm doctor`` must neither cry wolf nor corrupt.
 
-``python -m tests.stress.doctor_race [--turns N] [--runs R] [--database URL] [--cli]`` runs, R times,
-a writer process doing N ``after_turn`` turns (each stores a user and an assistant message and
-compacts when a trigger fires: leaf passes and full sweeps, with small thresholds) while this process
+``python -m tests.stress.doctor_race [--turns N] [--runs R] [--database URL | --postgres] [--cli] [--out FILE]``
+runs, R times, a writer process doing N ``after_turn`` turns (each stores a user and an assistant
+message and compacts when a trigger fires: leaf passes and full sweeps, with small thresholds) while this process
 loops over integrity checks — each a read-only check followed, when it found anything, by the
 repairs of ``lcm doctor --apply`` — until the writer is done; then one final check.  It prints, per
 run::
@@ -13,7 +13,9 @@ run::
 one consistent state and finds none); ``final_problems`` what the last check finds once the writer
 has stopped.  ``--cli`` runs the real ``lcm doctor --apply --json`` command in each loop instead of
 the in-process engine (slower: one process start per check).  A ``postgresql://`` URL runs it on
-PostgreSQL (every run on a fresh schema is up to the caller: the runs share the database).
+PostgreSQL (the runs share that database, so each later run checks the earlier runs' rows too);
+``--postgres`` gives each run a fresh database of an embedded server instead.  ``--out`` appends each
+run's line to a file the moment the run ends.
 
 ``tests/test_doctor_race.py`` runs a short version on both backends.
 """
@@ -47,6 +49,8 @@ SETTINGS: dict[str, object] = {
     "context_threshold": 0.5,
 }
 BUDGET = 1500
+#: The writer reports its pace every this many turns (``Run.pace``: where a slow run lost its time).
+PROGRESS_EVERY = 1000
 T0 = datetime(2026, 2, 1, 9, 0, tzinfo=UTC)
 
 
@@ -66,6 +70,7 @@ async def _writer(url: str, turns: int, session: str) -> None:
     errors = 0
     async with await ContextEngine.open(url, **SETTINGS) as engine:  # type: ignore[arg-type]
         print("ready", flush=True)
+        block = time.monotonic()
         for n in range(turns):
             when = T0 + timedelta(seconds=2 * n)
             turn = [
@@ -79,7 +84,12 @@ async def _writer(url: str, turns: int, session: str) -> None:
             result = await engine.after_turn(session, turn, token_budget=BUDGET)
             if result.error is not None:
                 errors += 1
-                print(f"error {result.error}", flush=True)
+                if errors <= 20:  # the parent reads the pipe only at the end: keep it from filling up
+                    print(f"error {result.error}", flush=True)
+            if (n + 1) % PROGRESS_EVERY == 0:
+                now = time.monotonic()
+                print(f"progress turns={n + 1} ms_per_turn={1000 * (now - block) / PROGRESS_EVERY:.1f}", flush=True)
+                block = now
     print(f"done errors={errors}", flush=True)
 
 
@@ -92,12 +102,18 @@ class Run:
     repairs_applied: int = 0
     writer_errors: int = 0
     final_problems: int = -1
+    #: The writer's milliseconds per turn in each block of PROGRESS_EVERY turns, and the slowest check's seconds.
+    pace: list[float] = field(default_factory=list)
+    slowest_check_s: float = 0.0
 
     def line(self, number: int) -> str:
         return (
             f"run={number} turns={self.turns} checks={self.checks} false_alarms={self.false_alarms} "
             f"repairs_applied={self.repairs_applied} writer_errors={self.writer_errors} "
-            f"final_problems={self.final_problems}" + (f" alarm_kinds={self.alarm_kinds}" if self.alarm_kinds else "")
+            f"final_problems={self.final_problems}"
+            + (f" alarm_kinds={self.alarm_kinds}" if self.alarm_kinds else "")
+            + (f" ms_per_turn={'/'.join(f'{p:.0f}' for p in self.pace)}" if self.pace else "")
+            + f" slowest_check_s={self.slowest_check_s:.1f}"
         )
 
 
@@ -143,6 +159,7 @@ async def race(database: Path | str, turns: int, cli: bool = False, session: str
     async with await ContextEngine.open(url, **SETTINGS) as engine:  # type: ignore[arg-type]
         while writer.poll() is None:
             run.checks += 1
+            check_started = time.monotonic()
             if cli:
                 result, _ = await anyio.to_thread.run_sync(_doctor_cli, url)
                 report = result["report"]
@@ -152,6 +169,7 @@ async def race(database: Path | str, turns: int, cli: bool = False, session: str
                 run.repairs_applied += len(result.get("applied", ()))  # type: ignore[arg-type]
                 continue
             report = await engine.check_integrity()
+            run.slowest_check_s = max(run.slowest_check_s, time.monotonic() - check_started)
             if not report.ok:
                 note(report.counts())
                 outcome = await engine.repair_integrity(plan_repairs(report))
@@ -164,6 +182,7 @@ async def race(database: Path | str, turns: int, cli: bool = False, session: str
         if not finished:
             raise RuntimeError(f"the writer did not finish: {out[-2000:]} {err[-2000:]}")
         run.writer_errors = int(finished[0].split("=")[1])
+        run.pace = [float(line.rsplit("=", 1)[1]) for line in out.splitlines() if line.startswith("progress ")]
     final, code = await anyio.to_thread.run_sync(_final_cli, url)
     run.final_problems = len(final["report"]["problems"]) if code else 0  # type: ignore[index,arg-type]
     return run
@@ -191,21 +210,49 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=6)
     parser.add_argument("--database", help="a sqlite:/// or postgresql:// URL (default: a fresh file per run)")
     parser.add_argument("--cli", action="store_true", help="loop over the real `lcm doctor --apply` command")
+    parser.add_argument(
+        "--postgres",
+        action="store_true",
+        help="each run on a fresh database of an embedded PostgreSQL server (tests/pg.py; LCM_TEST_POSTGRES_URL "
+        "for an external one), dropped after the run",
+    )
+    parser.add_argument("--out", type=Path, help="also append each run's line to this file (as soon as it ends)")
     args = parser.parse_args(argv)
     if args.writer:
         url, turns, session = args.writer
         anyio.run(_writer, url, int(turns), session)
         return 0
+    server = None
+    if args.postgres:
+        from tests import pg
+
+        server = pg.start()
+        pg.prepare_template(server)
     bad = 0
-    for number in range(1, args.runs + 1):
-        started = time.monotonic()
-        if args.database:
-            database: Path | str = args.database
-        else:
-            database = Path(f"/tmp/lcm-doctor-race-{os.getpid()}-{number}.db")
-        run = anyio.run(race, database, args.turns, args.cli, f"race-{number}")
-        print(run.line(number) + f" seconds={time.monotonic() - started:.0f}", flush=True)
-        bad += run.false_alarms > 0 or run.final_problems != 0
+    try:
+        for number in range(1, args.runs + 1):
+            started = time.monotonic()
+            fresh = server.create_database() if server is not None else None
+            if fresh is not None:
+                database: Path | str = fresh
+            elif args.database:
+                database = args.database
+            else:
+                database = Path(f"/tmp/lcm-doctor-race-{os.getpid()}-{number}.db")
+            try:
+                run = anyio.run(race, database, args.turns, args.cli, f"race-{number}")
+            finally:
+                if server is not None and fresh is not None:
+                    server.drop_database(fresh)
+            line = run.line(number) + f" seconds={time.monotonic() - started:.0f}"
+            print(line, flush=True)
+            if args.out is not None:
+                with args.out.open("a") as out:
+                    out.write(f"{datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ} {line}\n")
+            bad += run.false_alarms > 0 or run.final_problems != 0
+    finally:
+        if server is not None:
+            server.close()
     return 1 if bad else 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 from lossless.records import CompactionPart, ReasoningPart, ToolPart
 
@@ -56,3 +57,19 @@ def test_keys_are_stable_and_resumable() -> None:
     assert [e.key for e in entries(read(PI, "pi"))] == [e.key for e in full]
     middle = full[6]
     assert [e.key for e in entries(read(PI, "pi", start_offset=middle.end_offset))] == [e.key for e in full[7:]]
+
+
+def test_identical_lines_at_different_positions_are_two_entries(tmp_path: Path) -> None:
+    header = '{"type":"session","id":"s","timestamp":"2026-01-01T00:00:00Z"}'
+    same = '{"type":"message","message":{"role":"user","content":"ok"}}'
+    path = tmp_path / "s.jsonl"
+    path.write_text(
+        "\n".join([header, same, '{"type":"message","message":{"role":"assistant","content":"?"}}', same]) + "\n"
+    )
+    found = entries(read(path, "pi"))
+    assert [e.message.content for e in found] == ["ok", "?", "ok"]
+    assert len({e.key for e in found}) == 3  # the repeated line is a second message, not the first again
+    # The keys are positions: a re-read, and a read resumed in the middle, give the same ones.
+    assert [e.key for e in entries(read(path, "pi"))] == [e.key for e in found]
+    resumed = entries(read(path, "pi", start_offset=found[0].end_offset))
+    assert [e.key for e in resumed] == [e.key for e in found[1:]]

@@ -382,9 +382,9 @@ async def maintain_command(ctx: click.Context, as_json: bool) -> None:
 @run_command
 async def grant_command(ctx: click.Context, agent: str, scopes: tuple[str, ...], as_json: bool) -> None:
     """Let AGENT reach SCOPES (replaces its defaults: list every scope it should reach)."""
-    from lossless.memory.scopes import Caller, check_scope
+    from lossless.memory.scopes import MemoryCaller, check_scope
 
-    Caller.agent(agent)
+    MemoryCaller.agent(agent)
     checked = [check_scope(s) for s in scopes]
     async with await _open(ctx) as session:
         await session.service.store.grant(agent, checked)

@@ -45,6 +45,7 @@ from lossless.config import Config, load_config
 from lossless.engine import wiring
 from lossless.engine.conversations import Conversations, SpawnHandle
 from lossless.engine.files import Files
+from lossless.engine.lineage import Lineage
 from lossless.engine.memory import AgentMemory
 from lossless.engine.operations import Operations
 from lossless.engine.recall import Recall
@@ -152,7 +153,7 @@ class ContextEngine:
         self.sessions = sessions
         #: The parts the public methods forward to, by name.
         self.parts: dict[str, object] = {"sessions": sessions, "turns": self.turns, "recall": self.recall}
-        self.parts.update(files=files, operations=self.operations, memory=memory)
+        self.parts.update(files=files, operations=self.operations, memory=memory, lineage=Lineage(store, config))
 
     # -------------------------------------------------------------- lifecycle
 
@@ -196,6 +197,14 @@ class ContextEngine:
     messages = _Forward("sessions", Conversations.messages)
     context = _Forward("sessions", Conversations.context)
     conversation_sizes = _Forward("sessions", Conversations.sizes)
+
+    # -------------------------------------------------------------- the summary DAG by id (this agent's)
+
+    summaries_by_id = _Forward("lineage", Lineage.summaries_by_id)
+    summary_sources = _Forward("lineage", Lineage.summary_sources)
+    summary_messages = _Forward("lineage", Lineage.summary_messages)
+    condensed_into = _Forward("lineage", Lineage.condensed_into)
+    messages_by_id = _Forward("lineage", Lineage.messages_by_id)
 
     async def prepare_subagent_spawn(
         self,

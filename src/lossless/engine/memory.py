@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from lossless.config import Config
 from lossless.engine import wiring
-from lossless.memory.scopes import Caller as MemoryCaller
+from lossless.memory.scopes import MemoryCaller
 from lossless.ports import Store
 from lossless.records import IngestResult, Summary
 from lossless.sessions import agent_id_from_session_key

@@ -26,7 +26,7 @@ from lossless.config import Config, load_config, resolve_api_key, resolve_base_u
 from lossless.errors import ConfigError
 from lossless.interception import Interceptor
 from lossless.memory.ports import DedupJudge, Embedder, Extractor
-from lossless.memory.scopes import Caller as MemoryCaller
+from lossless.memory.scopes import MemoryCaller
 from lossless.ports import BlobStore, Store, Summarizer
 from lossless.providers import embedder_for as provider_embedder_for
 from lossless.providers import file_summarizer_for, reranker_for, summarizer_for

@@ -98,6 +98,8 @@ class RetrievalConfig:
         time_decay: TimeDecay = config.memory_time_decay  # type: ignore[assignment]  # validated choice
         return cls(
             fusion="rrf" if config.memory_fusion == "rrf" else "weighted",
+            vector_weight=config.memory_vector_weight,
+            bm25_weight=config.memory_bm25_weight,
             min_score=config.memory_min_score,
             candidate_pool=config.memory_candidate_pool,
             recency_half_life_days=config.memory_recency_half_life_days,

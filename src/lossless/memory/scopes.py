@@ -16,7 +16,7 @@ Invariants:
   updating, superseding, forgetting, importing) takes an explicit grant that
   lists it.  An empty grant list is an explicit "nothing but its reflections".
 * There is **no implicit bypass identity**: the agent id ``system`` is an
-  ordinary agent.  Only a caller built with :meth:`Caller.system` sees every
+  ordinary agent.  Only a caller built with :meth:`MemoryCaller.system` sees every
   scope, and code has to ask for one by name.
 * Writes to a scope the caller cannot reach raise
   :class:`~lossless.errors.AccessDeniedError` and write nothing; so do reads
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from lossless.errors import AccessDeniedError, InputError
 
-__all__ = ["Caller", "check_scope", "default_write_scope", "reachable_scopes", "require_reach"]
+__all__ = ["MemoryCaller", "check_scope", "default_write_scope", "reachable_scopes", "require_reach"]
 
 _ID = r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}"
 _SCOPE = re.compile(rf"^(global|agent:{_ID}|custom:{_ID}|project:{_ID}|user:{_ID}|reflection:agent:{_ID})$")
@@ -48,7 +48,7 @@ def check_scope(scope: object) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Caller:
+class MemoryCaller:
     """Who is asking: an agent (the usual case) or, explicitly, the system."""
 
     agent_id: str
@@ -59,17 +59,17 @@ class Caller:
             raise InputError(f"agent id {self.agent_id!r} is not valid (1–128 letters, digits and . _ : @ -)")
 
     @classmethod
-    def agent(cls, agent_id: str) -> Caller:
+    def agent(cls, agent_id: str) -> MemoryCaller:
         return cls(agent_id)
 
     @classmethod
-    def system(cls) -> Caller:
+    def system(cls) -> MemoryCaller:
         """The maintenance identity that reaches every scope.  Never the default for anything."""
         return cls("<system>", is_system=True)
 
 
 def reachable_scopes(
-    caller: Caller, grants: Mapping[str, Sequence[str]], *, write: bool = False
+    caller: MemoryCaller, grants: Mapping[str, Sequence[str]], *, write: bool = False
 ) -> tuple[str, ...] | None:
     """The scopes ``caller`` reaches to read (or, with ``write``, to change); ``None``: every scope (system only)."""
     if caller.is_system:
@@ -83,7 +83,7 @@ def reachable_scopes(
     return ("global", f"agent:{caller.agent_id}", own_reflection)
 
 
-def require_reach(caller: Caller, scopes: Iterable[str], reach: Sequence[str] | None, *, action: str) -> None:
+def require_reach(caller: MemoryCaller, scopes: Iterable[str], reach: Sequence[str] | None, *, action: str) -> None:
     """Raise :class:`AccessDeniedError` unless every scope is in ``reach``."""
     if reach is None:
         return
@@ -103,7 +103,7 @@ def require_reach(caller: Caller, scopes: Iterable[str], reach: Sequence[str] | 
             )
 
 
-def default_write_scope(caller: Caller, reach: Sequence[str] | None) -> str:
+def default_write_scope(caller: MemoryCaller, reach: Sequence[str] | None) -> str:
     """Where a memory goes when the caller names no scope: its agent scope if reachable, else global."""
     own = f"agent:{caller.agent_id}"
     if reach is None or own in reach:

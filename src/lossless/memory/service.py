@@ -2,7 +2,7 @@
 
 Invariants:
 
-* Every call is made *as* a :class:`~lossless.memory.scopes.Caller`; reads see
+* Every call is made *as* a :class:`~lossless.memory.scopes.MemoryCaller`; reads see
   only the scopes it reaches, writes to other scopes raise
   :class:`~lossless.errors.AccessDeniedError` before anything is written.
 * Text is embedded in chunks (never averaged), and each chunk's vector is
@@ -54,7 +54,7 @@ from lossless.memory.ports import (
 from lossless.memory.querying import holds_tags, split_tags
 from lossless.memory.ranking import Candidate, RetrievalConfig, Scored, finish, fuse, rerank_window
 from lossless.memory.records import CATEGORIES, Memory, MemoryDraft, MemoryPatch, MemoryStats
-from lossless.memory.scopes import Caller, check_scope, default_write_scope, reachable_scopes, require_reach
+from lossless.memory.scopes import MemoryCaller, check_scope, default_write_scope, reachable_scopes, require_reach
 from lossless.memory.vectors import (
     DEFAULT_EXACT_MAX,
     VectorHit,
@@ -123,7 +123,7 @@ class MemoryService:
         self,
         store: MemoryStore,
         embedder: Embedder,
-        caller: Caller,
+        caller: MemoryCaller,
         *,
         retrieval: RetrievalConfig | None = None,
         decay_config: decay.DecayConfig = decay.DEFAULT,

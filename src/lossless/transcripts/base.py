@@ -12,7 +12,7 @@ Invariants:
   message is a :class:`Skipped` event with its type and its size in bytes, so an
   import can report what it left out.
 * Each :class:`Entry` has a stable ``key`` derived from the transcript itself
-  (an entry id, or a hash of the line), so reading the same file twice yields
+  (an entry id, or the line's number and hash), so reading the same file twice yields
   the same keys and re-importing it stores nothing new.
 * Corrupt input raises :class:`TranscriptError` with the file and the 1-based
   line: a line that is not JSON, not UTF-8, holds a raw NUL byte, is not a JSON

@@ -6,12 +6,16 @@ Format: ``{"type":"session","id",…}`` then ``{"type":"message","timestamp",
 ``thinking_level_change`` entries.  Message roles are ``user``,
 ``assistant``, ``toolResult``, ``bashExecution`` and ``hookMessage``/``custom``.
 
-Invariants: entries have no ids, so an entry's key is ``pi:`` plus a hash of
-its raw line — stable across re-reads of an append-only file.  Roles map to
-ours (``toolResult`` → ``tool``; a user-run shell command → a ``user``
-message holding a tool part; host-injected messages → synthetic user text)
-and the host role is kept in the message metadata.  An unknown role is an
-error; an unknown entry type is skipped.
+Invariants: v1/v2 entries have no ids, so an entry's key is its position
+and its bytes: ``pi:<line number>:<hash of the raw line>`` — the same on every
+re-read of the file (whole or resumed at an offset, which counts the lines
+before it), unchanged for the first lines of a file that only grew, and
+different for two byte-identical lines at different positions (two messages,
+not one).  (Files whose entries carry ids, session v3, are read by the
+OpenClaw reader.)  Roles map to ours (``toolResult`` → ``tool``; a user-run
+shell command → a ``user`` message holding a tool part; host-injected
+messages → synthetic user text) and the host role is kept in the message
+metadata.  An unknown role is an error; an unknown entry type is skipped.
 
 :func:`pi_message` is shared with the OpenClaw reader, whose messages have the
 same shape.
@@ -129,8 +133,9 @@ def pi_compaction(data: Mapping[str, Any], *, when: datetime | None, key: str) -
     return Message.from_parts("user", [part], created_at=when, event_key=key, metadata={"host_role": "compaction"})
 
 
-def line_key(prefix: str, raw: bytes) -> str:
-    return f"{prefix}:{hashlib.sha256(raw).hexdigest()[:32]}"
+def entry_key(line: int, raw: bytes) -> str:
+    """``pi:<line>:<hash of the raw line>``: the entry's position and bytes (see the module invariants)."""
+    return f"pi:{line}:{hashlib.sha256(raw).hexdigest()[:32]}"
 
 
 class PiReader:
@@ -156,11 +161,11 @@ class PiReader:
                 )
                 yield Skipped(item.line, "session", item.end_offset, size=len(item.raw))
             elif kind == "message":
-                key = line_key("pi", item.raw)
+                key = entry_key(item.line, item.raw)
                 message = pi_message(record.get("message"), when=when, key=key, path=context.path, line=item.line)
                 yield Entry(key, message, item.line, item.end_offset)
             elif kind == "compaction":
-                key = line_key("pi", item.raw)
+                key = entry_key(item.line, item.raw)
                 with located(context.path, item.line):
                     message = pi_compaction(record, when=when, key=key)
                 yield Entry(key, message, item.line, item.end_offset)

@@ -80,7 +80,7 @@ async def conversations_page(
         newest = await engine.messages(c.id, tail=1)
         counts[c.id] = newest[0].seq if newest else 0
     summed = [c.id for c in found if counts[c.id] <= SUM_TOKENS_UP_TO]
-    sizes = await engine.store.conversation_sizes(summed) if summed else {}
+    sizes = await engine.conversation_sizes([c for c in found if c.id in summed]) if summed else {}
     rows = []
     for c in found:
         count, tokens = counts[c.id], sizes.get(c.id, (0, -1))[1]
@@ -165,8 +165,8 @@ async def _dag(engine: ContextEngine, roots: Sequence[str], levels: int = 3) -> 
         fresh = [i for i in wanted if i not in nodes]
         if not fresh:
             break
-        nodes.update((x.id, x) for x in await engine.store.get_summaries(fresh))
-        found = await engine.store.get_summary_parents([i for i in fresh if nodes.get(i) and nodes[i].depth > 0])
+        nodes.update((x.id, x) for x in await engine.summaries_by_id(fresh))
+        found = await engine.summary_sources([i for i in fresh if nodes.get(i) and nodes[i].depth > 0])
         sources.update(found)
         wanted = [c for i in fresh for c in found.get(i, ())]
 
@@ -197,18 +197,18 @@ async def _covering(engine: ContextEngine, record: MessageRecord, roots: Sequenc
     level = list(roots)
     path: list[str] = []
     while level:
-        found = await engine.store.get_summaries(level)
+        found = await engine.summaries_by_id(level)
         spans = [x for x in found if (x.earliest_at or x.created_at) <= when <= (x.latest_at or x.created_at)]
         leaves = [x.id for x in spans if x.depth == 0]
         if leaves:
-            covered = await engine.store.get_summary_messages(leaves)
+            covered = await engine.summary_messages(leaves)
             hit = next((leaf for leaf in leaves if record.id in covered.get(leaf, ())), None)
             if hit is not None:
                 return [hit, *reversed(path)]
         condensed = [x for x in spans if x.depth > 0]
         if not condensed:
             return []
-        parents = await engine.store.get_summary_parents([x.id for x in condensed])
+        parents = await engine.summary_sources([x.id for x in condensed])
         path.append(condensed[0].id)  # the chain shows one route; ties share their messages' time
         level = [c for x in condensed for c in parents.get(x.id, ())]
     return []
@@ -268,7 +268,7 @@ async def conversation_page(
 async def summary_page(
     engine: ContextEngine, params: Mapping[str, str], path: Mapping[str, str]
 ) -> tuple[str, str, str]:
-    found = await engine.store.get_summaries([path["summary"]])
+    found = await engine.summaries_by_id([path["summary"]])
     if not found:
         raise NotFoundError("summary", path["summary"], "open summaries from a conversation's DAG")
     s = found[0]
@@ -276,20 +276,20 @@ async def summary_page(
     # Its own sources only (one level): reads as many rows as it has sources, at any history size.
     sources = []
     if s.depth > 0:
-        ids = (await engine.store.get_summary_parents([s.id])).get(s.id, ())
-        by_id = {x.id: x for x in await engine.store.get_summaries(list(ids))}
+        ids = (await engine.summary_sources([s.id])).get(s.id, ())
+        by_id = {x.id: x for x in await engine.summaries_by_id(list(ids))}
         for sid in ids:
             text = esc(_clip(by_id[sid].content, 300)[0]) if sid in by_id else ""
             sources.append(f'<li><a href="/ui/s/{esc(sid)}">{esc(sid)}</a> {text}</li>')
     else:
-        message_ids = (await engine.store.get_summary_messages([s.id])).get(s.id, ())
-        records = {m.id: m for m in await engine.store.get_messages_by_id(list(message_ids[:MAX_SOURCES]))}
+        message_ids = (await engine.summary_messages([s.id])).get(s.id, ())
+        records = {m.id: m for m in await engine.messages_by_id(list(message_ids[:MAX_SOURCES]))}
         for mid in message_ids[:MAX_SOURCES]:
             record = records.get(mid)
             text = esc(_clip(record.content, 300)[0]) if record else ""
             role = esc(record.role) if record else ""
             sources.append(f'<li><a href="/ui/m/{mid}">msg#{mid}</a> <span class="role">{role}</span> {text}</li>')
-    children = (await engine.store.get_summary_children([s.id])).get(s.id, ())
+    children = (await engine.condensed_into([s.id])).get(s.id, ())
     parents = "".join(f'<a href="/ui/s/{esc(p)}">{esc(p)}</a> ' for p in children)
     meta = (
         f"<p>{esc(s.kind)} · depth {s.depth} · {s.token_count:,} tokens · {esc(stamp(s.earliest_at))} – "
@@ -315,11 +315,11 @@ async def message_page(
     engine: ContextEngine, params: Mapping[str, str], path: Mapping[str, str]
 ) -> tuple[str, str, str]:
     message_id = _int(path, "message", 0, low=1, high=2**63 - 1)
-    (record,) = await engine.store.get_messages_by_id([message_id]) or (None,)
+    (record,) = await engine.messages_by_id([message_id]) or (None,)
     if record is None:
         raise NotFoundError("message", message_id, "open messages from a conversation's page")
     conv = await engine.conversation(record.conversation_id)  # another agent's message: not found
-    entries = await engine.store.get_context(conv.id)
+    entries = await engine.context(conv.id)
     chain = await _covering(engine, record, [e.summary_id for e in entries if e.summary_id is not None])
     links = " → ".join(f'<a href="/ui/s/{esc(i)}">{esc(i)}</a>' for i in chain)
     raw = any(e.message_id == record.id for e in entries)

@@ -37,7 +37,7 @@ from lossless.records import (
     BootstrapState,
     CompactionEvent,
     ContextEntry,
-    ContextItem,
+    ContextRow,
     Conversation,
     JSONValue,
     LargeFile,
@@ -371,7 +371,7 @@ class CoreStatements:
 
     # ------------------------------------------------------------ context
 
-    async def get_context_items(self, conversation_id: int) -> list[ContextItem]:
+    async def get_context_items(self, conversation_id: int) -> list[ContextRow]:
         async with self._db.read() as conn:
             cursor = await conn.execute(
                 "SELECT ordinal, item_type, message_id, summary_id FROM context_items "
@@ -379,7 +379,7 @@ class CoreStatements:
                 (conversation_id,),
             )
             rows = await cursor.fetchall()
-        return [ContextItem(conversation_id, r[0], r[1], r[2], r[3]) for r in rows]
+        return [ContextRow(conversation_id, r[0], r[1], r[2], r[3]) for r in rows]
 
     async def get_context(self, conversation_id: int) -> list[ContextEntry]:
         async with self._db.read() as conn:

@@ -44,7 +44,7 @@ from lossless.records import (
     BootstrapState,
     CompactionEvent,
     ContextEntry,
-    ContextItem,
+    ContextRow,
     Conversation,
     Grant,
     JSONValue,
@@ -333,14 +333,14 @@ class SQLiteStore:
 
     # ------------------------------------------------------------ context
 
-    async def get_context_items(self, conversation_id: int) -> list[ContextItem]:
-        def run(conn: sqlite3.Connection) -> list[ContextItem]:
+    async def get_context_items(self, conversation_id: int) -> list[ContextRow]:
+        def run(conn: sqlite3.Connection) -> list[ContextRow]:
             rows = conn.execute(
                 "SELECT ordinal, item_type, message_id, summary_id FROM context_items "
                 "WHERE conversation_id = ? ORDER BY ordinal",
                 (conversation_id,),
             ).fetchall()
-            return [ContextItem(conversation_id, r[0], r[1], r[2], r[3]) for r in rows]
+            return [ContextRow(conversation_id, r[0], r[1], r[2], r[3]) for r in rows]
 
         return await self._db.read(run)
 
