@@ -2,8 +2,8 @@
 
 Invariants:
 
-* One definition of CJK text (:data:`CJK_CHARS`: kana, CJK ideographs with extension A and the
-  compatibility block, Hangul syllables), so what one search treats as CJK every other one does.
+* One definition of CJK text (:data:`CJK_CHARS`), so what one search, ranker, embedder or memory
+  check treats as CJK every other one does.
 * Words are ``\\w+`` runs, lower-cased by the callers that compare them; CJK text has no spaces
   between words, so a run of CJK characters is split into overlapping character bigrams
   (:func:`cjk_bigrams`), or kept whole where a search matches substrings (:func:`keyword_terms`).
@@ -15,10 +15,16 @@ from __future__ import annotations
 import itertools
 import re
 
-__all__ = ["CJK_CHARS", "CJK_RUN", "STOP_WORDS", "WORD", "cjk_bigrams", "keyword_terms", "search_terms"]
+__all__ = ["CJK_CHAR", "CJK_CHARS", "CJK_RUN", "STOP_WORDS", "WORD", "cjk_bigrams", "keyword_terms", "search_terms"]
 
-#: The character ranges treated as CJK text (for a regex character class).
-CJK_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+#: The character ranges treated as CJK text (for a regex character class): radicals, kana, bopomofo,
+#: CJK ideographs (extension A, the unified block, the compatibility block and the supplementary
+#: planes), Hangul syllables and half-width katakana.  CJK punctuation (U+3000–U+303F) is not text.
+CJK_CHARS = (
+    "\u2e80-\u2fdf\u3040-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003ffff"
+)
+#: One CJK character.
+CJK_CHAR = re.compile(f"[{CJK_CHARS}]")
 #: A run of CJK characters.
 CJK_RUN = re.compile(f"[{CJK_CHARS}]+")
 #: A word (letters, digits, underscore, in any script).

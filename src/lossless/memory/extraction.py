@@ -51,6 +51,7 @@ from lossless.memory.statements import (
     with_subject,
 )
 from lossless.records import MessageRecord
+from lossless.text import CJK_CHAR
 
 __all__ = ["MAX_PER_EXTRACTION", "MAX_PER_MESSAGE", "Decision", "decide", "extract", "fact_key_for"]
 
@@ -304,7 +305,7 @@ _TOPIC = re.compile(
     re.I,
 )
 _OWNED = re.compile(r"\bmy ([\w-]+) is\b", re.I)
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+_CJK = CJK_CHAR
 
 
 def fact_key_for(category: Category, text: str) -> str | None:

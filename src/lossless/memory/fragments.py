@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import re
 
+from lossless.text import CJK_CHAR
+
 __all__ = ["fragment_reason", "is_fragment"]
 
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+_CJK = CJK_CHAR
 _HEADING = re.compile(r"^\s*(?:#{1,6}\s|\*\*[^*]+\*\*\s*:?\s*$|\*\*[^*]+:\*\*|__[^_]+__\s*:)|:\s*$")
 _BULLET = re.compile(r"^\s*(?:[-*+•]\s|\d{1,3}[.)]\s|\[[ xX]\]\s)")
 _CODE = re.compile(

@@ -22,6 +22,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lossless.text import CJK_CHAR
+
 __all__ = [
     "FullTextQuery",
     "QuerySyntax",
@@ -142,18 +144,8 @@ def parse_full_text(text: str) -> FullTextQuery | QuerySyntax:
 
 
 def has_cjk(text: str) -> bool:
-    """Whether ``text`` has Chinese, Japanese or Korean characters."""
-    for ch in text:
-        code = ord(ch)
-        if code >= 0x2E80 and (
-            0x2E80 <= code <= 0x9FFF  # radicals, kana, CJK unified ideographs
-            or 0xAC00 <= code <= 0xD7AF  # Hangul syllables
-            or 0xF900 <= code <= 0xFAFF
-            or 0xFF66 <= code <= 0xFF9F  # half-width katakana
-            or 0x20000 <= code <= 0x3FFFF
-        ):
-            return True
-    return False
+    """Whether ``text`` has Chinese, Japanese or Korean characters (:data:`lossless.text.CJK_CHARS`)."""
+    return CJK_CHAR.search(text) is not None
 
 
 # ---------------------------------------------------------------------- regex literals

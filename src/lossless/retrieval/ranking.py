@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
+from lossless.text import CJK_CHAR
+
 __all__ = [
     "KEYWORD_WEIGHT",
     "NEIGHBOUR_SHARE",
@@ -76,7 +78,7 @@ STOPWORDS = frozenset(
 _MONTHS = {name.lower(): number for number, name in enumerate(calendar.month_name) if name}
 _MONTHS |= {name.lower(): number for number, name in enumerate(calendar.month_abbr) if name and name != "May"}
 _WORD = re.compile(r"\w+", re.UNICODE)
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+_CJK = CJK_CHAR
 _NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "ten": 10}
 
 
