@@ -115,18 +115,16 @@ def embedder_for(config: Config) -> Embedder:
     return provider_embedder_for(config)
 
 
-def extractor_for(config: Config) -> Extractor | None:
-    """The model-backed memory extractor named by ``memory_extractor`` (``None``: the offline one)."""
-    provider = config.memory_extractor
-    if provider == "offline":
-        return None
-    from lossless.memory.llm_extraction import LlmExtractor
+def _memory_chat(
+    config: Config, provider: str, setting: str, *, timeout_s: float, retries: int, label: str
+) -> tuple[Callable[[str, str], Awaitable[str]], str]:
+    """The chat call (and its model's name) that the memory layer's ``setting`` names on ``provider``."""
     from lossless.providers.chat import chat_for
 
     model = config.memory_extraction_model or config.summary_model
     if not model:
         raise ConfigError(
-            f"memory_extractor = {provider} needs a model: set memory_extraction_model (or summary_model)",
+            f"{setting} = {provider} needs a model: set memory_extraction_model (or summary_model)",
             setting="memory_extraction_model",
         )
     credential = resolve_api_key(config, provider)
@@ -135,9 +133,23 @@ def extractor_for(config: Config) -> Extractor | None:
         model,
         api_key=credential.value if credential else None,
         base_url=resolve_base_url(config, provider),
-        timeout_s=config.summary_timeout_ms / 1000,
-        max_retries=2,
-        label=f"{provider} extractor",
+        timeout_s=timeout_s,
+        max_retries=retries,
+        label=label,
+    )
+    return chat, model
+
+
+def extractor_for(config: Config) -> Extractor | None:
+    """The model-backed memory extractor named by ``memory_extractor`` (``None``: the offline one)."""
+    provider = config.memory_extractor
+    if provider == "offline":
+        return None
+    from lossless.memory.llm_extraction import LlmExtractor
+
+    timeout_s = config.summary_timeout_ms / 1000
+    chat, model = _memory_chat(
+        config, provider, "memory_extractor", timeout_s=timeout_s, retries=2, label=f"{provider} extractor"
     )
     return LlmExtractor(chat, name=f"{provider}:{model}")
 
@@ -150,24 +162,10 @@ def dedup_judge_for(config: Config) -> DedupJudge | None:
     if mode == "offline":
         return None
     from lossless.memory.llm_dedup import LlmJudge
-    from lossless.providers.chat import chat_for
 
-    model = config.memory_extraction_model or config.summary_model
-    if not model:
-        raise ConfigError(
-            f"memory_dedup = {mode} needs a model: set memory_extraction_model (or summary_model)",
-            setting="memory_extraction_model",
-        )
-    credential = resolve_api_key(config, mode)
     timeout_s = config.memory_dedup_timeout_ms / 1000
-    chat = chat_for(
-        mode,
-        model,
-        api_key=credential.value if credential else None,
-        base_url=resolve_base_url(config, mode),
-        timeout_s=timeout_s,
-        max_retries=1,
-        label=f"{mode} memory dedup",
+    chat, model = _memory_chat(
+        config, mode, "memory_dedup", timeout_s=timeout_s, retries=1, label=f"{mode} memory dedup"
     )
     return LlmJudge(chat, timeout_s=timeout_s, name=f"{mode}:{model}")
 
