@@ -277,26 +277,8 @@ class Database:
             async with self.transaction():
                 yield
             return
-        if self._closed:
-            raise StoreError("the store is closed")
-        try:
-            async with self._pool.connection() as conn:
-                token = _CURRENT.set(_Atomic(self, _task_id(), conn))
-                try:
-                    with anyio.CancelScope(shield=True):
-                        await conn.execute("BEGIN")
-                    try:
-                        yield
-                    except BaseException:
-                        with anyio.CancelScope(shield=True):
-                            await conn.execute("ROLLBACK")
-                        raise
-                    with anyio.CancelScope(shield=True):
-                        await conn.execute("COMMIT")
-                finally:
-                    _CURRENT.reset(token)
-        except psycopg.Error as exc:
-            raise translate(exc) from exc
+        async with self._task_block("BEGIN", keep=True):
+            yield
 
     @asynccontextmanager
     async def snapshot(self) -> AsyncIterator[None]:
@@ -309,6 +291,16 @@ class Database:
         if self._own_atomic() is not None:
             yield
             return
+        async with self._task_block("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", keep=False):
+            yield
+
+    @asynccontextmanager
+    async def _task_block(self, begin: str, *, keep: bool) -> AsyncIterator[None]:
+        """A transaction (``begin``) on one pooled connection that the current task's store calls join.
+
+        Rolled back if the block raises; otherwise committed when ``keep``, else rolled back (a read-only
+        snapshot has nothing to keep).  BEGIN and its end are shielded from cancellation.
+        """
         if self._closed:
             raise StoreError("the store is closed")
         try:
@@ -316,12 +308,15 @@ class Database:
                 token = _CURRENT.set(_Atomic(self, _task_id(), conn))
                 try:
                     with anyio.CancelScope(shield=True):
-                        await conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                        await conn.execute(begin)
                     try:
                         yield
-                    finally:
+                    except BaseException:
                         with anyio.CancelScope(shield=True):
                             await conn.execute("ROLLBACK")
+                        raise
+                    with anyio.CancelScope(shield=True):
+                        await conn.execute("COMMIT" if keep else "ROLLBACK")
                 finally:
                     _CURRENT.reset(token)
         except psycopg.Error as exc:
