@@ -54,7 +54,8 @@ BULK_BACKLOG = 20_000
 #: A search whose conversations hold at most this many vectors reads them all (an exact scan through
 #: the conversation index: a few milliseconds); above it, the HNSW index is walked (approximate).
 EXACT_SCAN_MAX = 20_000
-_BUILD_MEMORY = "2GB"
+#: The least maintenance_work_mem an HNSW build gets (kB): the build is far faster while its graph fits.
+_BUILD_MEMORY_KB = 1024 * 1024
 _MAX_FETCH = 4096
 _EXTENSION = (
     "SELECT quote_ident(n.nspname), e.extversion FROM pg_extension e "
@@ -283,7 +284,12 @@ class SearchVectors:
 
     async def _create_index(self, conn: Connection, vectors: str, schema: str, dim: int) -> None:
         """The HNSW index of one dimension, built in bulk over the rows already there (under the caller's lock)."""
-        await conn.execute(f"SET LOCAL maintenance_work_mem = '{_BUILD_MEMORY}'")
+        # at least _BUILD_MEMORY_KB for the graph (a server configured with more keeps its own setting)
+        await conn.execute(
+            "SELECT set_config('maintenance_work_mem', %s, true) FROM pg_settings "
+            "WHERE name = 'maintenance_work_mem' AND setting::bigint < %s",
+            (f"{_BUILD_MEMORY_KB}kB", _BUILD_MEMORY_KB),
+        )
         await conn.execute(
             f"CREATE INDEX IF NOT EXISTS {vectors}_hnsw_{dim} ON {vectors} USING hnsw "
             f"((embedding::{schema}.vector({dim})) {schema}.vector_cosine_ops) WHERE dim = {dim}"
