@@ -15,9 +15,20 @@ Invariants:
   (``ROW EXCLUSIVE``) *before* it looks for the column; adding the column takes ``ACCESS
   EXCLUSIVE`` and fills every row in the same transaction.  So a writer either committed before
   the fill (and is filled) or waited for the column (and writes the embedding itself).
-* **Scope in SQL.**  The nearest-neighbour query filters by model, dimension and the caller's
-  conversations; with pgvector ≥ 0.8 the HNSW scan is iterative (``strict_order``), so a filter
-  that drops most rows does not starve the result.
+* **Scope in SQL, plan by reach.**  The nearest-neighbour query filters by model, dimension and
+  the caller's conversations.  A reach of at most :data:`EXACT_SCAN_MAX` vectors (one conversation,
+  a few) is ranked exactly: every vector of the reach read through the conversation index.  A
+  wider one walks the HNSW index, iteratively with pgvector ≥ 0.8 (``strict_order``), so a filter
+  that drops most rows does not starve the result.  The reach's size comes from ``vector_counts``
+  (migration 116), never from counting vectors.
+* **Counts without contention.**  Statement triggers *append* delta rows to ``vector_counts``
+  (writers never update a shared row, so concurrent builders and cascading deletes neither wait on
+  each other nor deadlock there); readers sum them; the build folds them at the end of a pass.
+* **Big backlogs in bulk.**  The build's walk reads windows of rows in id order (never an anti-join
+  over the whole table), writes a batch in one statement, and a first build over more than
+  :data:`BULK_BACKLOG` items makes its HNSW index with one ``CREATE INDEX`` after the pass
+  instead of inserting every vector into the graph.  Until then searches rank what is built in
+  memory (plus keywords, with the partial note), as during any build.
 * A failure of the optional index never fails a search: it answers ``None`` and the caller ranks
   the loaded vectors instead.  No user text is SQL (identifiers are fixed, the dimension an ``int``).
 """
