@@ -186,10 +186,15 @@ async def semantic_scaled(url: str, queries: list[str]) -> dict[str, float]:
         for name, search in (("one", one), ("all", every)):
             await search(queries[0])  # warm
             out[name] = await _p50_each(search, queries)
+        print(f"semantic p50: one conversation {out['one']:.1f} ms, all {out['all']:.1f} ms", flush=True)
+
+        async def walked(query: str) -> None:  # a diagnostic: may find less than the exact scan
+            await engine.grep(query, mode="semantic", scope="messages", limit=10, conversation="conv-0")
+
         exact_max = pg_vectors.EXACT_SCAN_MAX
         pg_vectors.EXACT_SCAN_MAX = 0
         try:
-            out["one_hnsw"] = await _p50_each(one, queries)
+            out["one_hnsw"] = await _p50_each(walked, queries)
         finally:
             pg_vectors.EXACT_SCAN_MAX = exact_max
         return out
@@ -302,6 +307,7 @@ async def growth(checkpoints: list[int], semantic_at: int, repeats: int, out: st
                 if n == semantic_at:
                     build_s, built = await build_vectors(url)
                     row["vectors_per_s"] = built / build_s
+                    print(f"built {built:,} in {build_s:,.0f} s", flush=True)
                     scaled = await semantic_scaled(url, pick_queries(step, repeats))
                     row.update(
                         semantic_one=scaled["one"], semantic_all=scaled["all"], semantic_one_hnsw=scaled["one_hnsw"]

@@ -67,6 +67,8 @@ BULK_BACKLOG = 20_000
 EXACT_SCAN_MAX = 20_000
 #: The least maintenance_work_mem an HNSW build gets (kB): the build is far faster while its graph fits.
 _BUILD_MEMORY_KB = 1024 * 1024
+#: The most tuples one HNSW walk may visit (pgvector's default is 20,000) before the exact scan takes over.
+_MAX_SCAN_TUPLES = 500_000
 _MAX_FETCH = 4096
 _EXTENSION = (
     "SELECT quote_ident(n.nspname), e.extversion FROM pg_extension e "
@@ -378,16 +380,21 @@ class SearchVectors:
             schema, version = ready
             try:
                 async with conn.transaction():  # a savepoint: the optional index must never fail a search
-                    reach = await _one(
+                    sizes = await _one(
                         conn,
-                        "SELECT coalesce(sum(rows), 0) FROM vector_counts "
-                        "WHERE source = %s AND model = %s AND conversation_id = ANY(%s)",
-                        (source, model, ids),
+                        "SELECT coalesce(sum(rows) FILTER (WHERE conversation_id = ANY(%s)), 0), "
+                        "coalesce(sum(rows), 0) FROM vector_counts WHERE source = %s AND model = %s",
+                        (ids, source, model),
                     )
-                    exact = int(reach[0]) <= EXACT_SCAN_MAX if reach else False
-                    return await self._search(
-                        conn, schema, version, vectors, key, model, query, ids, limit, exact=exact
-                    )
+                    reach, everything = (int(sizes[0]), int(sizes[1])) if sizes else (0, 0)
+                    if reach > EXACT_SCAN_MAX:
+                        found = await self._search(
+                            conn, schema, version, vectors, key, model, query, ids, limit, share=reach / everything
+                        )
+                        if len(found) >= limit:
+                            return found
+                        # the walk gave up before the filter let enough through: rank the reach exactly
+                    return await self._search(conn, schema, version, vectors, key, model, query, ids, limit)
             except psycopg.Error as exc:
                 _READY.pop((self._db.url, vectors, dim), None)  # look again next time (was the index dropped?)
                 log.warning("pgvector search failed (%s); searching in memory", exc)
@@ -405,16 +412,21 @@ class SearchVectors:
         ids: list[int],
         limit: int,
         *,
-        exact: bool,
+        share: float | None = None,
     ) -> list[tuple[int | str, int, float]]:
-        """The nearest items: an exact scan of a small reach's rows, else a walk of the HNSW index.
+        """The nearest items: an exact scan of the reach's rows, or (``share``: the reach's part of all
+        vectors) a walk of the HNSW index.
 
         The exact form compares the uncast column, which the expression index cannot serve, so the
-        planner reads the reach's rows through the conversation index and sorts them.
+        planner reads the reach's rows through the conversation index and sorts them.  The walk may
+        visit about ``1/share`` tuples per match it keeps, so its tuple budget grows as the share falls.
         """
         dim = len(query) // 4
-        if version >= (0, 8) and not exact:
+        exact = share is None
+        if version >= (0, 8) and share is not None:
             await conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
+            budget = min(_MAX_SCAN_TUPLES, max(20_000, int(8 * (2 * limit + 16) / max(share, 1e-9))))
+            await conn.execute(f"SET LOCAL hnsw.max_scan_tuples = {budget}")
         text = vector_text(query)
         if exact:
             distance = f"(embedding OPERATOR({schema}.<=>) %s::{schema}.vector)"
