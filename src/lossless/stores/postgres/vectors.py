@@ -388,11 +388,11 @@ class SearchVectors:
                     )
                     reach, everything = (int(sizes[0]), int(sizes[1])) if sizes else (0, 0)
                     if reach > EXACT_SCAN_MAX:
-                        found = await self._search(
+                        walked = await self._search(
                             conn, schema, version, vectors, key, model, query, ids, limit, share=reach / everything
                         )
-                        if len(found) >= limit:
-                            return found
+                        if len(walked) >= limit:
+                            return walked
                         # the walk gave up before the filter let enough through: rank the reach exactly
                     return await self._search(conn, schema, version, vectors, key, model, query, ids, limit)
             except psycopg.Error as exc:
