@@ -57,7 +57,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _harness import Figure, report
 from lossless import ContextEngine, Message
-from lossless.engine import open_memory
 from lossless.records import parse_timestamp
 from lossless.retrieval.expansion import OfflineExpansionRunner
 
@@ -104,8 +103,11 @@ def contains(text: str, answer: str) -> tuple[bool, bool]:
 class _Recording(OfflineExpansionRunner):
     """The offline runner, remembering the passages it read for the last question (to tell retrieval from selection)."""
 
-    def __init__(self, counter: Any) -> None:
-        super().__init__(counter)
+    def __init__(self, counter: Any, leads: Any = None) -> None:
+        try:
+            super().__init__(counter, leads)  # type: ignore[call-arg]  # the engine's own memory leads
+        except TypeError:  # an older checkout: no leads
+            super().__init__(counter)
         self.read: list[Any] = []
 
     def _answer(self, task: Any, passages: Any, summary_ids: Any) -> Any:
@@ -115,8 +117,7 @@ class _Recording(OfflineExpansionRunner):
 
 async def evaluate(dataset: dict[str, Any], embedder: str, workdir: Path, quick: bool) -> dict[str, Any]:
     engine = await ContextEngine.open(f"sqlite:///{workdir / 'quality.db'}", memory_embedder=embedder)
-    memory = await open_memory(engine.config, agent_id="bench")
-    service = memory.service
+    service = engine.memory()  # the engine's own memory, as the leaf hook mines it and expand_query reads it
     key_of: dict[int, str] = {}
     conversation_of: dict[str, int] = {}
     questions = dataset["questions"]
@@ -142,7 +143,8 @@ async def evaluate(dataset: dict[str, Any], embedder: str, workdir: Path, quick:
             while await engine.index_step():
                 pass
         vectors_s = time.perf_counter() - started
-        runner = _Recording(engine.tokens) if engine.config.expansion_provider in ("", "offline") else None
+        leads = getattr(engine.parts.get("memory"), "leads", None)
+        runner = _Recording(engine.tokens, leads) if engine.config.expansion_provider in ("", "offline") else None
         memories = [m async for m in service.export() if m.current]
         by_conversation: dict[int | None, list[str]] = {}
         for m in memories:
@@ -204,7 +206,6 @@ async def evaluate(dataset: dict[str, Any], embedder: str, workdir: Path, quick:
             "examples": [m.content for m in memories[:: max(1, len(memories) // 25)]][:25],
         }
     finally:
-        await memory.aclose()
         await engine.dispose()
 
 

@@ -500,7 +500,7 @@ def test_normalized_fusion_puts_both_lists_on_one_scale() -> None:
     assert scores["mem_far"] == pytest.approx(0.0)
     assert scores["mem_words"] == pytest.approx(0.3)  # a keyword-only hit: nothing on the vector side
     # Saturated raw BM25 no longer outranks meaning: under weighted fusion the keyword match wins.
-    assert [s.memory.memory_id for s in pool][0] == "mem_near"
+    assert pool[0].memory.memory_id == "mem_near"
     weighted, _ = fuse([near, far, words], RetrievalConfig(fusion="weighted"))
     assert weighted[0].memory.memory_id == "mem_words"
     # The weights are the settings'; one vector hit alone is the best on its side.
@@ -543,7 +543,9 @@ def test_the_names_stage_puts_the_named_ones_memories_first() -> None:
     # Nobody holds the name: nothing moves (the stage only reorders among the named).
     nobody, _ = finish(pool, limit=2, now=NOW, config=RetrievalConfig(fusion="weighted"), names=("priya",))
     assert [r.memory.memory_id for r in nobody] == ["mem_other", "mem_named"]
-    off, _ = finish(pool, limit=2, now=NOW, config=RetrievalConfig(fusion="weighted", name_factor=1.0), names=("jonas",))
+    off, _ = finish(
+        pool, limit=2, now=NOW, config=RetrievalConfig(fusion="weighted", name_factor=1.0), names=("jonas",)
+    )
     assert [r.memory.memory_id for r in off] == ["mem_other", "mem_named"]
 
 
