@@ -1,6 +1,7 @@
 """Memory quality: do the mined memories hold the answers, read as whole sentences, and get found first?
 
-``python benchmarks/memory_quality.py [--dataset FILE] [--quick] [--json OUT] [--embedder local|hash] [--labels FILE]``
+``python benchmarks/memory_quality.py [--dataset FILE] [--quick] [--json OUT] [--embedder local|hash] [--labels FILE]
+[--embed-cache FILE]``
 
 The default dataset is the recall test split (``data/recall-test.json``; report on it, never tune on it),
 else the small shipped set.
@@ -55,6 +56,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _embed_cache import CachingEmbedder
 from _harness import Figure, report
 from lossless import ContextEngine, Message
 from lossless.records import parse_timestamp
@@ -115,9 +117,13 @@ class _Recording(OfflineExpansionRunner):
         return super()._answer(task, passages, summary_ids)
 
 
-async def evaluate(dataset: dict[str, Any], embedder: str, workdir: Path, quick: bool) -> dict[str, Any]:
+async def evaluate(
+    dataset: dict[str, Any], embedder: str, workdir: Path, quick: bool, embed_cache: Path | None = None
+) -> dict[str, Any]:
     engine = await ContextEngine.open(f"sqlite:///{workdir / 'quality.db'}", memory_embedder=embedder)
     service = engine.memory()  # the engine's own memory, as the leaf hook mines it and expand_query reads it
+    if embed_cache is not None:  # same vectors, embedded once across runs (set before anything is embedded)
+        service.embedder = CachingEmbedder(service.embedder, embed_cache)
     key_of: dict[int, str] = {}
     conversation_of: dict[str, int] = {}
     questions = dataset["questions"]
@@ -239,10 +245,13 @@ def main() -> int:
         "--embedder", choices=("local", "hash"), default="hash", help="local: search vectors built (by meaning)"
     )
     parser.add_argument("--labels", type=Path, help="hand-labelled fragments (JSON) to measure the checker on")
+    parser.add_argument(
+        "--embed-cache", type=Path, metavar="FILE", help="keep embeddings in FILE across runs (same results, faster)"
+    )
     args = parser.parse_args()
     dataset = json.loads(args.dataset.read_text(encoding="utf-8"))
     with tempfile.TemporaryDirectory() as tmp:
-        results = anyio.run(evaluate, dataset, args.embedder, Path(tmp), args.quick)
+        results = anyio.run(evaluate, dataset, args.embedder, Path(tmp), args.quick, args.embed_cache)
     print(
         f"\nmemory quality — {args.dataset.name}: {results['questions']} questions, {results['messages']} messages, "
         f"{results['memories']} memories (mined in {results['mine_s']:.1f} s); embedder {args.embedder}"
