@@ -25,7 +25,10 @@ Invariants:
   exact AND semantics; when nothing has every word it falls back to the ranked
   any-word search (``fallback``), and when ``sort="relevance"`` found fewer than
   ``limit`` items with every word, items with any of the keywords follow them,
-  best first; both cases say so in a note.
+  best first; both cases say so in a note.  The any-word matches are ranked by
+  the store alone, or by ``rank_any_word`` when the caller passes one (the
+  retrieval service passes :func:`lossless.retrieval.hybrid.keyword_hits`, which
+  may add the turn next to a match; its note says so).
 * No I/O beyond the :class:`~lossless.ports.Store` port.
 """
 

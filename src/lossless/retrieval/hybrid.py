@@ -16,6 +16,10 @@
 6. **Time**: a time expression in the question ("in May 2024", "last month") boosts the items in
    its window, relative to the newest candidate's date.
 
+:func:`keyword_hits` runs steps 1, 5 and 6 and the substance prior (:func:`~lossless.retrieval.ranking.substance`)
+without steps 2–4 (no vectors): the any-word ranking of a ``full_text`` question, keyword scores taken as a share
+of the best one's, function words only dropped.
+
 Invariants: only the conversations passed in are searched (ids from elsewhere are dropped);
 ``since`` / ``before`` filter exactly as the other modes do; nothing here raises for bad user text
 (a query the keyword side cannot run ranks by meaning alone, with a note); no I/O beyond the
