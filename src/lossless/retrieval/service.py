@@ -46,6 +46,7 @@ from lossless.retrieval.dag import (
 )
 from lossless.retrieval.files import grep_files
 from lossless.retrieval.grep import SEMANTIC_MODES, GrepOptions, GrepResult, grep, with_context
+from lossless.retrieval.hybrid import keyword_hits
 from lossless.retrieval.semantic import SemanticSearch, grep_semantic
 from lossless.tokens import EstimatingCounter, TokenCounter
 
@@ -186,7 +187,7 @@ class Retriever:
             if options.mode in SEMANTIC_MODES:
                 found = await grep_semantic(self.store, options, reach.conversation_ids, self.semantic_search())
             else:
-                found = await grep(self.store, options, reach.conversation_ids)
+                found = await grep(self.store, options, reach.conversation_ids, rank_any_word=keyword_hits)
             result = await with_context(self.store, found)
         if reach.grant is None or not result.hits:
             return result
