@@ -575,7 +575,7 @@ async def test_memory_leads_come_only_from_the_callers_reach(
     # the engine's own agent reaches both conversations: led to s2's turn by its own memory, never
     # to s1's by the other agent's
     after = await scored(engine)
-    assert list(after)[0] == other[3] and after.get(ids[3]) == wide.get(ids[3])
+    assert next(iter(after)) == other[3] and after.get(ids[3]) == wide.get(ids[3])
 
 
 async def test_without_memories_hybrid_ranks_as_without_the_memory_step(

@@ -70,8 +70,8 @@ SEMANTIC_QUERY = "keywords"
 #: Memory leads (``hybrid`` messages only): the source messages of the best-matching long-term memory
 #: gain this share of the best message's score (others in proportion to their memory's score), taken
 #: from the :data:`MEMORY_LIMIT` best memories of the conversations searched.
-MEMORY_SHARE = 0.6
-MEMORY_LIMIT = 25
+MEMORY_SHARE = 0.8
+MEMORY_LIMIT = 40
 
 Scope = Literal["messages", "summaries"]
 
