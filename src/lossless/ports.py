@@ -77,6 +77,8 @@ __all__ = [
     "PreparedMessage",
     "PrunableBlobStore",
     "PruneCandidate",
+    "ReachPages",
+    "ReachSearchStore",
     "RetentionStore",
     "SearchRequest",
     "SearchRow",
@@ -585,6 +587,42 @@ class BatchSearchStore(Protocol):
 
     async def search_many(self, requests: Sequence[SearchRequest]) -> list[list[SearchRow]]:
         """For each request, in order, exactly what :meth:`Store.search` returns for it."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ReachPages:
+    """A caller's reach as the store holds it, and pages of searches, all read from one state of the store.
+
+    ``links`` are :meth:`Store.list_conversation_links`'s, ``own`` the id of the conversation
+    :meth:`Store.find_conversation` finds for the caller's session (None when none was asked or
+    found), ``pages`` one per request, as :meth:`Store.search` returns it.
+    """
+
+    links: list[tuple[int, int | None, str | None]]
+    own: int | None
+    pages: list[list[SearchRow]]
+
+
+@runtime_checkable
+class ReachSearchStore(Protocol):
+    """A store that reads an agent's conversations and runs searches in one request (one round trip per grep).
+
+    Optional: where a store lacks it, a grep reads the caller's reach first and searches after.
+    The searches name their conversations (a guess the retriever checks against ``links``), so
+    the store never decides who may read what.
+    """
+
+    async def search_with_links(
+        self,
+        agent_id: str,
+        requests: Sequence[SearchRequest],
+        *,
+        session_id: str | None = None,
+        session_key: str | None = None,
+    ) -> ReachPages:
+        """:meth:`Store.list_conversation_links`, :meth:`Store.find_conversation` (only when a session is
+        named) and :meth:`Store.search` of each request, from one state of the store."""
         ...
 
 
