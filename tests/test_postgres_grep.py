@@ -202,7 +202,7 @@ async def test_a_grep_takes_one_round_trip_once_its_reach_is_known(pg_url: str, 
                     await fast.grep(ALICE, words, conversation_id=b.conversation_id)
                 with pytest.raises(InputError, match="no conversation of its own"):
                     await fast.grep(Caller("alice", session_key="nobody"), words)
-                with pytest.raises(InputError, match="not a valid regular expression|regular expression"):
+                with pytest.raises(InputError, match="not a valid regular expression"):
                     await fast.grep(ALICE, GrepOptions("(unclosed"))
                 bob_sees = await grep_both(fast, plain, Caller("bob", session_key="bob:chat"), words)
                 assert {h.conversation_id for h in bob_sees.hits} == {b.conversation_id}
