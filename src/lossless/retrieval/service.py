@@ -15,6 +15,12 @@ Invariants:
   included, never add up to more than its cap; once it is spent, each read is
   refused with a message saying so.  A revoked or expired grant stops every
   tool at its next call.
+* **A grep needs one request where the store allows it.**  On a store that reads the caller's
+  conversation links and runs searches in one request (:class:`~lossless.ports.ReachSearchStore`),
+  grep sends its first pages for the reach the same kind of call had last time; they are used
+  only when the reach worked out from the links of that same request is that one (so they are
+  what a search after the reach would have read), else the search runs again.  A guess never
+  widens what a caller reads: every returned row comes from a search of exactly its reach.
 * No I/O beyond the :class:`~lossless.ports.Store` port, the ``read_file``
   callable it is given (the engine supplies one that reads the blob store) and
   the ``semantic`` search port (the engine supplies the memory layer's
