@@ -58,8 +58,10 @@ from lossless.tokens import EstimatingCounter, TokenCounter
 __all__ = ["FileView", "MessageView", "Retriever", "message_id_of"]
 
 _QUERY_HITS = 5
-#: Reaches remembered as guesses for the next grep of the same caller (cleared when it holds this many).
+#: Reaches remembered as guesses for the next grep of the same kind of call: at most this many, holding
+#: at most this many conversation ids together (then they are forgotten; a reach larger is not kept).
 _REACH_GUESSES = 256
+_GUESSED_IDS = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,9 +247,12 @@ class Retriever:
         reach = reach_from_links(
             caller, read.links, read.own, conversation_id=conversation_id, all_conversations=all_conversations
         )
-        if len(self._reach_guesses) >= _REACH_GUESSES and key not in self._reach_guesses:
-            self._reach_guesses.clear()
-        self._reach_guesses[key] = reach.conversation_ids
+        guesses, ids = self._reach_guesses, reach.conversation_ids
+        guesses.pop(key, None)
+        if len(guesses) >= _REACH_GUESSES or sum(map(len, guesses.values())) + len(ids) > _GUESSED_IDS:
+            guesses.clear()
+        if len(ids) <= _GUESSED_IDS:
+            guesses[key] = ids
         if requests is None or guess != reach.conversation_ids:
             return reach, None
         return reach, read.pages
