@@ -7,15 +7,14 @@ one), so the count does not depend on timing or on the driver's internals.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import anyio
 import psycopg.conninfo
 import pytest
-from anyio.abc import ByteStream
 
 from lossless import ContextEngine, Message
 from lossless.errors import InputError
@@ -39,42 +38,41 @@ class WireCounter:
         self.round_trips = 0
 
 
-async def _read(stream: ByteStream, buffer: bytearray, size: int, out: ByteStream) -> bytes:
-    """``size`` bytes of the client's stream (forwarding everything read), from ``buffer`` first."""
-    while len(buffer) < size:
-        chunk = await stream.receive()
-        await out.send(chunk)
-        buffer += chunk
-    taken = bytes(buffer[:size])
-    del buffer[:size]
-    return taken
+async def _client_to_server(client: asyncio.StreamReader, server: asyncio.StreamWriter, counter: WireCounter) -> None:
+    """Forward the client's messages, counting those that end a request."""
 
+    async def forward(size: int) -> bytes:
+        data = await client.readexactly(size)
+        server.write(data)
+        await server.drain()
+        return data
 
-async def _client_to_server(client: ByteStream, server: ByteStream, counter: WireCounter) -> None:
-    """Forward the client's bytes, counting the frontend messages that end a request."""
-    buffer = bytearray()
     try:
         while True:  # the untyped startup packet (or an SSL / GSS encryption request before it)
-            length = int.from_bytes(await _read(client, buffer, 4, server), "big")
-            code = int.from_bytes((await _read(client, buffer, length - 4, server))[:4], "big")
+            length = int.from_bytes(await forward(4), "big")
+            code = int.from_bytes((await forward(length - 4))[:4], "big")
             if code not in (_SSL_REQUEST, _GSSENC_REQUEST):
                 break
         while True:
-            head = await _read(client, buffer, 5, server)
-            await _read(client, buffer, int.from_bytes(head[1:], "big") - 4, server)
+            head = await forward(5)
+            await forward(int.from_bytes(head[1:], "big") - 4)
             if head[:1] in (b"S", b"Q"):
                 counter.round_trips += 1
-    except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-        await server.aclose()
-
-
-async def _server_to_client(server: ByteStream, client: ByteStream) -> None:
-    try:
-        async for chunk in server:
-            await client.send(chunk)
-    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+    except (asyncio.IncompleteReadError, ConnectionError):
         pass
-    await client.aclose()
+    finally:
+        server.close()
+
+
+async def _server_to_client(server: asyncio.StreamReader, client: asyncio.StreamWriter) -> None:
+    try:
+        while data := await server.read(1 << 16):
+            client.write(data)
+            await client.drain()
+    except ConnectionError:
+        pass
+    finally:
+        client.close()
 
 
 @asynccontextmanager
@@ -84,25 +82,28 @@ async def counting_proxy(url: str, folder: Path) -> AsyncIterator[tuple[str, Wir
     host = str(info.get("host") or "localhost")
     port = int(info.get("port") or 5432)
     counter = WireCounter()
+    pumps: set[asyncio.Task[None]] = set()
 
-    async def upstream() -> ByteStream:
+    async def serve(client_in: asyncio.StreamReader, client_out: asyncio.StreamWriter) -> None:
         if host.startswith("/"):
-            return await anyio.connect_unix(f"{host}/.s.PGSQL.{port}")
-        return await anyio.connect_tcp(host, port)
+            server_in, server_out = await asyncio.open_unix_connection(f"{host}/.s.PGSQL.{port}")
+        else:
+            server_in, server_out = await asyncio.open_connection(host, port)
+        back = asyncio.create_task(_server_to_client(server_in, client_out))
+        pumps.add(back)
+        await _client_to_server(client_in, server_out, counter)
+        await back
 
-    async def serve(client: ByteStream) -> None:
-        async with client, await upstream() as server, anyio.create_task_group() as group:
-            group.start_soon(_server_to_client, server, client)
-            await _client_to_server(client, server, counter)
-
-    listener = await anyio.create_unix_listener(folder / ".s.PGSQL.5432")
+    listener = await asyncio.start_unix_server(serve, path=str(folder / ".s.PGSQL.5432"))
     proxied = {**info, "host": str(folder), "port": "5432", "sslmode": "disable", "gssencmode": "disable"}
-    async with listener, anyio.create_task_group() as group:
-        group.start_soon(listener.serve, serve)
-        try:
-            yield psycopg.conninfo.make_conninfo("", **proxied), counter
-        finally:
-            group.cancel_scope.cancel()
+    try:
+        yield psycopg.conninfo.make_conninfo("", **proxied), counter
+    finally:
+        listener.close()
+        await listener.wait_closed()
+        for pump in pumps:
+            pump.cancel()
+        await asyncio.gather(*pumps, return_exceptions=True)
 
 
 class PlainStore:

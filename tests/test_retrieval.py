@@ -440,18 +440,57 @@ async def test_full_text_falls_back_to_any_word_ranked_and_says_so(engine: Conte
 
 
 async def test_a_relevance_search_with_few_exact_matches_adds_partial_ones_after_them(engine: ContextEngine) -> None:
-    texts = ["The deployment failed with TimeoutError", "nothing to see", "a failed test on the canary", "lunch"]
+    texts = [
+        "The deployment failed with TimeoutError",
+        "nothing to see",
+        "a failed test on the canary",
+        "lunch",
+        "coffee later",
+        "tea",
+    ]
     await engine.ingest_batch("partial", [Message("user", t) for t in texts], session_key="key-partial")
     await engine.store.wait_indexed()
     retriever = Retriever(engine.store)
     ranked = GrepOptions("deployment failed", mode="full_text", scope="messages", sort="relevance", limit=5)
     found = await retriever.grep(caller("partial"), ranked)
-    # the message with every word first, then the one with only "failed", and a note saying so
-    assert [h.snippet for h in found.hits] == [texts[0], texts[2]] and not found.fallback and not found.more
-    assert "the first 1 have every word" in found.render()
+    # the message with every word first, then the one with only "failed" and the turns right next to
+    # the matches (a reply is found by what the turn before it names), and a note saying so
+    assert found.hits[0].snippet == texts[0] and not found.fallback and not found.more
+    assert {h.snippet for h in found.hits} == set(texts[:4])  # "coffee later" and "tea" are next to no match
+    assert "the first 1 have every word" in found.render() and "right before or after" in found.render()
     # a grep in time order keeps exact AND semantics
     newest = await retriever.grep(caller("partial"), GrepOptions("deployment failed", scope="messages"))
     assert [h.snippet for h in newest.hits] == [texts[0]] and not newest.notes
+
+
+async def test_a_question_ranks_words_that_say_something_and_finds_the_reply_by_its_neighbour(
+    engine: ContextEngine,
+) -> None:
+    filler = [f"Maya: the weather report for day {i} says clouds and some wind" for i in range(12)]
+    texts = [
+        *filler[:6],
+        "Maya: Did you finally try the ramen bar on Elm Street?",
+        "Yes, we went there last week with the kids, great noodles",
+        "Jonas: Yo",
+        *filler[6:],
+        "Jonas: I fixed the bike chain after work, it rides well again today",
+    ]
+    await engine.ingest_batch("chat", [Message("user", t) for t in texts], session_key="key-chat")
+    await engine.store.wait_indexed()
+    retriever = Retriever(engine.store)
+    question = "Where did Jonas finally eat ramen?"  # no message has every word: ranked any-word search
+    found = await retriever.grep(caller("chat"), GrepOptions(question, mode="full_text", sort="relevance"))
+    order = [h.snippet for h in found.hits]
+    assert found.fallback and order[0] == texts[6]
+    # "finally" is a keyword (only function words are dropped); the reply without any of the words
+    # comes in as the turn after the one that names the ramen bar
+    assert texts[7] in order and "finally" in found.render().splitlines()[-1]
+    # a turn that says nothing but the speaker's name ranks below one that says something
+    assert order.index(texts[-1]) < order.index(texts[8])
+    # every hit has a keyword or is the turn right before or after one that has
+    keyed = {i for i, text in enumerate(texts) if any(w in text for w in ("Jonas", "finally", "ramen"))}
+    assert all({texts.index(text) + d for d in (-1, 0, 1)} & keyed for text in order)
+    assert texts[0] not in order  # a weather report next to no match
 
 
 async def test_hits_come_back_with_neighbouring_turns(engine: ContextEngine) -> None:

@@ -16,6 +16,10 @@
 6. **Time**: a time expression in the question ("in May 2024", "last month") boosts the items in
    its window, relative to the newest candidate's date.
 
+:func:`keyword_hits` runs steps 1, 5 and 6 and the substance prior (:func:`~lossless.retrieval.ranking.substance`)
+without steps 2–4 (no vectors): the any-word ranking of a ``full_text`` question, keyword scores taken as a share
+of the best one's, function words only dropped.
+
 Invariants: only the conversations passed in are searched (ids from elsewhere are dropped);
 ``since`` / ``before`` filter exactly as the other modes do; nothing here raises for bad user text
 (a query the keyword side cannot run ranks by meaning alone, with a note); no I/O beyond the
@@ -32,6 +36,8 @@ from lossless.ports import Store
 from lossless.retrieval import ranking
 from lossless.retrieval.grep import GrepHit, GrepOptions, grep, snippet
 from lossless.retrieval.ranking import (
+    FUNCTION_WORDS,
+    STOPWORDS,
     EventOffset,
     TimeWindow,
     best_first,
@@ -45,7 +51,7 @@ from lossless.retrieval.ranking import (
 if TYPE_CHECKING:
     from lossless.retrieval.semantic import SemanticSearch
 
-__all__ = ["DEPTH", "SUMMARY_SHARE", "hybrid_hits"]
+__all__ = ["DEPTH", "SUMMARY_SHARE", "hybrid_hits", "keyword_hits"]
 
 #: How many candidates each ranker contributes.
 DEPTH = 100
@@ -112,11 +118,14 @@ async def _fused(
     store: Store,
     options: GrepOptions,
     conversation_ids: tuple[int, ...],
-    search: SemanticSearch,
+    search: SemanticSearch | None,
     scope: Scope,
     words: Sequence[str],
 ) -> dict[int | str, float]:
     keyword = await _keyword_scores(store, options, conversation_ids, words, scope)
+    if search is None:  # words alone: each score as a share of the best (a weak match keeps its weight)
+        best = max(keyword.values(), default=0.0)
+        return {key: value / best if best > 0 else 1.0 for key, value in keyword.items()}
     semantic = await _semantic_scores(search, options, conversation_ids, scope, words)
     return fuse(keyword, {key: score for key, (score, _) in semantic.items()}, keyword_weight=ranking.KEYWORD_WEIGHT)
 
@@ -125,23 +134,26 @@ async def hybrid_hits(
     store: Store,
     options: GrepOptions,
     conversation_ids: tuple[int, ...],
-    search: SemanticSearch,
+    search: SemanticSearch | None,
     scope: Scope,
     *,
     keyword: bool = True,
+    stopwords: frozenset[str] = STOPWORDS,
 ) -> tuple[list[GrepHit], bool]:
     """Up to ``limit`` hits of ``scope``, best first, and whether more passed the filters.
 
-    ``keyword=False`` ranks by meaning alone (the caller found the text unusable as a word query).
+    ``keyword=False`` ranks by meaning alone (the caller found the text unusable as a word query);
+    ``search=None`` ranks by words alone (:func:`keyword_hits`).  ``stopwords``: the words the keyword
+    side drops from the question.
     """
     probe = time_window(options.pattern, datetime.now(UTC))  # only its words matter here
     offset = event_offset(options.pattern) if probe is None else None
     if offset is not None:  # "two weeks before the trip": the offset's words carry no topic
         probe = TimeWindow(datetime.now(UTC), datetime.now(UTC), offset.words)
-    words = keywords(options.pattern, probe) if keyword else []
+    words = keywords(options.pattern, probe, stopwords=stopwords) if keyword else []
     scores = await _fused(store, options, conversation_ids, search, scope, words)
     if scope == "messages":
-        if SUMMARY_SHARE > 0:
+        if SUMMARY_SHARE > 0 and search is not None:
             await _summary_first(store, options, conversation_ids, search, words, scores)
         ranked = best_first(scores)[: DEPTH * 2]
         records = {m.id: m for m in await store.get_messages_by_id([int(k) for k, _ in ranked])}
@@ -203,6 +215,32 @@ async def hybrid_hits(
             return hits, True
         hits.append(hit)
     return hits, False
+
+
+async def keyword_hits(
+    store: Store,
+    options: GrepOptions,
+    scopes: list[Scope],
+    conversation_ids: tuple[int, ...],
+) -> tuple[list[GrepHit], bool]:
+    """The any-word matches of a ``full_text`` query ranked for a question, best first, and whether there are more.
+
+    The ranking is :func:`hybrid_hits` on its keyword side alone: BM25 (``ts_rank_cd`` on PostgreSQL)
+    of the question's words, function words dropped
+    (:data:`~lossless.retrieval.ranking.FUNCTION_WORDS`), then neighbours, the substance prior and
+    time; scopes merge by score.  :func:`~lossless.retrieval.grep.grep` calls it as ``rank_any_word``.
+    """
+    found: list[GrepHit] = []
+    more = False
+    for scope in scopes:
+        hits, extra = await hybrid_hits(store, options, conversation_ids, None, scope, stopwords=FUNCTION_WORDS)
+        found += hits
+        more = more or extra
+    if len(scopes) > 1:
+        found.sort(key=lambda h: -(h.score or 0.0))
+        more = more or len(found) > options.limit
+        found = found[: options.limit]
+    return found, more
 
 
 async def _event_window(

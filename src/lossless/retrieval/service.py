@@ -52,6 +52,7 @@ from lossless.retrieval.dag import (
 )
 from lossless.retrieval.files import grep_files
 from lossless.retrieval.grep import SEMANTIC_MODES, GrepOptions, GrepResult, first_page_requests, grep, with_context
+from lossless.retrieval.hybrid import keyword_hits
 from lossless.retrieval.semantic import SemanticSearch, grep_semantic
 from lossless.tokens import EstimatingCounter, TokenCounter
 
@@ -198,7 +199,9 @@ class Retriever:
             if options.mode in SEMANTIC_MODES:
                 found = await grep_semantic(self.store, options, reach.conversation_ids, self.semantic_search())
             else:
-                found = await grep(self.store, options, reach.conversation_ids, first_pages=first_pages)
+                found = await grep(
+                    self.store, options, reach.conversation_ids, first_pages=first_pages, rank_any_word=keyword_hits
+                )
             result = await with_context(self.store, found)
         if reach.grant is None or not result.hits:
             return result
