@@ -17,10 +17,10 @@ Invariants every :class:`Store` implementation keeps (the contract suite in
   transaction, committed at the end or rolled back on an exception.
 * **Search is complete.**  A search finds every stored row that matches, the
   moment ``append_messages`` returns.  How the indexes keep up is the
-  backend's: PostgreSQL updates them in the same transaction as the rows they
-  index; SQLite indexes in a background thread into a companion file and each
-  search also scans the few rows the indexer has not reached yet
-  (:mod:`lossless.stores.sqlite.index`).
+  backend's: both index in a background thread after the append commits
+  (SQLite into a companion file, :mod:`lossless.stores.sqlite.index`;
+  PostgreSQL into the rows' word-index column, :mod:`lossless.stores.postgres.indexer`),
+  and each search also matches the rows the indexer has not reached yet.
 * **Concurrency.**  Calls may be made concurrently from many tasks (and, for the
   SQLite backend, many processes on one file).  Writes are serialised; a write
   that cannot get the lock in time raises :class:`~lossless.errors.ConflictError`
