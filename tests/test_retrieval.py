@@ -13,7 +13,7 @@ from lossless import ContextEngine, Message
 from lossless.errors import InputError, NotFoundError
 from lossless.retrieval import Caller, GrepOptions, Retriever
 from lossless.retrieval.dag import SummaryDescription
-from lossless.retrieval.grep import MAX_OUTPUT_CHARS
+from lossless.retrieval.grep import MAX_OUTPUT_CHARS, snippet
 from lossless.retrieval.query import ignores_case, parse_full_text, required_literals, trigram_expression
 
 from .conftest import BACKENDS, backend_url
@@ -523,3 +523,24 @@ async def test_the_grep_tool_takes_context(engine: ContextEngine) -> None:
     assert len(found.data["matches"][0]["context"]) == 2  # type: ignore[index,arg-type]
     bad = await call_tool(retriever, caller(), "lcm_grep", {"pattern": "TimeoutError", "context": 9})
     assert bad.error and "context" in bad.text
+
+
+async def test_a_word_query_places_snippets_in_long_texts_as_in_the_whole_text(engine: ContextEngine) -> None:
+    # The snippet sits at the first literal match wherever it is in a long text, at the start when
+    # only a stemmed form matched (needles), the same on every backend.
+    filler = " ".join(f"filler{i}" for i in range(2_000))  # about 19,000 characters
+    texts = {
+        0: "needle near the start " + filler,
+        1: filler[:5_000] + " a needle in the middle " + filler,
+        2: filler + " the needle at the very end",
+        3: filler[:3_990] + " needle across the head's edge " + filler,
+        4: "needles, plural, stemmed " + filler,
+    }
+    await engine.ingest_batch("s1", chat(5, extra=texts), session_key="key-s1")
+    found = await Retriever(engine.store).grep(caller(), GrepOptions("needle", mode="full_text", scope="messages"))
+    by_key = {h.ref: h.snippet for h in found.hits}
+    records = {m.id: m.content for m in await engine.messages("s1")}
+    assert set(by_key) == set(records)
+    for ref, text in records.items():
+        start = text.lower().find("needle")
+        assert by_key[ref] == snippet(text, start, start + len("needle")), text[:40]

@@ -34,6 +34,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import heapq
 import re
 from collections.abc import Awaitable, Callable
@@ -67,6 +68,7 @@ __all__ = [
     "GrepOptions",
     "GrepResult",
     "compile_regex",
+    "first_page_requests",
     "grep",
     "no_matches",
     "snippet",
@@ -350,7 +352,7 @@ def _term_locator(query: FullTextQuery, exact: bool) -> Matcher:
     return find
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class _Plan:
     words: str | None = None
     trigrams: str | None = None
@@ -360,17 +362,23 @@ class _Plan:
 
 
 def _plan(options: GrepOptions) -> _Plan | str:
-    if options.mode == "regex":
-        compiled, problem = compile_regex(options.pattern)
+    return _plan_of(options.mode, options.pattern)
+
+
+@functools.lru_cache(maxsize=256)
+def _plan_of(mode: Mode, pattern: str) -> _Plan | str:
+    """The plan of a pattern, or what is wrong with it; kept for repeated searches (plans are never changed)."""
+    if mode == "regex":
+        compiled, problem = compile_regex(pattern)
         if problem is not None:
             return problem
-        fragments = required_literals(options.pattern)
+        fragments = required_literals(pattern)
         return _Plan(
             trigrams=trigram_expression(fragments),
-            literals=() if ignores_case(options.pattern) else tuple(f for f in fragments if len(f) >= 3),
+            literals=() if ignores_case(pattern) else tuple(f for f in fragments if len(f) >= 3),
             matcher=_regex_matcher(compiled),
         )
-    parsed = parse_full_text(options.pattern)
+    parsed = parse_full_text(pattern)
     if isinstance(parsed, QuerySyntax):
         return parsed.message
     if parsed.cjk:
@@ -469,15 +477,19 @@ async def _search_scopes(
     plan: _Plan,
     scopes: list[Literal["messages", "summaries"]],
     conversation_ids: tuple[int, ...],
+    first_pages: list[list[SearchRow]] | None = None,
 ) -> tuple[list[GrepHit], bool]:
     """The hits of each scope, in ``scopes`` order, and whether any has more; the scopes are searched at once.
 
-    A store that answers several searches in one request (:class:`~lossless.ports.BatchSearchStore`)
+    ``first_pages`` are each scope's first page, read already (the rows of :func:`first_page_requests`).
+    Else a store that answers several searches in one request (:class:`~lossless.ports.BatchSearchStore`)
     gets every scope's first page in one; a scope needing more pages reads them on its own.
     """
     results: dict[str, tuple[list[GrepHit], bool]] = {}
     firsts: dict[str, list[SearchRow]] = {}
-    if len(scopes) > 1 and isinstance(store, BatchSearchStore):
+    if first_pages is not None:
+        firsts = dict(zip(scopes, first_pages, strict=True))
+    elif len(scopes) > 1 and isinstance(store, BatchSearchStore):
         pages = await store.search_many([_request(options, plan, scope, conversation_ids) for scope in scopes])
         firsts = dict(zip(scopes, pages, strict=True))
 
@@ -490,16 +502,43 @@ async def _search_scopes(
     return [hit for scope in scopes for hit in results[scope][0]], any(results[scope][1] for scope in scopes)
 
 
+def _scopes(options: GrepOptions) -> list[Literal["messages", "summaries"]]:
+    """The tables a search of messages and summaries reads (its callers have refused ``files`` already)."""
+    scope = options.scope
+    if scope == "messages" or scope == "summaries":
+        return [scope]
+    assert scope == "both"
+    return ["messages", "summaries"]
+
+
+def first_page_requests(options: GrepOptions, conversation_ids: tuple[int, ...]) -> list[SearchRequest] | None:
+    """The store requests for the first page of each scope :func:`grep` searches (None: it searches none).
+
+    A caller may read these pages ahead (e.g. together with the reach) and hand them to
+    :func:`grep` as ``first_pages``; None for options :func:`grep` refuses (an invalid pattern,
+    files, semantic modes), which then report their error from :func:`grep` itself.
+    """
+    if options.scope == "files" or options.mode in SEMANTIC_MODES:
+        return None
+    plan = _plan(options)
+    if isinstance(plan, str):
+        return None
+    return [_request(options, plan, scope, conversation_ids) for scope in _scopes(options)]
+
+
 async def grep(
     store: Store,
     options: GrepOptions,
     conversation_ids: tuple[int, ...],
     *,
+    first_pages: list[list[SearchRow]] | None = None,
     rank_any_word: AnyWordRanker | None = None,
 ) -> GrepResult:
     """Search ``conversation_ids`` (already checked against the caller's reach) as ``options`` say.
 
     Only regex and full-text searches of messages and summaries run here (see the module docstring).
+    ``first_pages``: the rows of :func:`first_page_requests` for these options and conversations,
+    read already (then the common case reads nothing more).
     ``rank_any_word`` ranks the any-word matches a full-text query falls back to (or is topped up with);
     without it they come in the store's order of relevance (BM25 / ``ts_rank_cd``) alone.
     """
@@ -511,10 +550,8 @@ async def grep(
     plan = _plan(options)
     if isinstance(plan, str):  # an invalid query is an error, never an empty result
         raise InputError(plan)
-    scopes: list[Literal["messages", "summaries"]] = (
-        ["messages", "summaries"] if options.scope == "both" else [options.scope]
-    )
-    found, more = await _search_scopes(store, options, plan, scopes, conversation_ids)
+    scopes = _scopes(options)
+    found, more = await _search_scopes(store, options, plan, scopes, conversation_ids, first_pages)
     if len(scopes) > 1:
         if options.sort == "relevance" and plan.words is not None:
             ordered = sorted(found, key=lambda h: h.rank if h.rank is not None else 0.0)
