@@ -531,16 +531,24 @@ async def test_a_word_query_places_snippets_in_long_texts_as_in_the_whole_text(e
     filler = " ".join(f"filler{i}" for i in range(2_000))  # about 19,000 characters
     texts = {
         0: "needle near the start " + filler,
-        1: filler[:5_000] + " a needle in the middle " + filler,
+        1: filler[:5_000] + " a NEEDLE in the middle, in capitals " + filler,
         2: filler + " the needle at the very end",
-        3: filler[:3_990] + " needle across the head's edge " + filler,
+        3: filler[:3_990] + " needle across the 4,000th character " + filler,
         4: "needles, plural, stemmed " + filler,
+        5: "naïve text, not ASCII: " + filler[:9_000] + " the needle late " + filler,
+        6: filler[:1_000] + " a haystack first, then a needle " + filler,
+        7: filler[:2_500] + " haystack-needle (hyphenated) and [brackets] " + filler,
+        8: "short: a needle",
     }
-    await engine.ingest_batch("s1", chat(5, extra=texts), session_key="key-s1")
-    found = await Retriever(engine.store).grep(caller(), GrepOptions("needle", mode="full_text", scope="messages"))
-    by_key = {h.ref: h.snippet for h in found.hits}
+    await engine.ingest_batch("s1", chat(9, extra=texts), session_key="key-s1")
+    retriever = Retriever(engine.store)
     records = {m.id: m.content for m in await engine.messages("s1")}
-    assert set(by_key) == set(records)
-    for ref, text in records.items():
-        start = text.lower().find("needle")
-        assert by_key[ref] == snippet(text, start, start + len("needle")), text[:40]
+    for query, words in (("needle", ("needle",)), ("needle OR haystack", ("needle", "haystack"))):
+        found = await retriever.grep(caller(), GrepOptions(query, mode="full_text", scope="messages"))
+        by_key = {h.ref: h.snippet for h in found.hits}
+        assert set(by_key) >= {ref for ref, text in records.items() if "needle" in text.lower()}
+        for ref, snip in by_key.items():
+            text = records[int(ref)]
+            starts = [(p, len(w)) for w in words if (p := text.lower().find(w)) >= 0]
+            start, size = min(starts, key=lambda s: (s[0], -s[1])) if starts else (0, 0)
+            assert snip == snippet(text, start, start + size), (query, text[:40])
