@@ -1,6 +1,7 @@
 """Memory quality: do the mined memories hold the answers, read as whole sentences, and get found first?
 
-``python benchmarks/memory_quality.py [--dataset FILE] [--quick] [--json OUT] [--embedder local|hash] [--labels FILE]``
+``python benchmarks/memory_quality.py [--dataset FILE] [--quick] [--json OUT] [--embedder local|hash] [--labels FILE]
+[--embed-cache FILE]``
 
 The default dataset is the recall test split (``data/recall-test.json``; report on it, never tune on it),
 else the small shipped set.
@@ -55,9 +56,9 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _embed_cache import CachingEmbedder
 from _harness import Figure, report
 from lossless import ContextEngine, Message
-from lossless.engine import open_memory
 from lossless.records import parse_timestamp
 from lossless.retrieval.expansion import OfflineExpansionRunner
 
@@ -104,8 +105,11 @@ def contains(text: str, answer: str) -> tuple[bool, bool]:
 class _Recording(OfflineExpansionRunner):
     """The offline runner, remembering the passages it read for the last question (to tell retrieval from selection)."""
 
-    def __init__(self, counter: Any) -> None:
-        super().__init__(counter)
+    def __init__(self, counter: Any, leads: Any = None) -> None:
+        try:
+            super().__init__(counter, leads)  # type: ignore[call-arg]  # the engine's own memory leads
+        except TypeError:  # an older checkout: no leads
+            super().__init__(counter)
         self.read: list[Any] = []
 
     def _answer(self, task: Any, passages: Any, summary_ids: Any) -> Any:
@@ -113,10 +117,13 @@ class _Recording(OfflineExpansionRunner):
         return super()._answer(task, passages, summary_ids)
 
 
-async def evaluate(dataset: dict[str, Any], embedder: str, workdir: Path, quick: bool) -> dict[str, Any]:
+async def evaluate(
+    dataset: dict[str, Any], embedder: str, workdir: Path, quick: bool, embed_cache: Path | None = None
+) -> dict[str, Any]:
     engine = await ContextEngine.open(f"sqlite:///{workdir / 'quality.db'}", memory_embedder=embedder)
-    memory = await open_memory(engine.config, agent_id="bench")
-    service = memory.service
+    service = engine.memory()  # the engine's own memory, as the leaf hook mines it and expand_query reads it
+    if embed_cache is not None:  # same vectors, embedded once across runs (set before anything is embedded)
+        service.embedder = CachingEmbedder(service.embedder, embed_cache)
     key_of: dict[int, str] = {}
     conversation_of: dict[str, int] = {}
     questions = dataset["questions"]
@@ -142,7 +149,8 @@ async def evaluate(dataset: dict[str, Any], embedder: str, workdir: Path, quick:
             while await engine.index_step():
                 pass
         vectors_s = time.perf_counter() - started
-        runner = _Recording(engine.tokens) if engine.config.expansion_provider in ("", "offline") else None
+        leads = getattr(engine.parts.get("memory"), "leads", None)
+        runner = _Recording(engine.tokens, leads) if engine.config.expansion_provider in ("", "offline") else None
         memories = [m async for m in service.export() if m.current]
         by_conversation: dict[int | None, list[str]] = {}
         for m in memories:
@@ -204,7 +212,6 @@ async def evaluate(dataset: dict[str, Any], embedder: str, workdir: Path, quick:
             "examples": [m.content for m in memories[:: max(1, len(memories) // 25)]][:25],
         }
     finally:
-        await memory.aclose()
         await engine.dispose()
 
 
@@ -238,10 +245,13 @@ def main() -> int:
         "--embedder", choices=("local", "hash"), default="hash", help="local: search vectors built (by meaning)"
     )
     parser.add_argument("--labels", type=Path, help="hand-labelled fragments (JSON) to measure the checker on")
+    parser.add_argument(
+        "--embed-cache", type=Path, metavar="FILE", help="keep embeddings in FILE across runs (same results, faster)"
+    )
     args = parser.parse_args()
     dataset = json.loads(args.dataset.read_text(encoding="utf-8"))
     with tempfile.TemporaryDirectory() as tmp:
-        results = anyio.run(evaluate, dataset, args.embedder, Path(tmp), args.quick)
+        results = anyio.run(evaluate, dataset, args.embedder, Path(tmp), args.quick, args.embed_cache)
     print(
         f"\nmemory quality — {args.dataset.name}: {results['questions']} questions, {results['messages']} messages, "
         f"{results['memories']} memories (mined in {results['mine_s']:.1f} s); embedder {args.embedder}"

@@ -9,13 +9,17 @@ The dataset is JSON: ``{"conversations": [{"id", "messages": [{"id", "role", "co
 ``data/recall-small.json`` (30 hand-written questions) stays as a smoke test (``--dataset``).
 
 Every conversation is ingested through the engine (message ids become event keys, dates kept) into one
-SQLite file, compacted with small thresholds, and its messages are mined for long-term memories.  Each
+SQLite file, compacted with small thresholds, and its messages are mined for long-term memories (as the
+compactor's leaf hook would; whenever ``hybrid``, ``summary`` or ``memory`` is asked, since hybrid grep
+fuses the memories of the conversations searched).  Each
 question is then asked **within its own conversation**, as an agent would, through the public API only:
 
 * ``full_text`` / ``semantic`` / ``hybrid`` — ``engine.grep(question, mode=…, scope="messages",
   conversation=…, sort="relevance")``, the hits' message ids in the order returned;
-* ``summary`` — ``engine.grep(question, mode="hybrid", scope="summaries", …)``, each summary expanded
-  (``engine.expand(…, include_messages=True)``) to the messages under it, in the order expand gives them;
+* ``summary`` — summary first, as an agent would search: ``engine.grep(question, mode="hybrid",
+  scope="summaries", …)`` finds the three best stretches, ``engine.describe`` gives each one's time span,
+  and ``engine.grep(question, mode="hybrid", scope="messages", since=…, before=…)`` ranks the messages
+  of that span; the lists are interleaved, best stretch first;
 * ``memory`` — the memory service's ``search``, each memory mapped to its source messages;
 * ``baseline`` — the plain baseline, computed here in the same run: SQLite FTS5 (porter, unicode61) over
   the raw messages of the conversation, the question's words OR-ed with stopwords dropped, ordered by
@@ -33,6 +37,7 @@ conversation.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import re
@@ -42,6 +47,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +64,8 @@ HERE = Path(__file__).resolve().parent
 SPLITS = {name: HERE / "data" / f"recall-{name}.json" for name in ("dev", "test")}
 KS = (1, 5, 10, 25, 50)
 DEPTH = 50
+#: How many summaries the summary path searches under (each by its time span), best first.
+SUMMARY_STRETCHES = 3
 METHODS = ("baseline", "full_text", "semantic", "hybrid", "summary", "memory")
 #: The baseline's stopwords (a short standard English list; the product keeps its own).
 BASELINE_STOPWORDS = frozenset(
@@ -187,7 +195,7 @@ async def evaluate(
             for conversation in dataset["conversations"]:
                 await engine.compact(conversation["id"], force=True)
             timings["compact_s"] = time.perf_counter() - started
-        if "memory" in methods:
+        if any(m in methods for m in ("hybrid", "summary", "memory")):  # hybrid grep fuses memory leads
             started = time.perf_counter()
             for conversation in dataset["conversations"]:
                 # Every speaker's messages, as the compactor's leaf hook mines them (people in a chat
@@ -227,20 +235,34 @@ async def evaluate(
             return ids(found.hits)
 
         async def summary(question: dict[str, Any]) -> list[str]:
+            # Summary first, as an agent would: find the stretches that speak of it, then search the
+            # messages of each stretch (grep limited to the summary's time span), best stretch first.
             found = await engine.grep(
                 question["question"],
                 mode="hybrid",
                 scope="summaries",
                 conversation=question["conversation_id"],
                 sort="relevance",
-                limit=10,
+                limit=SUMMARY_STRETCHES,
             )
-            ranked: list[str] = []
+            lists: list[list[str]] = []
             for hit in found.hits:
-                expanded = await engine.expand([str(hit.ref)], include_messages=True, max_depth=8, token_cap=1_000_000)
-                ranked += [key_of[m.id] for m in expanded.messages if m.id in key_of]
-                if len(ranked) >= DEPTH:
-                    break
+                described = await engine.describe(str(hit.ref))
+                span = getattr(described, "summary", None)
+                if span is None or span.earliest_at is None or span.latest_at is None:
+                    continue
+                within = await engine.grep(
+                    question["question"],
+                    mode="hybrid",
+                    scope="messages",
+                    conversation=question["conversation_id"],
+                    since=span.earliest_at,
+                    before=span.latest_at + timedelta(milliseconds=1),
+                    sort="relevance",
+                    limit=DEPTH,
+                )
+                lists.append(ids(within.hits))
+            ranked = [key for row in itertools.zip_longest(*lists) for key in row if key is not None]
             return list(dict.fromkeys(ranked))[:DEPTH]
 
         async def memory(question: dict[str, Any]) -> list[str]:
@@ -289,7 +311,7 @@ async def evaluate(
             "messages": sum(len(c["messages"]) for c in dataset["conversations"]),
             "questions": len(questions),
             "stored_messages": sum(len(c["messages"]) for c in [*dataset["conversations"], *padding]),
-            "memories": (await service.stats()).current if "memory" in methods else 0,
+            "memories": (await service.stats()).current,
         }
         return results
     finally:

@@ -447,9 +447,10 @@ def test_pipeline_records_every_stage_and_explains_drops() -> None:
     good = Candidate(_memory(memory_id="mem_good", content="green tea"), cosine=0.9, bm25_raw=8.0, vector_rank=1)
     weak = Candidate(_memory(memory_id="mem_weak"), cosine=-0.9, vector_rank=2)
     exact = Candidate(_memory(memory_id="mem_exact"), bm25_raw=30.0, keyword_rank=1)
-    pool, dropped = fuse([good, weak, exact], RetrievalConfig())
+    weighted = RetrievalConfig(fusion="weighted")
+    pool, dropped = fuse([good, weak, exact], weighted)
     assert [d.memory.memory_id for d in dropped] == ["mem_weak"] and dropped[0].dropped_at == "min_score"
-    results, late = finish(pool, limit=1, now=NOW, config=RetrievalConfig())
+    results, late = finish(pool, limit=1, now=NOW, config=weighted)
     assert len(results) == 1 and [s.dropped_at for s in late] == ["limit"]
     names = [name for name, _ in results[0].stages]
     assert names == ["fusion", "recency", "importance", "length", "time_decay"]
@@ -461,7 +462,7 @@ def test_pipeline_records_every_stage_and_explains_drops() -> None:
         min_size=1,
         max_size=30,
     ),
-    st.sampled_from(["weighted", "rrf"]),
+    st.sampled_from(["normalized", "weighted", "rrf"]),
 )
 def test_pipeline_scores_stay_in_unit_interval(pairs: list[tuple[float | None, float | None]], fusion: str) -> None:
     config = RetrievalConfig(fusion=fusion)  # type: ignore[arg-type]
@@ -483,6 +484,32 @@ def test_pipeline_scores_stay_in_unit_interval(pairs: list[tuple[float | None, f
     for scored in (*results, *late, *dropped):
         for name, value in scored.stages:
             assert 0.0 <= value <= (1.0 if name in ("fusion", "rerank") else 1.0 + config.recency_weight)
+
+
+def test_normalized_fusion_puts_both_lists_on_one_scale() -> None:
+    # The nearest by meaning and the best keyword match score 1 on their side; the weakest vector hit 0.
+    near = Candidate(_memory(memory_id="mem_near"), cosine=0.6, bm25_raw=2.0, vector_rank=1, keyword_rank=2)
+    far = Candidate(_memory(memory_id="mem_far"), cosine=0.2, vector_rank=2)
+    words = Candidate(_memory(memory_id="mem_words"), cosine=0.1, bm25_raw=8.0, keyword_rank=1)
+    config = RetrievalConfig()
+    assert config.fusion == "normalized"
+    pool, dropped = fuse([near, far, words], config)
+    scores = {s.memory.memory_id: s.score for s in pool}
+    assert not dropped  # relative scores: no absolute cut-off
+    assert scores["mem_near"] == pytest.approx(0.7 * 1.0 + 0.3 * 2.0 / 8.0)
+    assert scores["mem_far"] == pytest.approx(0.0)
+    assert scores["mem_words"] == pytest.approx(0.3)  # a keyword-only hit: nothing on the vector side
+    # Saturated raw BM25 no longer outranks meaning: under weighted fusion the keyword match wins.
+    assert pool[0].memory.memory_id == "mem_near"
+    weighted, _ = fuse([near, far, words], RetrievalConfig(fusion="weighted"))
+    assert weighted[0].memory.memory_id == "mem_words"
+    # The weights are the settings'; one vector hit alone is the best on its side.
+    (alone,), _ = fuse([near], RetrievalConfig(vector_weight=0.5, bm25_weight=0.5))
+    assert alone.score == pytest.approx(0.5 + 0.5 * 1.0)
+    # The cut-offs stay absolute: a lone hit unrelated to the query is the best on its scale, yet dropped.
+    unrelated = Candidate(_memory(memory_id="mem_unrelated"), cosine=-0.5, vector_rank=1)
+    kept, dropped = fuse([unrelated], config)
+    assert not kept and dropped[0].dropped_at == "min_score" and dropped[0].score == pytest.approx(0.7)
 
 
 def test_rerank_blend_and_mmr_demotion() -> None:
@@ -507,16 +534,18 @@ def test_the_names_stage_puts_the_named_ones_memories_first() -> None:
     named = Candidate(
         _memory(memory_id="mem_named", content="Jonas can play Moon River on the piano."), cosine=0.85, vector_rank=2
     )
-    pool, _ = fuse([other, named], RetrievalConfig())
-    results, _ = finish(pool, limit=2, now=NOW, config=RetrievalConfig(), names=("jonas",))
+    pool, _ = fuse([other, named], RetrievalConfig(fusion="weighted"))  # close scores: the stage decides
+    results, _ = finish(pool, limit=2, now=NOW, config=RetrievalConfig(fusion="weighted"), names=("jonas",))
     assert [r.memory.memory_id for r in results] == ["mem_named", "mem_other"]
     assert dict(results[1].stages)["names"] == pytest.approx(0.8 * dict(results[1].stages)["time_decay"])
-    plain, _ = finish(pool, limit=2, now=NOW, config=RetrievalConfig())
+    plain, _ = finish(pool, limit=2, now=NOW, config=RetrievalConfig(fusion="weighted"))
     assert [r.memory.memory_id for r in plain] == ["mem_other", "mem_named"]
     # Nobody holds the name: nothing moves (the stage only reorders among the named).
-    nobody, _ = finish(pool, limit=2, now=NOW, config=RetrievalConfig(), names=("priya",))
+    nobody, _ = finish(pool, limit=2, now=NOW, config=RetrievalConfig(fusion="weighted"), names=("priya",))
     assert [r.memory.memory_id for r in nobody] == ["mem_other", "mem_named"]
-    off, _ = finish(pool, limit=2, now=NOW, config=RetrievalConfig(name_factor=1.0), names=("jonas",))
+    off, _ = finish(
+        pool, limit=2, now=NOW, config=RetrievalConfig(fusion="weighted", name_factor=1.0), names=("jonas",)
+    )
     assert [r.memory.memory_id for r in off] == ["mem_other", "mem_named"]
 
 

@@ -13,7 +13,7 @@ from lossless import ContextEngine, Message
 from lossless.errors import InputError, NotFoundError
 from lossless.retrieval import Caller, GrepOptions, Retriever
 from lossless.retrieval.dag import SummaryDescription
-from lossless.retrieval.grep import MAX_OUTPUT_CHARS
+from lossless.retrieval.grep import MAX_OUTPUT_CHARS, snippet
 from lossless.retrieval.query import ignores_case, parse_full_text, required_literals, trigram_expression
 
 from .conftest import BACKENDS, backend_url
@@ -440,18 +440,57 @@ async def test_full_text_falls_back_to_any_word_ranked_and_says_so(engine: Conte
 
 
 async def test_a_relevance_search_with_few_exact_matches_adds_partial_ones_after_them(engine: ContextEngine) -> None:
-    texts = ["The deployment failed with TimeoutError", "nothing to see", "a failed test on the canary", "lunch"]
+    texts = [
+        "The deployment failed with TimeoutError",
+        "nothing to see",
+        "a failed test on the canary",
+        "lunch",
+        "coffee later",
+        "tea",
+    ]
     await engine.ingest_batch("partial", [Message("user", t) for t in texts], session_key="key-partial")
     await engine.store.wait_indexed()
     retriever = Retriever(engine.store)
     ranked = GrepOptions("deployment failed", mode="full_text", scope="messages", sort="relevance", limit=5)
     found = await retriever.grep(caller("partial"), ranked)
-    # the message with every word first, then the one with only "failed", and a note saying so
-    assert [h.snippet for h in found.hits] == [texts[0], texts[2]] and not found.fallback and not found.more
-    assert "the first 1 have every word" in found.render()
+    # the message with every word first, then the one with only "failed" and the turns right next to
+    # the matches (a reply is found by what the turn before it names), and a note saying so
+    assert found.hits[0].snippet == texts[0] and not found.fallback and not found.more
+    assert {h.snippet for h in found.hits} == set(texts[:4])  # "coffee later" and "tea" are next to no match
+    assert "the first 1 have every word" in found.render() and "right before or after" in found.render()
     # a grep in time order keeps exact AND semantics
     newest = await retriever.grep(caller("partial"), GrepOptions("deployment failed", scope="messages"))
     assert [h.snippet for h in newest.hits] == [texts[0]] and not newest.notes
+
+
+async def test_a_question_ranks_words_that_say_something_and_finds_the_reply_by_its_neighbour(
+    engine: ContextEngine,
+) -> None:
+    filler = [f"Maya: the weather report for day {i} says clouds and some wind" for i in range(12)]
+    texts = [
+        *filler[:6],
+        "Maya: Did you finally try the ramen bar on Elm Street?",
+        "Yes, we went there last week with the kids, great noodles",
+        "Jonas: Yo",
+        *filler[6:],
+        "Jonas: I fixed the bike chain after work, it rides well again today",
+    ]
+    await engine.ingest_batch("chat", [Message("user", t) for t in texts], session_key="key-chat")
+    await engine.store.wait_indexed()
+    retriever = Retriever(engine.store)
+    question = "Where did Jonas finally eat ramen?"  # no message has every word: ranked any-word search
+    found = await retriever.grep(caller("chat"), GrepOptions(question, mode="full_text", sort="relevance"))
+    order = [h.snippet for h in found.hits]
+    assert found.fallback and order[0] == texts[6]
+    # "finally" is a keyword (only function words are dropped); the reply without any of the words
+    # comes in as the turn after the one that names the ramen bar
+    assert texts[7] in order and "finally" in found.render().splitlines()[-1]
+    # a turn that says nothing but the speaker's name ranks below one that says something
+    assert order.index(texts[-1]) < order.index(texts[8])
+    # every hit has a keyword or is the turn right before or after one that has
+    keyed = {i for i, text in enumerate(texts) if any(w in text for w in ("Jonas", "finally", "ramen"))}
+    assert all({texts.index(text) + d for d in (-1, 0, 1)} & keyed for text in order)
+    assert texts[0] not in order  # a weather report next to no match
 
 
 async def test_hits_come_back_with_neighbouring_turns(engine: ContextEngine) -> None:
@@ -484,3 +523,32 @@ async def test_the_grep_tool_takes_context(engine: ContextEngine) -> None:
     assert len(found.data["matches"][0]["context"]) == 2  # type: ignore[index,arg-type]
     bad = await call_tool(retriever, caller(), "lcm_grep", {"pattern": "TimeoutError", "context": 9})
     assert bad.error and "context" in bad.text
+
+
+async def test_a_word_query_places_snippets_in_long_texts_as_in_the_whole_text(engine: ContextEngine) -> None:
+    # The snippet sits at the first literal match wherever it is in a long text, at the start when
+    # only a stemmed form matched (needles), the same on every backend.
+    filler = " ".join(f"filler{i}" for i in range(2_000))  # about 19,000 characters
+    texts = {
+        0: "needle near the start " + filler,
+        1: filler[:5_000] + " a NEEDLE in the middle, in capitals " + filler,
+        2: filler + " the needle at the very end",
+        3: filler[:3_990] + " needle across the 4,000th character " + filler,
+        4: "needles, plural, stemmed " + filler,
+        5: "naïve text, not ASCII: " + filler[:9_000] + " the needle late " + filler,
+        6: filler[:1_000] + " a haystack first, then a needle " + filler,
+        7: filler[:2_500] + " haystack-needle (hyphenated) and [brackets] " + filler,
+        8: "short: a needle",
+    }
+    await engine.ingest_batch("s1", chat(9, extra=texts), session_key="key-s1")
+    retriever = Retriever(engine.store)
+    records = {m.id: m.content for m in await engine.messages("s1")}
+    for query, words in (("needle", ("needle",)), ("needle OR haystack", ("needle", "haystack"))):
+        found = await retriever.grep(caller(), GrepOptions(query, mode="full_text", scope="messages"))
+        by_key = {h.ref: h.snippet for h in found.hits}
+        assert set(by_key) >= {ref for ref, text in records.items() if "needle" in text.lower()}
+        for ref, snip in by_key.items():
+            text = records[int(ref)]
+            starts = [(p, len(w)) for w in words if (p := text.lower().find(w)) >= 0]
+            start, size = min(starts, key=lambda s: (s[0], -s[1])) if starts else (0, 0)
+            assert snip == snippet(text, start, start + size), (query, text[:40])

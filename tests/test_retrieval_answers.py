@@ -66,6 +66,17 @@ def test_question_kinds() -> None:
     assert question_kind("Which file did we change to add the retry?") == "file"
     assert question_kind("What went wrong when we ran the linter?") == "error"
     assert question_kind("What did Ana bake?") == "what"
+    assert question_kind("Which employer is Ana joining?") == question_kind("What novel is Ana reading?") == "which"
+    assert question_kind("What kind of music does Ana like?") == "what"
+
+
+def test_a_which_question_prefers_a_sentence_naming_the_thing() -> None:
+    passages = [
+        Passage("msg#1", "Ana: Work has been a slog lately, honestly.", DAY),
+        Passage("msg#2", "Ana: Told them at work today: I'm starting at Ravenpoint Energy soon.", DAY),
+    ]
+    # Both share "work" and the search put the slog first; the one naming a place of work answers.
+    assert answer("Which employer is Ana going to work for?", passages)[0].startswith("[msg#2]")
 
 
 def test_a_when_question_writes_out_the_date_a_relative_time_points_to() -> None:

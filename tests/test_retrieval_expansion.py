@@ -125,6 +125,69 @@ async def test_offline_runner_reads_the_turns_around_a_match_and_keeps_to_the_ca
     assert uncapped is not None and uncapped.tokens_used > 150  # so the cap did cut what was read
 
 
+async def test_offline_runner_follows_memory_leads_within_the_grant(engine: ContextEngine) -> None:
+    # The answer shares no word with the question, nor do the turns around it: only a lead finds it.
+    chat = [Message.user(f"Ben: The weather was grey again, day {i}.") for i in range(40)]
+    chat[2] = Message.user("Ben: Ana has left the market job, I hear.")
+    chat[30] = Message.user("Ana: Handed in my notice today. Starting at Ravenpoint Energy soon.")
+    result = await engine.ingest_batch("chat", chat, session_key="k")
+    other = await engine.ingest_batch("elsewhere", [Message.user("Ana: Starting at Ravenpoint Energy too.")])
+    assert result.conversation_id is not None and other.conversation_id is not None
+    records = await engine.messages(result.conversation_id)
+    fact = next(r.id for r in records if "Ravenpoint" in r.content)
+    outside = (await engine.messages(other.conversation_id))[0].id
+    asked: list[tuple[str, tuple[int, ...]]] = []
+
+    async def leads(question: str, conversations: tuple[int, ...]) -> list[int]:
+        asked.append((question, conversations))
+        return [outside, fact]  # a lead outside the grant is not read
+
+    question = "Which employer is she joining after the market job?"
+    retriever = Retriever(engine.store)
+    plain = await expand_query(
+        retriever, CALLER, OfflineExpansionRunner(COUNTER), COUNTER, prompt=question, query="market",
+        conversation_id=result.conversation_id,
+    )  # fmt: skip
+    assert "Ravenpoint" not in plain.answer
+    led = await expand_query(
+        retriever, CALLER, OfflineExpansionRunner(COUNTER, leads), COUNTER, prompt=question, query="market",
+        conversation_id=result.conversation_id,
+    )  # fmt: skip
+    assert led.status == "completed" and "Ravenpoint" in led.answer and f"msg#{fact}" in led.cited
+    assert f"msg#{outside}" not in led.cited and asked == [(question, (result.conversation_id,))]
+
+    async def broken(question: str, conversations: tuple[int, ...]) -> list[int]:
+        raise ProviderError("embedder", "no model")
+
+    fallback = await expand_query(
+        retriever, CALLER, OfflineExpansionRunner(COUNTER, broken), COUNTER, prompt=question, query="market",
+        conversation_id=result.conversation_id,
+    )  # fmt: skip
+    assert fallback.status == "completed" and fallback.answer == plain.answer  # the search alone answers
+
+
+async def test_the_engine_reads_its_memories_as_leads(tmp_path: Path) -> None:
+    engine = await ContextEngine.open(f"sqlite:///{tmp_path / 'leads.db'}", memory_embedder="hash")
+    try:
+        chat = [Message.user(f"Ben: The market was quiet and grey again, day {i}.") for i in range(12)]
+        chat[7] = Message.user("Ana: My cousin Oskar is getting married next spring, I'm the best person!")
+        result = await engine.ingest_batch("chat", chat)
+        assert result.conversation_id is not None
+        records = await engine.messages(result.conversation_id)
+        leads = engine.parts["memory"].leads  # type: ignore[attr-defined]  # what the offline runner is given
+        assert await leads("Who is getting married?", (result.conversation_id,)) == []  # no memories yet
+        await engine.memory().mine(records)
+        fact = next(r.id for r in records if "Oskar" in r.content)
+        assert (await leads("Which cousin of Ana is getting married?", (result.conversation_id,)))[0] == fact
+        assert await leads("Which cousin of Ana is getting married?", (result.conversation_id + 1,)) == []
+        answered = await engine.expand_query(
+            "Which cousin of Ana is getting married?", query="cousin", conversation="chat"
+        )
+        assert "Oskar" in answered.answer and f"msg#{fact}" in answered.cited
+    finally:
+        await engine.dispose()
+
+
 class Scripted:
     """A runner that does what a test tells it."""
 

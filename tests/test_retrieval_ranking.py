@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from lossless.retrieval import ranking
 from lossless.retrieval.query import FullTextQuery, parse_full_text
 from lossless.retrieval.ranking import (
+    FUNCTION_WORDS,
     STOPWORDS,
     any_word_expression,
     best_first,
@@ -37,6 +38,15 @@ def test_keywords_drop_question_glue_and_possessives() -> None:
     assert keywords("what was it") == ["what", "was", "it"]
     # Non-English words pass through (CJK has no stopword list here).
     assert keywords("备份 失败") == ["备份", "失败"]
+
+
+def test_a_keyword_search_drops_function_words_only() -> None:
+    question = "What tune did Jonas finally get through without mistakes?"
+    # the full-text ranker keeps adverbs and verbs ("finally", "get"): for words alone they are evidence
+    assert keywords(question, stopwords=FUNCTION_WORDS) == ["tune", "Jonas", "finally", "get", "mistakes"]
+    # hybrid drops question glue as well (its meaning side covers it)
+    assert keywords(question) == ["tune", "Jonas", "mistakes"]
+    assert FUNCTION_WORDS < STOPWORDS and {"finally", "last", "one", "get", "remember"}.isdisjoint(FUNCTION_WORDS)
 
 
 def test_time_words_are_not_keywords() -> None:

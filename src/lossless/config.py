@@ -204,12 +204,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("memory_extraction_model", "memoryExtractionModel", "str", "", "Model of the openai memory extractor and dedup step (empty: summary_model).", "memory"),
     Setting("memory_dedup", "memoryDedup", "choice", "auto", "Who makes the dedup decision for an extracted memory that has similar ones: auto (the memory_extractor's provider: openai, anthropic or offline), offline (deterministic rules), openai or anthropic (a chat model picks one of the seven decisions, writes merged texts and rates utility for admission control; the category rules still hold, and any failure falls back to the rules).", "memory", choices=("auto", "offline", "openai", "anthropic")),
     Setting("memory_dedup_timeout_ms", "memoryDedupTimeoutMs", "int", 20_000, "Deadline of one model call of the dedup step (decision, merge or utility rating); past it the rules decide.", "memory", minimum=100, maximum=600_000),
-    Setting("memory_fusion", "memoryFusion", "choice", "weighted", "How memory search fuses vector and keyword results: weighted (the reference's 0.7/0.3 with the exact-match floor) or rrf (reciprocal-rank fusion).", "memory", choices=("weighted", "rrf")),
+    Setting("memory_fusion", "memoryFusion", "choice", "normalized", "How memory search fuses vector and keyword results: normalized (each list's scores scaled to the query's best, then weighted by memory_vector_weight / memory_bm25_weight), weighted (the reference's 0.7/0.3 of raw scores with the exact-match floor) or rrf (reciprocal-rank fusion).", "memory", choices=("normalized", "weighted", "rrf")),
     # memory retrieval and decay tuning (spec/001 defaults)
-    Setting("memory_min_score", "minScore", "float", 0.3, "Memory search: fused candidates scoring below this are dropped before rerank (weighted fusion only).", "memory", minimum=0.0, maximum=1.0),
-    Setting("memory_hard_min_score", "hardMinScore", "float", 0.35, "Memory search: results scoring below this after every boost and penalty are dropped (weighted fusion only).", "memory", minimum=0.0, maximum=1.5),
-    Setting("memory_vector_weight", "vectorWeight", "float", 0.7, "Memory search, weighted fusion: weight of the vector (semantic) score.", "memory", minimum=0.0, maximum=1.0),
-    Setting("memory_bm25_weight", "bm25Weight", "float", 0.3, "Memory search, weighted fusion: weight of the keyword (BM25) score; an exact keyword match keeps its own floor whatever the weights.", "memory", minimum=0.0, maximum=1.0),
+    Setting("memory_min_score", "minScore", "float", 0.3, "Memory search: fused candidates scoring below this are dropped before rerank (weighted fusion; normalized fusion compares the weighted score of the same candidate; not rrf).", "memory", minimum=0.0, maximum=1.0),
+    Setting("memory_hard_min_score", "hardMinScore", "float", 0.35, "Memory search: results scoring below this after every boost and penalty are dropped (weighted fusion; normalized fusion compares the weighted score of the same candidate; not rrf).", "memory", minimum=0.0, maximum=1.5),
+    Setting("memory_vector_weight", "vectorWeight", "float", 0.7, "Memory search, normalized and weighted fusion: weight of the vector (semantic) score.", "memory", minimum=0.0, maximum=1.0),
+    Setting("memory_bm25_weight", "bm25Weight", "float", 0.3, "Memory search, normalized and weighted fusion: weight of the keyword (BM25) score; in weighted fusion an exact keyword match keeps its own floor whatever the weights.", "memory", minimum=0.0, maximum=1.0),
     Setting("memory_candidate_pool", "candidatePoolSize", "int", 20, "Memory search: candidates taken from each of vector and keyword search (at least 2 x the limit).", "memory", minimum=1, maximum=10_000),
     Setting("memory_recency_half_life_days", "recencyHalfLifeDays", "float", 14.0, "Memory search: half-life in days of the additive recency boost.", "memory", minimum=0.01, maximum=36_500.0),
     Setting("memory_recency_weight", "recencyWeight", "float", 0.1, "Memory search: size of the additive recency boost (0 turns it off).", "memory", minimum=0.0, maximum=1.0),
@@ -328,7 +328,7 @@ class Config:
     memory_extraction_model: str = ""
     memory_dedup: str = "auto"
     memory_dedup_timeout_ms: int = 20_000
-    memory_fusion: str = "weighted"
+    memory_fusion: str = "normalized"
     memory_min_score: float = 0.3
     memory_hard_min_score: float = 0.35
     memory_vector_weight: float = 0.7

@@ -143,7 +143,7 @@ class ContextEngine:
         )  # fmt: skip
         self.recall = Recall(
             store, config, tokens=self.tokens, clock=clock, read_file=files.read, memory=memory.memory,
-            runner=lambda: wiring.expansion_runner_for(config, self.tokens),
+            runner=lambda: wiring.expansion_runner_for(config, self.tokens, memory.leads),
         )  # fmt: skip
         self.turns = Turns(
             store, config, tokens=self.tokens, counting=counting, zone=self.zone, clock=clock,

@@ -24,7 +24,10 @@ from lossless.sessions import agent_id_from_session_key
 if TYPE_CHECKING:
     from lossless.memory.service import MemoryService, Remembered
 
-__all__ = ["AgentMemory"]
+__all__ = ["LEAD_MEMORIES", "AgentMemory"]
+
+#: How many memories expand_query's leads are drawn from (before keeping those of the grant's conversations).
+LEAD_MEMORIES = 25
 
 
 class AgentMemory:
@@ -55,6 +58,23 @@ class AgentMemory:
         default_agent = self.config.sources.get("agent_id", "default") == "default"
         agent = agent_id_from_session_key(session_key) if default_agent else None
         return await self.memory(agent).mine(ingested.stored)
+
+    async def leads(self, question: str, conversation_ids: tuple[int, ...]) -> list[int]:
+        """The source messages of the memories that best match ``question``, best first (expand_query's leads).
+
+        Only memories mined from ``conversation_ids`` count; the search records no access (a lead is
+        not a recall).  An empty store answers at once, without embedding the question.
+        """
+        service = self.memory()
+        if (await service.store.stats(await service.reach())).current == 0:
+            return []
+        found = await service.search(question[:2000], limit=LEAD_MEMORIES, record_access=False)
+        wanted = set(conversation_ids)
+        ids: list[int] = []
+        for hit in found.hits:
+            if hit.memory.conversation_id in wanted:
+                ids += [i for i in hit.memory.source_message_ids if i not in ids]
+        return ids
 
     async def mine_summary(self, leaf: Summary) -> object:
         """Mine a new leaf summary (the compactor's hook when ``memory_auto_extract``)."""

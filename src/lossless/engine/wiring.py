@@ -38,6 +38,7 @@ from lossless.tokens import RecentCounter, TokenCounter
 
 if TYPE_CHECKING:
     from lossless.memory.service import MemoryService
+    from lossless.retrieval.expansion import Leads
 
 __all__ = [
     "Components",
@@ -95,12 +96,13 @@ def build(
     return Components(summarizer, blobs, compactor, interceptor)
 
 
-def expansion_runner_for(config: Config, counter: TokenCounter) -> ExpansionRunner:
-    """The sub-agent runner ``expansion_provider`` asks for: offline by default, else a model (openai/anthropic)."""
+def expansion_runner_for(config: Config, counter: TokenCounter, leads: Leads | None = None) -> ExpansionRunner:
+    """The sub-agent runner ``expansion_provider`` asks for: offline by default (reading ``leads``
+    from long-term memory when given), else a model (openai/anthropic)."""
     from lossless.providers.subagent import llm_expansion_runner_for
     from lossless.retrieval.expansion import OfflineExpansionRunner
 
-    return llm_expansion_runner_for(config) or OfflineExpansionRunner(counter)
+    return llm_expansion_runner_for(config) or OfflineExpansionRunner(counter, leads)
 
 
 # ------------------------------------------------------------------ long-term memory

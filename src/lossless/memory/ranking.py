@@ -2,14 +2,25 @@
 
 Stages, in order (spec/001 defaults in :class:`RetrievalConfig`):
 
-1. **fusion** — ``weighted``: vector score ``s_v = 1/(1 + (1 - cos))``, BM25
+1. **fusion** — ``normalized`` (the default): each list's scores are put on one
+   scale within the query — the cosine of a vector hit as
+   ``(cos - lowest) / (highest - lowest)`` over the vector hits, a BM25 score as
+   ``raw / best raw`` — and fused as ``(0.7·n_v + 0.3·n_b) / (0.7 + 0.3)`` (the
+   ``vector_weight`` / ``bm25_weight``; a hit missing from a list scores 0 there).
+   ``weighted`` (the reference's): vector score ``s_v = 1/(1 + (1 - cos))``, BM25
    score ``s_b = sigmoid(raw/5)``; with a vector hit the fused score is
    ``max(0.7·s_v + 0.3·s_b, 0.92·s_b if s_b ≥ 0.75)`` (the exact-match floor), a
-   keyword-only hit keeps ``s_b``; clamped to [0, 1].  ``rrf``: reciprocal-rank
-   fusion ``Σ 1/(60 + rank)`` normalised so rank 1 in both lists scores 1 — a
-   calibrated alternative whose scores mean the same whatever the embedder.
+   keyword-only hit keeps ``s_b``; clamped to [0, 1].  Its BM25 side saturates on
+   SQLite's raw scores, so the floor lets any memory sharing two rare words with
+   the query outrank the nearest by meaning (measured in docs/memory.md).
+   ``rrf``: reciprocal-rank fusion ``Σ 1/(60 + rank)`` normalised so rank 1 in
+   both lists scores 1.  ``normalized`` and ``rrf`` scores are relative to the
+   query's candidates: the best is near 1 whether or not it is relevant.
    Keyword hits whose memory no longer exists (ghosts) are dropped here.
-2. **min_score** (0.3; weighted fusion only) → the candidate pool.
+2. **min_score** (0.3; not with ``rrf``) → the candidate pool.  With ``normalized``
+   fusion this and the hard cut-off below read the reference's weighted score of the
+   candidate (carried through the same boosts and factors), so a query that matches
+   nothing still finds nothing, while the order comes from the normalized scores.
 3. **rerank** — over the top ``2·limit`` only: ``0.6·cross-encoder + 0.4·fused``
    with preservation floors for strong keyword matches; candidates the
    reranker did not return get ``0.8·fused`` (or their floor); on any reranker
@@ -18,7 +29,7 @@ Stages, in order (spec/001 defaults in :class:`RetrievalConfig`):
 6. **length** ``× max(0.3, 1/(1 + 0.5·log2(max(chars/500, 1))))``;
 7. **time_decay** — the Weibull search boost (:mod:`lossless.memory.decay`), or the
    reference's legacy half-life formula, or off;
-8. **hard_min_score** (0.35; weighted fusion only); 9. **noise** filter;
+8. **hard_min_score** (0.35; not with ``rrf``); 9. **noise** filter;
 9b. **names** — when the query calls something by name (``names``: "Maya",
     "Kubernetes") and some remaining result holds one of those names, the results
     holding none of them are scored ``× name_factor`` (0.8): a question about Maya
@@ -50,7 +61,7 @@ from lossless.memory.records import Memory
 
 __all__ = ["Candidate", "RankResult", "RetrievalConfig", "Scored", "finish", "fuse", "rerank_window"]
 
-Fusion = Literal["weighted", "rrf"]
+Fusion = Literal["weighted", "rrf", "normalized"]
 TimeDecay = Literal["weibull", "legacy", "off"]
 
 _NOISE = re.compile(
@@ -66,7 +77,7 @@ _NOISE = re.compile(
 
 @dataclass(frozen=True, slots=True)
 class RetrievalConfig:
-    fusion: Fusion = "weighted"
+    fusion: Fusion = "normalized"
     vector_weight: float = 0.7
     bm25_weight: float = 0.3
     bm25_floor_at: float = 0.75
@@ -97,7 +108,7 @@ class RetrievalConfig:
         """The pipeline the ``memory_*`` settings describe (their defaults are this class's)."""
         time_decay: TimeDecay = config.memory_time_decay  # type: ignore[assignment]  # validated choice
         return cls(
-            fusion="rrf" if config.memory_fusion == "rrf" else "weighted",
+            fusion=config.memory_fusion,  # type: ignore[arg-type]  # a validated choice
             vector_weight=config.memory_vector_weight,
             bm25_weight=config.memory_bm25_weight,
             min_score=config.memory_min_score,
@@ -138,6 +149,9 @@ class Scored:
     score: float
     stages: tuple[tuple[str, float], ...] = ()
     dropped_at: str | None = None
+    #: ``normalized`` fusion: the reference's weighted score, carried through the same boosts and
+    #: factors, that the absolute cut-offs (min_score, hard_min_score) read — relative scores cannot.
+    absolute: float | None = None
 
     @property
     def memory(self) -> Memory:
@@ -164,25 +178,54 @@ def _order(items: Sequence[Scored]) -> list[Scored]:
     return sorted(items, key=lambda s: (-s.score, s.memory.memory_id))
 
 
+def _weighted(c: Candidate, config: RetrievalConfig) -> float:
+    """The reference's weighted fusion of one candidate, in [0, 1]."""
+    sv = c.vector_score if c.vector_rank is not None else None  # a vector *hit*, not just a known cosine
+    sb = c.bm25_score
+    if sv is None:
+        return min(1.0, sb or 0.0)
+    weighted = config.vector_weight * sv + config.bm25_weight * (sb or 0.0)
+    floor = config.bm25_floor_factor * sb if sb is not None and sb >= config.bm25_floor_at else 0.0
+    return min(1.0, max(0.0, weighted, floor))
+
+
+def _gate(s: Scored) -> float:
+    """What the absolute cut-offs compare: the reference's score where the fusion's own is relative."""
+    return s.score if s.absolute is None else s.absolute
+
+
+def _normalizer(candidates: Sequence[Candidate], config: RetrievalConfig) -> Callable[[Candidate], float]:
+    """The ``normalized`` fusion for this query's candidates (see the module docstring)."""
+    cosines = [c.cosine for c in candidates if c.vector_rank is not None and c.cosine is not None]
+    low, high = min(cosines, default=0.0), max(cosines, default=0.0)
+    best_raw = max((c.bm25_raw for c in candidates if c.bm25_raw is not None), default=0.0)
+    total = config.vector_weight + config.bm25_weight
+
+    def score(c: Candidate) -> float:
+        nv = 0.0
+        if c.vector_rank is not None and c.cosine is not None:
+            nv = (c.cosine - low) / (high - low) if high > low else 1.0
+        nb = max(0.0, c.bm25_raw) / best_raw if c.bm25_raw is not None and best_raw > 0 else 0.0
+        return (config.vector_weight * nv + config.bm25_weight * nb) / total if total > 0 else 0.0
+
+    return score
+
+
 def fuse(candidates: Sequence[Candidate], config: RetrievalConfig) -> tuple[list[Scored], list[Scored]]:
     """Stages 1–2: (pool above min_score best first, dropped)."""
     kept: list[Scored] = []
     dropped: list[Scored] = []
+    normalized = _normalizer(candidates, config) if config.fusion == "normalized" else None
     for c in candidates:
         s = Scored(c, 0.0)
-        if config.fusion == "rrf":
+        if normalized is not None:
+            s = replace(s.at("fusion", normalized(c)), absolute=_weighted(c, config))
+        elif config.fusion == "rrf":
             total = sum(1.0 / (config.rrf_k + r) for r in (c.vector_rank, c.keyword_rank) if r is not None)
             s = s.at("fusion", total / (2.0 / (config.rrf_k + 1)))
         else:
-            sv = c.vector_score if c.vector_rank is not None else None  # a vector *hit*, not just a known cosine
-            sb = c.bm25_score
-            if sv is not None:
-                weighted = config.vector_weight * sv + config.bm25_weight * (sb or 0.0)
-                floor = config.bm25_floor_factor * sb if sb is not None and sb >= config.bm25_floor_at else 0.0
-                s = s.at("fusion", max(weighted, floor))
-            else:
-                s = s.at("fusion", sb or 0.0)
-        if config.fusion == "weighted" and s.score < config.min_score:
+            s = s.at("fusion", _weighted(c, config))
+        if config.fusion != "rrf" and _gate(s) < config.min_score:
             dropped.append(s.drop("min_score"))
         else:
             kept.append(s)
@@ -257,15 +300,22 @@ def finish(
         age = max(0.0, (now - m.created_at).total_seconds() / 86_400)
         # Additive, as specified, and not clamped: clamping here would tie every strong match at 1.
         boost = config.recency_weight * math.exp(-age / config.recency_half_life_days)
-        s = s.at("recency", s.score + boost, clamp=False)
-        s = s.at("importance", s.score * (0.7 + 0.3 * m.importance), clamp=False)
         ratio = max(len(m.content) / config.length_norm_anchor, 1.0)
-        s = s.at("length", s.score * max(0.3, 1.0 / (1.0 + 0.5 * math.log2(ratio))), clamp=False)
+        factors = [
+            ("importance", 0.7 + 0.3 * m.importance),
+            ("length", max(0.3, 1.0 / (1.0 + 0.5 * math.log2(ratio)))),
+        ]
         if config.time_decay == "weibull":
-            s = s.at("time_decay", s.score * decay.search_boost(m, now, decay_config), clamp=False)
+            factors.append(("time_decay", decay.search_boost(m, now, decay_config)))
         elif config.time_decay == "legacy":
-            s = s.at("time_decay", s.score * _legacy_decay(m, now, config), clamp=False)
-        if config.fusion == "weighted" and s.score < config.hard_min_score:
+            factors.append(("time_decay", _legacy_decay(m, now, config)))
+        s = s.at("recency", s.score + boost, clamp=False)
+        absolute = None if s.absolute is None else s.absolute + boost
+        for stage, factor in factors:
+            s = s.at(stage, s.score * factor, clamp=False)
+            absolute = None if absolute is None else absolute * factor
+        s = replace(s, absolute=absolute)
+        if config.fusion != "rrf" and _gate(s) < config.hard_min_score:
             dropped.append(s.drop("hard_min_score"))
         elif config.noise_filter and (_NOISE.search(m.abstract) or _NOISE.search(m.content)):
             dropped.append(s.drop("noise"))

@@ -29,7 +29,7 @@ from lossless.errors import AccessDeniedError, InputError
 from lossless.ports import Store
 from lossless.records import Grant
 
-__all__ = ["AccessDenied", "Caller", "Reach", "resolve_reach"]
+__all__ = ["AccessDenied", "Caller", "Reach", "check_reach_options", "reach_from_links", "resolve_reach"]
 
 
 #: The retrieval tools' name for :class:`lossless.errors.AccessDeniedError` (one error for every refusal).
@@ -122,41 +122,30 @@ async def check_grant(store: Store, caller: Caller, now: datetime) -> Grant:
     return grant
 
 
-async def resolve_reach(
-    store: Store,
-    caller: Caller,
-    *,
-    now: datetime,
-    conversation_id: int | None = None,
-    all_conversations: bool = False,
-    require_target: bool = True,
-) -> Reach:
-    """The conversations this call may read (see the module invariants).
-
-    ``conversation_id`` narrows the reach to that one conversation (denied when
-    outside the caller's reach); without it and without ``all_conversations``
-    the reach is the caller's family, which must not be empty when
-    ``require_target``.
-    """
+def check_reach_options(conversation_id: object, all_conversations: object) -> None:
+    """Refuse a ``conversation_id`` that is not a positive integer and an ``all_conversations`` that is not a bool."""
     if conversation_id is not None and (type(conversation_id) is not int or conversation_id < 1):
         raise InputError(f"conversation_id must be a positive integer, got {conversation_id!r}")
     if type(all_conversations) is not bool:
         raise InputError(f"all_conversations must be true or false, got {all_conversations!r}")
-    if caller.grant_id is not None:
-        grant = await check_grant(store, caller, now)
-        ids = grant.conversation_ids
-        if conversation_id is not None:
-            if conversation_id not in ids:
-                raise _denied(caller, f"conversation {conversation_id}")
-            ids = (conversation_id,)
-        return Reach(tuple(ids), grant)
-    links = await store.list_conversation_links(caller.agent_id)
-    own: int | None = None
-    if caller.session_key is not None or caller.session_id is not None:
-        found = await store.find_conversation(
-            agent_id=caller.agent_id, session_id=caller.session_id, session_key=caller.session_key
-        )
-        own = None if found is None else found.id
+
+
+def reach_from_links(
+    caller: Caller,
+    links: list[tuple[int, int | None, str | None]],
+    own: int | None,
+    *,
+    conversation_id: int | None = None,
+    all_conversations: bool = False,
+    require_target: bool = True,
+) -> Reach:
+    """The reach of a caller without a grant, from its agent's conversation links and its own conversation.
+
+    ``links`` are :meth:`~lossless.ports.Store.list_conversation_links` of the caller's agent and
+    ``own`` the id of the caller's session's conversation (None if it has none or names no session);
+    the rest as :func:`resolve_reach`.  No I/O: a store that reads ``links`` together with other
+    data (:class:`~lossless.ports.ReachSearchStore`) gets the same reach as :func:`resolve_reach`.
+    """
     if all_conversations:
         everything = tuple(cid for cid, _, _ in links)
         if conversation_id is not None:
@@ -175,3 +164,45 @@ async def resolve_reach(
             "all_conversations=true to search every conversation of this agent"
         )
     return Reach(tuple(sorted(family)), own=own)
+
+
+async def resolve_reach(
+    store: Store,
+    caller: Caller,
+    *,
+    now: datetime,
+    conversation_id: int | None = None,
+    all_conversations: bool = False,
+    require_target: bool = True,
+) -> Reach:
+    """The conversations this call may read (see the module invariants).
+
+    ``conversation_id`` narrows the reach to that one conversation (denied when
+    outside the caller's reach); without it and without ``all_conversations``
+    the reach is the caller's family, which must not be empty when
+    ``require_target``.
+    """
+    check_reach_options(conversation_id, all_conversations)
+    if caller.grant_id is not None:
+        grant = await check_grant(store, caller, now)
+        ids = grant.conversation_ids
+        if conversation_id is not None:
+            if conversation_id not in ids:
+                raise _denied(caller, f"conversation {conversation_id}")
+            ids = (conversation_id,)
+        return Reach(tuple(ids), grant)
+    links = await store.list_conversation_links(caller.agent_id)
+    own: int | None = None
+    if caller.session_key is not None or caller.session_id is not None:
+        found = await store.find_conversation(
+            agent_id=caller.agent_id, session_id=caller.session_id, session_key=caller.session_key
+        )
+        own = None if found is None else found.id
+    return reach_from_links(
+        caller,
+        links,
+        own,
+        conversation_id=conversation_id,
+        all_conversations=all_conversations,
+        require_target=require_target,
+    )

@@ -11,9 +11,9 @@ summary) id.  A sentence's score adds up:
   with (passages come best first, found by meaning as well as words); a turn
   read only as a neighbour of a hit gets a smaller one;
 * **the answer's type**: a *when* question ("when", "what date", "which day",
-  "how long ago") prefers sentences that carry a time; *who* / *where* prefer
-  a name the question does not already hold; *how long / how many / how much*
-  a number;
+  "how long ago") prefers sentences that carry a time; *who* / *where* / *which X*
+  ("which employer", "what novel") prefer a name the question does not already
+  hold; *how long / how many / how much* a number;
 * **the conversation's shape**: the reply to a turn that asked about the
   question's subject inherits part of that turn's score ("Have you been to the
   jazz club?" → "Yes! We went last week…"), while a question itself, and a line
@@ -69,6 +69,10 @@ _WHEN = re.compile(
 )
 _WHO = re.compile(r"^\s*(?:who|whom|whose)\b|\b(?:which|what) (?:person|author|friend|name)\b", re.I)
 _WHERE = re.compile(r"^\s*where\b|\b(?:which|what) (?:city|country|place|town|restaurant|shop)\b", re.I)
+_WHICH = re.compile(
+    r"^\s*(?:which|what)\s+(?!(?:is|are|was|were|did|does|do|has|have|had|can|could|would|will|should|kind|sort|type)\b)[a-z]",
+    re.I,
+)
 _AMOUNT = re.compile(r"^\s*how (?:long|many|much|old|far|often)\b", re.I)
 _FILE_Q = re.compile(
     r"\b(?:which|what|in which|in what) (?:file|module|script)\b|\bwhere did we (?:put|add|define)\b", re.I
@@ -127,7 +131,8 @@ def is_when_question(question: str) -> bool:
 
 
 def question_kind(question: str) -> str:
-    """What ``question`` asks for: ``when``, ``who``, ``where``, ``amount``, ``file``, ``error`` or ``what``."""
+    """What ``question`` asks for: ``when``, ``who``, ``where``, ``amount``, ``file``, ``error``, ``which``
+    (a thing by its kind: "which employer", "what novel") or ``what``."""
     if _WHEN.search(question):
         return "when"
     if _WHO.search(question):
@@ -140,6 +145,8 @@ def question_kind(question: str) -> str:
         return "file"
     if _ERROR_Q.search(question):
         return "error"
+    if _WHICH.search(question):
+        return "which"
     return "what"
 
 
@@ -223,7 +230,7 @@ def _typed(kind: str, sentence: _Sentence, question_names: set[str]) -> bool:
         return bool(_FILE.search(sentence.text))
     if kind == "error":
         return bool(_ERROR.search(sentence.text))
-    if kind in ("who", "where"):
+    if kind in ("who", "where", "which"):
         return any(name.casefold() not in question_names for name in _NAME.findall(sentence.text))
     return False
 

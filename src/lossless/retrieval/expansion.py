@@ -23,15 +23,16 @@ Invariants:
 from __future__ import annotations
 
 import contextvars
+import logging
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 import anyio
 
-from lossless.errors import InputError
+from lossless.errors import InputError, LcmError
 from lossless.records import Grant, JSONValue, parse_timestamp, utcnow
 from lossless.retrieval.access import AccessDenied, Caller
 from lossless.retrieval.answers import Passage, extractive_answer
@@ -43,11 +44,13 @@ from lossless.tokens import TokenCounter
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
+    "LEAD_MESSAGES",
     "ExpandQueryResult",
     "ExpansionAnswer",
     "ExpansionRunner",
     "ExpansionTask",
     "ExpansionTools",
+    "Leads",
     "OfflineExpansionRunner",
     "expand_query",
     "new_grant_id",
@@ -55,6 +58,12 @@ __all__ = [
 
 #: How many matches the offline runner asks for (the grant's token cap may return fewer).
 SEARCH_LIMIT = 60
+#: How many messages the memory leads add at most (the provenance of the best memories, in their order).
+LEAD_MESSAGES = 10
+#: Where the offline runner can ask long-term memory for leads: (question, conversation ids) → the
+#: source message ids of the memories that answer it best, best first.
+Leads = Callable[[str, tuple[int, ...]], Awaitable[Sequence[int]]]
+log = logging.getLogger("lossless.retrieval")
 _IN_SUBAGENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("lossless_expansion", default=None)
 
 
@@ -109,12 +118,21 @@ class OfflineExpansionRunner:
     answer the question (:func:`lossless.retrieval.answers.extractive_answer`:
     a *when* question gets the date written out), each with its ``[msg#id]``,
     within ``max_tokens``.
+
+    With ``leads`` (the engine passes its long-term memory's search), the source
+    messages of the memories that best match the question join the search's
+    matches, at the memory's rank: a memory is written in words a search finds
+    more easily than the chat turn it came from ("Maya's cousin Oskar is getting
+    married" for "My cousin is getting married").  Each is read through
+    ``lcm_describe``, so the grant decides what may be read; a lead that fails
+    (no memory, no embedder) is skipped and the search's matches answer alone.
     """
 
     name = "offline"
 
-    def __init__(self, counter: TokenCounter) -> None:
+    def __init__(self, counter: TokenCounter, leads: Leads | None = None) -> None:
         self.counter = counter
+        self.leads = leads
 
     async def run(self, task: ExpansionTask, tools: SubagentTools) -> ExpansionAnswer:
         summary_ids = list(task.summary_ids)
@@ -171,6 +189,8 @@ class OfflineExpansionRunner:
                 if near not in seen:
                     seen.add(near)
                     passages.append(_passage(near, turn.get("text"), turn.get("created_at"), rank, where, True))
+        if self.leads is not None:
+            passages = await self._with_leads(task, tools, passages)
         summaries: list[str] = []
         if not passages:
             matched = await tools.call(
@@ -182,6 +202,39 @@ class OfflineExpansionRunner:
                 assert isinstance(match, dict)
                 summaries.append(str(match["id"]))
         return passages, summaries
+
+    async def _with_leads(self, task: ExpansionTask, tools: SubagentTools, passages: list[Passage]) -> list[Passage]:
+        """``passages`` with the memory leads' messages: one already read moves up to the lead's rank."""
+        assert self.leads is not None
+        try:
+            lead_ids = list(dict.fromkeys(await self.leads(task.prompt, task.conversation_ids)))[:LEAD_MESSAGES]
+        except LcmError as exc:
+            log.info("expand_query: no memory leads (%s)", exc)
+            return passages
+        out = list(passages)
+        where = {p.cite: index for index, p in enumerate(out)}
+        for rank, message_id in enumerate(lead_ids):
+            cite = f"msg#{message_id}"
+            if cite in where:
+                p = out[where[cite]]
+                better = rank if p.rank is None else min(p.rank, rank)
+                out[where[cite]] = Passage(p.cite, p.text, p.created_at, better, False, p.conversation_id)
+                continue
+            read = await tools.call("lcm_describe", {"id": cite, "all_conversations": True})
+            if read.error:
+                continue
+            conversation = read.data.get("conversation_id")
+            where[cite] = len(out)
+            out.append(
+                _passage(
+                    cite,
+                    read.data.get("content"),
+                    read.data.get("created_at"),
+                    rank,
+                    conversation if isinstance(conversation, int) else None,
+                )
+            )
+        return out
 
     def _answer(self, task: ExpansionTask, passages: Sequence[Passage], summary_ids: Sequence[str]) -> ExpansionAnswer:
         question = task.prompt.strip()

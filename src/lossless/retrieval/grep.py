@@ -25,15 +25,19 @@ Invariants:
   exact AND semantics; when nothing has every word it falls back to the ranked
   any-word search (``fallback``), and when ``sort="relevance"`` found fewer than
   ``limit`` items with every word, items with any of the keywords follow them,
-  best first; both cases say so in a note.
+  best first; both cases say so in a note.  The any-word matches are ranked by
+  the store alone, or by ``rank_any_word`` when the caller passes one (the
+  retrieval service passes :func:`lossless.retrieval.hybrid.keyword_hits`, which
+  may add the turn next to a match; its note says so).
 * No I/O beyond the :class:`~lossless.ports.Store` port.
 """
 
 from __future__ import annotations
 
+import functools
 import heapq
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
@@ -52,7 +56,7 @@ from lossless.retrieval.query import (
     required_literals,
     trigram_expression,
 )
-from lossless.retrieval.ranking import keywords
+from lossless.retrieval.ranking import FUNCTION_WORDS, keywords
 
 __all__ = [
     "MAX_CONTEXT",
@@ -64,6 +68,7 @@ __all__ = [
     "GrepOptions",
     "GrepResult",
     "compile_regex",
+    "first_page_requests",
     "grep",
     "no_matches",
     "snippet",
@@ -72,6 +77,12 @@ __all__ = [
 
 Mode = Literal["regex", "full_text", "semantic", "hybrid"]
 Scope = Literal["messages", "summaries", "both", "files"]
+#: Ranks the any-word matches of a full-text query: ``(store, options, scopes, conversation ids)`` →
+#: ``(hits best first, whether there are more)``; see :func:`grep`'s ``rank_any_word``.
+AnyWordRanker = Callable[
+    [Store, "GrepOptions", list[Literal["messages", "summaries"]], tuple[int, ...]],
+    Awaitable[tuple[list["GrepHit"], bool]],
+]
 #: The modes that search by meaning (messages and summaries; see :mod:`lossless.retrieval.semantic`).
 SEMANTIC_MODES = ("semantic", "hybrid")
 Sort = Literal["recency", "relevance"]
@@ -84,6 +95,8 @@ MAX_PATTERN_CHARS = 2_000
 #: The most neighbouring turns (each side) a hit can come back with.
 MAX_CONTEXT = 5
 _PAGE = 500
+#: What the any-word note adds when a ranker may bring in the turns next to the matches.
+_NEXT_TO = " (or are the turn right before or after one that has)"
 #: Memory RE2 may use for one compiled pattern (bounds what a huge counted repetition can cost).
 _RE2_MAX_MEM = 32 << 20
 
@@ -339,7 +352,7 @@ def _term_locator(query: FullTextQuery, exact: bool) -> Matcher:
     return find
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class _Plan:
     words: str | None = None
     trigrams: str | None = None
@@ -349,17 +362,23 @@ class _Plan:
 
 
 def _plan(options: GrepOptions) -> _Plan | str:
-    if options.mode == "regex":
-        compiled, problem = compile_regex(options.pattern)
+    return _plan_of(options.mode, options.pattern)
+
+
+@functools.lru_cache(maxsize=256)
+def _plan_of(mode: Mode, pattern: str) -> _Plan | str:
+    """The plan of a pattern, or what is wrong with it; kept for repeated searches (plans are never changed)."""
+    if mode == "regex":
+        compiled, problem = compile_regex(pattern)
         if problem is not None:
             return problem
-        fragments = required_literals(options.pattern)
+        fragments = required_literals(pattern)
         return _Plan(
             trigrams=trigram_expression(fragments),
-            literals=() if ignores_case(options.pattern) else tuple(f for f in fragments if len(f) >= 3),
+            literals=() if ignores_case(pattern) else tuple(f for f in fragments if len(f) >= 3),
             matcher=_regex_matcher(compiled),
         )
-    parsed = parse_full_text(options.pattern)
+    parsed = parse_full_text(pattern)
     if isinstance(parsed, QuerySyntax):
         return parsed.message
     if parsed.cjk:
@@ -458,15 +477,19 @@ async def _search_scopes(
     plan: _Plan,
     scopes: list[Literal["messages", "summaries"]],
     conversation_ids: tuple[int, ...],
+    first_pages: list[list[SearchRow]] | None = None,
 ) -> tuple[list[GrepHit], bool]:
     """The hits of each scope, in ``scopes`` order, and whether any has more; the scopes are searched at once.
 
-    A store that answers several searches in one request (:class:`~lossless.ports.BatchSearchStore`)
+    ``first_pages`` are each scope's first page, read already (the rows of :func:`first_page_requests`).
+    Else a store that answers several searches in one request (:class:`~lossless.ports.BatchSearchStore`)
     gets every scope's first page in one; a scope needing more pages reads them on its own.
     """
     results: dict[str, tuple[list[GrepHit], bool]] = {}
     firsts: dict[str, list[SearchRow]] = {}
-    if len(scopes) > 1 and isinstance(store, BatchSearchStore):
+    if first_pages is not None:
+        firsts = dict(zip(scopes, first_pages, strict=True))
+    elif len(scopes) > 1 and isinstance(store, BatchSearchStore):
         pages = await store.search_many([_request(options, plan, scope, conversation_ids) for scope in scopes])
         firsts = dict(zip(scopes, pages, strict=True))
 
@@ -479,10 +502,45 @@ async def _search_scopes(
     return [hit for scope in scopes for hit in results[scope][0]], any(results[scope][1] for scope in scopes)
 
 
-async def grep(store: Store, options: GrepOptions, conversation_ids: tuple[int, ...]) -> GrepResult:
+def _scopes(options: GrepOptions) -> list[Literal["messages", "summaries"]]:
+    """The tables a search of messages and summaries reads (its callers have refused ``files`` already)."""
+    scope = options.scope
+    if scope == "messages" or scope == "summaries":
+        return [scope]
+    assert scope == "both"
+    return ["messages", "summaries"]
+
+
+def first_page_requests(options: GrepOptions, conversation_ids: tuple[int, ...]) -> list[SearchRequest] | None:
+    """The store requests for the first page of each scope :func:`grep` searches (None: it searches none).
+
+    A caller may read these pages ahead (e.g. together with the reach) and hand them to
+    :func:`grep` as ``first_pages``; None for options :func:`grep` refuses (an invalid pattern,
+    files, semantic modes), which then report their error from :func:`grep` itself.
+    """
+    if options.scope == "files" or options.mode in SEMANTIC_MODES:
+        return None
+    plan = _plan(options)
+    if isinstance(plan, str):
+        return None
+    return [_request(options, plan, scope, conversation_ids) for scope in _scopes(options)]
+
+
+async def grep(
+    store: Store,
+    options: GrepOptions,
+    conversation_ids: tuple[int, ...],
+    *,
+    first_pages: list[list[SearchRow]] | None = None,
+    rank_any_word: AnyWordRanker | None = None,
+) -> GrepResult:
     """Search ``conversation_ids`` (already checked against the caller's reach) as ``options`` say.
 
     Only regex and full-text searches of messages and summaries run here (see the module docstring).
+    ``first_pages``: the rows of :func:`first_page_requests` for these options and conversations,
+    read already (then the common case reads nothing more).
+    ``rank_any_word`` ranks the any-word matches a full-text query falls back to (or is topped up with);
+    without it they come in the store's order of relevance (BM25 / ``ts_rank_cd``) alone.
     """
     if options.scope == "files" or options.mode in SEMANTIC_MODES:
         raise InputError(
@@ -492,10 +550,8 @@ async def grep(store: Store, options: GrepOptions, conversation_ids: tuple[int, 
     plan = _plan(options)
     if isinstance(plan, str):  # an invalid query is an error, never an empty result
         raise InputError(plan)
-    scopes: list[Literal["messages", "summaries"]] = (
-        ["messages", "summaries"] if options.scope == "both" else [options.scope]
-    )
-    found, more = await _search_scopes(store, options, plan, scopes, conversation_ids)
+    scopes = _scopes(options)
+    found, more = await _search_scopes(store, options, plan, scopes, conversation_ids, first_pages)
     if len(scopes) > 1:
         if options.sort == "relevance" and plan.words is not None:
             ordered = sorted(found, key=lambda h: h.rank if h.rank is not None else 0.0)
@@ -508,18 +564,18 @@ async def grep(store: Store, options: GrepOptions, conversation_ids: tuple[int, 
     if options.sort == "relevance" and plan.words is None:
         notes = ("(relevance order applies to full-text word queries; these matches are newest first)",)
     if not found and options.mode == "full_text" and plan.words is not None:
-        return await _any_word(store, options, scopes, conversation_ids)
+        return await _any_word(store, options, scopes, conversation_ids, rank_any_word)
     if options.mode == "full_text" and relevance_order and 0 < len(found) < options.limit and not more:
         # Ranked by relevance (a question, not a grep): the items with every word come first, then
         # items with any of its keywords, best first, so a question is never answered by one stray match.
-        partial = await _any_word(store, options, scopes, conversation_ids)
+        partial = await _any_word(store, options, scopes, conversation_ids, rank_any_word)
         have = {(h.scope, h.ref) for h in found}
         unseen = [h for h in partial.hits if (h.scope, h.ref) not in have]
         added = unseen[: options.limit - len(found)]
         if added:
             notes += (
                 f"(the first {len(found)} have every word of {options.pattern!r}; the next {len(added)} have "
-                "some of its keywords, best match first)",
+                f"some of its keywords{_NEXT_TO if rank_any_word is not None else ''}, best match first)",
             )
             found += added
             more = partial.more or len(unseen) > len(added)
@@ -537,28 +593,33 @@ async def _any_word(
     options: GrepOptions,
     scopes: list[Literal["messages", "summaries"]],
     conversation_ids: tuple[int, ...],
+    rank_any_word: AnyWordRanker | None = None,
 ) -> GrepResult:
     """The ranked any-word search a full-text query falls back to when no item has all its words.
 
-    Stopwords are dropped (:func:`~lossless.retrieval.ranking.keywords`); matches come best first and
-    the result says that this is what happened.
+    Function words are dropped (:data:`~lossless.retrieval.ranking.FUNCTION_WORDS`); matches come best
+    first (by ``rank_any_word`` when given) and the result says that this is what happened.
     """
-    words = keywords(options.pattern)
-    query = FullTextQuery(tuple((Term(w),) for w in words))
+    words = keywords(options.pattern, stopwords=FUNCTION_WORDS)
     ranked = replace(options, sort="relevance")
-    plan = _Plan(words=query.fts_expression(), matcher=_term_locator(query, exact=False), exact=False)
-    found, more = await _search_scopes(store, ranked, plan, scopes, conversation_ids)
-    if len(scopes) > 1:
-        found.sort(key=lambda h: h.rank if h.rank is not None else 0.0)
-        more = more or len(found) > options.limit
-        found = found[: options.limit]
+    if rank_any_word is not None:
+        found, more = await rank_any_word(store, ranked, scopes, conversation_ids)
+    else:
+        query = FullTextQuery(tuple((Term(w),) for w in words))
+        plan = _Plan(words=query.fts_expression(), matcher=_term_locator(query, exact=False), exact=False)
+        found, more = await _search_scopes(store, ranked, plan, scopes, conversation_ids)
+        if len(scopes) > 1:
+            found.sort(key=lambda h: h.rank if h.rank is not None else 0.0)
+            more = more or len(found) > options.limit
+            found = found[: options.limit]
     if not found:
         return GrepResult(
             options, message=no_matches(options, len(conversation_ids)), conversations=len(conversation_ids)
         )
     note = (
         f"(nothing has every word of {options.pattern!r}; these matches have any of "
-        f"{', '.join(words[:12])}{', …' if len(words) > 12 else ''}, best match first)"
+        f"{', '.join(words[:12])}{', …' if len(words) > 12 else ''}{_NEXT_TO if rank_any_word is not None else ''}, "
+        "best match first)"
     )
     return GrepResult(
         ranked, tuple(found), conversations=len(conversation_ids), more=more, notes=(note,), fallback=True

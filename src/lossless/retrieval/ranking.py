@@ -34,6 +34,7 @@ from typing import TypeVar
 from lossless.text import CJK_CHAR
 
 __all__ = [
+    "FUNCTION_WORDS",
     "KEYWORD_WEIGHT",
     "NEIGHBOUR_SHARE",
     "STOPWORDS",
@@ -60,18 +61,26 @@ TIME_BOOST = 0.1
 SUBSTANCE_WORDS = 6
 SUBSTANCE_POWER = 1.0
 
-#: Words that carry no topic in a question (English function words and question glue).
-STOPWORDS = frozenset(
+#: English function words, the closed classes (articles, pronouns, determiners, auxiliaries, prepositions,
+#: conjunctions): what a keyword search drops from any text.  Adverbs and verbs ("finally", "last", "get") stay.
+FUNCTION_WORDS = frozenset(
     """
     a about above after again against all also am an and any are as at be because been before being below
     between both but by can could did do does doing done down during each either else ever every few for from
-    further get got had has have having he her here hers herself him himself his how i if in into is it its
-    itself just me might more most much must my myself no nor not now of off on once one only or other ought our
+    further had has have having he her here hers herself him himself his how i if in into is it its
+    itself just me might more most much must my myself no nor not now of off on once only or other ought our
     ours ourselves out over own same shall she should so some such than that the their theirs them themselves
     then there these they this those through to too under until up upon us very was we were what whatever when
     whenever where which while who whom whose why will with within without would yet you your yours yourself
-    yourselves tell told say said ask asked mention mentioned remember recall anything something thing things
-    kind sort way end ended actually really finally still ago last next
+    yourselves
+    """.split()  # noqa: SIM905 - a word list reads best as text
+)
+#: Words that carry no topic in a question (function words and question glue: "tell", "remember", "finally" …).
+#: The hybrid ranker drops these; the full-text ranker drops :data:`FUNCTION_WORDS` only (chosen on dev).
+STOPWORDS = FUNCTION_WORDS | frozenset(
+    """
+    get got tell told say said ask asked mention mentioned remember recall anything something thing things
+    kind sort way end ended actually really finally still ago last next one
     """.split()  # noqa: SIM905 - a word list reads best as text
 )
 
@@ -184,8 +193,8 @@ def _may_is_month(text: str, match: re.Match[str]) -> bool:
     return bool(match.group(2)) or before[0] in ("in", "last", "since", "during", "early", "late", "mid", "of")
 
 
-def keywords(text: str, window: TimeWindow | None = None) -> list[str]:
-    """The words of ``text`` that carry its topic, in order, each once (stopwords and time words dropped).
+def keywords(text: str, window: TimeWindow | None = None, *, stopwords: frozenset[str] = STOPWORDS) -> list[str]:
+    """The words of ``text`` that carry its topic, in order, each once (``stopwords`` and time words dropped).
 
     A possessive ``'s`` is dropped with the apostrophe ("Maya's" → "Maya").  When nothing is left the
     text's words are returned as they are.
@@ -195,7 +204,7 @@ def keywords(text: str, window: TimeWindow | None = None) -> list[str]:
     kept = [
         w
         for w in words
-        if w.lower() not in STOPWORDS and w.lower() not in time_words and (len(w) > 1 or not w.isascii())
+        if w.lower() not in stopwords and w.lower() not in time_words and (len(w) > 1 or not w.isascii())
     ]
     return list(dict.fromkeys(kept or words))
 

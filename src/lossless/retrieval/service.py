@@ -15,6 +15,12 @@ Invariants:
   included, never add up to more than its cap; once it is spent, each read is
   refused with a message saying so.  A revoked or expired grant stops every
   tool at its next call.
+* **A grep needs one request where the store allows it.**  On a store that reads the caller's
+  conversation links and runs searches in one request (:class:`~lossless.ports.ReachSearchStore`),
+  grep sends its first pages for the reach the same kind of call had last time; they are used
+  only when the reach worked out from the links of that same request is that one (so they are
+  what a search after the reach would have read), else the search runs again.  A guess never
+  widens what a caller reads: every returned row comes from a search of exactly its reach.
 * No I/O beyond the :class:`~lossless.ports.Store` port, the ``read_file``
   callable it is given (the engine supplies one that reads the blob store) and
   the ``semantic`` search port (the engine supplies the memory layer's
@@ -33,9 +39,9 @@ import anyio
 
 from lossless.errors import InputError, NotFoundError, check_integer, check_unicode
 from lossless.large_files import DEFAULT_PAGE_BYTES, Page, page_lines
-from lossless.ports import Store
+from lossless.ports import ReachSearchStore, SearchRow, Store
 from lossless.records import JSONValue, LargeFile, MessageRecord, Summary, format_timestamp, utcnow
-from lossless.retrieval.access import AccessDenied, Caller, Reach, resolve_reach
+from lossless.retrieval.access import AccessDenied, Caller, Reach, check_reach_options, reach_from_links, resolve_reach
 from lossless.retrieval.dag import (
     DEFAULT_MAX_DEPTH,
     ExpandResult,
@@ -45,13 +51,18 @@ from lossless.retrieval.dag import (
     validate_expand_options,
 )
 from lossless.retrieval.files import grep_files
-from lossless.retrieval.grep import SEMANTIC_MODES, GrepOptions, GrepResult, grep, with_context
+from lossless.retrieval.grep import SEMANTIC_MODES, GrepOptions, GrepResult, first_page_requests, grep, with_context
+from lossless.retrieval.hybrid import keyword_hits
 from lossless.retrieval.semantic import SemanticSearch, grep_semantic
 from lossless.tokens import EstimatingCounter, TokenCounter
 
 __all__ = ["FileView", "MessageView", "Retriever", "message_id_of"]
 
 _QUERY_HITS = 5
+#: Reaches remembered as guesses for the next grep of the same kind of call: at most this many, holding
+#: at most this many conversation ids together (then they are forgotten; a reach larger is not kept).
+_REACH_GUESSES = 256
+_GUESSED_IDS = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +143,8 @@ class Retriever:
         self._clock = clock
         self._make_semantic = semantic
         self._semantic: SemanticSearch | None = None
+        #: The reach each kind of grep call had last time: a guess, checked before it is used (:meth:`_grep_reach`).
+        self._reach_guesses: dict[tuple[str, str | None, str | None, int | None, bool], tuple[int, ...]] = {}
 
     def semantic_search(self) -> SemanticSearch:
         """The semantic search port, made by the ``semantic`` factory on first use (then kept: it caches)."""
@@ -179,14 +192,18 @@ class Retriever:
         conversation_id: int | None = None,
         all_conversations: bool = False,
     ) -> GrepResult:
-        reach = await self.reach(caller, conversation_id=conversation_id, all_conversations=all_conversations)
+        reach, first_pages = await self._grep_reach(caller, options, conversation_id, all_conversations)
         if options.scope == "files":
             result = await grep_files(self.store, options, reach.conversation_ids, self._read_file)
         else:
             if options.mode in SEMANTIC_MODES:
-                found = await grep_semantic(self.store, options, reach.conversation_ids, self.semantic_search())
+                found = await grep_semantic(
+                    self.store, options, reach.conversation_ids, self.semantic_search(), agent=caller.agent_id
+                )
             else:
-                found = await grep(self.store, options, reach.conversation_ids)
+                found = await grep(
+                    self.store, options, reach.conversation_ids, first_pages=first_pages, rank_any_word=keyword_hits
+                )
             result = await with_context(self.store, found)
         if reach.grant is None or not result.hits:
             return result
@@ -206,6 +223,44 @@ class Retriever:
             "answer with what was read)"
         )
         return replace(result, hits=result.hits[:kept], more=True, notes=(*result.notes, note))
+
+    async def _grep_reach(
+        self, caller: Caller, options: GrepOptions, conversation_id: int | None, all_conversations: bool
+    ) -> tuple[Reach, list[list[SearchRow]] | None]:
+        """The caller's reach and, where the store can read it in the same request, the search's first pages.
+
+        A store that reads the caller's conversation links and searches in one request
+        (:class:`~lossless.ports.ReachSearchStore`) is sent the first page of each scope for the
+        reach this kind of call had last time (a guess), together with the links.  The reach is
+        then worked out from those links exactly as :meth:`reach` does, and the pages are used
+        only when it is the guessed one: both were read from one state of the store, so they are
+        the pages a search after the reach would have read.  Otherwise (the first call, or the
+        reach changed) the search reads its pages itself.  A caller holding a grant takes the
+        usual path (its grant is re-checked on every call).
+        """
+        store = self.store
+        if caller.grant_id is not None or not isinstance(store, ReachSearchStore):
+            reach = await self.reach(caller, conversation_id=conversation_id, all_conversations=all_conversations)
+            return reach, None
+        check_reach_options(conversation_id, all_conversations)
+        key = (caller.agent_id, caller.session_key, caller.session_id, conversation_id, all_conversations)
+        guess = self._reach_guesses.get(key)
+        requests = None if guess is None else first_page_requests(options, guess)
+        read = await store.search_with_links(
+            caller.agent_id, requests or [], session_id=caller.session_id, session_key=caller.session_key
+        )
+        reach = reach_from_links(
+            caller, read.links, read.own, conversation_id=conversation_id, all_conversations=all_conversations
+        )
+        guesses, ids = self._reach_guesses, reach.conversation_ids
+        guesses.pop(key, None)
+        if len(guesses) >= _REACH_GUESSES or sum(map(len, guesses.values())) + len(ids) > _GUESSED_IDS:
+            guesses.clear()
+        if len(ids) <= _GUESSED_IDS:
+            guesses[key] = ids
+        if requests is None or guess != reach.conversation_ids:
+            return reach, None
+        return reach, read.pages
 
     # -- describe
 

@@ -47,7 +47,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from lossless.errors import InputError
-from lossless.ports import SearchRequest, SearchRow
+from lossless.ports import ReachPages, SearchRequest, SearchRow
 from lossless.records import Grant
 from lossless.stores.postgres.connection import Connection, Database
 from lossless.stores.postgres.schema import TSV
@@ -435,6 +435,28 @@ def _search_rows(request: SearchRequest, rows: Sequence[Sequence[Any]]) -> list[
     return [_row(request.scope, r, -float(r[8])) for r in rows]
 
 
+def _asks(request: SearchRequest) -> bool:
+    """Whether a request can have rows at all (else its page is empty without asking the server)."""
+    return bool(request.conversation_ids) and request.limit >= 1
+
+
+def _search_pages(requests: Sequence[SearchRequest], found: Sequence[Sequence[Any]]) -> list[list[SearchRow]]:
+    """Each request's page from the results of the statements of the requests that ask (:func:`_asks`)."""
+    rows = iter(found)
+    return [_search_rows(r, next(rows)) if _asks(r) else [] for r in requests]
+
+
+#: The links of an agent's conversations (:meth:`~lossless.ports.Store.list_conversation_links`).
+_LINKS = (
+    "SELECT conversation_id, parent_conversation_id, session_key FROM conversations "
+    "WHERE agent_id = %s ORDER BY conversation_id"
+)
+
+
+def _links(rows: Sequence[Sequence[Any]]) -> list[tuple[int, int | None, str | None]]:
+    return [(int(r[0]), None if r[1] is None else int(r[1]), r[2]) for r in rows]
+
+
 # ---------------------------------------------------------------------- grants
 
 
@@ -458,19 +480,61 @@ class RetrievalStatements:
 
         Word terms never resolved before take one more round trip first (once per store and term).
         """
+        statements = await self._search_statements(requests)
+        # Never a prepared (generic) plan: the best plan depends on the pattern's selectivity.
+        found = await self._db.read_all(statements, prepare=False) if statements else []
+        return _search_pages(requests, found)
+
+    async def search_with_links(
+        self,
+        agent_id: str,
+        requests: Sequence[SearchRequest],
+        *,
+        session_id: str | None = None,
+        session_key: str | None = None,
+    ) -> ReachPages:
+        """The agent's links, its session's conversation and each request's page: one round trip, one snapshot.
+
+        (:class:`~lossless.ports.ReachSearchStore`.)  The links, the conversation lookup and the
+        searches are sent in one pipeline (:meth:`~lossless.stores.postgres.connection.Database.read_all`);
+        word terms never resolved before take one more round trip first, as in :meth:`search_many`.
+        """
+        searches = await self._search_statements(requests)
+        statements: list[tuple[str, Any]] = [(_LINKS, (agent_id,))]
+        if session_id is not None:
+            statements.append(
+                (
+                    "SELECT conversation_id FROM conversations WHERE agent_id = %s AND session_id = %s",
+                    (agent_id, session_id),
+                )
+            )
+        elif session_key is not None:
+            statements.append(
+                (
+                    "SELECT conversation_id FROM conversations WHERE agent_id = %s AND session_key = %s AND active",
+                    (agent_id, session_key),
+                )
+            )
+        found = await self._db.read_all([*statements, *searches], prepare=False)
+        own = found[1] if len(statements) > 1 else []
+        return ReachPages(
+            links=_links(found[0]),
+            own=int(own[0][0]) if own else None,
+            pages=_search_pages(requests, found[len(statements) :]),
+        )
+
+    async def _search_statements(self, requests: Sequence[SearchRequest]) -> list[tuple[str, list[Any]]]:
+        """The statements answering each request that asks for rows (see :func:`_search_pages`), terms resolved."""
         for request in requests:
             if request.order == "relevance" and request.words is None:
                 raise InputError("relevance order needs a word query")
-        asked = [bool(r.conversation_ids) and r.limit >= 1 for r in requests]
-        terms = [t for r, a in zip(requests, asked, strict=True) if a for t in _terms(r)]
+        asked = [r for r in requests if _asks(r)]
+        terms = [t for r in asked for t in _terms(r)]
         resolved = {t: self._tsqueries[t] for t in terms if t in self._tsqueries}
         if len(resolved) < len(set(terms)):
             async with self._db.read() as conn:
                 resolved = dict(zip(terms, await _resolve_terms(conn, terms, self._tsqueries), strict=True))
-        statements = [_search_sql(r, resolved) for r, a in zip(requests, asked, strict=True) if a]
-        # Never a prepared (generic) plan: the best plan depends on the pattern's selectivity.
-        found = iter(await self._db.read_all(statements, prepare=False) if statements else [])
-        return [_search_rows(r, next(found)) if a else [] for r, a in zip(requests, asked, strict=True)]
+        return [_search_sql(r, resolved) for r in asked]
 
     # ------------------------------------------------------------ the DAG
 
@@ -503,12 +567,8 @@ class RetrievalStatements:
 
     async def list_conversation_links(self, agent_id: str) -> list[tuple[int, int | None, str | None]]:
         async with self._db.read() as conn:
-            cursor = await conn.execute(
-                "SELECT conversation_id, parent_conversation_id, session_key FROM conversations "
-                "WHERE agent_id = %s ORDER BY conversation_id",
-                (agent_id,),
-            )
-            return [(int(r[0]), None if r[1] is None else int(r[1]), r[2]) for r in await cursor.fetchall()]
+            cursor = await conn.execute(_LINKS, (agent_id,))
+            return _links(await cursor.fetchall())
 
     # ------------------------------------------------------------ grants
 

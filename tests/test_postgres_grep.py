@@ -1,0 +1,219 @@
+"""grep on PostgreSQL in one round trip (:class:`~lossless.ports.ReachSearchStore`), with the same results.
+
+Round trips are counted on the wire: the store talks to the server through a proxy that counts the
+protocol messages that end a request (``Sync`` of the extended protocol, ``Query`` of the simple
+one), so the count does not depend on timing or on the driver's internals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg.conninfo
+import pytest
+
+from lossless import ContextEngine, Message
+from lossless.errors import InputError
+from lossless.ports import ReachSearchStore, Store
+from lossless.retrieval import AccessDenied, Caller, GrepOptions, GrepResult, Retriever
+from lossless.stores.postgres import PostgresStore
+
+pytestmark = pytest.mark.anyio
+
+_SSL_REQUEST = 80877103
+_GSSENC_REQUEST = 80877104
+
+
+class WireCounter:
+    """Requests a client sent through the proxy: each ``Sync`` or ``Query`` waits for the server's answer."""
+
+    def __init__(self) -> None:
+        self.round_trips = 0
+
+    def reset(self) -> None:
+        self.round_trips = 0
+
+
+async def _client_to_server(client: asyncio.StreamReader, server: asyncio.StreamWriter, counter: WireCounter) -> None:
+    """Forward the client's messages, counting those that end a request."""
+
+    async def forward(size: int) -> bytes:
+        data = await client.readexactly(size)
+        server.write(data)
+        await server.drain()
+        return data
+
+    try:
+        while True:  # the untyped startup packet (or an SSL / GSS encryption request before it)
+            length = int.from_bytes(await forward(4), "big")
+            code = int.from_bytes((await forward(length - 4))[:4], "big")
+            if code not in (_SSL_REQUEST, _GSSENC_REQUEST):
+                break
+        while True:
+            head = await forward(5)
+            await forward(int.from_bytes(head[1:], "big") - 4)
+            if head[:1] in (b"S", b"Q"):
+                counter.round_trips += 1
+    except (asyncio.IncompleteReadError, ConnectionError):
+        pass
+    finally:
+        server.close()
+
+
+async def _server_to_client(server: asyncio.StreamReader, client: asyncio.StreamWriter) -> None:
+    try:
+        while data := await server.read(1 << 16):
+            client.write(data)
+            await client.drain()
+    except ConnectionError:
+        pass
+    finally:
+        client.close()
+
+
+@asynccontextmanager
+async def counting_proxy(url: str, folder: Path) -> AsyncIterator[tuple[str, WireCounter]]:
+    """A URL reaching ``url``'s server through a Unix-socket proxy, and the counter of its round trips."""
+    info = psycopg.conninfo.conninfo_to_dict(url)
+    host = str(info.get("host") or "localhost")
+    port = int(info.get("port") or 5432)
+    counter = WireCounter()
+    pumps: set[asyncio.Task[None]] = set()
+
+    async def serve(client_in: asyncio.StreamReader, client_out: asyncio.StreamWriter) -> None:
+        if host.startswith("/"):
+            server_in, server_out = await asyncio.open_unix_connection(f"{host}/.s.PGSQL.{port}")
+        else:
+            server_in, server_out = await asyncio.open_connection(host, port)
+        back = asyncio.create_task(_server_to_client(server_in, client_out))
+        pumps.add(back)
+        await _client_to_server(client_in, server_out, counter)
+        await back
+
+    listener = await asyncio.start_unix_server(serve, path=str(folder / ".s.PGSQL.5432"))
+    proxied = {**info, "host": str(folder), "port": "5432", "sslmode": "disable", "gssencmode": "disable"}
+    try:
+        yield psycopg.conninfo.make_conninfo("", **proxied), counter
+    finally:
+        listener.close()
+        await listener.wait_closed()
+        for pump in pumps:
+            pump.cancel()
+        await asyncio.gather(*pumps, return_exceptions=True)
+
+
+class PlainStore:
+    """A store that reads the reach first and searches after (no :class:`ReachSearchStore`)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "search_with_links":
+            raise AttributeError(name)
+        return getattr(self._store, name)
+
+
+def same(a: GrepResult, b: GrepResult) -> None:
+    assert [(h.scope, h.ref, h.conversation_id, h.snippet) for h in a.hits] == [
+        (h.scope, h.ref, h.conversation_id, h.snippet) for h in b.hits
+    ]
+    assert (a.conversations, a.more, a.message, a.notes) == (b.conversations, b.more, b.message, b.notes)
+
+
+ALICE = Caller("alice", session_key="alice:chat")
+OPERATOR = Caller("alice")
+
+
+async def grep_both(
+    fast: Retriever, plain: Retriever, caller: Caller, options: GrepOptions, **reach: Any
+) -> GrepResult:
+    found = await fast.grep(caller, options, **reach)
+    same(found, await plain.grep(caller, options, **reach))
+    return found
+
+
+async def test_a_grep_takes_one_round_trip_once_its_reach_is_known(pg_url: str, tmp_path: Path) -> None:
+    """One Sync per grep once the caller's reach is known; a changed reach costs one more and is found."""
+    writer = await ContextEngine.open(pg_url, agent_id="alice")
+    bob = await ContextEngine.open(pg_url, agent_id="bob")
+    try:
+        a = await writer.ingest_batch(
+            "a-main", [Message.user(f"deploy step {i} of the parent task") for i in range(30)], session_key="alice:chat"
+        )
+        a2 = await writer.ingest_batch("a-other", [Message.user("deploy the other one")], session_key="alice:other")
+        b = await bob.ingest_batch("b-main", [Message.user("deploy bob's secret")], session_key="bob:chat")
+        await writer.compact("a-main", force=True)
+        await writer.store.wait_indexed()  # then the reader's store starts no indexer of its own
+        async with counting_proxy(pg_url, tmp_path) as (url, counter):
+            store = await PostgresStore.open(url, pool_size=1)
+            try:
+                assert isinstance(store, ReachSearchStore)
+                fast, plain = Retriever(store), Retriever(PlainStore(store))  # type: ignore[arg-type]
+
+                async def check(caller: Caller, options: GrepOptions, trips: int, **reach: Any) -> GrepResult:
+                    counter.reset()
+                    found = await fast.grep(caller, options, **reach)
+                    assert counter.round_trips == trips, (caller, options, reach)
+                    same(found, await plain.grep(caller, options, **reach))
+                    return found
+
+                words = GrepOptions("deploy", mode="full_text", limit=10)
+                for caller, reach in (
+                    (OPERATOR, {"all_conversations": True}),
+                    (ALICE, {}),
+                    (ALICE, {"conversation_id": a.conversation_id}),
+                    (ALICE, {"all_conversations": True}),
+                ):
+                    await fast.grep(caller, words, **reach)  # learns the reach (and the word's tsquery)
+                    found = await check(caller, words, 1, **reach)
+                    counter.reset()
+                    await plain.grep(caller, words, **reach)
+                    # The agent's conversations, its session's conversation (for a session), then the searches
+                    # (and once, psycopg's preparing of a statement run for the fifth time on a connection).
+                    assert counter.round_trips >= (2 if caller.session_key is None else 3), (caller, reach)
+                    assert found.hits and b.conversation_id not in {h.conversation_id for h in found.hits}
+                # Either scope alone, a regex, and a word searched for the first time (its tsquery: once).
+                await check(ALICE, GrepOptions("deploy", scope="summaries"), 1)
+                await check(ALICE, GrepOptions("deploy", mode="full_text", scope="messages"), 1)
+                assert (await check(ALICE, GrepOptions("dep.oy"), 1)).hits
+                await check(ALICE, GrepOptions("parent", mode="full_text"), 2)
+
+                # The reach grows (a new conversation of alice): the guess is wrong once, the new one is found.
+                new = await writer.ingest_batch("a-new", [Message.user("deploy the newest")], session_key="alice:new")
+                await writer.store.wait_indexed()
+                found = await check(OPERATOR, words, 2, all_conversations=True)
+                assert found.hits[0].conversation_id == new.conversation_id
+                await check(OPERATOR, words, 1, all_conversations=True)
+                # A sub-agent's conversation joins the caller's family.
+                await writer.prepare_subagent_spawn("a-main", "a-child", child_session_key="alice:child")
+                await writer.ingest_batch("a-child", [Message.user("deploy from the child")], session_key="alice:child")
+                await writer.store.wait_indexed()
+                found = await check(ALICE, words, 2)
+                assert any("child" in h.snippet for h in found.hits)
+                assert a2.conversation_id not in {h.conversation_id for h in found.hits}
+                await check(Caller("alice", session_key="alice:child"), words, 2)  # its first grep: reach unknown
+
+                # Denials and errors are the same, and leave no guess behind that could leak.
+                with pytest.raises(AccessDenied):
+                    await fast.grep(ALICE, words, conversation_id=b.conversation_id)
+                with pytest.raises(AccessDenied):
+                    await fast.grep(ALICE, words, conversation_id=b.conversation_id)
+                with pytest.raises(InputError, match="no conversation of its own"):
+                    await fast.grep(Caller("alice", session_key="nobody"), words)
+                with pytest.raises(InputError, match="not a valid regular expression"):
+                    await fast.grep(ALICE, GrepOptions("(unclosed"))
+                bob_sees = await grep_both(fast, plain, Caller("bob", session_key="bob:chat"), words)
+                assert {h.conversation_id for h in bob_sees.hits} == {b.conversation_id}
+                # Nothing matching: the message, and the any-word fallback, as on the plain path.
+                await grep_both(fast, plain, ALICE, GrepOptions("zebra", mode="full_text"))
+                await grep_both(fast, plain, ALICE, GrepOptions("zebra deploy", mode="full_text"))
+            finally:
+                await store.close()
+    finally:
+        await bob.dispose()
+        await writer.dispose()
