@@ -326,3 +326,21 @@ def test_fitting_drops_commands_and_notes_before_identifiers() -> None:
     assert all(ref in text for ref in refs)  # the commands gave way, not the identifiers
     tight = summarizer._fit(list(lines), COUNTER.count("\n".join(lines[:2] + lines[-3:])) - 10, head_short=lines[0])
     assert "Ran: " not in tight and "Refs: pkg/mod_0.py" in tight  # then identifiers go from the end
+
+
+async def test_a_longer_ref_takes_the_rank_of_the_short_one_it_holds() -> None:
+    """``fields.py`` met often and ``src/marshmallow/fields.py`` once: the full path is named, early."""
+    output = "\n".join(f"ok fields.py check {i}" for i in range(9)) + "\nsee src/marshmallow/fields.py"
+    others = "\n".join(f"lib/other_{i}.py lib/other_{i}.py" for i in range(80))
+    messages = [
+        call("c1", "Bash", command="make lint"),
+        Message.tool_result("c1", output, name="Bash"),
+        call("c2", "Bash", command="make list"),
+        Message.tool_result("c2", others, name="Bash"),
+    ]
+    records = [record(i, m) for i, m in enumerate(messages)]
+    text = OfflineSummarizer().summarize_text(leaf_request(records, target=300))
+    refs = next(line for line in text.splitlines() if line.startswith("Refs: ")).removeprefix("Refs: ").split(", ")
+    assert refs[0] == "src/marshmallow/fields.py"  # ranked by the short name's nine mentions
+    assert "fields.py" not in refs
+    assert "more identifiers" in text.splitlines()[-1]  # not every lib/other_N.py fitted

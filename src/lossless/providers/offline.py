@@ -558,13 +558,20 @@ def _footer(notes: _Notes, dropped: Counter[str], refs_dropped: int, read: Seque
 def _distinct_refs(refs: Counter[str], files: Sequence[str]) -> list[str]:
     """``refs`` most frequent first, without the files listed and without any contained in another ref.
 
-    A ref inside a longer one (``fields.py`` in ``src/marshmallow/fields.py``, a path in its URL) is
-    named whenever the longer one is, so it would only take room.
+    A ref inside a longer one (``fields.py`` in ``src/marshmallow/fields.py``, a ticket in its URL)
+    is named whenever the longer one is, so it would only take room; the longer one takes the better
+    of the two ranks, so that the shorter one's frequency still counts.
     """
     listed = set(files)
     ranked = [ref for ref, _ in refs.most_common(_REF_CANDIDATES) if ref not in listed]
     joined = "\n".join([*ranked, *files])
-    return [ref for ref in ranked if joined.count(ref) == 1]
+    whole = {ref: rank for rank, ref in enumerate(ranked) if joined.count(ref) == 1}
+    for rank, ref in enumerate(ranked):
+        if ref not in whole:
+            holder = next((other for other in whole if ref in other), None)  # best-ranked first
+            if holder is not None and rank < whole[holder]:
+                whole[holder] = rank
+    return sorted(whole, key=whole.__getitem__)
 
 
 def _unique(items: Iterable[str]) -> list[str]:
