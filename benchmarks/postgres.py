@@ -18,17 +18,28 @@ Figures (``--quick`` sizes in brackets; ``--messages=N`` sets the history's size
 * **assemble** of one 10k-message conversation [2k], compacted, 128k budget, p50, PostgreSQL against
   SQLite (goal ≤ 2×).
 * **semantic grep** p50 over a conversation of 2,000 [500] messages whose vectors are built (the
-  hashing embedder at 384 dimensions, so query embedding is negligible): PostgreSQL (pgvector HNSW
-  where the server has it) against SQLite.  The PostgreSQL vector build writes well under 100
-  vectors a second on this machine (see ``embedding_index.py``), so it is not built over the whole
-  history here.
+  hashing embedder at 384 dimensions, the size of the default local model's vectors, so query
+  embedding is negligible): PostgreSQL (pgvector, which the benchmark installs in the server's
+  template as an administrator would) against SQLite.
+* **semantic grep at full size**: every message of the history above gets its vectors through
+  ``engine.index_step()`` (build rate reported), then semantic grep p50 over one conversation
+  (N/100 messages: the store ranks them exactly) and over all of them (the HNSW index), each with
+  the goal p50 ≤ 50 ms; and, as a diagnostic, the one-conversation search forced through HNSW.
 * **concurrent writers**: 1, 4 and 16 tasks each ingesting one message per call (each call its own
   committed transaction) into conversations of their own, on PostgreSQL; throughput, and the ratio
   of 4 and 16 writers against 1 (the scaling a shared server gives; SQLite serialises writers).
+
+``--growth=250000,500000,1000000,…`` instead grows one PostgreSQL history through those sizes and
+measures at each: the ingest rate of the step that reached it (acknowledged and searchable), the
+database's size on disk, assemble p50 (a compacted 10k-message conversation made first), grep
+full-text and regex p50; ``--semantic-at=N`` also builds every vector at checkpoint N and measures
+semantic grep there.  It prints each figure's fitted growth curve (``a·N^b``; size: bytes per
+message) and its value extrapolated to 10M messages — an estimate, printed as one.
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 import sys
 import tempfile
@@ -48,13 +59,17 @@ from lossless import ContextEngine, Message
 
 CONVERSATIONS = 100
 BATCH = 1000
+#: The default local embedder (all-MiniLM-L6-v2) makes vectors of this size; the benchmark's hashing embedder too.
+DIMENSIONS = 384
+#: The server's maintenance_work_mem for the benchmark's HNSW builds (set as an administrator would).
+BUILD_MEMORY = "4GB"
 
 
-async def fill(url: str, messages: list[Message]) -> tuple[float, float]:
+async def fill(url: str, messages: list[Message], first_batch: int = 0) -> tuple[float, float]:
     """Batched ingest into CONVERSATIONS conversations; messages/s until acknowledged, and until searchable."""
     async with await ContextEngine.open(url) as engine:
         with timer() as elapsed:
-            for i, start in enumerate(range(0, len(messages), BATCH)):
+            for i, start in enumerate(range(0, len(messages), BATCH), first_batch):
                 await engine.ingest_batch(f"conv-{i % CONVERSATIONS}", messages[start : start + BATCH])
             rate = len(messages) / elapsed()
             await engine.store.wait_indexed()
@@ -94,7 +109,7 @@ async def semantic_latency(url: str, messages: list[Message], repeats: int) -> f
 
     engine = await ContextEngine.open(url, memory_embedder="hash")
     try:
-        engine.memory().embedder = HashEmbedder(384)  # the same model for the build and the queries
+        engine.memory().embedder = HashEmbedder(DIMENSIONS)  # the same model for the build and the queries
         for start in range(0, len(messages), BATCH):
             await engine.ingest_batch("semantic", messages[start : start + BATCH])
         while await engine.index_step():
@@ -117,6 +132,85 @@ async def semantic_latency(url: str, messages: list[Message], repeats: int) -> f
         await engine.dispose()
 
 
+class _QuietHashEmbedder:
+    """The hashing embedder, keeping no record of its batches (it would hold every text of a million)."""
+
+    def __init__(self, dimensions: int) -> None:
+        from lossless.memory.hashing import HashEmbedder
+
+        self._inner = HashEmbedder(dimensions)
+        self.model, self.dimensions, self.max_chars = self._inner.model, dimensions, self._inner.max_chars
+
+    async def embed(self, texts: list[str], *, task: str = "passage") -> list[list[float]]:
+        return [self._inner.vector(t) for t in texts]
+
+
+async def build_vectors(url: str) -> tuple[float, int]:
+    """Seconds and items of ``engine.index_step()`` run to the end over the whole store (hashing embedder)."""
+    engine = await ContextEngine.open(url, memory_embedder="hash")
+    try:
+        engine.memory().embedder = _QuietHashEmbedder(DIMENSIONS)  # type: ignore[assignment]
+        built = 0
+        with timer() as elapsed:
+            while done := await engine.index_step():
+                built += done
+        return elapsed(), built
+    finally:
+        await engine.dispose()
+
+
+async def semantic_scaled(url: str, queries: list[str]) -> dict[str, float]:
+    """p50 ms of semantic grep over the whole built history: one conversation, and all of them.
+
+    The query embedding is excluded by construction (the hashing embedder takes microseconds).  Also,
+    as a diagnostic, the one-conversation search through the HNSW index (the plan the store takes for
+    wide reaches) instead of its exact scan.
+    """
+    from lossless.stores.postgres import vectors as pg_vectors
+
+    engine = await ContextEngine.open(url, memory_embedder="hash")
+    try:
+        engine.memory().embedder = _QuietHashEmbedder(DIMENSIONS)  # type: ignore[assignment]
+
+        async def one(query: str) -> None:
+            found = await engine.grep(query, mode="semantic", scope="messages", limit=10, conversation="conv-0")
+            assert found.hits
+            assert not found.notes, found.notes
+
+        async def every(query: str) -> None:
+            found = await engine.grep(query, mode="semantic", scope="messages", limit=10, all_conversations=True)
+            assert found.hits
+            assert not found.notes, found.notes
+
+        out: dict[str, float] = {}
+        for name, search in (("one", one), ("all", every)):
+            await search(queries[0])  # warm
+            out[name] = await _p50_each(search, queries)
+        print(f"semantic p50: one conversation {out['one']:.1f} ms, all {out['all']:.1f} ms", flush=True)
+
+        async def walked(query: str) -> None:  # a diagnostic: may find less than the exact scan
+            await engine.grep(query, mode="semantic", scope="messages", limit=10, conversation="conv-0")
+
+        exact_max = pg_vectors.EXACT_SCAN_MAX
+        pg_vectors.EXACT_SCAN_MAX = 0
+        try:
+            out["one_hnsw"] = await _p50_each(walked, queries)
+        finally:
+            pg_vectors.EXACT_SCAN_MAX = exact_max
+        return out
+    finally:
+        await engine.dispose()
+
+
+async def _p50_each(search: object, queries: list[str]) -> float:
+    samples = []
+    for query in queries:
+        started = time.perf_counter()
+        await search(query)  # type: ignore[operator]
+        samples.append((time.perf_counter() - started) * 1000)
+    return statistics.median(samples)
+
+
 async def writers(url: str, count: int, per_writer: int, pool: list[Message]) -> float:
     """Messages/s with ``count`` tasks, each ingesting one message per call into its own conversation."""
     async with await ContextEngine.open(url, postgres_pool_size=max(4, count)) as engine:
@@ -135,6 +229,12 @@ async def writers(url: str, count: int, per_writer: int, pool: list[Message]) ->
             return count * (per_writer - 1) / elapsed()
 
 
+def pick_queries(messages: list[Message], count: int) -> list[str]:
+    """``count`` query texts spread over the history (the opening of non-blank messages)."""
+    texts = [m.content[:200] for m in messages[:: max(1, len(messages) // (4 * count))] if m.content.strip()]
+    return texts[:: max(1, len(texts) // count)][:count]
+
+
 def pick_word(messages: list[Message]) -> str:
     """A word of 6+ letters present in roughly 0.5-2% of the messages (selective, not rare)."""
     counts: dict[str, int] = {}
@@ -146,14 +246,136 @@ def pick_word(messages: list[Message]) -> str:
     return min(counts, key=lambda w: abs(counts[w] - target)) if counts else "error"
 
 
+async def configure_for_vectors(admin_url: str) -> None:
+    """What an administrator does before a big vector build: pgvector in the template, memory for the HNSW graph.
+
+    ``CREATE EXTENSION vector`` in ``template1`` (lossless never creates it), and a
+    ``maintenance_work_mem`` that holds the graph of a few million 384-dimension vectors.
+    """
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as conn:
+        await conn.execute(f"ALTER SYSTEM SET maintenance_work_mem = '{BUILD_MEMORY}'")
+        await conn.execute("SELECT pg_reload_conf()")
+    async with await psycopg.AsyncConnection.connect(pg.with_database(admin_url, "template1"), autocommit=True) as conn:
+        await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+
+
+async def database_bytes(url: str) -> int:
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(url) as conn:
+        row = await (await conn.execute("SELECT pg_database_size(current_database())")).fetchone()
+    return int(row[0]) if row else 0
+
+
+async def growth(checkpoints: list[int], semantic_at: int, repeats: int, out: str | None) -> None:
+    """PostgreSQL alone, one history grown through the checkpoints; figures at each, fitted and extrapolated.
+
+    At each checkpoint: the batched-ingest rate of the step that reached it (acknowledged, and
+    searchable), the database's size on disk, assemble p50 (a compacted 10k-message conversation
+    made first, so only the database around it grows), grep full_text and regex p50 over every
+    conversation, and — at ``semantic_at`` — the vector build over the whole history and semantic
+    grep p50 (one conversation, all).  Each figure is then fitted as ``a·N^b`` (size: ``c + k·N``)
+    and extrapolated to 10M messages.
+    """
+    pool = load_messages()
+    word = pick_word(realistic(5000, pool, "h"))
+    regex = r"Traceback \(most recent call last\)"
+    rows: list[dict[str, float]] = []
+    pg.prepare_environment()
+    server = pg.start()
+    try:
+        await configure_for_vectors(server.admin_url)
+        pg.prepare_template(server)
+        with pg.database(server) as url:
+            await assemble_latency(url, realistic(10_000, pool, "a"), repeats)
+            reached = 0
+            for n in checkpoints:
+                step = realistic(n - reached, pool, f"h{reached}")
+                rate, searchable = await fill(url, step, first_batch=reached // BATCH)
+                reached = n
+                row = {
+                    "messages": n,
+                    "ingest": rate,
+                    "searchable": searchable,
+                    "gib": await database_bytes(url) / 2**30,
+                }
+                async with await ContextEngine.open(url) as engine:
+                    row["assemble"] = await p50(lambda: engine.assemble("assembled", token_budget=128_000), repeats)
+                row["grep"], row["regex"] = await grep_latency(url, word, regex, repeats)
+                if n == semantic_at:
+                    build_s, built = await build_vectors(url)
+                    row["vectors_per_s"] = built / build_s
+                    print(f"built {built:,} in {build_s:,.0f} s", flush=True)
+                    scaled = await semantic_scaled(url, pick_queries(step, repeats))
+                    row.update(
+                        semantic_one=scaled["one"], semantic_all=scaled["all"], semantic_one_hnsw=scaled["one_hnsw"]
+                    )
+                    row["gib_with_vectors"] = await database_bytes(url) / 2**30
+                rows.append(row)
+                print(" ".join(f"{k}={v:,.2f}" for k, v in row.items()), flush=True)
+    finally:
+        server.close()
+    print_growth(rows, out)
+
+
+#: Growth figures fitted as a·N^b (the rest of a row is printed, not fitted).
+GROWTH_FIGURES = (
+    ("ingest", "batched ingest (acknowledged)", "msg/s"),
+    ("searchable", "batched ingest (searchable)", "msg/s"),
+    ("assemble", "assemble p50", "ms"),
+    ("grep", "grep full_text p50", "ms"),
+    ("regex", "grep regex p50", "ms"),
+)
+
+
+def print_growth(rows: list[dict[str, float]], out: str | None, target: int = 10_000_000) -> None:
+    """The measured table, each figure's fitted curve, and its value extrapolated to ``target`` messages."""
+    from _growth import fit_linear, fit_power
+
+    print("\nmessages    ingest msg/s  searchable  size GiB  assemble ms  grep ms  regex ms")
+    for r in rows:
+        print(
+            f"{int(r['messages']):>10,}  {r['ingest']:>12,.0f}  {r['searchable']:>10,.0f}  {r['gib']:>8.2f}  "
+            f"{r['assemble']:>11.1f}  {r['grep']:>7.1f}  {r['regex']:>8.1f}"
+        )
+    fits: dict[str, dict[str, float]] = {}
+    if len(rows) >= 2:
+        print(f"\nfitted over {len(rows)} checkpoints; at {target:,} messages (an extrapolation, not a measurement):")
+        for key, name, unit in GROWTH_FIGURES:
+            curve = fit_power([(r["messages"], r[key]) for r in rows])
+            fits[key] = {"a": curve.a, "b": curve.b, "at_target": curve.at(target)}
+            print(f"  {name:<32} ∝ N^{curve.b:+.2f}   → {curve.at(target):>10,.1f} {unit}")
+        size = fit_linear([(r["messages"], r["gib"]) for r in rows])
+        fits["gib"] = {"c": size.c, "k": size.k, "at_target": size.at(target)}
+        per_message = size.k * 2**30
+        print(f"  {'size on disk':<32} {per_message:,.0f} B/message → {size.at(target):>10,.1f} GiB")
+    for r in rows:
+        if "semantic_one" in r:
+            print(
+                f"\nsemantic at {int(r['messages']):,} messages: build {r['vectors_per_s']:,.0f} items/s, "
+                f"p50 one conversation {r['semantic_one']:.1f} ms (through HNSW: {r['semantic_one_hnsw']:.1f} ms), "
+                f"all conversations {r['semantic_all']:.1f} ms; size with vectors {r['gib_with_vectors']:.2f} GiB"
+            )
+    if out:
+        Path(out).write_text(json.dumps({"benchmark": "postgres-growth", "rows": rows, "fits": fits}, indent=2))
+
+
 async def main() -> None:
-    sizes = [a for a in sys.argv[1:] if a.startswith("--messages=")]
+    sizes = [a for a in sys.argv[1:] if a.startswith(("--messages=", "--growth=", "--semantic-at="))]
     for a in sizes:
         sys.argv.remove(a)
+    options = dict(a[2:].split("=", 1) for a in sizes)
     args = parse_args(__doc__ or "")
+    if "growth" in options:
+        checkpoints = sorted({int(n.replace("_", "")) for n in options["growth"].split(",")})
+        at = int(options.get("semantic-at", "0").replace("_", ""))
+        await growth(checkpoints, at, 15 if args.quick else 30, args.json)
+        return
     total = 20_000 if args.quick else 1_000_000
-    if sizes:  # --messages=N: another history size (the other figures keep their sizes)
-        total = int(sizes[-1].split("=", 1)[1].replace("_", ""))
+    if "messages" in options:  # --messages=N: another history size (the other figures keep their sizes)
+        total = int(options["messages"].replace("_", ""))
     assembled = 2_000 if args.quick else 10_000
     per_writer = 150 if args.quick else 1_000
     semantic = 500 if args.quick else 2_000
@@ -165,6 +387,7 @@ async def main() -> None:
     pg.prepare_environment()
     server = pg.start()
     try:
+        await configure_for_vectors(server.admin_url)
         pg.prepare_template(server)
         with tempfile.TemporaryDirectory() as tmp:
             sqlite_url = f"sqlite:///{Path(tmp) / 'bench.db'}"
@@ -173,6 +396,8 @@ async def main() -> None:
                 pg_rate, pg_searchable = await fill(pg_url, history)
                 sqlite_words, sqlite_regex = await grep_latency(sqlite_url, word, regex, repeats)
                 pg_words, pg_regex = await grep_latency(pg_url, word, regex, repeats)
+                build_s, built = await build_vectors(pg_url)
+                scaled = await semantic_scaled(pg_url, pick_queries(history, repeats))
             sample = realistic(assembled, pool, "a")
             with pg.database(server) as pg_url:
                 sqlite_assemble = await assemble_latency(f"sqlite:///{Path(tmp) / 'asm.db'}", sample, repeats)
@@ -208,6 +433,24 @@ async def main() -> None:
         ),
         Figure("semantic grep p50, SQLite", sqlite_semantic, "ms", note=f"{len(sample):,} messages, vectors built"),
         Figure("semantic grep p50, PostgreSQL (vs SQLite)", pg_semantic, "ms", baseline=sqlite_semantic),
+        Figure("vector build, PostgreSQL", built / build_s, "items/s", note=f"{built:,} messages, engine.index_step()"),
+        Figure(
+            "semantic grep p50, 1 conversation, PG",
+            scaled["one"],
+            "ms",
+            goal=50,
+            goal_op="<=",
+            goal_on="value",
+            note=f"{total:,} messages built ({DIMENSIONS} dimensions); conv-0 holds {total // CONVERSATIONS:,}",
+        ),
+        Figure("semantic grep p50, all conversations, PG", scaled["all"], "ms", goal=50, goal_op="<=", goal_on="value"),
+        Figure(
+            "  diagnostic: 1 conversation through HNSW",
+            scaled["one_hnsw"],
+            "ms",
+            baseline=scaled["one"],
+            note="the plan taken for wide reaches, forced; vs the exact scan the store chose",
+        ),
         Figure("1 writer, PostgreSQL", rates[1], "msg/s", note=f"{per_writer:,} single-message calls per writer"),
         Figure("4 writers, PostgreSQL (vs 1)", rates[4], "msg/s", baseline=rates[1]),
         Figure("16 writers, PostgreSQL (vs 1)", rates[16], "msg/s", baseline=rates[1]),

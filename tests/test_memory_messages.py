@@ -8,6 +8,7 @@ from lossless.errors import InputError
 from lossless.memory.hashing import HashEmbedder
 from lossless.memory.message_index import VectorBuilder
 from lossless.memory.messages import MessageSearch, reciprocal_rank_fusion
+from lossless.memory.records import MemoryDraft
 from lossless.memory.scopes import MemoryCaller
 from lossless.memory.service import MemoryService
 from lossless.ports import PreparedMessage, SearchVectorStore, Store
@@ -126,3 +127,37 @@ async def test_summary_search_reindexes_rewritten_summaries(store: Store) -> Non
     assert {h.summary_id for h in both if h.score > 0} == {backup.id, outside.id}
     with pytest.raises(InputError):
         await search.search_summaries(" ", [a.id])
+
+
+async def test_memory_leads(store: Store) -> None:
+    embedder = HashEmbedder()
+    service = MemoryService(memory_store_for(store), embedder, MemoryCaller.agent("main"))
+    others = MemoryService(memory_store_for(store), embedder, MemoryCaller.agent("other"))
+    known = {"main": service, "other": others}
+
+    def memory_for(agent: str) -> MemoryService:  # as the engine's: a service per agent, its id checked
+        return known.get(agent) or MemoryService(memory_store_for(store), embedder, MemoryCaller.agent(agent))
+
+    search = MessageSearch(store, service, memory_for=memory_for)
+    a = await store.get_or_create_conversation(agent_id="main", session_id="a")
+    b = await store.get_or_create_conversation(agent_id="main", session_id="b")
+    texts = ["what about the move?", "we sign the lease in Porto on monday", "great"]
+    await store.append_messages(a.id, [PreparedMessage(Message("user", t), 5, utcnow()) for t in texts])
+    await store.append_messages(b.id, [PreparedMessage(Message("user", "the lease"), 5, utcnow())])
+    ids = [m.id for m in await store.get_messages(a.id)]
+    (b_id,) = [m.id for m in await store.get_messages(b.id)]
+    assert await search.memory_leads("where are they moving to", [a.id]) == []
+    assert embedder.calls == []  # no memory yet: the question is not even embedded
+    fact = "They are moving to Porto and sign the lease on monday"
+    await service.add(MemoryDraft(fact, conversation_id=a.id, source_message_ids=(ids[0], ids[1])))
+    await service.add(MemoryDraft(fact + ".", conversation_id=b.id, source_message_ids=(b_id,)))
+    await others.add(MemoryDraft("Porto lease moving", conversation_id=a.id, source_message_ids=(ids[2],)))
+    leads = await search.memory_leads("where are they moving to", [a.id])
+    assert {lead.message_id for lead in leads} == {ids[0], ids[1]} and all(lead.score > 0 for lead in leads)
+    assert {lead.message_id for lead in await search.memory_leads("moving", [a.id], agent="other")} == {ids[2]}
+    assert {lead.message_id for lead in await search.memory_leads("moving", [a.id, b.id])} == {ids[0], ids[1], b_id}
+    assert await search.memory_leads("moving", []) == []
+    assert await search.memory_leads("   ", [a.id]) == []
+    assert await search.memory_leads("moving", [a.id], agent="nobody") == []  # no memory of its own
+    assert await search.memory_leads("moving", [a.id], agent="not an id!") == []  # refused by the memory layer
+    assert await MessageSearch(store, service).memory_leads("moving", [a.id], agent="other") == []

@@ -17,8 +17,9 @@ from lossless.cli import cli
 from lossless.config import Config
 from lossless.errors import InputError
 from lossless.memory.messages import MessageHit, SummaryHit
+from lossless.memory.records import MemoryDraft
 from lossless.records import Summary
-from lossless.retrieval import Caller, GrepOptions, Retriever, ranking
+from lossless.retrieval import Caller, GrepOptions, Retriever, hybrid, ranking
 from lossless.retrieval.semantic import grep_semantic
 from lossless.retrieval.toolcalls import call_tool
 
@@ -500,3 +501,89 @@ async def test_turns_that_say_little_rank_below_the_ones_that_answer(engine: Con
     await build(engine)
     found = await engine.grep("what did Maya call the puppy?", mode="hybrid", scope="messages", conversation="dog")
     assert found.hits[0].ref == stored[1].id
+
+
+TRIP = [
+    "what should we pack for the weekend?",
+    "warm jackets, it will be cold up there",
+    "the ferry leaves at seven on saturday morning",
+    "ok, I booked the cabin near the lighthouse",
+    "lunch was great, the new ramen place is worth it",
+    "the canary deploy passed, shipping on friday",
+]
+QUESTION = "where is Dana staying during her island holiday"
+
+
+def memory_of(conversation_id: int, sources: Sequence[int]) -> MemoryDraft:
+    """What a miner would keep of the booking turn: the fact restated, in words the turn does not use."""
+    return MemoryDraft(
+        "Dana is staying in a cabin by the lighthouse during her island holiday",
+        category="events",
+        conversation_id=conversation_id,
+        source_message_ids=tuple(sources),
+    )
+
+
+async def ranked(engine: ContextEngine, caller: Caller | None = None) -> list[int | str]:
+    return list(await scored(engine, caller))
+
+
+async def scored(engine: ContextEngine, caller: Caller | None = None) -> dict[int | str, float | None]:
+    found = await engine.grep(QUESTION, mode="hybrid", scope="messages", sort="relevance", limit=20, caller=caller)
+    return {h.ref: h.score for h in found.hits}
+
+
+async def test_hybrid_lifts_the_messages_a_matching_memory_was_mined_from(
+    engine: ContextEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = await seed(engine, texts=TRIP)
+    before = await scored(engine)
+    conversation_id = (await engine.conversation("s1")).id
+    await engine.memory().add(memory_of(conversation_id, [ids[3]]))
+    after = await scored(engine)
+    # the booking turn (no word of the question) gains a share of the best score; turns that are
+    # neither its source nor next to it keep theirs
+    best = max(s or 0.0 for s in before.values())
+    assert (after[ids[3]] or 0.0) > (before[ids[3]] or 0.0) + 0.2 * best
+    assert [after[i] for i in (ids[0], ids[1], ids[5])] == [before[i] for i in (ids[0], ids[1], ids[5])]
+    monkeypatch.setattr(hybrid, "MEMORY_SHARE", 3.0)  # a memory that outweighs every word
+    assert (await ranked(engine))[0] == ids[3]
+    # the hit keeps its shape: the message itself, its snippet, a score
+    hit = (await engine.grep(QUESTION, mode="hybrid", scope="messages", sort="relevance", limit=1)).hits[0]
+    assert hit.scope == "messages" and hit.snippet.startswith("ok, I booked") and hit.score is not None
+    # only hybrid fuses memories: semantic ranks as it did
+    monkeypatch.setattr(hybrid, "MEMORY_SHARE", 0.0)
+    plain = await engine.grep(QUESTION, mode="semantic", scope="messages", sort="relevance", limit=6)
+    monkeypatch.setattr(hybrid, "MEMORY_SHARE", 3.0)
+    again = await engine.grep(QUESTION, mode="semantic", scope="messages", sort="relevance", limit=6)
+    assert plain.render() == again.render()
+
+
+async def test_memory_leads_come_only_from_the_callers_reach(
+    engine: ContextEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(hybrid, "MEMORY_SHARE", 3.0)  # any memory that counted would reorder the hits
+    ids = await seed(engine, texts=TRIP)
+    other = await seed(engine, session="s2", key="k2", texts=TRIP)
+    mine, theirs = (await engine.conversation("s1")).id, (await engine.conversation("s2")).id
+    caller = Caller(engine.config.agent_id, session_key="k1")  # reaches s1 only
+    before, wide = await scored(engine, caller), await scored(engine)
+    # another agent's memory of this very conversation, and this agent's memory of a conversation out of reach
+    await engine.memory("someone-else").add(memory_of(mine, [ids[3]]))
+    await engine.memory().add(memory_of(theirs, [other[3]]))
+    assert await scored(engine, caller) == before
+    # the engine's own agent reaches both conversations: led to s2's turn by its own memory, never
+    # to s1's by the other agent's
+    after = await scored(engine)
+    assert next(iter(after)) == other[3] and after.get(ids[3]) == wide.get(ids[3])
+
+
+async def test_without_memories_hybrid_ranks_as_without_the_memory_step(
+    engine: ContextEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await seed(engine, texts=TRIP)
+    await seed(engine, session="s2", key="k2")
+    with_step = [await ranked(engine), (await engine.grep("backup quota", mode="hybrid", limit=5)).render()]
+    monkeypatch.setattr(hybrid, "MEMORY_SHARE", 0.0)
+    without = [await ranked(engine), (await engine.grep("backup quota", mode="hybrid", limit=5)).render()]
+    assert with_step == without

@@ -74,7 +74,7 @@ class Recall:
         tokens: TokenCounter,
         clock: Callable[[], datetime],
         read_file: Callable[[LargeFile], Awaitable[bytes]],
-        memory: Callable[[], MemoryService],
+        memory: Callable[..., MemoryService],
         runner: Callable[[], ExpansionRunner],
     ) -> None:
         self.store = store
@@ -93,7 +93,7 @@ class Recall:
     def _message_search(self) -> MessageSearch:
         from lossless.memory.messages import MessageSearch
 
-        return MessageSearch(self.store, self._memory())
+        return MessageSearch(self.store, self._memory(), memory_for=self._memory)
 
     # -- search vectors, built in the background (never by a search)
 

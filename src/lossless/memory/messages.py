@@ -29,12 +29,12 @@ from typing import Any, Literal, Protocol, TypeVar
 
 from lossless.errors import InputError, StoreError
 from lossless.memory.message_index import index_model
-from lossless.memory.service import MemoryService
+from lossless.memory.service import MAX_QUERY_CHARS, MemoryService
 from lossless.memory.vector_blocks import VectorBlocks
 from lossless.memory.vectors import to_blob
 from lossless.ports import SearchVectorStore, Store, VectorSource, VectorState
 
-__all__ = ["MessageHit", "MessageSearch", "SummaryHit", "reciprocal_rank_fusion"]
+__all__ = ["MemoryLead", "MessageHit", "MessageSearch", "SummaryHit", "reciprocal_rank_fusion"]
 
 
 class _Id(Hashable, Protocol):
@@ -49,6 +49,15 @@ Mode = Literal["semantic", "hybrid"]
 
 @dataclass(frozen=True, slots=True)
 class MessageHit:
+    message_id: int
+    conversation_id: int
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryLead:
+    """A message that a long-term memory was mined from, led to by the memory's search score."""
+
     message_id: int
     conversation_id: int
     score: float
@@ -73,12 +82,17 @@ def reciprocal_rank_fusion(*rankings: Sequence[K], k: int = 60) -> list[tuple[K,
 class MessageSearch:
     """Meaning-based search over stored messages and summaries, from the vectors the background build stored."""
 
-    def __init__(self, store: Store, memory: MemoryService) -> None:
+    def __init__(
+        self, store: Store, memory: MemoryService, memory_for: Callable[[str], MemoryService] | None = None
+    ) -> None:
         if not isinstance(store, SearchVectorStore):
             raise StoreError(f"the {store.backend} store keeps no search vectors; semantic search needs one that does")
         self.store = store
         self.vectors: SearchVectorStore = store
         self.memory = memory
+        #: The memory service of another agent (its own scopes), for :meth:`memory_leads`.
+        self._memory_for = memory_for
+        self._memory_counts: dict[str, tuple[int, int]] = {}
         self._blocks: dict[VectorSource, VectorBlocks] = {}
         self._handed_states: dict[tuple[VectorSource, tuple[int, ...]], dict[int, VectorState]] = {}
 
@@ -165,6 +179,52 @@ class MessageSearch:
             owner.update((key, c) for key, c in await owners(unknown) if c in permitted)
         # a full-text id outside the permitted conversations is ignored
         return [(key, owner[key], score) for key, score in fused if key in owner][:limit]
+
+    async def memory_leads(
+        self, query: str, conversation_ids: Sequence[int], *, agent: str | None = None, limit: int = 25
+    ) -> list[MemoryLead]:
+        """The source messages of the long-term memories that best match ``query``, best first.
+
+        The memory search runs as ``agent`` (its memory scopes; ``None``: this engine's agent), and
+        only memories mined from ``conversation_ids`` lead anywhere: another agent's memories and
+        those of conversations out of reach never count.  A message several memories cite keeps its
+        best score.  No memory in reach (none mined yet, or memory not used): no leads, and no query
+        embedded for them.
+        """
+        allowed = set(conversation_ids)
+        if not allowed or not query.strip():
+            return []
+        try:
+            service = self.memory if agent is None or self._memory_for is None else self._memory_for(agent)
+        except InputError:  # a retrieval agent id the memory layer does not accept: it has no memories
+            return []
+        if agent is not None and self._memory_for is None and service.caller.agent_id != agent:
+            return []
+        if not await self._has_memories(service):
+            return []
+        try:  # a question the memory search refuses (e.g. lone surrogates) simply leads nowhere
+            result = await service.search(query[:MAX_QUERY_CHARS], limit=limit, record_access=False)
+        except InputError:
+            return []
+        out: dict[int, MemoryLead] = {}
+        for hit in result.hits:
+            conversation_id = hit.memory.conversation_id
+            if conversation_id is None or conversation_id not in allowed:
+                continue
+            for message_id in hit.memory.source_message_ids:
+                if message_id not in out or hit.score > out[message_id].score:
+                    out[message_id] = MemoryLead(message_id, conversation_id, hit.score)
+        return sorted(out.values(), key=lambda lead: (-lead.score, lead.message_id))
+
+    async def _has_memories(self, service: MemoryService) -> bool:
+        """Whether ``service``'s caller reaches any current memory (counted once per store revision)."""
+        revision = await service.store.revision()
+        key = service.caller.agent_id
+        known = self._memory_counts.get(key)
+        if known is None or known[0] != revision:
+            counted = await service.store.stats(await service.reach(revision))
+            known = self._memory_counts[key] = (revision, counted.current)
+        return known[1] > 0
 
     async def search(
         self,

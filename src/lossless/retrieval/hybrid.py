@@ -8,29 +8,36 @@
 2. **Meaning.**  The :class:`~lossless.retrieval.semantic.SemanticSearch` port's ``semantic`` ranking,
    through its existing interface, up to :data:`DEPTH` items.
 3. **Fusion** of the two by normalised score (:func:`~lossless.retrieval.ranking.fuse`).
-4. **Summary-first** (messages only): the best summaries (fused the same way) lend a share of their
+4. **Memory leads** (``hybrid`` messages only): the long-term memories that match the question
+   (the memory search, run as the caller's agent, restricted to memories mined from the
+   conversations searched) lift the messages they were mined from: the best memory's sources gain
+   :data:`MEMORY_SHARE` of the best message's score, the others in proportion to their memory's
+   score.  Memories restate facts in the third person with dates resolved, so they match a
+   paraphrased question where the turn itself does not.  No memory in reach: nothing changes.
+5. **Summary-first** (messages only): the best summaries (fused the same way) lend a share of their
    score to the messages under them (leaf summaries' sources), so a stretch of turns whose summary
    matches lifts its messages even when no single turn does.
-5. **Neighbours** (messages only): a message inherits a share of the score of the turn before or
+6. **Neighbours** (messages only): a message inherits a share of the score of the turn before or
    after it in the same conversation (an answer is found by the question it answers).
-6. **Time**: a time expression in the question ("in May 2024", "last month") boosts the items in
+7. **Time**: a time expression in the question ("in May 2024", "last month") boosts the items in
    its window, relative to the newest candidate's date.
 
-:func:`keyword_hits` runs steps 1, 5 and 6 and the substance prior (:func:`~lossless.retrieval.ranking.substance`)
-without steps 2–4 (no vectors): the any-word ranking of a ``full_text`` question, keyword scores taken as a share
+:func:`keyword_hits` runs steps 1, 6 and 7 and the substance prior (:func:`~lossless.retrieval.ranking.substance`)
+without steps 2–5 (no vectors): the any-word ranking of a ``full_text`` question, keyword scores taken as a share
 of the best one's, function words only dropped.
 
 Invariants: only the conversations passed in are searched (ids from elsewhere are dropped);
 ``since`` / ``before`` filter exactly as the other modes do; nothing here raises for bad user text
 (a query the keyword side cannot run ranks by meaning alone, with a note); no I/O beyond the
-store port and the semantic port.
+store port and the semantic port; another agent's memories, or those of a conversation not
+searched, never lead (the port runs the memory search as ``agent`` and drops the rest).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol, cast
 
 from lossless.ports import Store
 from lossless.retrieval import ranking
@@ -60,6 +67,11 @@ SUMMARY_FANOUT = 5
 SUMMARY_SHARE = 0.0
 #: What the meaning side embeds: the question as written ("question") or its keywords ("keywords").
 SEMANTIC_QUERY = "keywords"
+#: Memory leads (``hybrid`` messages only): the source messages of the best-matching long-term memory
+#: gain this share of the best message's score (others in proportion to their memory's score), taken
+#: from the :data:`MEMORY_LIMIT` best memories of the conversations searched.
+MEMORY_SHARE = 0.8
+MEMORY_LIMIT = 40
 
 Scope = Literal["messages", "summaries"]
 
@@ -139,12 +151,14 @@ async def hybrid_hits(
     *,
     keyword: bool = True,
     stopwords: frozenset[str] = STOPWORDS,
+    agent: str | None = None,
 ) -> tuple[list[GrepHit], bool]:
     """Up to ``limit`` hits of ``scope``, best first, and whether more passed the filters.
 
     ``keyword=False`` ranks by meaning alone (the caller found the text unusable as a word query);
     ``search=None`` ranks by words alone (:func:`keyword_hits`).  ``stopwords``: the words the keyword
-    side drops from the question.
+    side drops from the question.  ``agent``: whose long-term memories lead to messages (``hybrid``
+    messages only; ``None``: the port's own agent).
     """
     probe = time_window(options.pattern, datetime.now(UTC))  # only its words matter here
     offset = event_offset(options.pattern) if probe is None else None
@@ -153,8 +167,8 @@ async def hybrid_hits(
     words = keywords(options.pattern, probe, stopwords=stopwords) if keyword else []
     scores = await _fused(store, options, conversation_ids, search, scope, words)
     if scope == "messages":
-        if SUMMARY_SHARE > 0 and search is not None:
-            await _summary_first(store, options, conversation_ids, search, words, scores)
+        if search is not None:
+            await _lifted(store, options, conversation_ids, search, words, agent, scores)
         ranked = best_first(scores)[: DEPTH * 2]
         records = {m.id: m for m in await store.get_messages_by_id([int(k) for k, _ in ranked])}
         neighbours = await _neighbours(store, list(records.values()))
@@ -272,6 +286,66 @@ async def _summary_first(
         lift = SUMMARY_SHARE * summary_scores[summary_id]
         for message_id in message_ids:
             scores[message_id] = scores.get(message_id, 0.0) + lift
+
+
+class _MemoryLead(Protocol):
+    @property
+    def message_id(self) -> int: ...
+
+    @property
+    def score(self) -> float: ...
+
+
+class _MemoryLeads(Protocol):
+    """The optional part of the semantic port that hybrid uses (``MessageSearch.memory_leads``)."""
+
+    async def memory_leads(
+        self, query: str, conversation_ids: Sequence[int], *, agent: str | None = ..., limit: int = ...
+    ) -> Sequence[_MemoryLead]: ...
+
+
+async def _lifted(
+    store: Store,
+    options: GrepOptions,
+    conversation_ids: tuple[int, ...],
+    search: SemanticSearch,
+    words: Sequence[str],
+    agent: str | None,
+    scores: dict[int | str, float],
+) -> None:
+    """Steps 4 and 5: memory leads (``hybrid`` only), then summary-first (adds to ``scores`` in place)."""
+    if MEMORY_SHARE > 0 and options.mode == "hybrid":
+        await _memory_first(options, conversation_ids, search, agent, scores)
+    if SUMMARY_SHARE > 0:
+        await _summary_first(store, options, conversation_ids, search, words, scores)
+
+
+async def _memory_first(
+    options: GrepOptions,
+    conversation_ids: tuple[int, ...],
+    search: SemanticSearch,
+    agent: str | None,
+    scores: dict[int | str, float],
+) -> None:
+    """Let the long-term memories that match the question lift the messages they were mined from (in place).
+
+    The best memory's sources gain :data:`MEMORY_SHARE` of the best message's score, the others in
+    proportion to their memory's score.  A port without memories (or none in reach) changes nothing.
+    """
+    leads_of = getattr(search, "memory_leads", None)
+
+    if leads_of is None:
+        return
+    leads = await cast("_MemoryLeads", search).memory_leads(
+        options.pattern, list(conversation_ids), agent=agent, limit=MEMORY_LIMIT
+    )
+    top = max((lead.score for lead in leads), default=0.0)
+    if top <= 0:
+        return
+    best = max(scores.values(), default=0.0) or 1.0
+    for lead in leads:
+        if lead.score > 0:
+            scores[lead.message_id] = scores.get(lead.message_id, 0.0) + MEMORY_SHARE * best * lead.score / top
 
 
 async def _neighbours(store: Store, records: Sequence[object]) -> dict[int | str, list[int | str]]:

@@ -245,9 +245,17 @@ async def _summary_hits(
 
 
 async def grep_semantic(
-    store: Store, options: GrepOptions, conversation_ids: tuple[int, ...], search: SemanticSearch
+    store: Store,
+    options: GrepOptions,
+    conversation_ids: tuple[int, ...],
+    search: SemanticSearch,
+    *,
+    agent: str | None = None,
 ) -> GrepResult:
-    """Rank the messages and/or summaries of ``conversation_ids`` by meaning, or meaning and words (``hybrid``)."""
+    """Rank the messages and/or summaries of ``conversation_ids`` by meaning, or meaning and words (``hybrid``).
+
+    ``agent``: the caller, whose long-term memories (of those conversations only) ``hybrid`` fuses.
+    """
     if options.mode not in SEMANTIC_MODES or options.scope not in ("messages", "summaries", "both"):
         raise InputError("grep_semantic runs semantic and hybrid searches of messages and summaries")
     conversations = len(conversation_ids)
@@ -279,7 +287,9 @@ async def grep_semantic(
     more = False
     for scope in scopes:
         if options.mode == "hybrid" or partial is not None:
-            hits, extra = await hybrid_hits(store, options, conversation_ids, search, scope, keyword=query is not None)
+            hits, extra = await hybrid_hits(
+                store, options, conversation_ids, search, scope, keyword=query is not None, agent=agent
+            )
             found += hits
             more = more or extra
             continue

@@ -197,7 +197,9 @@ class Retriever:
             result = await grep_files(self.store, options, reach.conversation_ids, self._read_file)
         else:
             if options.mode in SEMANTIC_MODES:
-                found = await grep_semantic(self.store, options, reach.conversation_ids, self.semantic_search())
+                found = await grep_semantic(
+                    self.store, options, reach.conversation_ids, self.semantic_search(), agent=caller.agent_id
+                )
             else:
                 found = await grep(
                     self.store, options, reach.conversation_ids, first_pages=first_pages, rank_any_word=keyword_hits

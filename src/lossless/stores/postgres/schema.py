@@ -474,6 +474,67 @@ _V16 = tuple(
     )
 )
 
+
+def _counted(source: str, table: str) -> tuple[str, ...]:
+    """Statement triggers that add one delta row per (model, conversation) a statement changed, and the backfill."""
+    return (
+        f"""
+        CREATE TRIGGER {table}_counted AFTER INSERT ON {table} REFERENCING NEW TABLE AS changed
+        FOR EACH STATEMENT EXECUTE FUNCTION lcm_count_vectors('{source}')
+        """,
+        f"""
+        CREATE TRIGGER {table}_uncounted AFTER DELETE ON {table} REFERENCING OLD TABLE AS changed
+        FOR EACH STATEMENT EXECUTE FUNCTION lcm_count_vectors('{source}')
+        """,
+        f"""
+        INSERT INTO vector_counts (source, model, conversation_id, indexed, rows)
+        SELECT '{source}', model, conversation_id, count(*) FILTER (WHERE chunk = 0), count(*) FILTER (WHERE dim > 0)
+        FROM {table} GROUP BY model, conversation_id ORDER BY model, conversation_id
+        """,
+    )
+
+
+#: How many search vectors each conversation has per model, so a search reads a few rows per
+#: conversation instead of counting its vectors (a count over a million vectors takes longer than the
+#: search).  Unlike SQLite's one row per key, each statement that adds or deletes vectors *appends*
+#: delta rows (no row is ever updated by a writer, so concurrent builders, cascades and prunes never
+#: wait on one another or deadlock here); a reader sums them, and the build folds them into one row
+#: per key at the end of each pass.  ``max(id)`` of a key's rows is its revision: it grows with every
+#: change.  No foreign key: a deleted conversation's rows are counted down to zero by its cascade.
+_V116 = (
+    """
+    CREATE TABLE vector_counts (
+        id              bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        source          text NOT NULL CHECK (source IN ('messages', 'summaries')),
+        model           text NOT NULL,
+        conversation_id bigint NOT NULL,
+        indexed         bigint NOT NULL,
+        rows            bigint NOT NULL
+    )
+    """,
+    "CREATE INDEX vector_counts_key_idx ON vector_counts (source, model, conversation_id) INCLUDE (indexed, rows, id)",
+    """
+    CREATE FUNCTION lcm_count_vectors() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP = 'INSERT' THEN
+            INSERT INTO vector_counts (source, model, conversation_id, indexed, rows)
+            SELECT TG_ARGV[0], model, conversation_id, count(*) FILTER (WHERE chunk = 0),
+                   count(*) FILTER (WHERE dim > 0)
+            FROM changed GROUP BY model, conversation_id;
+        ELSE
+            INSERT INTO vector_counts (source, model, conversation_id, indexed, rows)
+            SELECT TG_ARGV[0], model, conversation_id, -count(*) FILTER (WHERE chunk = 0),
+                   -count(*) FILTER (WHERE dim > 0)
+            FROM changed GROUP BY model, conversation_id;
+        END IF;
+        RETURN NULL;
+    END
+    $$
+    """,
+    *_counted("messages", "message_vectors"),
+    *_counted("summaries", "summary_vectors"),
+)
+
 #: Where bootstrap reconciliation stands in the store: messages above this seq are not yet matched
 #: with the transcript (live ingest that the file may still catch up with).
 _V20 = ("ALTER TABLE conversation_bootstrap_state ADD COLUMN reconciled_seq bigint",)
@@ -497,5 +558,6 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "compaction events", _V7),
     Migration(16, "search vectors", _V16),
     Migration(20, "bootstrap reconciliation point", _V20),
+    Migration(116, "search vector counts", _V116),
     Migration(122, "message word index filled after the append", _V122),
 )

@@ -15,9 +15,20 @@ Invariants:
   (``ROW EXCLUSIVE``) *before* it looks for the column; adding the column takes ``ACCESS
   EXCLUSIVE`` and fills every row in the same transaction.  So a writer either committed before
   the fill (and is filled) or waited for the column (and writes the embedding itself).
-* **Scope in SQL.**  The nearest-neighbour query filters by model, dimension and the caller's
-  conversations; with pgvector ≥ 0.8 the HNSW scan is iterative (``strict_order``), so a filter
-  that drops most rows does not starve the result.
+* **Scope in SQL, plan by reach.**  The nearest-neighbour query filters by model, dimension and
+  the caller's conversations.  A reach of at most :data:`EXACT_SCAN_MAX` vectors (one conversation,
+  a few) is ranked exactly: every vector of the reach read through the conversation index.  A
+  wider one walks the HNSW index, iteratively with pgvector ≥ 0.8 (``strict_order``), so a filter
+  that drops most rows does not starve the result.  The reach's size comes from ``vector_counts``
+  (migration 116), never from counting vectors.
+* **Counts without contention.**  Statement triggers *append* delta rows to ``vector_counts``
+  (writers never update a shared row, so concurrent builders and cascading deletes neither wait on
+  each other nor deadlock there); readers sum them; the build folds them at the end of a pass.
+* **Big backlogs in bulk.**  The build's walk reads windows of rows in id order (never an anti-join
+  over the whole table), writes a batch in one statement, and a first build over more than
+  :data:`BULK_BACKLOG` items makes its HNSW index with one ``CREATE INDEX`` after the pass
+  instead of inserting every vector into the graph.  Until then searches rank what is built in
+  memory (plus keywords, with the partial note), as during any build.
 * A failure of the optional index never fails a search: it answers ``None`` and the caller ranks
   the loaded vectors instead.  No user text is SQL (identifiers are fixed, the dimension an ``int``).
 """
@@ -25,6 +36,7 @@ Invariants:
 from __future__ import annotations
 
 import logging
+import struct
 from collections.abc import Sequence
 from typing import Any
 
@@ -44,7 +56,19 @@ _TABLES = {
     "summaries": ("summary_vectors", "summary_id", "summaries", "summary_rowid"),
 }
 _LOCK_SPACE = 0x4C434D10
+_LOCK_SPACE_COUNTS = 0x4C434D11
+_KEY_TYPES = {"messages": "bigint", "summaries": "text"}
 _FILL_BATCH = 2000
+_TODO_WINDOW = 8192
+#: A first build with more items than this waiting makes its HNSW index in bulk after the pass.
+BULK_BACKLOG = 20_000
+#: A search whose conversations hold at most this many vectors reads them all (an exact scan through
+#: the conversation index: a few milliseconds); above it, the HNSW index is walked (approximate).
+EXACT_SCAN_MAX = 20_000
+#: The least maintenance_work_mem an HNSW build gets (kB): the build is far faster while its graph fits.
+_BUILD_MEMORY_KB = 1024 * 1024
+#: The most tuples one HNSW walk may visit (pgvector's default is 20,000) before the exact scan takes over.
+_MAX_SCAN_TUPLES = 500_000
 _MAX_FETCH = 4096
 _EXTENSION = (
     "SELECT quote_ident(n.nspname), e.extversion FROM pg_extension e "
@@ -53,9 +77,16 @@ _EXTENSION = (
 #: (database, table, dimension) → (extension schema, version) where the HNSW index was seen: an index
 #: once made stays (a failing search forgets it), so a search does not look it up each time.
 _READY: dict[tuple[str, str, int], tuple[str, tuple[int, ...]]] = {}
+#: database → (source, dimension) whose HNSW index this process deferred until the end of its pass.
+_DEFERRED: dict[str, set[tuple[VectorSource, int]]] = {}
 _HAS_COLUMN = (
     "SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attname = 'embedding' AND NOT attisdropped"
 )
+
+
+def _vector_literal(blob: bytes) -> str:
+    """pgvector's text form of a float32 blob: ``repr`` of each value widened to a double is exact for float32."""
+    return "[" + ",".join(map(repr, struct.unpack(f"<{len(blob) // 4}f", blob))) + "]"
 
 
 def _version(text: str) -> tuple[int, ...]:
@@ -78,16 +109,35 @@ class SearchVectors:
     async def vectors_todo(
         self, model: str, source: VectorSource, *, after: int = 0, limit: int = 256
     ) -> list[VectorTodo]:
+        """Items after ``after`` without vectors of ``model``, walked a window of rows at a time.
+
+        One anti-join over the whole table is planned as a hash join (the planner cannot tell that
+        the ``LIMIT`` stops it early), which reads every row and every vector on each call: the build
+        would slow down with the square of the history.  A window of the next rows in id order, then
+        the anti-join inside it, costs the same at any size.
+        """
         vectors, key, items, row = _TABLES[source]
+        window = 2 * limit  # grows while the windows hold mostly built items (a rescan of a built store)
+        found: list[tuple[Any, ...]] = []
         async with self._db.transaction() as conn:
-            found = await _all(
-                conn,
-                f"SELECT i.{row}, i.{key}, i.conversation_id, i.content FROM {items} i "
-                f"WHERE i.{row} > %s AND NOT EXISTS (SELECT 1 FROM {vectors} v "
-                f"WHERE v.{key} = i.{key} AND v.model = %s AND v.chunk = 0) ORDER BY i.{row} LIMIT %s",
-                (after, model, limit),
-            )
-        return [VectorTodo(int(r[0]), r[1] if source == "summaries" else int(r[1]), int(r[2]), r[3]) for r in found]
+            while True:
+                rows = await _all(
+                    conn,
+                    "SELECT w.r, w.k, w.conversation_id, CASE WHEN w.todo THEN w.content END, w.todo "
+                    f"FROM (SELECT i.*, NOT EXISTS (SELECT 1 FROM {vectors} v "
+                    f"WHERE v.{key} = i.k AND v.model = %s AND v.chunk = 0) AS todo "
+                    f"FROM (SELECT {row} AS r, {key} AS k, conversation_id, content FROM {items} WHERE {row} > %s "
+                    f"ORDER BY {row} LIMIT %s) i) w ORDER BY w.r",
+                    (model, after, window),
+                )
+                found.extend(r[:4] for r in rows if r[4])
+                if len(found) >= limit or len(rows) < window:
+                    break
+                after = int(rows[-1][0])
+                window = min(_TODO_WINDOW, 2 * window)
+        return [
+            VectorTodo(int(r[0]), r[1] if source == "summaries" else int(r[1]), int(r[2]), r[3]) for r in found[:limit]
+        ]
 
     async def _schema(self, conn: Connection) -> str | None:
         """The quoted schema of an installed pgvector that has HNSW (≥ 0.5), else ``None``."""
@@ -98,51 +148,43 @@ class SearchVectors:
         if not items:
             return 0
         vectors, key, item_table, _ = _TABLES[source]
+        rows = [
+            (item.key, n, item.conversation_id, len(v) // 4, v)
+            for item in items
+            for n, v in enumerate(item.vectors or (b"",))
+        ]
         async with self._db.transaction() as conn:
             await conn.execute(f"LOCK TABLE {vectors} IN ROW EXCLUSIVE MODE")
             schema = await self._schema(conn) if await _one(conn, _HAS_COLUMN, (vectors,)) else None
-            keys = [i.key for i in items]
-            alive = {
-                (r[0], int(r[1]))
-                for r in await _all(
-                    conn, f"SELECT {key}, conversation_id FROM {item_table} WHERE {key} = ANY(%s)", (keys,)
-                )
-            }
-            rows = [
-                (item.key, n, item.conversation_id, len(v) // 4, v)
-                for item in items
-                if (item.key, item.conversation_id) in alive
-                for n, v in enumerate(item.vectors or (b"",))
-            ]
-            if not rows:
-                return 0
-            columns = f"{key}, model, chunk, conversation_id, dim, vector"
-            values = "%s, %s, %s, %s, %s, %s"
-            params: list[tuple[Any, ...]] = [(k, model, n, c, d, v) for k, n, c, d, v in rows]
-            if schema is not None:
-                columns += ", embedding"
-                values += f", %s::{schema}.vector"
-                params = [(*p, vector_text(p[5]) if p[4] else None) for p in params]
-            before = await _one(
+            # One statement for the whole batch (arrays, not a row per round trip); the join keeps only
+            # items that still exist in their conversation, and RETURNING counts what was new.
+            embedding = f", t.e::{schema}.vector" if schema is not None else ""
+            texts = [_vector_literal(v) if d and schema is not None else None for _, _, _, d, v in rows]
+            found = await _all(
                 conn,
-                f"SELECT count(*) FROM {vectors} WHERE model = %s AND chunk = 0 AND {key} = ANY(%s)",
-                (model, keys),
+                f"INSERT INTO {vectors} ({key}, model, chunk, conversation_id, dim, vector"
+                f"{', embedding' if schema is not None else ''}) "
+                f"SELECT t.k, %s, t.n, t.c, t.d, t.v{embedding} "
+                f"FROM unnest(%s::{_KEY_TYPES[source]}[], %s::integer[], %s::bigint[], %s::integer[], "
+                "%s::bytea[], %s::text[]) AS t(k, n, c, d, v, e) "
+                f"JOIN {item_table} i ON i.{key} = t.k AND i.conversation_id = t.c "
+                "ON CONFLICT DO NOTHING RETURNING chunk",
+                (
+                    model,
+                    [r[0] for r in rows],
+                    [r[1] for r in rows],
+                    [r[2] for r in rows],
+                    [r[3] for r in rows],
+                    [r[4] for r in rows],
+                    texts,
+                ),
             )
-            async with conn.cursor() as cursor:
-                await cursor.executemany(
-                    f"INSERT INTO {vectors} ({columns}) VALUES ({values}) ON CONFLICT DO NOTHING", params
-                )
-            after = await _one(
-                conn,
-                f"SELECT count(*) FROM {vectors} WHERE model = %s AND chunk = 0 AND {key} = ANY(%s)",
-                (model, keys),
-            )
-        return int(after[0] if after else 0) - int(before[0] if before else 0)
+        return sum(1 for (chunk,) in found if chunk == 0)
 
     async def vector_states(
         self, model: str, source: VectorSource, conversation_ids: Sequence[int]
     ) -> dict[int, VectorState]:
-        vectors, _, items, _ = _TABLES[source]
+        _, _, items, _ = _TABLES[source]
         ids = list(dict.fromkeys(int(c) for c in conversation_ids))
         if not ids:
             return {}
@@ -155,28 +197,47 @@ class SearchVectors:
         async with self._db.transaction() as conn:
             found = await _all(
                 conn,
-                "SELECT c.conversation_id, "
-                f"({total}), "
-                f"coalesce(v.indexed, 0), coalesce(v.rows, 0) FROM conversations c LEFT JOIN ("
-                f"SELECT conversation_id, count(*) FILTER (WHERE chunk = 0) AS indexed, "
-                f"count(*) FILTER (WHERE dim > 0) AS rows FROM {vectors} "
-                "WHERE model = %s AND conversation_id = ANY(%s) GROUP BY conversation_id"
-                ") v ON v.conversation_id = c.conversation_id WHERE c.conversation_id = ANY(%s)",
-                (model, ids, ids),
+                f"SELECT c.conversation_id, ({total}), coalesce(v.indexed, 0), coalesce(v.rows, 0), "
+                "coalesce(v.revision, 0) FROM conversations c LEFT JOIN ("
+                "SELECT conversation_id, sum(indexed) AS indexed, sum(rows) AS rows, max(id) AS revision "
+                "FROM vector_counts WHERE source = %s AND model = %s AND conversation_id = ANY(%s) "
+                "GROUP BY conversation_id) v ON v.conversation_id = c.conversation_id "
+                "WHERE c.conversation_id = ANY(%s)",
+                (source, model, ids, ids),
             )
-        return {int(r[0]): VectorState(int(r[2]), int(r[1]), int(r[3])) for r in found}
+        return {int(r[0]): VectorState(int(r[2]), int(r[1]), int(r[3]), int(r[4])) for r in found}
 
     async def vector_totals(self, model: str, source: VectorSource) -> VectorState:
-        vectors, _, items, _ = _TABLES[source]
+        _, _, items, _ = _TABLES[source]
         async with self._db.transaction() as conn:
             row = await _one(
                 conn,
-                f"SELECT (SELECT count(*) FROM {items}), count(*) FILTER (WHERE chunk = 0), "
-                f"count(*) FILTER (WHERE dim > 0) FROM {vectors} WHERE model = %s",
-                (model,),
+                f"SELECT (SELECT count(*) FROM {items}), coalesce(sum(indexed), 0), coalesce(sum(rows), 0) "
+                "FROM vector_counts WHERE source = %s AND model = %s",
+                (source, model),
             )
         assert row is not None
         return VectorState(int(row[1]), int(row[0]), int(row[2]))
+
+    async def fold_vector_counts(self) -> int:
+        """Fold the delta rows of ``vector_counts`` into one per key (one folder at a time; 0 if another folds).
+
+        Returns the number of rows folded away.
+        """
+        async with self._db.transaction() as conn:
+            taken = await _one(conn, "SELECT pg_try_advisory_xact_lock(%s, 0)", (_LOCK_SPACE_COUNTS,))
+            if not (taken and taken[0]):
+                return 0
+            row = await _one(
+                conn,
+                "WITH gone AS (DELETE FROM vector_counts RETURNING source, model, conversation_id, indexed, rows), "
+                "kept AS (INSERT INTO vector_counts (source, model, conversation_id, indexed, rows) "
+                "SELECT source, model, conversation_id, sum(indexed), sum(rows) FROM gone "
+                "GROUP BY source, model, conversation_id HAVING sum(indexed) <> 0 OR sum(rows) <> 0 "
+                "ORDER BY source, model, conversation_id RETURNING 1) "
+                "SELECT (SELECT count(*) FROM gone) - (SELECT count(*) FROM kept)",
+            )
+        return int(row[0]) if row else 0
 
     async def load_item_vectors(
         self, model: str, source: VectorSource, conversation_id: int
@@ -196,10 +257,13 @@ class SearchVectors:
     async def prepare_vector_index(self, source: VectorSource, dim: int) -> bool:
         """Add (and fill) the ``embedding`` column and the HNSW index for ``dim``, where pgvector is installed.
 
-        The background build calls this before each pass; it does nothing once both are there.
-        Returns whether searches of ``source`` now run in the database.
+        The background build calls this before its first write.  With a large backlog (more than
+        :data:`BULK_BACKLOG` items without vectors) the index is *not* made yet: one ``CREATE INDEX``
+        over the written rows at the end of the pass (:meth:`refresh_vector_statistics`) is far faster
+        than inserting each vector into the graph.  Returns whether searches of ``source`` now run in
+        the database through the HNSW index.
         """
-        vectors, key, _, _ = _TABLES[source]
+        vectors, key, items, _ = _TABLES[source]
         if not 0 < dim <= MAX_HNSW_DIMENSIONS:
             return False
         try:
@@ -207,32 +271,64 @@ class SearchVectors:
                 schema = await self._schema(conn)
                 if schema is None:
                     return False
-                index = f"{vectors}_hnsw_{int(dim)}"
-                ready = await _one(conn, "SELECT to_regclass(%s) IS NOT NULL", (index,))
+                ready = await _one(conn, "SELECT to_regclass(%s) IS NOT NULL", (f"{vectors}_hnsw_{int(dim)}",))
                 if ready and ready[0]:
                     return True
                 await conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_SPACE, int(dim)))
                 if not await _one(conn, _HAS_COLUMN, (vectors,)):
                     await conn.execute(f"ALTER TABLE {vectors} ADD COLUMN embedding {schema}.vector")
                 await self._fill(conn, vectors, key, schema)
-                await conn.execute("SET LOCAL maintenance_work_mem = '256MB'")
-                await conn.execute(
-                    f"CREATE INDEX IF NOT EXISTS {index} ON {vectors} USING hnsw "
-                    f"((embedding::{schema}.vector({int(dim)})) {schema}.vector_cosine_ops) WHERE dim = {int(dim)}"
+                backlog = await _one(
+                    conn,
+                    f"SELECT count(*) FROM (SELECT 1 FROM {items} i WHERE NOT EXISTS (SELECT 1 FROM {vectors} v "
+                    f"WHERE v.{key} = i.{key} AND v.chunk = 0) LIMIT %s) b",
+                    (BULK_BACKLOG + 1,),
                 )
-                await conn.execute(f"ANALYZE {vectors}")
+                if backlog and int(backlog[0]) > BULK_BACKLOG:
+                    _DEFERRED.setdefault(self._db.url, set()).add((source, int(dim)))
+                    log.info("pgvector: %s has a large backlog; its HNSW index is made after the pass", vectors)
+                    return False
+                await self._create_index(conn, vectors, schema, int(dim))
             log.info("pgvector: %s searched in the database (HNSW, %d dimensions)", vectors, dim)
             return True
         except psycopg.Error as exc:  # no privilege, a lock timeout: search the loaded vectors instead
             log.warning("could not prepare the pgvector index of %s (%s); searching in memory", vectors, exc)
             return False
 
+    async def _create_index(self, conn: Connection, vectors: str, schema: str, dim: int) -> None:
+        """The HNSW index of one dimension, built in bulk over the rows already there (under the caller's lock)."""
+        # at least _BUILD_MEMORY_KB for the graph (a server configured with more keeps its own setting)
+        await conn.execute(
+            "SELECT set_config('maintenance_work_mem', %s, true) FROM pg_settings "
+            "WHERE name = 'maintenance_work_mem' AND setting::bigint < %s",
+            (f"{_BUILD_MEMORY_KB}kB", _BUILD_MEMORY_KB),
+        )
+        await conn.execute(
+            f"CREATE INDEX IF NOT EXISTS {vectors}_hnsw_{dim} ON {vectors} USING hnsw "
+            f"((embedding::{schema}.vector({dim})) {schema}.vector_cosine_ops) WHERE dim = {dim}"
+        )
+        await conn.execute(f"ANALYZE {vectors}")
+
     async def refresh_vector_statistics(self) -> None:
-        """``ANALYZE`` both tables (the build calls it after a pass that added vectors).
+        """After a pass that added vectors: make the HNSW indexes deferred by a large backlog, fold the
+        vector counts, ``ANALYZE`` both tables.
 
         With stale statistics the planner takes a large conversation for a small one and ranks it by
         reading every vector instead of walking the HNSW index.
         """
+        for source, dim in sorted(_DEFERRED.get(self._db.url, set())):
+            vectors = _TABLES[source][0]
+            try:
+                async with self._db.transaction() as conn:
+                    schema = await self._schema(conn)
+                    if schema is not None:
+                        await conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_SPACE, dim))
+                        await self._create_index(conn, vectors, schema, dim)
+                        log.info("pgvector: %s searched in the database (HNSW, %d dimensions)", vectors, dim)
+            except psycopg.Error as exc:
+                log.warning("could not make the pgvector index of %s (%s); searching in memory", vectors, exc)
+            _DEFERRED[self._db.url].discard((source, dim))
+        await self.fold_vector_counts()
         async with self._db.transaction() as conn:
             await conn.execute("ANALYZE message_vectors, summary_vectors")
 
@@ -246,12 +342,18 @@ class SearchVectors:
             )
             if not rows:
                 return
-            async with conn.cursor() as cursor:
-                await cursor.executemany(
-                    f"UPDATE {vectors} SET embedding = %s::{schema}.vector "
-                    f"WHERE {key} = %s AND model = %s AND chunk = %s",
-                    [(vector_text(bytes(r[3])), r[0], r[1], r[2]) for r in rows],
-                )
+            key_type = _KEY_TYPES["messages" if vectors == "message_vectors" else "summaries"]
+            await conn.execute(
+                f"UPDATE {vectors} v SET embedding = t.e::{schema}.vector "
+                f"FROM unnest(%s::{key_type}[], %s::text[], %s::integer[], %s::text[]) AS t(k, m, n, e) "
+                f"WHERE v.{key} = t.k AND v.model = t.m AND v.chunk = t.n",
+                (
+                    [r[0] for r in rows],
+                    [r[1] for r in rows],
+                    [r[2] for r in rows],
+                    [_vector_literal(bytes(r[3])) for r in rows],
+                ),
+            )
 
     async def nearest_items(
         self,
@@ -278,6 +380,20 @@ class SearchVectors:
             schema, version = ready
             try:
                 async with conn.transaction():  # a savepoint: the optional index must never fail a search
+                    sizes = await _one(
+                        conn,
+                        "SELECT coalesce(sum(rows) FILTER (WHERE conversation_id = ANY(%s)), 0), "
+                        "coalesce(sum(rows), 0) FROM vector_counts WHERE source = %s AND model = %s",
+                        (ids, source, model),
+                    )
+                    reach, everything = (int(sizes[0]), int(sizes[1])) if sizes else (0, 0)
+                    if reach > EXACT_SCAN_MAX:
+                        walked = await self._search(
+                            conn, schema, version, vectors, key, model, query, ids, limit, share=reach / everything
+                        )
+                        if len(walked) >= limit:
+                            return walked
+                        # the walk gave up before the filter let enough through: rank the reach exactly
                     return await self._search(conn, schema, version, vectors, key, model, query, ids, limit)
             except psycopg.Error as exc:
                 _READY.pop((self._db.url, vectors, dim), None)  # look again next time (was the index dropped?)
@@ -295,15 +411,31 @@ class SearchVectors:
         query: bytes,
         ids: list[int],
         limit: int,
+        *,
+        share: float | None = None,
     ) -> list[tuple[int | str, int, float]]:
+        """The nearest items: an exact scan of the reach's rows, or (``share``: the reach's part of all
+        vectors) a walk of the HNSW index.
+
+        The exact form compares the uncast column, which the expression index cannot serve, so the
+        planner reads the reach's rows through the conversation index and sorts them.  The walk may
+        visit about ``1/share`` tuples per match it keeps, so its tuple budget grows as the share falls.
+        """
         dim = len(query) // 4
-        if version >= (0, 8):
+        exact = share is None
+        if version >= (0, 8) and share is not None:
             await conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
+            budget = min(_MAX_SCAN_TUPLES, max(20_000, int(8 * (2 * limit + 16) / max(share, 1e-9))))
+            await conn.execute(f"SET LOCAL hnsw.max_scan_tuples = {budget}")
         text = vector_text(query)
-        distance = f"(embedding::{schema}.vector({dim}) OPERATOR({schema}.<=>) %s::{schema}.vector({dim}))"
+        if exact:
+            distance = f"(embedding OPERATOR({schema}.<=>) %s::{schema}.vector)"
+        else:
+            distance = f"(embedding::{schema}.vector({dim}) OPERATOR({schema}.<=>) %s::{schema}.vector({dim}))"
         fetch = 2 * limit + 16
         while True:
-            await conn.execute(f"SET LOCAL hnsw.ef_search = {min(1000, max(40, fetch))}")
+            if not exact:
+                await conn.execute(f"SET LOCAL hnsw.ef_search = {min(1000, max(40, fetch))}")
             rows = await _all(
                 conn,
                 f"SELECT {key}, conversation_id, {distance} FROM {vectors} "

@@ -1,0 +1,156 @@
+"""PostgreSQL's search vectors at scale: kept counts, the windowed build walk, the bulk HNSW build, the search plan."""
+
+from __future__ import annotations
+
+import math
+import struct
+
+import psycopg
+import pytest
+
+from lossless import Message
+from lossless.memory.hashing import HashEmbedder
+from lossless.memory.message_index import VectorBuilder, index_model, to_unit_blob
+from lossless.memory.messages import MessageSearch
+from lossless.memory.scopes import MemoryCaller
+from lossless.memory.service import MemoryService
+from lossless.ports import PreparedMessage, RetentionStore, Store
+from lossless.records import utcnow
+from lossless.stores import memory_store_for, open_store
+from lossless.stores.postgres import vectors as pg_vectors
+from lossless.stores.postgres.store import PostgresStore
+from tests.test_memory import _pgvector_loads
+
+pytestmark = pytest.mark.anyio
+
+WORDS = "deploy server coffee tea london paris kube pod cert expired disk route cache queue".split()  # noqa: SIM905
+
+
+async def _messages(store: Store, session: str, texts: list[str]) -> int:
+    conversation = await store.get_or_create_conversation(agent_id="main", session_id=session)
+    await store.append_messages(conversation.id, [PreparedMessage(Message("user", t), 5, utcnow()) for t in texts])
+    return conversation.id
+
+
+def _texts(count: int, tag: str) -> list[str]:
+    return [" ".join(WORDS[i % 9 : i % 9 + 4]) + f" {tag}{i}" for i in range(count)]
+
+
+async def _count_rows(url: str) -> int:
+    async with await psycopg.AsyncConnection.connect(url) as conn:
+        row = await (await conn.execute("SELECT count(*) FROM vector_counts")).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def _open(url: str) -> PostgresStore:
+    store = await open_store(url)
+    assert isinstance(store, PostgresStore)
+    return store
+
+
+async def test_counts_are_appended_per_statement_and_folded_without_changing_them(pg_url: str) -> None:
+    store = await _open(pg_url)
+    try:
+        embedder = HashEmbedder(32)
+        model = index_model(embedder.model)
+        a = await _messages(store, "a", _texts(12, "a"))
+        b = await _messages(store, "b", _texts(5, "b"))
+        await VectorBuilder(store, embedder, batch=3).run()  # six writes: several delta rows per conversation
+        states = await store.vector_states(model, "messages", [a, b])
+        assert [(states[c].indexed, states[c].total, states[c].rows) for c in (a, b)] == [(12, 12, 12), (5, 5, 5)]
+        assert await store.fold_vector_counts() == 0  # the pass's end already folded them
+        assert await _count_rows(pg_url) == 2  # one row per (source, model, conversation)
+        await _messages(store, "a", ["sunrise harbour walk"])
+        await VectorBuilder(store, embedder).step()  # a new delta row, not an update of the folded one
+        assert await _count_rows(pg_url) == 3
+        grown = await store.vector_states(model, "messages", [a])
+        assert (grown[a].indexed, grown[a].total, grown[a].rows) == (13, 13, 13)
+        assert grown[a].revision > states[a].revision
+        assert await store.fold_vector_counts() == 1
+        folded = await store.vector_states(model, "messages", [a])
+        assert (folded[a].indexed, folded[a].rows) == (13, 13)
+        assert isinstance(store, RetentionStore)
+        assert await store.delete_conversations([b]) == 1  # the cascade's deletes count b down to zero
+        totals = await store.vector_totals(model, "messages")
+        assert (totals.indexed, totals.total, totals.rows) == (13, 13, 13)
+        await store.fold_vector_counts()
+        assert await _count_rows(pg_url) == 1  # b's zero row is gone
+    finally:
+        await store.close()
+
+
+async def test_the_build_walk_finds_the_one_item_left_after_a_long_built_stretch(pg_url: str) -> None:
+    """The todo walk reads growing windows of rows, so built stretches are skipped and nothing is missed."""
+    store = await _open(pg_url)
+    try:
+        embedder = HashEmbedder(32)
+        model = index_model(embedder.model)
+        a = await _messages(store, "a", _texts(60, "a"))
+        await VectorBuilder(store, embedder).run()
+        assert await store.vectors_todo(model, "messages", after=0, limit=1) == []
+        newest = await _messages(store, "a", ["sunrise harbour walk"])
+        assert newest == a
+        found = await store.vectors_todo(model, "messages", after=0, limit=1)
+        assert [t.content for t in found] == ["sunrise harbour walk"]
+        other = await store.vectors_todo("another-model", "messages", after=0, limit=7)
+        assert len(other) == 7  # a model with nothing built: the first window holds them all
+    finally:
+        await store.close()
+
+
+def _cosine(a: bytes, b: bytes) -> float:
+    x = struct.unpack(f"<{len(a) // 4}f", a)
+    y = struct.unpack(f"<{len(b) // 4}f", b)
+    return sum(p * q for p, q in zip(x, y, strict=True)) / (
+        math.sqrt(sum(p * p for p in x)) * math.sqrt(sum(q * q for q in y))
+    )
+
+
+async def test_a_large_first_backlog_gets_its_hnsw_index_in_bulk_and_small_reaches_are_exact(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not _pgvector_loads():
+        pytest.skip("the embedded pgvector needs AVX2 and FMA, which this CPU lacks")
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+        await conn.execute("CREATE EXTENSION vector")
+    monkeypatch.setattr(pg_vectors, "BULK_BACKLOG", 10)
+    store = await _open(pg_url)
+    try:
+        embedder = HashEmbedder(64)
+        model = index_model(embedder.model)
+        service = MemoryService(memory_store_for(store), embedder, MemoryCaller.agent("main"))
+        a = await _messages(store, "a", _texts(40, "a"))
+        b = await _messages(store, "b", _texts(25, "b"))
+        builder = VectorBuilder(store, embedder, batch=16)
+        assert await builder.step() == 16
+        probe = to_unit_blob(embedder.vector("coffee tea london"))
+        # the backlog (49 left) is over the bulk size: no index yet, so the store does not answer ...
+        assert await store.nearest_items(model, "messages", probe, [a], limit=5) is None
+        # ... and a search ranks what is built (in memory), as during any build
+        early = await MessageSearch(store, service).search("coffee tea london", [a, b], limit=5)
+        assert early and all(h.conversation_id == a for h in early)  # only a's first 16 are built
+        await builder.run()  # the end of the pass makes the index over every row at once
+        async with await psycopg.AsyncConnection.connect(pg_url) as conn:
+            made = await (await conn.execute("SELECT to_regclass('message_vectors_hnsw_64') IS NOT NULL")).fetchone()
+        assert made == (True,)
+        # a reach under the exact-scan size: the store ranks every vector, the same as brute force
+        exact = await store.nearest_items(model, "messages", probe, [a, b], limit=65)
+        assert exact is not None
+        loaded = [
+            *await store.load_item_vectors(model, "messages", a),
+            *await store.load_item_vectors(model, "messages", b),
+        ]
+        brute = {key: _cosine(probe, v) for key, v in loaded}
+        assert sorted(key for key, _, _ in exact) == sorted(brute)  # every vector ranked, none twice
+        assert all(abs(score - brute[key]) < 1e-5 for key, _, score in exact)
+        assert [s for _, _, s in exact] == sorted((s for _, _, s in exact), reverse=True)
+        # over it, the HNSW walk (tiny here, so it finds the same nearest ones)
+        monkeypatch.setattr(pg_vectors, "EXACT_SCAN_MAX", 0)
+        walked = await store.nearest_items(model, "messages", probe, [a], limit=5)
+        assert walked is not None
+        assert {c for _, c, _ in walked} == {a}
+        top = [round(s, 4) for _, c, s in exact if c == a][:5]
+        assert [round(s, 4) for _, _, s in walked] == top
+    finally:
+        await store.close()
