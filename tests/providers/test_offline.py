@@ -100,8 +100,9 @@ async def test_leaf_keeps_what_matters() -> None:
     assert "tests/test_rollover.py (created)" in files
     assert "src/old.py (renamed to src/new.py)" in files
     assert "build/stale.txt (deleted)" in files
-    refs = next(line for line in lines if line.startswith("Refs: "))
-    assert "RL-482" in refs and "https://tracker.example.com/browse/RL-482" in refs
+    # the ticket and its URL are named once, by the Asked line that holds them (not again in Refs)
+    assert text.count("https://tracker.example.com/browse/RL-482") == 1
+    assert not any(line.startswith("Refs: ") and "RL-482" in line for line in lines)
     assert "先别删旧的 window.py" in text  # CJK text survives intact
 
 
@@ -244,3 +245,102 @@ async def test_a_request_without_items_is_read_as_prose() -> None:
     )
     text = OfflineSummarizer().summarize_text(request)
     assert "Decision: === msg#7 · 2026-03-05 09:00 UTC · assistant === We chose Redis" in text  # all of it is text
+
+
+async def test_refs_name_each_identifier_once_before_commands_and_notes() -> None:
+    """Identifiers found only in outputs reach the Refs line; one inside a longer one is not repeated."""
+    output = "\n".join(
+        f'  File "/srv/app/pkg/module_{i}.py", line {i}, in handler (see pkg/module_{i}.py)' for i in range(12)
+    )
+    messages = [
+        Message.user("The importer crashes on start. Please look."),
+        call("c1", "Bash", command="python -m app.importer --all --verbose " + "--flag " * 20),
+        Message.tool_result("c1", output + "\nModuleNotFoundError: No module named 'yaml'", name="Bash", is_error=True),
+        call("c2", "Read", file_path="src/app/settings/loader.py"),
+        Message.tool_result("c2", "raise KeyError('source code, not an error of this run')", name="Read"),
+        Message.assistant("Looking at the traceback. " * 20),
+        Message.assistant("The loader reads the wrong key. " * 20),
+    ]
+    records = [record(i, m) for i, m in enumerate(messages)]
+    text = OfflineSummarizer().summarize_text(leaf_request(records, target=260))
+    assert COUNTER.count(text) <= 260
+    refs = next(line for line in text.splitlines() if line.startswith("Refs: ")).removeprefix("Refs: ").split(", ")
+    assert "ModuleNotFoundError" in text  # an error name of the run is an identifier
+    assert "KeyError" not in refs  # a name in file contents is not
+    assert "src/app/settings/loader.py" in refs  # a file read is named, not only counted
+    assert sum(f"/srv/app/pkg/module_{i}.py" in refs for i in range(12)) >= 8  # before the long command or notes
+    assert not any(ref.startswith("pkg/module_") for ref in refs)  # inside /srv/app/pkg/module_N.py already
+    assert len(refs) == len(set(refs))
+
+
+async def test_condensed_refs_keep_identifiers_named_in_child_lines() -> None:
+    leaf = "Asked: Fix the crash in src/app/loader.py, see OPS-17.\nFiles: none\nExpand for details about: logs"
+    later = "Asked: Ship it.\nAsked: Tag it.\nAsked: Announce it.\nFiles: none"
+    children = [child(1, 0, T0, leaf), child(2, 0, T0 + timedelta(hours=1), later)]
+    request = SummaryRequest(
+        kind="condensed",
+        depth=1,
+        policy="aggressive",  # keeps the last three requests: the first one's line is dropped
+        target_tokens=300,
+        text=render_items(summary_items(children, UTC)),
+        items=summary_items(children, UTC),
+        earliest_at=T0,
+        latest_at=T0 + timedelta(hours=2),
+    )
+    text = OfflineSummarizer().summarize_text(request)
+    assert "Asked: Fix the crash" not in text
+    refs = next(line for line in text.splitlines() if line.startswith("Refs: "))
+    assert "src/app/loader.py" in refs and "OPS-17" in refs
+
+
+async def test_many_decisions_cannot_crowd_out_every_identifier() -> None:
+    decisions = [
+        Message.assistant(f"We decided to keep cache layer {i} because tenant {i} needs it.") for i in range(60)
+    ]
+    output = "\n".join(f"ok services/api/handlers/route_{i}.py" for i in range(10))
+    messages = [call("c1", "Bash", command="make check"), Message.tool_result("c1", output, name="Bash"), *decisions]
+    records = [record(i, m) for i, m in enumerate(messages)]
+    text = OfflineSummarizer().summarize_text(leaf_request(records, target=500))
+    assert COUNTER.count(text) <= 500
+    assert "more decisions" in text.splitlines()[-1]  # decisions did not all fit …
+    refs = next(line for line in text.splitlines() if line.startswith("Refs: "))
+    assert sum(f"services/api/handlers/route_{i}.py" in refs for i in range(10)) >= 5  # … yet paths kept room
+
+
+def test_fitting_drops_commands_and_notes_before_identifiers() -> None:
+    summarizer = OfflineSummarizer()
+    refs = [f"pkg/mod_{i}.py" for i in range(20)]
+    lines = [
+        "Time: 2026-03-05 09:00 UTC – 2026-03-05 09:30 UTC (3 user)",
+        "Decision: We chose the sliding window because it never reads calendar dates.",
+        *(f"Ran: pytest -q tests/test_case_{i}.py --maxfail=1" for i in range(6)),
+        "Note: The window is kept per tenant.",
+        "Files: none",
+        "Refs: " + ", ".join(refs),
+        "Expand for details about: full output of 6 tool results",
+    ]
+    budget = COUNTER.count("\n".join(lines)) - 30
+    text = summarizer._fit(list(lines), budget, head_short=lines[0])
+    assert COUNTER.count(text) <= budget
+    assert "Note: " not in text and "Decision: We chose the sliding window" in text
+    assert all(ref in text for ref in refs)  # the commands gave way, not the identifiers
+    tight = summarizer._fit(list(lines), COUNTER.count("\n".join(lines[:2] + lines[-3:])) - 10, head_short=lines[0])
+    assert "Ran: " not in tight and "Refs: pkg/mod_0.py" in tight  # then identifiers go from the end
+
+
+async def test_a_longer_ref_takes_the_rank_of_the_short_one_it_holds() -> None:
+    """``fields.py`` met often and ``src/marshmallow/fields.py`` once: the full path is named, early."""
+    output = "\n".join(f"ok fields.py check {i}" for i in range(9)) + "\nsee src/marshmallow/fields.py"
+    others = "\n".join(f"lib/other_{i}.py lib/other_{i}.py" for i in range(80))
+    messages = [
+        call("c1", "Bash", command="make lint"),
+        Message.tool_result("c1", output, name="Bash"),
+        call("c2", "Bash", command="make list"),
+        Message.tool_result("c2", others, name="Bash"),
+    ]
+    records = [record(i, m) for i, m in enumerate(messages)]
+    text = OfflineSummarizer().summarize_text(leaf_request(records, target=300))
+    refs = next(line for line in text.splitlines() if line.startswith("Refs: ")).removeprefix("Refs: ").split(", ")
+    assert refs[0] == "src/marshmallow/fields.py"  # ranked by the short name's nine mentions
+    assert "fields.py" not in refs
+    assert "more identifiers" in text.splitlines()[-1]  # not every lib/other_N.py fitted

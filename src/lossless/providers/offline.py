@@ -13,7 +13,11 @@ labelled line per item:
 * ``Ran:`` commands; ``Files:`` file operations with paths and their latest
   status (created, modified, deleted, renamed, read), or exactly
   ``Files: none``; ``Refs:`` identifiers — URLs, ticket ids, paths, hashes,
-  versions, ports;
+  versions, ports, exception names (not those in file contents) — each named
+  once: not when a kept line or a longer ref (its path, its URL) names it;
+  they are admitted after the asks, decisions, errors, results and open items
+  and before commands, timeline and explanations, with up to a fifth of the
+  room kept for them;
 * condensed levels add ``Timeline:`` lines whose time grain coarsens with
   depth (d1: hours and minutes, d2: dates and time of day, d3+: dates or date
   ranges);
@@ -23,7 +27,8 @@ labelled line per item:
 Invariants: the same request gives the same text; an item longer than a
 line is cut at a sentence end, else a clause, else a word (marked ``…``); the result fits
 ``target_tokens`` (lines are dropped, lowest priority first, and named in the
-footer); every line of the result comes from the sources (nothing is
+footer; when the joined text still counts over, explanations, commands and the
+timeline give way before identifiers); every line of the result comes from the sources (nothing is
 invented beyond the labels and the timeline's time stamps).
 """
 
@@ -44,7 +49,11 @@ from lossless.tokens import EstimatingCounter, TokenCounter
 __all__ = ["OfflineSummarizer"]
 
 _LINE_MAX = 240
-_MAX_REFS = 40
+_MAX_REFS = 64
+_REF_CANDIDATES = 400  # the most frequent refs of a segment considered for its Refs line
+_REFS_AFTER = 2  # the Refs line is filled after the sections of this priority and before the rest
+_FIRST_DROPPED = ("Note: ", "Ran: ", "Timeline: ")  # the lines that give way first when a text is over
+_REFS_SHARE = 5  # up to 1/5 of a summary's room is kept for its Refs line
 _THREAD_ABOVE = 64_000  # characters: bigger segments are summarised in a worker thread
 
 _TOOL_CALL = re.compile(r"^\[tool call: (?P<name>[^\]]+)\] (?P<input>.*)$")
@@ -56,6 +65,7 @@ _PATH = re.compile(
 )
 # Short commit hashes (7-10 hex) and full ones (40); other hex runs are usually ids of no interest.
 _HASH = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)(?:[0-9a-f]{7,10}|[0-9a-f]{40})\b")
+_ERROR_NAME = re.compile(r"\b[A-Z][A-Za-z0-9]*(?:Error|Exception)\b")
 _VERSION = re.compile(r"\bv?\d+\.\d+\.\d+(?:[-.][\w.]+)?\b")
 _PORT = re.compile(r"(?:localhost|127\.0\.0\.1|0\.0\.0\.0|port)[: ]\d{2,5}\b", re.I)
 _ERROR = re.compile(
@@ -163,6 +173,12 @@ def _refs(text: str, into: Counter[str]) -> None:
                 into[token] += 1
 
 
+def _error_names(text: str, into: Counter[str]) -> None:
+    """Exception names (``ModuleNotFoundError``) met in prose or a command's output (not in file contents)."""
+    for name in _ERROR_NAME.findall(text):
+        into[name] += 1
+
+
 def _tool_input(raw: str) -> dict[str, object]:
     try:
         value = json.loads(raw)
@@ -251,6 +267,7 @@ def _scan_message(item: SegmentItem, notes: _Notes) -> None:  # noqa: C901 - one
     text = "\n".join(prose)
     _refs(item.text, notes.refs)
     if item.role == "user" and not text.startswith("[tool"):
+        _error_names(text, notes.refs)  # a pasted traceback names what failed
         sentences = _sentences(text)
         if sentences:
             _add(notes.asked, " ".join(sentences[:2]))
@@ -263,6 +280,7 @@ def _scan_message(item: SegmentItem, notes: _Notes) -> None:  # noqa: C901 - one
         tools = {t.strip().lower() for t in (item.tool or "").split(",")}
         if tools and tools <= _READ | _WRITE | _EDIT and not text.startswith("[tool error]"):
             return  # file contents, search hits, edit confirmations: their words are data, not events
+        _error_names(text, notes.refs)
         errors = [line.strip() for line in prose if _ERROR.search(line) and len(line.strip()) > 3]
         for line in errors[:2]:
             _add(notes.errors, line)
@@ -270,6 +288,7 @@ def _scan_message(item: SegmentItem, notes: _Notes) -> None:  # noqa: C901 - one
             if re.search(r"\b\d+ (?:passed|failed|errors?)\b", line):
                 _add(notes.done if "failed" not in line and "error" not in line else notes.errors, line.strip())
         return
+    _error_names(text, notes.refs)
     decided = False  # whether the sentence before was a decision (a reason that follows joins it)
     for sentence in _sentences(text):
         was_decision, decided = decided, False
@@ -315,6 +334,7 @@ def _scan_summary(item: SegmentItem, notes: _Notes, grain: int) -> None:
             elif label == "Timeline":
                 continue  # re-made below at this level's grain
             else:
+                _refs(value, notes.refs)  # a child names an identifier in a line rather than in its Refs
                 target = {
                     "Asked": notes.asked, "Decision": notes.decisions, "Error": notes.errors, "Done": notes.done,
                     "Open": notes.open, "Ran": notes.ran, "Note": notes.notes,
@@ -398,7 +418,7 @@ class OfflineSummarizer:
     def _compose(self, request: SummaryRequest, notes: _Notes) -> str:
         files = [f"{path} ({status})" for path, status in notes.files.items() if status != "read"]
         read = [path for path, status in notes.files.items() if status == "read"]
-        refs = [ref for ref, _ in notes.refs.most_common() if ref not in notes.files]
+        refs = _distinct_refs(notes.refs, [path for path, status in notes.files.items() if status != "read"])
         # (label, items, priority): lower priority numbers are kept first.
         sections: list[tuple[str, list[str], int]] = [
             ("Asked", notes.asked, 2),
@@ -417,9 +437,18 @@ class OfflineSummarizer:
         kept: dict[str, list[str]] = {label: [] for label, _, _ in sections}
         dropped: Counter[str] = Counter()
         # Round-robin, admitting lower-priority sections step by step, so every section gets its first
-        # items before any gets many.  An item that does not fit is skipped, not retried.
+        # items before any gets many.  An item that does not fit is skipped, not retried.  The
+        # identifiers (Refs) come after the priority-1 and -2 sections and before the commands, the
+        # timeline and the explanations: prose can be re-read by expanding, a path must be known to
+        # be looked for.
         position = {label: 0 for label, _, _ in sections}
+        refs_kept: list[str] = []
+        named = 0  # refs left out because a kept line names them
+        # A share of the room stays for the identifiers, so that many decisions or errors cannot crowd
+        # every one of them out.
+        reserve = min(sum(self.counter.count(ref) + 1 for ref in refs[:_MAX_REFS]), (budget - used) // _REFS_SHARE)
         for priority in range(1, 6):
+            room = budget - reserve if priority <= _REFS_AFTER else budget
             progressed = True
             while progressed:
                 progressed = False
@@ -430,30 +459,55 @@ class OfflineSummarizer:
                     position[label] += 1
                     progressed = True
                     cost = self.counter.count(f"{label}: {item}") + 1
-                    if used + cost <= budget:
+                    if used + cost <= room:
                         kept[label].append(item)
+                        used += cost
+            if priority == _REFS_AFTER:
+                said = "\n".join([files_line, *(item for items in kept.values() for item in items)])
+                for ref in refs:
+                    if len(refs_kept) >= _MAX_REFS:
+                        break
+                    if ref in said:
+                        named += 1
+                        continue  # already named by a kept line
+                    cost = self.counter.count(ref) + 1
+                    if used + cost <= budget:
+                        refs_kept.append(ref)
                         used += cost
         for label, items, _ in sections:
             dropped[label] += len(items) - len(kept[label])
-        refs_kept: list[str] = []
-        for ref in refs[:_MAX_REFS]:
-            cost = self.counter.count(ref) + 1
-            if used + cost > budget:
-                break
-            refs_kept.append(ref)
-            used += cost
         lines = [head]
         for label, _, _ in sections:
             lines += [f"{label}: {item}" for item in kept[label]]
         lines.append(files_line)
         if refs_kept:
             lines.append("Refs: " + ", ".join(refs_kept))
-        lines.append("Expand for details about: " + _footer(notes, dropped, len(refs) - len(refs_kept), read))
+        lines.append("Expand for details about: " + _footer(notes, dropped, len(refs) - len(refs_kept) - named, read))
         return self._fit(lines, budget, head_short=head.split(" (")[0])
 
     def _fit(self, lines: list[str], budget: int, *, head_short: str) -> str:
-        """Drop optional lines from the end, then shorten the mandatory ones, until the text fits."""
+        """Drop optional lines, then shorten the mandatory ones, until the text fits.
+
+        The explanations, commands and timeline go first (the last of each first), then identifiers
+        from the end of the Refs line, then the other optional lines from the end.
+        """
         text = "\n".join(lines)
+        for label in _FIRST_DROPPED:
+            while self.counter.count(text) > budget:
+                at = next((i for i in range(len(lines) - 2, 0, -1) if lines[i].startswith(label)), None)
+                if at is None:
+                    break
+                lines.pop(at)
+                text = "\n".join(lines)
+        if lines[-2].startswith("Refs: "):
+            refs = lines[-2].removeprefix("Refs: ").split(", ")
+            over = self.counter.count(text) - budget
+            while len(refs) > 1 and over > 0:
+                while len(refs) > 1 and over > 0:  # drop about as many as the excess, then count again
+                    over -= self.counter.count(refs.pop()) + 1
+                lines[-2] = "Refs: " + ", ".join(refs)
+                text = "\n".join(lines)
+                over = self.counter.count(text) - budget
         while self.counter.count(text) > budget:
             if lines[-2].startswith("Refs:"):
                 lines.pop(-2)
@@ -499,6 +553,25 @@ def _footer(notes: _Notes, dropped: Counter[str], refs_dropped: int, read: Seque
         parts.append(f"contents of {len(read)} files read ({', '.join(list(read)[:3])}{'…' if len(read) > 3 else ''})")
     parts += _unique(notes.footer)[:6]
     return ", ".join(_unique(parts)) or "exact wording of the messages"
+
+
+def _distinct_refs(refs: Counter[str], files: Sequence[str]) -> list[str]:
+    """``refs`` most frequent first, without the files listed and without any contained in another ref.
+
+    A ref inside a longer one (``fields.py`` in ``src/marshmallow/fields.py``, a ticket in its URL)
+    is named whenever the longer one is, so it would only take room; the longer one takes the better
+    of the two ranks, so that the shorter one's frequency still counts.
+    """
+    listed = set(files)
+    ranked = [ref for ref, _ in refs.most_common(_REF_CANDIDATES) if ref not in listed]
+    joined = "\n".join([*ranked, *files])
+    whole = {ref: rank for rank, ref in enumerate(ranked) if joined.count(ref) == 1}
+    for rank, ref in enumerate(ranked):
+        if ref not in whole:
+            holder = next((other for other in whole if ref in other), None)  # best-ranked first
+            if holder is not None and rank < whole[holder]:
+                whole[holder] = rank
+    return sorted(whole, key=whole.__getitem__)
 
 
 def _unique(items: Iterable[str]) -> list[str]:
