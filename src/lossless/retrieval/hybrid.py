@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Literal, Protocol, cast
+from typing import TYPE_CHECKING, Literal
 
 from lossless.ports import Store
 from lossless.retrieval import ranking
@@ -56,7 +56,7 @@ from lossless.retrieval.ranking import (
 )
 
 if TYPE_CHECKING:
-    from lossless.retrieval.semantic import SemanticSearch
+    from lossless.retrieval.semantic import SemanticHit, SemanticSearch
 
 __all__ = ["DEPTH", "SUMMARY_SHARE", "hybrid_hits", "keyword_hits"]
 
@@ -288,22 +288,6 @@ async def _summary_first(
             scores[message_id] = scores.get(message_id, 0.0) + lift
 
 
-class _MemoryLead(Protocol):
-    @property
-    def message_id(self) -> int: ...
-
-    @property
-    def score(self) -> float: ...
-
-
-class _MemoryLeads(Protocol):
-    """The optional part of the semantic port that hybrid uses (``MessageSearch.memory_leads``)."""
-
-    async def memory_leads(
-        self, query: str, conversation_ids: Sequence[int], *, agent: str | None = ..., limit: int = ...
-    ) -> Sequence[_MemoryLead]: ...
-
-
 async def _lifted(
     store: Store,
     options: GrepOptions,
@@ -332,11 +316,10 @@ async def _memory_first(
     The best memory's sources gain :data:`MEMORY_SHARE` of the best message's score, the others in
     proportion to their memory's score.  A port without memories (or none in reach) changes nothing.
     """
-    leads_of = getattr(search, "memory_leads", None)
-
+    leads_of = getattr(search, "memory_leads", None)  # the port's optional part (``MessageSearch.memory_leads``)
     if leads_of is None:
         return
-    leads = await cast("_MemoryLeads", search).memory_leads(
+    leads: Sequence[SemanticHit] = await leads_of(
         options.pattern, list(conversation_ids), agent=agent, limit=MEMORY_LIMIT
     )
     top = max((lead.score for lead in leads), default=0.0)
