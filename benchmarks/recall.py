@@ -59,6 +59,7 @@ from _embed_cache import CachingEmbedder
 from _harness import Figure, machine, report
 from lossless import ContextEngine, Message
 from lossless.records import parse_timestamp
+from lossless.retrieval import SummaryDescription
 
 HERE = Path(__file__).resolve().parent
 SPLITS = {name: HERE / "data" / f"recall-{name}.json" for name in ("dev", "test")}
@@ -248,8 +249,10 @@ async def evaluate(
             lists: list[list[str]] = []
             for hit in found.hits:
                 described = await engine.describe(str(hit.ref))
-                span = getattr(described, "summary", None)
-                if span is None or span.earliest_at is None or span.latest_at is None:
+                if not isinstance(described, SummaryDescription):
+                    continue
+                span = described.summary
+                if span.earliest_at is None or span.latest_at is None:
                     continue
                 within = await engine.grep(
                     question["question"],
