@@ -36,7 +36,6 @@ Invariants:
 from __future__ import annotations
 
 import logging
-import struct
 from collections.abc import Sequence
 from typing import Any
 
@@ -82,11 +81,6 @@ _DEFERRED: dict[str, set[tuple[VectorSource, int]]] = {}
 _HAS_COLUMN = (
     "SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attname = 'embedding' AND NOT attisdropped"
 )
-
-
-def _vector_literal(blob: bytes) -> str:
-    """pgvector's text form of a float32 blob: ``repr`` of each value widened to a double is exact for float32."""
-    return "[" + ",".join(map(repr, struct.unpack(f"<{len(blob) // 4}f", blob))) + "]"
 
 
 def _version(text: str) -> tuple[int, ...]:
@@ -159,7 +153,7 @@ class SearchVectors:
             # One statement for the whole batch (arrays, not a row per round trip); the join keeps only
             # items that still exist in their conversation, and RETURNING counts what was new.
             embedding = f", t.e::{schema}.vector" if schema is not None else ""
-            texts = [_vector_literal(v) if d and schema is not None else None for _, _, _, d, v in rows]
+            texts = [vector_text(v) if d and schema is not None else None for _, _, _, d, v in rows]
             found = await _all(
                 conn,
                 f"INSERT INTO {vectors} ({key}, model, chunk, conversation_id, dim, vector"
@@ -351,7 +345,7 @@ class SearchVectors:
                     [r[0] for r in rows],
                     [r[1] for r in rows],
                     [r[2] for r in rows],
-                    [_vector_literal(bytes(r[3])) for r in rows],
+                    [vector_text(bytes(r[3])) for r in rows],
                 ),
             )
 
