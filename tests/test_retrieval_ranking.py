@@ -96,12 +96,32 @@ def test_fusion_normalises_each_side() -> None:
 
 def test_a_reply_inherits_from_the_turn_it_answers() -> None:
     scores = {10: 1.0, 20: 0.2}
-    neighbours = {10: [9, 11], 20: [19, 21]}
-    out = with_neighbours(scores, neighbours, share=0.3)
-    assert out[11] == 0.3 and out[9] == 0.3  # unscored neighbours are added with the inherited share
+    neighbours = {10: (9, 11), 20: (19, 21)}
+    out = with_neighbours(scores, neighbours, before=0.3, after=0.5)
+    # unscored neighbours are added with what they inherit: 11 has 10 before it, 9 has 10 after it
+    assert out[11] == 0.3 and out[9] == 0.5
     assert out[10] == 1.0 and out[20] == 0.2  # its own neighbours had no score
-    both = with_neighbours({1: 1.0, 2: 0.5}, {1: [2], 2: [1]}, share=0.5)
-    assert both == {1: 1.25, 2: 1.0}
+    # The relation is read both ways, and both neighbours add up: 2 sits between 1 and 3.
+    chain = with_neighbours({1: 1.0, 2: 0.5, 3: 0.2}, {1: (None, 2), 3: (2, None)}, before=0.5, after=0.25)
+    assert chain == {1: 1.125, 2: 0.5 + 0.5 * 1.0 + 0.25 * 0.2, 3: 0.2 + 0.5 * 0.5}
+    # best_only: the larger of the two shares only (the any-word ranking of a full_text question)
+    best = with_neighbours({1: 1.0, 2: 0.5, 3: 0.2}, {2: (1, 3)}, before=0.3, after=0.3, best_only=True)
+    assert best == {1: 1.0 + 0.3 * 0.5, 2: 0.5 + 0.3 * 1.0, 3: 0.2 + 0.3 * 0.5}
+    assert with_neighbours({}, {}) == {}
+
+
+@given(
+    st.dictionaries(st.integers(0, 20), st.floats(0, 10), max_size=15),
+    st.floats(0, 1),
+    st.floats(0, 1),
+    st.booleans(),
+)
+def test_neighbours_only_add(scores: dict[int, float], before: float, after: float, best_only: bool) -> None:
+    chain = {k: (k - 1 if k > 0 else None, k + 1) for k in range(21)}
+    out = with_neighbours(scores, chain, before=before, after=after, best_only=best_only)
+    assert all(out[k] >= v for k, v in scores.items())
+    # only the items scored and their neighbours come back
+    assert set(out) <= {n for k in scores for n in (k - 1, k, k + 1)} and set(scores) <= set(out)
 
 
 @given(st.text(max_size=200))

@@ -67,11 +67,26 @@ SUMMARY_FANOUT = 5
 SUMMARY_SHARE = 0.0
 #: What the meaning side embeds: the question as written ("question") or its keywords ("keywords").
 SEMANTIC_QUERY = "keywords"
-#: Memory leads (``hybrid`` messages only): the source messages of the best-matching long-term memory
-#: gain this share of the best message's score (others in proportion to their memory's score), taken
-#: from the :data:`MEMORY_LIMIT` best memories of the conversations searched.
-MEMORY_SHARE = 0.8
-MEMORY_LIMIT = 40
+#: The weights of the ``hybrid`` message ranking (steps 3, 4, 6, 7 and the substance prior), fitted on the dev
+#: split of the recall benchmark, never on its test split: ``python benchmarks/hybrid_signals.py --pad-with test
+#: --out signals.json`` dumps each dev question's candidates with their signals, and
+#: ``python benchmarks/fit_hybrid.py signals.json`` refits them (seeded coordinate ascent on R@5, checked by
+#: leaving one conversation out).  ``full_text`` questions and summaries keep :mod:`~lossless.retrieval.ranking`'s.
+#:
+#: Keyword side's weight in the fusion (the meaning side gets ``1 - KEYWORD_WEIGHT``).
+KEYWORD_WEIGHT = 0.25
+#: Memory leads: the source messages of the best-matching long-term memory gain this share of the best
+#: message's score (others in proportion to their memory's score), from the :data:`MEMORY_LIMIT` best
+#: memories of the conversations searched.
+MEMORY_SHARE = 1.2
+MEMORY_LIMIT = 60
+#: Shares of the scores of the turn before and of the turn after a message that it inherits (added).
+NEIGHBOUR_BEFORE = 0.45
+NEIGHBOUR_AFTER = 0.6
+#: Topic words from which a message counts as saying something (:func:`~lossless.retrieval.ranking.substance`).
+SUBSTANCE_WORDS = 8
+#: Added to the score of a message inside the question's time window.
+TIME_BOOST = 0.35
 
 Scope = Literal["messages", "summaries"]
 
@@ -117,13 +132,15 @@ async def _semantic_scores(
     return out
 
 
-def _boost(scores: dict[int | str, float], when: dict[int | str, datetime], window: TimeWindow | None) -> None:
+def _boost(
+    scores: dict[int | str, float], when: dict[int | str, datetime], window: TimeWindow | None, boost: float
+) -> None:
     if window is None:
         return
     for key in scores:
         moment = when.get(key)
         if moment is not None and window.contains(moment):
-            scores[key] += ranking.TIME_BOOST
+            scores[key] += boost
 
 
 async def _fused(
@@ -133,13 +150,14 @@ async def _fused(
     search: SemanticSearch | None,
     scope: Scope,
     words: Sequence[str],
+    keyword_weight: float = ranking.KEYWORD_WEIGHT,
 ) -> dict[int | str, float]:
     keyword = await _keyword_scores(store, options, conversation_ids, words, scope)
     if search is None:  # words alone: each score as a share of the best (a weak match keeps its weight)
         best = max(keyword.values(), default=0.0)
         return {key: value / best if best > 0 else 1.0 for key, value in keyword.items()}
     semantic = await _semantic_scores(search, options, conversation_ids, scope, words)
-    return fuse(keyword, {key: score for key, (score, _) in semantic.items()}, keyword_weight=ranking.KEYWORD_WEIGHT)
+    return fuse(keyword, {key: score for key, (score, _) in semantic.items()}, keyword_weight=keyword_weight)
 
 
 async def hybrid_hits(
@@ -165,24 +183,28 @@ async def hybrid_hits(
     if offset is not None:  # "two weeks before the trip": the offset's words carry no topic
         probe = TimeWindow(datetime.now(UTC), datetime.now(UTC), offset.words)
     words = keywords(options.pattern, probe, stopwords=stopwords) if keyword else []
-    scores = await _fused(store, options, conversation_ids, search, scope, words)
+    fitted = scope == "messages" and search is not None  # the hybrid message ranking's own weights
+    weight = KEYWORD_WEIGHT if fitted else ranking.KEYWORD_WEIGHT
+    scores = await _fused(store, options, conversation_ids, search, scope, words, weight)
     if scope == "messages":
         if search is not None:
             await _lifted(store, options, conversation_ids, search, words, agent, scores)
         ranked = best_first(scores)[: DEPTH * 2]
         records = {m.id: m for m in await store.get_messages_by_id([int(k) for k, _ in ranked])}
         neighbours = await _neighbours(store, list(records.values()))
+        before, after = (NEIGHBOUR_BEFORE, NEIGHBOUR_AFTER) if fitted else (ranking.NEIGHBOUR_SHARE,) * 2
         scores = with_neighbours(
-            {k: s for k, s in ranked if int(k) in records}, neighbours, share=ranking.NEIGHBOUR_SHARE
+            {k: s for k, s in ranked if int(k) in records}, neighbours, before=before, after=after, best_only=not fitted
         )
         extra = [int(k) for k in scores if int(k) not in records]
         records |= {m.id: m for m in await store.get_messages_by_id(extra)}
         when: dict[int | str, datetime] = {key: m.created_at for key, m in records.items()}
-        if ranking.SUBSTANCE_WORDS > 0:
+        enough = SUBSTANCE_WORDS if fitted else ranking.SUBSTANCE_WORDS
+        if enough > 0:
             for key in scores:
                 record = records.get(int(key))
                 if record is not None:
-                    scores[key] *= ranking.substance(record.content)
+                    scores[key] *= ranking.substance(record.content, enough)
     else:
         found = await store.get_summaries([str(k) for k in scores])
         summaries = {s.id: s for s in found}
@@ -192,7 +214,7 @@ async def hybrid_hits(
         window = time_window(options.pattern, max(when.values()))
         if window is None and offset is not None and scope == "messages":
             window = await _event_window(store, options, conversation_ids, offset)
-        _boost(scores, when, window)
+        _boost(scores, when, window, TIME_BOOST if fitted else ranking.TIME_BOOST)
     hits: list[GrepHit] = []
     for key, score in best_first(scores):
         if scope == "messages":
@@ -331,21 +353,23 @@ async def _memory_first(
             scores[lead.message_id] = scores.get(lead.message_id, 0.0) + MEMORY_SHARE * best * lead.score / top
 
 
-async def _neighbours(store: Store, records: Sequence[object]) -> dict[int | str, list[int | str]]:
-    """For each message, the ids of the turns right before and after it in its conversation."""
+async def _neighbours(
+    store: Store, records: Sequence[object]
+) -> dict[int | str, tuple[int | str | None, int | str | None]]:
+    """For each message, the ids of the turns right before and right after it in its conversation (or None)."""
     from lossless.records import MessageRecord
 
     messages = [r for r in records if isinstance(r, MessageRecord)]
     around = {m.id + d for m in messages for d in (-1, 1)}
     found = {m.id: m for m in await store.get_messages_by_id(sorted(around))} | {m.id: m for m in messages}
-    out: dict[int | str, list[int | str]] = {}
+    out: dict[int | str, tuple[int | str | None, int | str | None]] = {}
     for m in messages:
-        near: list[int | str] = []
+        near: list[int | str | None] = []
         for other_id in (m.id - 1, m.id + 1):
             other = found.get(other_id)
-            if other is not None and other.conversation_id == m.conversation_id and abs(other.seq - m.seq) == 1:
-                near.append(other.id)
-        out[m.id] = near
+            same = other is not None and other.conversation_id == m.conversation_id and abs(other.seq - m.seq) == 1
+            near.append(other_id if same else None)
+        out[m.id] = (near[0], near[1])
     return out
 
 

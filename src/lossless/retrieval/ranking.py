@@ -17,16 +17,16 @@ Invariants:
 * **Time expressions boost, never filter.**  "in May 2024", "last May", "in 2023", "last month",
   "two weeks ago" become a window; items inside it get :data:`TIME_BOOST` added.  A misread
   expression can only reorder, never hide, a match.
-* **Neighbour context.**  :func:`with_neighbours` lets a turn inherit a share of its neighbours'
-  score (an answer such as "Yes, we went there last week" is found by what the question before it
-  named); it only adds, never removes.
+* **Neighbour context.**  :func:`with_neighbours` lets a turn inherit a share of the scores of the
+  turns before and after it (an answer such as "Yes, we went there last week" is found by what the
+  question before it named); it only adds, never removes.
 """
 
 from __future__ import annotations
 
 import calendar
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
@@ -51,13 +51,16 @@ __all__ = [
 
 K = TypeVar("K")
 
-#: Weight of the keyword (BM25) side in hybrid fusion; the semantic side gets ``1 - KEYWORD_WEIGHT``.
+#: Weight of the keyword (BM25) side in fusion (hybrid summaries; hybrid messages use
+#: :data:`lossless.retrieval.hybrid.KEYWORD_WEIGHT`); the semantic side gets ``1 - KEYWORD_WEIGHT``.
 KEYWORD_WEIGHT = 0.3
-#: Share of a neighbouring turn's score a message inherits (see :func:`with_neighbours`).
+#: Share of each neighbouring turn's score a message inherits in the any-word ranking of a ``full_text``
+#: question (see :func:`with_neighbours`; hybrid messages use their own fitted shares).
 NEIGHBOUR_SHARE = 0.3
-#: Added to the fused score of an item inside a question's time window.
+#: Added to the score of an item inside a question's time window (hybrid messages: their own fitted boost).
 TIME_BOOST = 0.1
-#: Topic words from which a message counts as saying something (see :func:`substance`; 0: off).
+#: Topic words from which a message counts as saying something (see :func:`substance`; 0: off; hybrid
+#: messages use their own fitted count).
 SUBSTANCE_WORDS = 6
 SUBSTANCE_POWER = 1.0
 
@@ -237,21 +240,42 @@ def fuse(
 
 
 def with_neighbours(
-    scores: Mapping[K, float], neighbours: Mapping[K, Sequence[K]], *, share: float = NEIGHBOUR_SHARE
+    scores: Mapping[K, float],
+    neighbours: Mapping[K, tuple[K | None, K | None]],
+    *,
+    before: float = NEIGHBOUR_SHARE,
+    after: float = NEIGHBOUR_SHARE,
+    best_only: bool = False,
 ) -> dict[K, float]:
-    """Each item's score plus ``share`` of its best-scoring neighbour's (neighbours not scored count 0).
+    """Each item's score plus ``before`` times the score of the turn before it and ``after`` times the turn after.
 
-    Neighbours that had no score of their own are added too, with the inherited share only, so a
-    reply that shares no word with the question can still rank after the turn that named its subject.
+    ``best_only``: add only the larger of the two (the any-word ranking of a ``full_text`` question).
+
+    ``neighbours`` maps an item to ``(the turn before it, the turn after it)`` (``None``: none; turns not
+    scored count 0; the relation is read both ways: the turn after ``a`` has ``a`` before it).
+    Neighbours that had no score of their own are added too, with what they inherit only, so a reply
+    that shares no word with the question can still rank after the turn that named its subject.  Only
+    adds: no score goes down.
     """
-    out = dict(scores)
-    for key, score in scores.items():
-        for other in neighbours.get(key, ()):
-            if other not in scores:
-                out[other] = max(out.get(other, 0.0), share * score)
-    for key, score in scores.items():
-        best = max((scores.get(other, 0.0) for other in neighbours.get(key, ())), default=0.0)
-        out[key] = score + share * best
+    previous_of: dict[K, K] = {}
+    next_of: dict[K, K] = {}
+    for key, (previous, following) in neighbours.items():
+        if previous is not None:
+            previous_of[key] = previous
+            next_of.setdefault(previous, key)
+        if following is not None:
+            next_of[key] = following
+            previous_of.setdefault(following, key)
+    targets = dict.fromkeys(scores)
+    for key in scores:
+        targets.update((n, None) for n in (previous_of.get(key), next_of.get(key)) if n is not None)
+    out: dict[K, float] = {}
+    for key in targets:
+        previous, following = previous_of.get(key), next_of.get(key)
+        from_before = before * scores.get(previous, 0.0) if previous is not None else 0.0
+        from_after = after * scores.get(following, 0.0) if following is not None else 0.0
+        inherited = max(from_before, from_after) if best_only else from_before + from_after
+        out[key] = scores.get(key, 0.0) + inherited
     return out
 
 
