@@ -78,15 +78,15 @@ KEYWORD_WEIGHT = 0.25
 #: Memory leads: the source messages of the best-matching long-term memory gain this share of the best
 #: message's score (others in proportion to their memory's score), from the :data:`MEMORY_LIMIT` best
 #: memories of the conversations searched.
-MEMORY_SHARE = 1.2
+MEMORY_SHARE = 1.0
 MEMORY_LIMIT = 60
 #: Shares of the scores of the turn before and of the turn after a message that it inherits (added).
-NEIGHBOUR_BEFORE = 0.45
-NEIGHBOUR_AFTER = 0.6
+NEIGHBOUR_BEFORE = 0.6
+NEIGHBOUR_AFTER = 0.45
 #: Topic words from which a message counts as saying something (:func:`~lossless.retrieval.ranking.substance`).
 SUBSTANCE_WORDS = 8
 #: Added to the score of a message inside the question's time window.
-TIME_BOOST = 0.35
+TIME_BOOST = 0.5
 
 Scope = Literal["messages", "summaries"]
 

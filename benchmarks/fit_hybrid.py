@@ -1,0 +1,189 @@
+"""Fit the weights of hybrid search's message ranking on the dev split's dumped signals (``hybrid_signals.py``).
+
+``python benchmarks/hybrid_signals.py --pad-with test --embed-cache FILE --out signals.json``
+``python benchmarks/fit_hybrid.py signals.json [--loco]``
+
+The ranking (``lossless.retrieval.hybrid``) scores each candidate message as
+
+    base  = k * keyword + (1 - k) * meaning + m * best * memory      (each side min-max scaled; memory: lead / best lead)
+    score = (base + b * base(turn before) + a * base(turn after)) * substance(S) + t * in_time_window
+
+over the 200 best by ``base`` and their neighbouring turns.  This script replays that formula offline on
+the dumped signals (it reproduces the benchmark's figures for the shipped constants) and fits
+``k, m, b, a, S, t`` by coordinate ascent over small grids, maximising ``R@5 + R@10 / 2 + R@1 / 10`` on the
+dev questions, starting from the constants before the fit.  There is no randomness: a run is the same
+every time.  ``--loco`` checks the fit by leaving one conversation out: fit on the other eight, score the
+one left out, and compare with the starting constants on the same questions.  Fit on the dev split
+only; the test split is reported by ``recall.py`` and never dumped or fitted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+KS = (1, 5, 10, 25, 50)
+#: The constants before the fit (the hand-set ranking), as a starting point and a reference.
+START = {"keyword": 0.3, "memory": 0.8, "before": 0.3, "after": 0.3, "best_only": 1, "substance": 6, "time": 0.1}
+#: What the fit may choose from, per weight.
+GRIDS: dict[str, list[float]] = {
+    "keyword": [0.0, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5],
+    "memory": [0.4, 0.6, 0.8, 1.0, 1.2, 1.5, 2.0],
+    "before": [0.0, 0.15, 0.3, 0.45, 0.6, 0.8],
+    "after": [0.0, 0.15, 0.3, 0.45, 0.6, 0.8],
+    "best_only": [0, 1],
+    "substance": [4, 6, 8, 10],
+    "time": [0.0, 0.1, 0.2, 0.3, 0.35, 0.4, 0.5],
+}
+TRUNCATE = 200
+
+
+def _scaled(values: np.ndarray) -> np.ndarray:
+    present = ~np.isnan(values)
+    out = np.zeros_like(values)
+    if present.any():
+        high, low = values[present].max(), values[present].min()
+        out[present] = (values[present] - low) / (high - low) if high > low else 1.0
+    return out
+
+
+def load(path: Path) -> list[dict[str, Any]]:
+    """Each dumped question as arrays over its candidates."""
+    questions = json.loads(path.read_text(encoding="utf-8"))["questions"]
+    out = []
+    for _, q in sorted(questions.items()):
+        keys = list(q["items"])
+        index = {k: i for i, k in enumerate(keys)}
+        items = [q["items"][k] for k in keys]
+
+        def column(name: str, items: list[dict[str, Any]] = items) -> np.ndarray:
+            return np.array([np.nan if it[name] is None else it[name] for it in items], dtype=float)
+
+        def link(name: str, items: list[dict[str, Any]] = items, index: dict[str, int] = index) -> np.ndarray:
+            return np.array([-1 if it[name] is None else index.get(str(it[name]), -1) for it in items])
+
+        before, after = link("prev"), link("next")
+        for i in range(len(items)):  # read both ways: the turn after i has i before it
+            if after[i] >= 0 and before[after[i]] < 0:
+                before[after[i]] = i
+            if before[i] >= 0 and after[before[i]] < 0:
+                after[before[i]] = i
+        memory = np.nan_to_num(column("mem"), nan=0.0)
+        top = memory.max() if memory.size else 0.0
+        evidence = set(q["evidence"])
+        out.append(
+            {
+                "conversation": q["conversation"],
+                "evidence": np.array([it["event"] in evidence for it in items]),
+                "wanted": len(evidence),
+                "keyword": _scaled(column("kw")),
+                "meaning": _scaled(column("sem")),
+                "matched": ~np.isnan(column("kw")) | ~np.isnan(column("sem")),
+                "memory": memory / top if top > 0 else memory,
+                "core": np.array([it["core"] for it in items]),
+                "before": before,
+                "after": after,
+                "words": column("words"),
+                "window": np.array([it["window"] for it in items], dtype=float),
+            }
+        )
+    return out
+
+
+def scores(q: dict[str, Any], w: dict[str, float]) -> np.ndarray:
+    """The ranking's score of every candidate of ``q`` under weights ``w`` (-inf: not ranked)."""
+    base = np.where(q["core"], w["keyword"] * q["keyword"] + (1 - w["keyword"]) * q["meaning"], 0.0)
+    best = (base[q["matched"]].max() if q["matched"].any() else 0.0) or 1.0
+    base = base + w["memory"] * best * q["memory"]
+    kept = np.zeros(len(base), bool)
+    kept[np.argsort(-base, kind="stable")[:TRUNCATE]] = True
+    kept &= q["core"]
+    base = np.where(kept, base, 0.0)
+
+    def inherited(link: np.ndarray) -> np.ndarray:
+        safe = np.maximum(link, 0)
+        return np.where((link >= 0) & kept[safe], base[safe], 0.0)
+
+    from_before, from_after = w["before"] * inherited(q["before"]), w["after"] * inherited(q["after"])
+    added = np.maximum(from_before, from_after) if w["best_only"] else from_before + from_after
+    score = base + added
+    reached = kept | (added > 0)
+    enough = w["substance"]
+    score = score * np.clip(q["words"], 1, enough) / enough + w["time"] * q["window"]
+    return np.where(reached, score, -np.inf)
+
+
+def metrics(q: dict[str, Any], score: np.ndarray) -> list[float]:
+    order = np.argsort(-score, kind="stable")
+    order = order[score[order] > -np.inf][:50]
+    found = q["evidence"][order]
+    first = np.nonzero(found)[0]
+    return [found[:k].sum() / q["wanted"] for k in KS] + [1.0 / (first[0] + 1) if len(first) else 0.0]
+
+
+def evaluate(questions: list[dict[str, Any]], w: dict[str, float]) -> np.ndarray:
+    """R@1/5/10/25/50 and MRR in % over ``questions``."""
+    return np.array([metrics(q, scores(q, w)) for q in questions]).mean(axis=0) * 100
+
+
+def objective(figures: np.ndarray) -> float:
+    return float(figures[1] + 0.5 * figures[2] + 0.1 * figures[0])
+
+
+def fit(questions: list[dict[str, Any]], start: dict[str, float], rounds: int = 4) -> dict[str, float]:
+    """Coordinate ascent: each weight in turn takes the grid value that scores best, until nothing moves."""
+    weights = dict(start)
+    best = objective(evaluate(questions, weights))
+    for _ in range(rounds):
+        moved = False
+        for name, grid in GRIDS.items():
+            for value in grid:
+                trial = weights | {name: value}
+                figure = objective(evaluate(questions, trial))
+                if figure > best + 1e-9:
+                    best, weights, moved = figure, trial, True
+        if not moved:
+            break
+    return weights
+
+
+def _row(label: str, figures: np.ndarray) -> str:
+    return f"{label:<28}" + "".join(f"{v:>8.1f}" for v in figures)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("signals", type=Path, help="the dev split's dump from benchmarks/hybrid_signals.py")
+    parser.add_argument("--loco", action="store_true", help="also fit leaving each conversation out in turn")
+    parser.add_argument("--fix", action="append", default=[], metavar="NAME=VALUE", help="hold a weight fixed")
+    args = parser.parse_args()
+    questions = load(args.signals)
+    for pin in args.fix:
+        name, value = pin.split("=")
+        GRIDS[name] = [float(value)]
+    header = f"{'':<28}" + "".join(f"{c:>8}" for c in (*(f'R@{k}' for k in KS), "MRR"))
+    fitted = fit(questions, START)
+    print(header)
+    print(_row("start (hand-set)", evaluate(questions, START)))
+    print(_row("fitted", evaluate(questions, fitted)))
+    print("fitted weights:", fitted)
+    if args.loco:
+        start_rows, fitted_rows = [], []
+        for left_out in sorted({q["conversation"] for q in questions}):
+            train = [q for q in questions if q["conversation"] != left_out]
+            held = [q for q in questions if q["conversation"] == left_out]
+            weights = fit(train, START)
+            start_rows += [metrics(q, scores(q, START)) for q in held]
+            fitted_rows += [metrics(q, scores(q, weights)) for q in held]
+            print(f"  {left_out} left out: {weights}")
+        print(_row("start, per left-out conv", np.array(start_rows).mean(axis=0) * 100))
+        print(_row("fitted without that conv", np.array(fitted_rows).mean(axis=0) * 100))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,137 @@
+"""Dump the signals hybrid search computes for each candidate message of each recall question (to fit its weights).
+
+``python benchmarks/hybrid_signals.py --split dev --pad-with test --embed-cache FILE --out signals.json``
+
+Runs the recall benchmark's setup (:func:`recall.evaluate`, ``hybrid`` only) and, for every question asked
+through ``engine.grep(…, mode="hybrid")``, records what the hybrid ranker sees before it combines anything:
+each candidate's raw keyword score (BM25), cosine of the keywords and of the question as written, memory-lead
+score, its neighbouring turns, its substance word count, whether it lies in the question's time window, and
+whether it is evidence.  ``benchmarks/fit_hybrid.py`` fits the combination on that file.  Only the dev split is
+ever dumped for fitting; the test split is reported by ``recall.py`` alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import recall
+from lossless.retrieval import hybrid, ranking, semantic
+from lossless.retrieval.ranking import TimeWindow, event_offset, keywords, time_window
+
+MEMORY_LIMIT = 60
+
+
+def _topic_words(text: str) -> int:
+    count = 0
+    for word in ranking._WORD.findall(text[:2000]):
+        if ranking._CJK.search(word):
+            count += max(1, len(word) // 2)
+        elif len(word) > 2 and word.lower() not in ranking.STOPWORDS:
+            count += 1
+    return count
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--split", choices=("dev",), default="dev")
+    parser.add_argument("--pad-with", choices=tuple(recall.SPLITS))
+    parser.add_argument("--embed-cache", type=Path)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    dataset = json.loads(recall.SPLITS[args.split].read_text(encoding="utf-8"))
+    padding = json.loads(recall.SPLITS[args.pad_with].read_text(encoding="utf-8"))["conversations"] if args.pad_with else []
+    evidence = {(q["conversation_id"], q["question"]): q for q in dataset["questions"]}
+    dumped: dict[str, Any] = {}
+    original = semantic.hybrid_hits
+
+    async def traced(store: Any, options: Any, conversation_ids: Any, search: Any, scope: Any, **kw: Any) -> Any:
+        if scope == "messages" and search is not None and options.since is None and options.before is None:
+            await _dump(store, options, conversation_ids, search, kw.get("agent"))
+        return await original(store, options, conversation_ids, search, scope, **kw)
+
+    async def _dump(store: Any, options: Any, conversation_ids: Any, search: Any, agent: Any) -> None:
+        probe = time_window(options.pattern, datetime.now(UTC))
+        offset = event_offset(options.pattern) if probe is None else None
+        if offset is not None:
+            probe = TimeWindow(datetime.now(UTC), datetime.now(UTC), offset.words)
+        words = keywords(options.pattern, probe)
+        kw = await hybrid._keyword_scores(store, options, conversation_ids, words, "messages")
+        sem = await hybrid._semantic_scores(search, options, conversation_ids, "messages", words)
+        hits = await search.search(options.pattern, list(conversation_ids), limit=hybrid.DEPTH, mode="semantic")
+        semq = {h.message_id: h.score for h in hits}
+        leads = await search.memory_leads(options.pattern, list(conversation_ids), agent=agent, limit=MEMORY_LIMIT)
+        mem = {lead.message_id: lead.score for lead in leads}
+        core = set(kw) | set(sem) | set(mem)
+        records = {m.id: m for m in await store.get_messages_by_id(sorted(int(k) for k in core))}
+        near = await hybrid._neighbours(store, list(records.values()))
+        extra = {int(n) for ns in near.values() for n in ns if n is not None} - set(records)
+        records |= {m.id: m for m in await store.get_messages_by_id(sorted(extra))}
+        when = {k: m.created_at for k, m in records.items()}
+        window = time_window(options.pattern, max(when.values())) if when else None
+        if window is None and offset is not None:
+            window = await hybrid._event_window(store, options, conversation_ids, offset)
+        items = {}
+        for key, m in records.items():
+            prev, nxt = near.get(key, (None, None))
+            items[str(key)] = {
+                "event": m.event_key,
+                "kw": kw.get(key),
+                "sem": sem[key][0] if key in sem else None,
+                "semq": semq.get(key),
+                "mem": mem.get(key),
+                "prev": None if prev is None else int(prev),
+                "next": None if nxt is None else int(nxt),
+                "core": key in core,
+                "words": _topic_words(m.content),
+                "chars": len(m.content),
+                "role": m.role,
+                "window": bool(window is not None and window.contains(m.created_at)),
+                "cover": _cover(words, m.content),
+            }
+        for (conversation, text), q in evidence.items():
+            if text == options.pattern and q["id"] not in dumped:
+                dumped[q["id"]] = {
+                    "question": text,
+                    "conversation": conversation,
+                    "type": q.get("type"),
+                    "evidence": q["evidence"],
+                    "words": words,
+                    "has_window": window is not None,
+                    "items": items,
+                }
+                break
+
+    semantic.hybrid_hits = traced  # type: ignore[assignment]
+    with tempfile.TemporaryDirectory() as tmp:
+        results = anyio.run(recall.evaluate, dataset, ["baseline", "hybrid"], Path(tmp), padding, "local", args.embed_cache)
+    print({k: round(v * 100, 1) for k, v in results["overall"]["hybrid"].items() if k.startswith("R@")})
+    args.out.write_text(json.dumps({"questions": dumped}))
+    print(f"{len(dumped)} questions dumped to {args.out}")
+    return 0
+
+
+def _cover(words: list[str], text: str) -> float:
+    """Share of the question's keywords that occur in ``text`` (case-insensitive word prefix match)."""
+    if not words:
+        return 0.0
+    lowered = {w.lower() for w in ranking._WORD.findall(text)}
+    found = 0
+    for word in words:
+        stem = word.lower()[: max(4, len(word) - 2)]
+        if any(t.startswith(stem) for t in lowered):
+            found += 1
+    return found / len(words)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
