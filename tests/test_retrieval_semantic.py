@@ -123,7 +123,10 @@ async def test_cjk_messages_are_found_by_meaning(engine: ContextEngine) -> None:
     assert [h.ref for h in japanese.hits] == [ids[4]]
 
 
-async def test_hybrid_fuses_meaning_with_the_full_text_ranking(engine: ContextEngine) -> None:
+async def test_hybrid_fuses_meaning_with_the_full_text_ranking(
+    engine: ContextEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    no_neighbours(monkeypatch)  # the fusion alone (next to a neighbour's share, the hash embedder's cosines are noise)
     ids = await seed(engine)
     hybrid = await engine.grep("friday canary", mode="hybrid", scope="messages", limit=2)
     assert hybrid.hits[0].ref == ids[5] and hybrid.options.mode == "hybrid"
@@ -517,6 +520,12 @@ TRIP = [
 QUESTION = "where is Dana staying during her island holiday"
 
 
+def no_neighbours(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hybrid without neighbouring turns' shares (a test of another step)."""
+    monkeypatch.setattr(hybrid, "NEIGHBOUR_BEFORE", 0.0)
+    monkeypatch.setattr(hybrid, "NEIGHBOUR_AFTER", 0.0)
+
+
 def memory_of(conversation_id: int, sources: Sequence[int]) -> MemoryDraft:
     """What a miner would keep of the booking turn: the fact restated, in words the turn does not use."""
     return MemoryDraft(
@@ -539,6 +548,7 @@ async def scored(engine: ContextEngine, caller: Caller | None = None) -> dict[in
 async def test_hybrid_lifts_the_messages_a_matching_memory_was_mined_from(
     engine: ContextEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    no_neighbours(monkeypatch)  # the memory step alone (a longer turn next to the lead would inherit its lift)
     ids = await seed(engine, texts=TRIP)
     before = await scored(engine)
     conversation_id = (await engine.conversation("s1")).id
@@ -549,7 +559,7 @@ async def test_hybrid_lifts_the_messages_a_matching_memory_was_mined_from(
     best = max(s or 0.0 for s in before.values())
     assert (after[ids[3]] or 0.0) > (before[ids[3]] or 0.0) + 0.2 * best
     assert [after[i] for i in (ids[0], ids[1], ids[5])] == [before[i] for i in (ids[0], ids[1], ids[5])]
-    monkeypatch.setattr(hybrid, "MEMORY_SHARE", 10.0)  # a memory that outweighs every word and neighbour
+    monkeypatch.setattr(hybrid, "MEMORY_SHARE", 10.0)  # a memory that outweighs every word
     assert (await ranked(engine))[0] == ids[3]
     # the hit keeps its shape: the message itself, its snippet, a score
     hit = (await engine.grep(QUESTION, mode="hybrid", scope="messages", sort="relevance", limit=1)).hits[0]
@@ -566,6 +576,7 @@ async def test_memory_leads_come_only_from_the_callers_reach(
     engine: ContextEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(hybrid, "MEMORY_SHARE", 10.0)  # any memory that counted would reorder the hits
+    no_neighbours(monkeypatch)
     ids = await seed(engine, texts=TRIP)
     other = await seed(engine, session="s2", key="k2", texts=TRIP)
     mine, theirs = (await engine.conversation("s1")).id, (await engine.conversation("s2")).id
