@@ -5,8 +5,10 @@
 
 The ranking (``lossless.retrieval.hybrid``) scores each candidate message as
 
-    base  = k * keyword + (1 - k) * meaning + m * best * memory      (each side min-max scaled; memory: lead / best lead)
+    base  = k * keyword + (1 - k) * meaning + m * best * memory
     score = (base + b * base(turn before) + a * base(turn after)) * substance(S) + t * in_time_window
+
+(each side min-max scaled; memory: the lead's score over the best lead's; best: the best fused score)
 
 over the 200 best by ``base`` and their neighbouring turns.  This script replays that formula offline on
 the dumped signals (it reproduces the benchmark's figures for the shipped constants) and fits
@@ -127,7 +129,8 @@ def metrics(q: dict[str, Any], score: np.ndarray) -> list[float]:
 
 def evaluate(questions: list[dict[str, Any]], w: dict[str, float]) -> np.ndarray:
     """R@1/5/10/25/50 and MRR in % over ``questions``."""
-    return np.array([metrics(q, scores(q, w)) for q in questions]).mean(axis=0) * 100
+    figures: np.ndarray = np.array([metrics(q, scores(q, w)) for q in questions]).mean(axis=0) * 100
+    return figures
 
 
 def objective(figures: np.ndarray) -> float:
@@ -165,12 +168,15 @@ def main() -> int:
     for pin in args.fix:
         name, value = pin.split("=")
         GRIDS[name] = [float(value)]
-    header = f"{'':<28}" + "".join(f"{c:>8}" for c in (*(f'R@{k}' for k in KS), "MRR"))
+    header = f"{'':<28}" + "".join(f"{c:>8}" for c in (*(f"R@{k}" for k in KS), "MRR"))
     fitted = fit(questions, START)
     print(header)
     print(_row("start (hand-set)", evaluate(questions, START)))
     print(_row("fitted", evaluate(questions, fitted)))
     print("fitted weights:", fitted)
+    for name in GRIDS:  # what each weight adds: the fitted weights with that one back at its starting value
+        if fitted[name] != START[name]:
+            print(_row(f"  ... {name} back to {START[name]}", evaluate(questions, fitted | {name: START[name]})))
     if args.loco:
         start_rows, fitted_rows = [], []
         for left_out in sorted({q["conversation"] for q in questions}):
@@ -179,7 +185,11 @@ def main() -> int:
             weights = fit(train, START)
             start_rows += [metrics(q, scores(q, START)) for q in held]
             fitted_rows += [metrics(q, scores(q, weights)) for q in held]
-            print(f"  {left_out} left out: {weights}")
+            before, after = evaluate(held, START), evaluate(held, weights)
+            print(
+                f"  {left_out} left out: R@5 {before[1]:.1f} -> {after[1]:.1f}, R@10 {before[2]:.1f} -> {after[2]:.1f}"
+            )
+            print(f"    weights: {weights}")
         print(_row("start, per left-out conv", np.array(start_rows).mean(axis=0) * 100))
         print(_row("fitted without that conv", np.array(fitted_rows).mean(axis=0) * 100))
     return 0

@@ -28,8 +28,6 @@ import recall
 from lossless.retrieval import hybrid, ranking, semantic
 from lossless.retrieval.ranking import TimeWindow, event_offset, keywords, time_window
 
-MEMORY_LIMIT = 60
-
 
 def _topic_words(text: str) -> int:
     count = 0
@@ -49,10 +47,12 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     dataset = json.loads(recall.SPLITS[args.split].read_text(encoding="utf-8"))
-    padding = json.loads(recall.SPLITS[args.pad_with].read_text(encoding="utf-8"))["conversations"] if args.pad_with else []
+    padding = (
+        json.loads(recall.SPLITS[args.pad_with].read_text(encoding="utf-8"))["conversations"] if args.pad_with else []
+    )
     evidence = {(q["conversation_id"], q["question"]): q for q in dataset["questions"]}
     dumped: dict[str, Any] = {}
-    original = semantic.hybrid_hits
+    original = hybrid.hybrid_hits  # what semantic.grep_semantic calls
 
     async def traced(store: Any, options: Any, conversation_ids: Any, search: Any, scope: Any, **kw: Any) -> Any:
         if scope == "messages" and search is not None and options.since is None and options.before is None:
@@ -69,7 +69,8 @@ def main() -> int:
         sem = await hybrid._semantic_scores(search, options, conversation_ids, "messages", words)
         hits = await search.search(options.pattern, list(conversation_ids), limit=hybrid.DEPTH, mode="semantic")
         semq = {h.message_id: h.score for h in hits}
-        leads = await search.memory_leads(options.pattern, list(conversation_ids), agent=agent, limit=MEMORY_LIMIT)
+        conversations = list(conversation_ids)
+        leads = await search.memory_leads(options.pattern, conversations, agent=agent, limit=hybrid.MEMORY_LIMIT)
         mem = {lead.message_id: lead.score for lead in leads}
         core = set(kw) | set(sem) | set(mem)
         records = {m.id: m for m in await store.get_messages_by_id(sorted(int(k) for k in core))}
@@ -111,9 +112,11 @@ def main() -> int:
                 }
                 break
 
-    semantic.hybrid_hits = traced  # type: ignore[assignment]
+    setattr(semantic, "hybrid_hits", traced)  # noqa: B010 - patched for this run only
     with tempfile.TemporaryDirectory() as tmp:
-        results = anyio.run(recall.evaluate, dataset, ["baseline", "hybrid"], Path(tmp), padding, "local", args.embed_cache)
+        results = anyio.run(
+            recall.evaluate, dataset, ["baseline", "hybrid"], Path(tmp), padding, "local", args.embed_cache
+        )
     print({k: round(v * 100, 1) for k, v in results["overall"]["hybrid"].items() if k.startswith("R@")})
     args.out.write_text(json.dumps({"questions": dumped}))
     print(f"{len(dumped)} questions dumped to {args.out}")

@@ -17,8 +17,9 @@
 5. **Summary-first** (messages only): the best summaries (fused the same way) lend a share of their
    score to the messages under them (leaf summaries' sources), so a stretch of turns whose summary
    matches lifts its messages even when no single turn does.
-6. **Neighbours** (messages only): a message inherits a share of the score of the turn before or
-   after it in the same conversation (an answer is found by the question it answers).
+6. **Neighbours** (messages only): a message adds a share of the score of the turn before it and
+   a share of the score of the turn after it in the same conversation (an answer is found by the
+   question it answers); ``full_text`` questions add the better of the two only.
 7. **Time**: a time expression in the question ("in May 2024", "last month") boosts the items in
    its window, relative to the newest candidate's date.
 
@@ -68,10 +69,11 @@ SUMMARY_SHARE = 0.0
 #: What the meaning side embeds: the question as written ("question") or its keywords ("keywords").
 SEMANTIC_QUERY = "keywords"
 #: The weights of the ``hybrid`` message ranking (steps 3, 4, 6, 7 and the substance prior), fitted on the dev
-#: split of the recall benchmark, never on its test split: ``python benchmarks/hybrid_signals.py --pad-with test
-#: --out signals.json`` dumps each dev question's candidates with their signals, and
-#: ``python benchmarks/fit_hybrid.py signals.json`` refits them (seeded coordinate ascent on R@5, checked by
-#: leaving one conversation out).  ``full_text`` questions and summaries keep :mod:`~lossless.retrieval.ranking`'s.
+#: split of the recall benchmark, never on its test split (docs/retrieval.md, "fitted weights"):
+#: ``python benchmarks/hybrid_signals.py --pad-with test --out signals.json`` dumps each dev question's
+#: candidates with their signals, and ``python benchmarks/fit_hybrid.py signals.json --fix substance=8``
+#: refits them (deterministic coordinate ascent on R@5 and R@10; ``--loco`` leaves one conversation out).
+#: ``full_text`` questions and summaries keep :mod:`~lossless.retrieval.ranking`'s hand-set constants.
 #:
 #: Keyword side's weight in the fusion (the meaning side gets ``1 - KEYWORD_WEIGHT``).
 KEYWORD_WEIGHT = 0.25
