@@ -70,8 +70,8 @@ SUMMARY_SHARE = 0.0
 SEMANTIC_QUERY = "keywords"
 #: The weights of the ``hybrid`` message ranking (steps 3, 4, 6, 7 and the substance prior), fitted on the dev
 #: split of the recall benchmark, never on its test split (docs/retrieval.md, "fitted weights"):
-#: ``python benchmarks/hybrid_signals.py --pad-with test --out signals.json`` dumps each dev question's
-#: candidates with their signals, and ``python benchmarks/fit_hybrid.py signals.json --fix substance=8``
+#: ``python scripts/hybrid_signals.py --pad-with test --out signals.json`` dumps each dev question's
+#: candidates with their signals, and ``python scripts/fit_hybrid.py signals.json --fix substance=8``
 #: refits them (deterministic coordinate ascent on R@5 and R@10; ``--loco`` leaves one conversation out).
 #: ``full_text`` questions and summaries keep :mod:`~lossless.retrieval.ranking`'s hand-set constants.
 #:

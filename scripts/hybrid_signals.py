@@ -1,12 +1,12 @@
 """Dump the signals hybrid search computes for each candidate message of each recall question (to fit its weights).
 
-``python benchmarks/hybrid_signals.py --split dev --pad-with test --embed-cache FILE --out signals.json``
+``python scripts/hybrid_signals.py --split dev --pad-with test --embed-cache FILE --out signals.json``
 
 Runs the recall benchmark's setup (:func:`recall.evaluate`, ``hybrid`` only) and, for every question asked
 through ``engine.grep(…, mode="hybrid")``, records what the hybrid ranker sees before it combines anything:
 each candidate's raw keyword score (BM25), cosine of the keywords and of the question as written, memory-lead
 score, its neighbouring turns, its substance word count, whether it lies in the question's time window, and
-whether it is evidence.  ``benchmarks/fit_hybrid.py`` fits the combination on that file.  Only the dev split is
+whether it is evidence.  ``scripts/fit_hybrid.py`` fits the combination on that file.  Only the dev split is
 ever dumped for fitting; the test split is reported by ``recall.py`` alone.
 """
 
@@ -22,9 +22,9 @@ from typing import Any
 
 import anyio
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
-import recall
+import recall  # type: ignore[import-not-found]  # benchmarks/recall.py, on the path above
 from lossless.retrieval import hybrid, ranking, semantic
 from lossless.retrieval.ranking import TimeWindow, event_offset, keywords, time_window
 

@@ -1,7 +1,7 @@
-"""Fit the weights of hybrid search's message ranking on the dev split's dumped signals (``hybrid_signals.py``).
+"""Fit the weights of hybrid search's message ranking on the dev split's dumped signals (``scripts/hybrid_signals.py``).
 
-``python benchmarks/hybrid_signals.py --pad-with test --embed-cache FILE --out signals.json``
-``python benchmarks/fit_hybrid.py signals.json [--loco]``
+``python scripts/hybrid_signals.py --pad-with test --embed-cache FILE --out signals.json``
+``python scripts/fit_hybrid.py signals.json --fix substance=8 [--loco]`` (shipped: substance held at 8 words)
 
 The ranking (``lossless.retrieval.hybrid``) scores each candidate message as
 
@@ -160,7 +160,7 @@ def _row(label: str, figures: np.ndarray) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("signals", type=Path, help="the dev split's dump from benchmarks/hybrid_signals.py")
+    parser.add_argument("signals", type=Path, help="the dev split's dump from scripts/hybrid_signals.py")
     parser.add_argument("--loco", action="store_true", help="also fit leaving each conversation out in turn")
     parser.add_argument("--fix", action="append", default=[], metavar="NAME=VALUE", help="hold a weight fixed")
     args = parser.parse_args()
