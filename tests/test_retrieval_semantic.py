@@ -445,12 +445,14 @@ async def test_hybrid_finds_a_reply_by_the_turn_it_answers(
 
     async def reply_score() -> float:
         found = await engine.grep(question, mode="hybrid", scope="messages")
-        assert found.hits[0].ref == ids[2]
+        assert ids[2] in [h.ref for h in found.hits[:2]]  # the turn that names the ramen bar
         return next(h.score or 0.0 for h in found.hits if h.ref == ids[3])
 
     # The reply shares no word with the question; the turn before it names what "there" is, and the
     # reply inherits a share of that turn's score.
     with_context = await reply_score()
+    first = (await engine.grep(question, mode="hybrid", scope="messages")).hits[:2]
+    assert {h.ref for h in first} == {ids[2], ids[3]}  # the question turn and the reply it got, on top
     monkeypatch.setattr(hybrid, "NEIGHBOUR_BEFORE", 0.0)
     monkeypatch.setattr(hybrid, "NEIGHBOUR_AFTER", 0.0)
     assert with_context >= (await reply_score()) + 0.2
