@@ -25,7 +25,9 @@ Invariants:
   :attr:`~lossless.ports.SearchRequest.trigrams` becomes ``content ~ %s``, a regular expression
   that matches the fragment in any case (see :func:`fragment_regex`), which the ``pg_trgm`` GIN
   index answers; the caller re-checks every row.
-* **Pages as in SQLite.**  ``recency``: newest key first, strictly below ``below``;
+* **Pages as in SQLite.**  ``recency``: newest key first, strictly below ``below`` (a word search
+  of messages looks among the newest :data:`RECENT_WINDOW` ids first, then, only if they held too
+  few matches, among the older ones: the same rows as one search of all);
   ``relevance`` (word queries only): ``ts_rank_cd`` best first (ties newest first, so pages are
   stable), from ``offset``; ``rank`` is the negated score, so lower is better as with FTS5.
   ``since`` is inclusive and ``before`` exclusive; a summary is in range when the time span it
@@ -361,6 +363,23 @@ def _arms(scope: str, condition: str | None, params: list[Any]) -> list[tuple[st
     ]
 
 
+#: How many of the newest message ids a word search by recency looks in first (0: no window).
+#: Walking the primary key backwards tests each row's ``tsvector`` until ``limit`` rows match: about
+#: 4,000 rows for a word in 1% of the messages.  Within a bounded range of ids the planner can
+#: instead intersect the word's GIN posting list with the range (``BitmapAnd``) and read only the
+#: rows that match, or still walk when the word is common (its choice, per query).  The rows older
+#: than the window are searched only when it held fewer than ``limit`` matches: the same rows
+#: either way (see docs/postgres.md, "grep's newest matches").
+RECENT_WINDOW = 20_000
+
+
+def _window_edge(below: int | None) -> tuple[str, list[Any]]:
+    """The SQL of the oldest id left out of the window of :data:`RECENT_WINDOW` ids, and its parameters."""
+    if below is not None:
+        return "%s::bigint", [below - 1 - RECENT_WINDOW]
+    return f"((SELECT max(message_id) FROM messages) - {RECENT_WINDOW:d})", []
+
+
 def _terms(request: SearchRequest) -> list[WordTerm]:
     return [] if request.words is None else [t for g in parse_words(request.words) for t in g]
 
@@ -401,13 +420,28 @@ def _search_sql(request: SearchRequest, resolved_terms: Mapping[WordTerm, str]) 
     if request.order == "recency":
         selects: list[str] = []
         sql_params: list[Any] = []
-        for arm, arm_params, _ in arms:
+        recent: tuple[str, list[Any]] | None = None
+        for i, (arm, arm_params, _) in enumerate(arms):
             where = " AND ".join([*clauses, *([arm] if arm else [])])
+            if i == 0 and words is not None and request.scope == "messages" and RECENT_WINDOW:
+                # The newest matches, looked up in the word index among the newest ids first (see
+                # RECENT_WINDOW); the older rows are searched only when that window holds too few.
+                edge, edge_params = _window_edge(request.below)
+                recent = (
+                    f"SELECT {columns} FROM {table} t WHERE {where} AND t.{key} > {edge} "
+                    f"ORDER BY t.{key} DESC LIMIT %s",
+                    [*params, *arm_params, *edge_params, request.limit],
+                )
+                selects.append("(SELECT * FROM recent)")
+                where += f" AND t.{key} <= {edge} AND (SELECT count(*) FROM recent) < %s"
+                arm_params = [*arm_params, *edge_params, request.limit]
             selects.append(f"(SELECT {columns} FROM {table} t WHERE {where} ORDER BY t.{key} DESC LIMIT %s)")
             sql_params += [*params, *arm_params, request.limit]
         if len(selects) == 1:
             return selects[0], sql_params
-        return f"SELECT * FROM ({' UNION ALL '.join(selects)}) u ORDER BY 1 DESC LIMIT %s", [
+        head = "" if recent is None else f"WITH recent AS MATERIALIZED ({recent[0]}) "
+        return f"{head}SELECT * FROM ({' UNION ALL '.join(selects)}) u ORDER BY 1 DESC LIMIT %s", [
+            *([] if recent is None else recent[1]),
             *sql_params,
             request.limit,
         ]
