@@ -459,9 +459,13 @@ def _search_sql(
             sql_params += [*params, *arm_params, request.limit]
         if len(selects) == 1:
             return selects[0], sql_params
-        head = "" if recent is None else f"WITH recent AS MATERIALIZED ({recent[0]}) "
-        return f"{head}SELECT * FROM ({' UNION ALL '.join(selects)}) u ORDER BY 1 DESC LIMIT %s", [
-            *([] if recent is None else recent[1]),
+        if recent is not None:  # each row also carries the newest message id, for the next search's window
+            return (
+                f"WITH recent AS MATERIALIZED ({recent[0]}) SELECT *, ({_NEWEST}) "
+                f"FROM ({' UNION ALL '.join(selects)}) u ORDER BY 1 DESC LIMIT %s",
+                [*recent[1], *sql_params, request.limit],
+            )
+        return f"SELECT * FROM ({' UNION ALL '.join(selects)}) u ORDER BY 1 DESC LIMIT %s", [
             *sql_params,
             request.limit,
         ]
@@ -590,18 +594,16 @@ class RetrievalStatements:
         if len(resolved) < len(set(terms)):
             async with self._db.read() as conn:
                 resolved = dict(zip(terms, await _resolve_terms(conn, terms, self._tsqueries), strict=True))
-        statements: list[tuple[str, Any]] = [_search_sql(r, resolved, self._newest_message_id) for r in asked]
-        if any(_windowed(r) for r in asked):
-            statements.append((_NEWEST, ()))  # for the next search's window
-        return statements
+        return [_search_sql(r, resolved, self._newest_message_id) for r in asked]
 
     def _found_pages(self, requests: Sequence[SearchRequest], found: Sequence[Sequence[Any]]) -> list[list[SearchRow]]:
-        """Each request's page from the results of :meth:`_search_statements`' statements, in order."""
-        if any(_windowed(r) for r in requests if _asks(r)):
-            newest = found[-1][0][0] if found[-1] else None
-            if newest is not None:
-                self._newest_message_id = int(newest)
-            found = found[:-1]
+        """Each request's page from the results of :meth:`_search_statements`' statements, in order.
+
+        A windowed search's rows end with the newest message id: kept for the next search's window.
+        """
+        for request, rows in zip([r for r in requests if _asks(r)], found, strict=True):
+            if _windowed(request) and rows and rows[0][-1] is not None:
+                self._newest_message_id = int(rows[0][-1])
         return _search_pages(requests, found)
 
     # ------------------------------------------------------------ the DAG
