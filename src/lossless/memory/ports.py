@@ -176,6 +176,14 @@ class MemoryStore(Protocol):
         """Forget that these messages were mined (a mining that failed gives its claim back)."""
         ...
 
+    async def unmined_messages(self, agent_id: str, *, after: int = 0, limit: int = 200) -> tuple[list[int], int]:
+        """Up to ``limit`` ids, ascending, of ``agent_id``'s stored messages after ``after`` never mined.
+
+        Also returns where to continue from: the last message id looked at (``after`` when there is
+        none newer), so a caller walking the backlog never reads the same mined rows twice.
+        """
+        ...
+
     async def grant(self, agent_id: str, scopes: Iterable[str]) -> None: ...
 
     async def revoke(self, agent_id: str, scopes: Iterable[str]) -> int: ...

@@ -683,3 +683,17 @@ class SQLiteMemoryStore:
 
         if ids:
             await self._db.write(run)
+
+    async def unmined_messages(self, agent_id: str, *, after: int = 0, limit: int = 200) -> tuple[list[int], int]:
+        def run(conn: sqlite3.Connection) -> tuple[list[int], int]:
+            newest = int(conn.execute("SELECT coalesce(max(message_id), 0) FROM messages").fetchone()[0])
+            rows = conn.execute(  # read up to ``newest`` only: a message stored meanwhile is after the cursor
+                "SELECT m.message_id FROM messages m JOIN conversations c USING (conversation_id) "
+                "WHERE m.message_id > ? AND m.message_id <= ? AND c.agent_id = ? AND NOT EXISTS "
+                "(SELECT 1 FROM memory_mined d WHERE d.message_id = m.message_id) ORDER BY m.message_id LIMIT ?",
+                (after, newest, agent_id, limit),
+            ).fetchall()
+            found = [int(r[0]) for r in rows]
+            return found, found[-1] if len(found) == limit else max(after, newest)
+
+        return await self._db.read(run)
