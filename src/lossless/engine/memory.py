@@ -135,8 +135,10 @@ class AgentMemory:
         service = self.memory()
         if (await service.store.stats(await service.reach())).current == 0:
             return []
-        found = await service.search(question[:2000], limit=LEAD_MEMORIES, record_access=False)
         wanted = set(conversation_ids)
+        found = await service.search(
+            question[:2000], limit=LEAD_MEMORIES, record_access=False, conversations=sorted(wanted)
+        )
         ids: list[int] = []
         for hit in found.hits:
             if hit.memory.conversation_id in wanted:

@@ -149,8 +149,20 @@ class MemoryStore(Protocol):
     ) -> list[tuple[int, Memory]]: ...
 
     async def keyword_search(
-        self, query: str, scopes: Sequence[str] | None, *, limit: int, include_superseded: bool = False
-    ) -> list[KeywordHit]: ...
+        self,
+        query: str,
+        scopes: Sequence[str] | None,
+        *,
+        limit: int,
+        include_superseded: bool = False,
+        conversations: Sequence[int] | None = None,
+    ) -> list[KeywordHit]:
+        """The best ``limit`` memories of ``scopes`` for the query's words (``conversations``: mined there only)."""
+        ...
+
+    async def memory_ids_from(self, conversation_ids: Sequence[int]) -> set[str]:
+        """The ids of the memories mined from these conversations (current or not)."""
+        ...
 
     async def load_vectors(self, model: str) -> tuple[int, list[tuple[str, str, bool, bytes]]]: ...
 
