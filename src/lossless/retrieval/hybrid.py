@@ -17,9 +17,9 @@
 5. **Summary-first** (messages only): the best summaries (fused the same way) lend a share of their
    score to the messages under them (leaf summaries' sources), so a stretch of turns whose summary
    matches lifts its messages even when no single turn does.
-6. **Neighbours** (messages only): a message inherits a share of the score of the turn before it
-   or of the turn after it in the same conversation, whichever gives more (an answer is found by
-   the question it answers).
+6. **Neighbours** (messages only): a message adds a share of the score of the turn before it and
+   a share of the score of the turn after it in the same conversation (an answer is found by the
+   question it answers); ``full_text`` questions add the better of the two only.
 7. **Time**: a time expression in the question ("in May 2024", "last month") boosts the items in
    its window, relative to the newest candidate's date.
 
@@ -76,17 +76,17 @@ SEMANTIC_QUERY = "keywords"
 #: ``full_text`` questions and summaries keep :mod:`~lossless.retrieval.ranking`'s hand-set constants.
 #:
 #: Keyword side's weight in the fusion (the meaning side gets ``1 - KEYWORD_WEIGHT``).
-KEYWORD_WEIGHT = 0.25
+KEYWORD_WEIGHT = 0.2
 #: Memory leads: the source messages of the best-matching long-term memory gain this share of the best
 #: message's score (others in proportion to their memory's score), from the :data:`MEMORY_LIMIT` best
 #: memories of the conversations searched.
-MEMORY_SHARE = 1.0
+MEMORY_SHARE = 0.8
 MEMORY_LIMIT = 40
 #: Shares of the scores of the turn before and of the turn after a message that it inherits, and whether
 #: it inherits the larger of the two only (True) or both added (False).
 NEIGHBOUR_BEFORE = 0.6
-NEIGHBOUR_AFTER = 0.3
-NEIGHBOUR_BEST_ONLY = True
+NEIGHBOUR_AFTER = 0.45
+NEIGHBOUR_BEST_ONLY = False
 #: Topic words from which a message counts as saying something (:func:`~lossless.retrieval.ranking.substance`).
 SUBSTANCE_WORDS = 8
 #: Added to the score of a message inside the question's time window.
