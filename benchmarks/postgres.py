@@ -35,6 +35,10 @@ database's size on disk, assemble p50 (a compacted 10k-message conversation made
 full-text and regex p50; ``--semantic-at=N`` also builds every vector at checkpoint N and measures
 semantic grep there.  It prints each figure's fitted growth curve (``a·N^b``; size: bytes per
 message) and its value extrapolated to 10M messages — an estimate, printed as one.
+
+``--semantic-one=N [--real=M]`` instead measures semantic grep of one 10,000-message conversation in
+a history of N messages, ranked in one pass (every full vector) against two (half-precision copies,
+then the best few in full), in the same run, and how often the two agree (see :func:`semantic_one`).
 """
 
 from __future__ import annotations
@@ -65,12 +69,14 @@ DIMENSIONS = 384
 BUILD_MEMORY = "4GB"
 
 
-async def fill(url: str, messages: list[Message], first_batch: int = 0) -> tuple[float, float]:
-    """Batched ingest into CONVERSATIONS conversations; messages/s until acknowledged, and until searchable."""
+async def fill(
+    url: str, messages: list[Message], first_batch: int = 0, conversations: int = CONVERSATIONS
+) -> tuple[float, float]:
+    """Batched ingest into ``conversations`` conversations; messages/s until acknowledged, and until searchable."""
     async with await ContextEngine.open(url) as engine:
         with timer() as elapsed:
             for i, start in enumerate(range(0, len(messages), BATCH), first_batch):
-                await engine.ingest_batch(f"conv-{i % CONVERSATIONS}", messages[start : start + BATCH])
+                await engine.ingest_batch(f"conv-{i % conversations}", messages[start : start + BATCH])
             rate = len(messages) / elapsed()
             await engine.store.wait_indexed()
             searchable = len(messages) / elapsed()
@@ -362,12 +368,175 @@ def print_growth(rows: list[dict[str, float]], out: str | None, target: int = 10
         Path(out).write_text(json.dumps({"benchmark": "postgres-growth", "rows": rows, "fits": fits}, indent=2))
 
 
+#: Messages in the conversation ``--semantic-one`` searches (the size of the one-conversation figure at 1M).
+ONE_CONVERSATION = 10_000
+
+
+def _agreement(exact: list[float], found: list[float]) -> float:
+    """Share of ``found``'s scores that are as good as the exact ranking's worst one (ties count, keys may differ)."""
+    if not exact:
+        return 1.0
+    return sum(1 for s in found[: len(exact)] if s >= exact[-1] - 1e-6) / len(exact)
+
+
+async def _two_ways(engine: ContextEngine, queries: list[str], conversation: str) -> tuple[float, float, float, float]:
+    """p50 ms of semantic grep of one conversation ranked in one pass and in two (interleaved, same queries),
+    and the mean and least agreement of the two-pass top 10 with the one-pass (exact) top 10."""
+    from lossless.stores.postgres import vectors as pg_vectors
+
+    first_pass_min = pg_vectors.FIRST_PASS_MIN
+    times: dict[str, list[float]] = {"one": [], "two": []}
+    agreements = []
+
+    async def search(query: str, way: str) -> list[float]:
+        pg_vectors.FIRST_PASS_MIN = 10**12 if way == "one" else first_pass_min
+        started = time.perf_counter()
+        found = await engine.grep(query, mode="semantic", scope="messages", limit=10, conversation=conversation)
+        times[way].append((time.perf_counter() - started) * 1000)
+        assert found.hits
+        assert not found.notes, found.notes
+        return [h.score or 0.0 for h in found.hits]
+
+    try:
+        await search(queries[0], "one")  # warm
+        await search(queries[0], "two")
+        times = {"one": [], "two": []}
+        for query in queries:
+            exact = await search(query, "one")
+            agreements.append(_agreement(exact, await search(query, "two")))
+    finally:
+        pg_vectors.FIRST_PASS_MIN = first_pass_min
+    return (
+        statistics.median(times["one"]),
+        statistics.median(times["two"]),
+        statistics.fmean(agreements),
+        min(agreements),
+    )
+
+
+#: How long ``--semantic-one`` lets the upgrade of a store made before the half copies run (a rate, not the end).
+UPGRADE_SECONDS = 120
+
+
+async def upgrade_rate(url: str) -> tuple[int, float]:
+    """Rows given their half copy, and seconds, by ``upgrade_vector_index`` on a store whose copies were dropped."""
+    import psycopg
+
+    from lossless.stores import open_store
+    from lossless.stores.postgres import vectors as pg_vectors
+
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        await conn.execute("ALTER TABLE message_vectors DROP COLUMN embedding_half")
+        await conn.execute("ALTER TABLE summary_vectors DROP COLUMN IF EXISTS embedding_half")
+        await conn.execute("VACUUM message_vectors")
+    pg_vectors._READY.clear()
+    store = await open_store(url)
+    done = 0
+    try:
+        with timer() as elapsed:
+            while elapsed() < UPGRADE_SECONDS and (rows := await store.upgrade_vector_index()):  # type: ignore[attr-defined]
+                done += rows
+            return done, elapsed()
+    finally:
+        await store.close()
+
+
+async def semantic_one(total: int, real: int, repeats: int, out: str | None) -> None:
+    """``--semantic-one=N``: semantic grep of ONE conversation of 10,000 messages, ranked exactly in one pass
+    (every full vector of the reach) against two (half-precision copies, then the best few in full), same run.
+
+    N messages in N/10,000 conversations, every message given its vectors by ``engine.index_step()``
+    (hashing embedder, 384 dimensions), then p50 of each way over the same queries, interleaved, and
+    how much of the two-pass top 10 is in the exact top 10.  ``--real=M`` also puts M distinct corpus
+    texts in one conversation of another database, embedded by the default local model (the
+    ``embeddings`` extra), and measures the same agreement on real vectors (100 queries: other texts).
+    """
+    pool = load_messages()
+    conversations = max(1, total // ONE_CONVERSATION)
+    history = realistic(total, pool, "s")
+    queries = pick_queries(history, repeats)
+    pg.prepare_environment()
+    server = pg.start()
+    figures: list[Figure] = []
+    try:
+        await configure_for_vectors(server.admin_url)
+        pg.prepare_template(server)
+        with pg.database(server) as url:
+            rate, _ = await fill(url, history, conversations=conversations)
+            build_s, built = await build_vectors(url)
+            print(f"{total:,} messages at {rate:,.0f} msg/s; {built:,} vectors built in {build_s:,.0f} s", flush=True)
+            engine = await ContextEngine.open(url, memory_embedder="hash")
+            try:
+                engine.memory().embedder = _QuietHashEmbedder(DIMENSIONS)  # type: ignore[assignment]
+                one, two, mean, least = await _two_ways(engine, queries, "conv-0")
+            finally:
+                await engine.dispose()
+            gib = await database_bytes(url) / 2**30
+            upgraded, upgrade_s = await upgrade_rate(url)
+        note = f"{total:,} messages, {conversations} conversations of {ONE_CONVERSATION:,}, hashing embedder"
+        figures += [
+            Figure("semantic grep p50, 1 conversation, one pass (all full vectors)", one, "ms", note=note),
+            Figure(
+                "semantic grep p50, 1 conversation, two passes (vs one)",
+                two,
+                "ms",
+                baseline=one,
+                goal=50,
+                goal_op="<=",
+                goal_on="value",
+                note=f"database {gib:.2f} GiB with the vectors",
+            ),
+            Figure("  top-10 agreement with the exact ranking, hashing (mean)", mean, "", note=f"least {least:.2f}"),
+            Figure(
+                "upgrade of a store made before the half copies",
+                upgraded / upgrade_s,
+                "rows/s",
+                note=f"{upgraded:,} rows in {upgrade_s:,.0f} s (at most {UPGRADE_SECONDS} s run), HNSW index present",
+            ),
+        ]
+        if real:
+            texts = list(dict.fromkeys(m.content.strip()[:2000] for m in pool if m.content.strip()))
+            docs, asked = texts[:real], texts[real:][:: max(1, (len(texts) - real) // 100)][:100]
+            with pg.database(server) as url:
+                engine = await ContextEngine.open(url, memory_embedder="local")
+                try:
+                    for start in range(0, len(docs), BATCH):
+                        await engine.ingest_batch("real", [Message("user", t) for t in docs[start : start + BATCH]])
+                    with timer() as elapsed:
+                        while await engine.index_step():
+                            pass
+                    print(f"{len(docs):,} texts embedded by the local model in {elapsed():,.0f} s", flush=True)
+                    one, two, mean, least = await _two_ways(engine, [q[:200] for q in asked], "real")
+                finally:
+                    await engine.dispose()
+            figures.append(
+                Figure(
+                    "  top-10 agreement with the exact ranking, local model (mean)",
+                    mean,
+                    "",
+                    note=f"least {least:.2f}; {len(docs):,} texts in one conversation; p50 one pass {one:.1f} ms, "
+                    f"two {two:.1f} ms",
+                )
+            )
+    finally:
+        server.close()
+    report("postgres-semantic-one", figures, out)
+
+
 async def main() -> None:
-    sizes = [a for a in sys.argv[1:] if a.startswith(("--messages=", "--growth=", "--semantic-at="))]
+    sizes = [
+        a
+        for a in sys.argv[1:]
+        if a.startswith(("--messages=", "--growth=", "--semantic-at=", "--semantic-one=", "--real="))
+    ]
     for a in sizes:
         sys.argv.remove(a)
     options = dict(a[2:].split("=", 1) for a in sizes)
     args = parse_args(__doc__ or "")
+    if "semantic-one" in options:
+        total = int(options["semantic-one"].replace("_", ""))
+        await semantic_one(total, int(options.get("real", "0")), 15 if args.quick else 30, args.json)
+        return
     if "growth" in options:
         checkpoints = sorted({int(n.replace("_", "")) for n in options["growth"].split(",")})
         at = int(options.get("semantic-at", "0").replace("_", ""))
