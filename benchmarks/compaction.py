@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _harness import CORPUS, SAMPLE, Figure, parse_args, report
 from lossless import ContextEngine
-from lossless.compaction import truncate_to_tokens
 from lossless.segments import render_messages
+from lossless.tokens import truncate_to_tokens
 
 PATH = re.compile(r"(?:[\w.-]+/)+[\w.-]+\.[A-Za-z]\w{0,7}\b")
 ERROR_NAME = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b")

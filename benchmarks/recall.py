@@ -197,11 +197,12 @@ async def evaluate(
                 await engine.compact(conversation["id"], force=True)
             timings["compact_s"] = time.perf_counter() - started
         if any(m in methods for m in ("hybrid", "summary", "memory")):  # hybrid grep fuses memory leads
+            # The background build's memory half, as `lcm index` and the workers run it with the default
+            # memory_auto_extract: every message nothing mined yet (the leaf hook mined those compacted
+            # above), oldest first, each speaker's alike (people in a chat are "user" and "assistant").
             started = time.perf_counter()
-            for conversation in dataset["conversations"]:
-                # Every speaker's messages, as the compactor's leaf hook mines them (people in a chat
-                # are "user" and "assistant" alike).
-                await service.mine(await engine.messages(conversation["id"]))
+            while await engine.mine_step():
+                pass
             timings["memory_mining_s"] = time.perf_counter() - started
         questions = dataset["questions"]
         needs_vectors = any(m in methods for m in ("semantic", "hybrid", "summary"))

@@ -31,11 +31,16 @@ def test_index_status_then_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     built = json.loads(run(db, "index", "--json").stdout)
     assert built["done"] and built["indexed"] == built["total"] == before["total"]
     assert built["embedded_now"] == before["total"] and built["model"] == index_model("hash-256")
+    # then the memory half: every message of the import, never mined before, is mined once
+    [imported] = json.loads(run(db, "conversations", "--json").stdout)
+    assert built["mined_now"] == imported["messages"] == 175
+    assert json.loads(run(db, "memory", "stats", "--json").stdout)["current"] > 0
     human = run(db, "index")
     assert (
         human.exit_code == 0
         and f"{built['total']:,} of {built['total']:,}" in human.output
         and "(100%)" in human.output
+        and "mined" not in human.output  # nothing left to mine
     )
     [conversation] = json.loads(run(db, "conversations", "--json").stdout)
     one = json.loads(run(db, "index", "--status", "--conversation", conversation["session_id"], "--json").stdout)

@@ -11,12 +11,11 @@ import anyio
 import pytest
 
 from lossless import ContextEngine, Message, ToolPart
-from lossless.compaction import TRUNCATION_MARKER, Compactor, compression_target, find_file_ids, truncate_to_tokens
+from lossless.compaction import TRUNCATION_MARKER, Compactor, compression_target
 from lossless.errors import InputError, ProviderUnavailable
 from lossless.ports import Store
 from lossless.providers.offline import OfflineSummarizer
 from lossless.testing import FakeStep, FakeSummarizer, Scripted
-from lossless.tokens import EstimatingCounter
 
 pytestmark = pytest.mark.anyio
 
@@ -377,15 +376,6 @@ def test_helpers() -> None:
     assert compression_target(2400, 20_000) == 2400
     assert compression_target(2400, 1000) == 350
     assert compression_target(2400, 100) == 192
-    assert find_file_ids("a file_0123456789abcdef b file_0123456789abcdef file_fedcba9876543210") == [
-        "file_0123456789abcdef",
-        "file_fedcba9876543210",
-    ]
-    counter = EstimatingCounter()
-    text = "word " * 1000
-    cut = truncate_to_tokens(text, 50, counter)
-    assert counter.count(cut) <= 50 and text.startswith(cut)
-    assert truncate_to_tokens("short", 50, counter) == "short"
 
 
 async def test_config_values_flow_into_requests(engine: ContextEngine) -> None:

@@ -669,7 +669,7 @@ async def test_concurrent_turns_of_one_conversation_lose_and_duplicate_nothing(t
 
 async def test_a_file_id_in_a_depth_two_summary_describes_the_original_bytes(config: Config) -> None:
     """Round trip: ingest a large file → compact → condense to depth ≥ 2 → describe returns it byte for byte."""
-    from lossless.compaction import find_file_ids
+    from lossless.large_files import find_file_ids
 
     def keeps_file_refs(request: object) -> str:  # a summarizer told to keep file references
         text: str = request.text  # type: ignore[attr-defined]

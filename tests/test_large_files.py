@@ -15,6 +15,7 @@ from lossless.large_files import (
     file_id_for,
     file_ids_in,
     file_scope,
+    find_file_ids,
     find_payloads,
     format_reference,
     page_lines,
@@ -309,3 +310,11 @@ def test_page_lines_skips_quickly_to_a_far_line() -> None:
     data = b"x\n" * 3_000_000
     page = page_lines(data, start_line=2_999_999)
     assert page.text == "x\nx\n" and page.total_lines == 3_000_000
+
+
+def test_find_file_ids_reads_bare_ids_in_order_without_repeats() -> None:
+    text = "a file_0123456789abcdef b file_0123456789abcdef file_fedcba9876543210 file_0123 xfile_0123456789abcdef"
+    assert find_file_ids(text) == ["file_0123456789abcdef", "file_fedcba9876543210"]
+    assert find_file_ids(format_reference(FileRef("file_00000000000000aa", "a.txt", "text/plain", 10, "x"))) == [
+        "file_00000000000000aa"
+    ]

@@ -161,3 +161,32 @@ async def test_memory_leads(store: Store) -> None:
     assert await search.memory_leads("moving", [a.id], agent="nobody") == []  # no memory of its own
     assert await search.memory_leads("moving", [a.id], agent="not an id!") == []  # refused by the memory layer
     assert await MessageSearch(store, service).memory_leads("moving", [a.id], agent="other") == []
+
+
+async def test_memory_leads_are_not_crowded_out_by_other_conversations(store: Store) -> None:
+    """The memory search draws its candidates from the searched conversations only, before any limit."""
+    embedder = HashEmbedder()
+    service = MemoryService(memory_store_for(store), embedder, MemoryCaller.agent("main"))
+    search = MessageSearch(store, service)
+    a = await store.get_or_create_conversation(agent_id="main", session_id="a")
+    await store.append_messages(a.id, [PreparedMessage(Message("user", "our cat Miso likes the balcony"), 5, utcnow())])
+    (mine,) = [m.id for m in await store.get_messages(a.id)]
+    await service.add(
+        MemoryDraft("The cat Miso sleeps on the balcony", conversation_id=a.id, source_message_ids=(mine,))
+    )
+    for n in range(30):  # thirty other conversations, each with a memory that matches the question better
+        other = await store.get_or_create_conversation(agent_id="main", session_id=f"other{n}")
+        await store.append_messages(
+            other.id, [PreparedMessage(Message("user", "where does the cat sleep"), 5, utcnow())]
+        )
+        (source,) = [m.id for m in await store.get_messages(other.id)]
+        text = f"Where does the cat sleep? The cat sleeps on the balcony {n}"
+        await service.add(MemoryDraft(text, conversation_id=other.id, source_message_ids=(source,)))
+    question = "where does the cat sleep on the balcony"
+    (best,) = (await service.search(question, limit=1, record_access=False)).hits
+    assert best.memory.conversation_id != a.id, "another conversation's memory is the best store-wide"
+    leads = await search.memory_leads(question, [a.id], limit=1)
+    assert [lead.message_id for lead in leads] == [mine]
+    only_a = await service.search(question, limit=5, record_access=False, conversations=[a.id])
+    assert [h.memory.conversation_id for h in only_a.hits] == [a.id]
+    assert (await service.search(question, limit=5, record_access=False, conversations=[])).hits == ()

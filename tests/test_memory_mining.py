@@ -9,6 +9,7 @@ import pytest
 
 from lossless.config import Config
 from lossless.engine import ContextEngine
+from lossless.errors import MissingDependencyError
 from lossless.records import Message
 from lossless.stores import open_store
 from lossless.testing import FakeSummarizer
@@ -118,7 +119,12 @@ async def test_failed_mining_gives_its_claim_back(engine: ContextEngine, monkeyp
 
 async def test_without_auto_extract_compaction_mines_nothing(config: Config) -> None:
     settings = config.replace(
-        memory_embedder="hash", fresh_tail_count=2, leaf_chunk_tokens=300, leaf_target_tokens=60, leaf_min_fanout=2
+        memory_auto_extract=False,
+        memory_embedder="hash",
+        fresh_tail_count=2,
+        leaf_chunk_tokens=300,
+        leaf_target_tokens=60,
+        leaf_min_fanout=2,
     )
     store = await open_store(settings.resolved_database_url, settings)
     engine = ContextEngine(store, settings, summarizer=FakeSummarizer())
@@ -127,5 +133,68 @@ async def test_without_auto_extract_compaction_mines_nothing(config: Config) -> 
         await engine.ingest_batch("quiet", _history())
         assert (await engine.compact("quiet", force=True)).compacted
         assert (await engine.memory().stats()).current == 0
+        while await engine.run_idle_step():  # the background build: vectors only, the backlog is not mined
+            pass
+        assert (await engine.memory().stats()).current == 0
     finally:
         await engine.dispose()
+
+
+async def test_the_backlog_is_mined_in_the_background_once_into_the_agents_scope(
+    engine: ContextEngine, config: Config
+) -> None:
+    """History imported in bulk is mined by the background build (no compaction, no turn), once."""
+    imported = await engine.ingest_batch("imported", _history())
+    other = ContextEngine(engine.store, engine.config.replace(agent_id="other"), summarizer=FakeSummarizer())
+    theirs = await other.ingest_batch("theirs", _history())
+    assert (await engine.memory().stats()).current == 0
+    steps = []
+    while done := await engine.mine_step(limit=5):
+        steps.append(done)
+    assert steps[:3] == [5, 5, 5] and sum(steps) == len(imported.stored)  # in batches; only this agent's
+    memories = {m.category: m for _, m in await engine.memory().list()}
+    assert memories["profile"].source_message_ids == (imported.stored[0].id,)
+    assert memories["profile"].conversation_id == imported.conversation_id
+    assert (await other.memory().stats()).current == 0, "another agent's messages are left to it"
+    assert await engine.mine_step() == 0
+    before = (await engine.memory().stats()).current
+    later = await engine.ingest_batch("imported", [Message.user("My favourite editor is Helix, I use it daily.")])
+    assert await engine.mine_step() == 1  # only what came after the walk's cursor is read again
+    assert (await engine.memory().stats()).current > before
+    assert await other.mine_step() == len(theirs.stored)
+    assert later.stored[0].id > theirs.stored[-1].id
+
+
+async def test_the_background_workers_idle_step_mines_the_backlog(engine: ContextEngine) -> None:
+    await engine.ingest_batch("imported", _history())
+    while await engine.run_idle_step():  # search vectors and memories, a batch of each per step
+        pass
+    assert {m.category for _, m in await engine.memory().list()} >= {"profile", "preferences"}
+
+
+async def test_unmined_messages_walks_the_backlog_with_a_cursor(engine: ContextEngine) -> None:
+    stored = [m.id for m in (await engine.ingest_batch("walk", _history())).stored]
+    store = engine.memory().store
+    agent = engine.config.agent_id
+    assert await store.unmined_messages(agent, limit=4) == (stored[:4], stored[3])
+    await store.claim_messages(stored[4:8], datetime.now(UTC))
+    ids, cursor = await store.unmined_messages(agent, after=stored[3], limit=4)
+    assert ids == stored[8:12] and cursor == stored[11]
+    ids, cursor = await store.unmined_messages(agent, after=cursor, limit=100)
+    assert ids == stored[12:] and cursor == stored[-1]
+    assert await store.unmined_messages(agent, after=cursor) == ([], stored[-1])
+    assert await store.unmined_messages("nobody", limit=100) == ([], stored[-1])
+
+
+async def test_without_an_embedder_mining_stops_once_and_turns_go_on(
+    engine: ContextEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def no_model(*args: object) -> object:
+        raise MissingDependencyError("long-term memory search", "embeddings", "numpy")
+
+    monkeypatch.setattr(engine.memory(), "mine", no_model)
+    await engine.ingest_batch("bare", _history())
+    assert await engine.mine_step() == 0
+    assert engine.parts["memory"].mining_off is not None and "embeddings" in engine.parts["memory"].mining_off  # type: ignore[attr-defined]
+    turn = await engine.after_turn("bare", [Message.user("I prefer tea.")], token_budget=1_000_000)
+    assert turn.error is None and (await engine.memory().stats()).current == 0

@@ -423,6 +423,47 @@ async def test_a_database_of_the_previous_schema_upgrades_and_keeps_its_word_ind
         pg_server.drop_database(url)
 
 
+async def test_message_text_is_stored_uncompressed_from_migration_123_and_reads_back_the_same(
+    pg_server: pg.Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows written before migration 123 stay compressed, rows after are not; both read back (and grep) the same."""
+    import psycopg
+
+    from lossless.retrieval.grep import snippet
+    from lossless.stores.postgres import connection, schema
+
+    def long_text(tag: str) -> str:  # compresses well; multibyte; the word far inside
+        return " ".join(f"{tag} line {i} ünïcødé ✓" for i in range(800)) + f" the needle of {tag} " + "tail " * 100
+
+    url = pg_server.create_database(template=None)
+    try:
+        monkeypatch.setattr(connection, "MIGRATIONS", tuple(m for m in schema.MIGRATIONS if m.version <= 122))
+        async with await ContextEngine.open(url) as engine:
+            await engine.ingest_batch("s", [Message.user(long_text("old"), event_key="old")])
+        monkeypatch.setattr(connection, "MIGRATIONS", schema.MIGRATIONS)
+        async with await ContextEngine.open(url) as engine:
+            await engine.ingest_batch("s", [Message.user(long_text("new"), event_key="new")])
+            async with await psycopg.AsyncConnection.connect(url) as conn:
+                stored = await (
+                    await conn.execute("SELECT pg_column_compression(content) FROM messages ORDER BY message_id")
+                ).fetchall()
+                storage = await (
+                    await conn.execute(
+                        "SELECT attstorage FROM pg_attribute "
+                        "WHERE attrelid = 'messages'::regclass AND attname = 'content'"
+                    )
+                ).fetchone()
+            assert [r[0] for r in stored] == ["pglz", None] and storage == ("e",)
+            messages = await engine.messages("s")
+            assert [m.content for m in messages] == [long_text("old"), long_text("new")]
+            found = await engine.grep("needle", mode="full_text", all_conversations=True)
+            assert [h.snippet for h in found.hits] == [
+                snippet(m.content, m.content.find("needle"), m.content.find("needle") + 6) for m in reversed(messages)
+            ]
+    finally:
+        pg_server.drop_database(url)
+
+
 async def test_large_files_can_live_in_the_database(pg_url: str) -> None:
     payload = "\n".join(f"line {i} of a big log file with some words" for i in range(4000)).encode()
     async with await ContextEngine.open(

@@ -217,3 +217,82 @@ async def test_a_grep_takes_one_round_trip_once_its_reach_is_known(pg_url: str, 
     finally:
         await bob.dispose()
         await writer.dispose()
+
+
+async def test_the_newest_matches_are_the_same_whatever_the_recent_window(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A word search looks among the newest ids first (``RECENT_WINDOW``); any window gives the rows of none.
+
+    The matches are spread so that a window holds all of them, some, or none (then the older rows are
+    searched); paging (``below``), a time window, stemmed and stop-word terms, several terms, rows the
+    indexer has not reached yet, and long multibyte texts with the word deep inside are all covered.
+    """
+    from datetime import UTC, datetime, timedelta
+
+    import psycopg
+
+    from lossless.ports import SearchRequest
+    from lossless.retrieval.query import FullTextQuery, parse_full_text
+    from lossless.stores.postgres import retrieval
+
+    t0 = datetime(2026, 1, 5, tzinfo=UTC)
+    filler = " ".join(f"filler{i} ünïcødé" for i in range(1_500))  # about 27,000 characters, multibyte
+
+    def text(i: int) -> str:
+        if i % 97 == 0:
+            return f"{filler} the parent process, deep inside a long text {i}"
+        if (i < 150 and i % 5 == 0) or i in (230, 231, 290):
+            return f"message {i} names the parent task"
+        if i % 11 == 0:
+            return f"message {i}: what it needed, and the parents it needs"
+        return f"message {i} about something else entirely"
+
+    engine = await ContextEngine.open(pg_url)
+    try:
+        ids = []
+        for name, rows in (("a", range(200)), ("b", range(200, 300))):
+            batch = [Message.user(text(i), created_at=t0 + timedelta(minutes=i), event_key=f"k{i}") for i in rows]
+            ids.append((await engine.ingest_batch(name, batch)).conversation_id)
+        await engine.store.wait_indexed()
+        async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+            # Rows the indexer has not reached yet are found by the search's other part.
+            await conn.execute("UPDATE messages SET content_tsv = NULL WHERE seq % 13 = 0")
+            keys = [r[0] for r in await (await conn.execute("SELECT message_id FROM messages ORDER BY 1")).fetchall()]
+        store = engine.store
+        reach = tuple(i for i in ids if i is not None)
+        found: dict[tuple[object, ...], int] = {}
+        for query in ("parent", "needed", "parent OR needs", '"the parent"', "the", "zebra"):
+            parsed = parse_full_text(query)
+            assert isinstance(parsed, FullTextQuery)
+            for limit in (1, 4, 30, 201):
+                for below in (None, keys[160], keys[40]):
+                    for since in (None, t0 + timedelta(minutes=120)):
+                        request = SearchRequest(
+                            scope="messages", conversation_ids=reach, words=parsed.fts_expression(),
+                            limit=limit, below=below, since=since,
+                        )  # fmt: skip
+                        monkeypatch.setattr(retrieval, "RECENT_WINDOW", 0)
+                        expected = await store.search(request)
+                        for window in (1, 3, 40, 150, 100_000):
+                            monkeypatch.setattr(retrieval, "RECENT_WINDOW", window)
+                            # The newest id: unknown (a subquery), stale, or read by the search before.
+                            for hint in (None, keys[50], "read"):
+                                if hint != "read":
+                                    monkeypatch.setattr(store, "_newest_message_id", hint)
+                                rows = await store.search(request)
+                                assert rows == expected, (query, limit, below, since, window, hint)
+                        found[query, limit, below, since] = len(expected)
+        # The cases above include windows holding every match, some of them, and none.
+        parents = sum("parent" in text(i) for i in range(300))  # "parents" too: the same stem
+        assert found["parent", 30, None, None] == 30 and found["parent", 201, None, None] == parents
+        assert found["parent", 4, keys[40], None] == 4 and found["zebra", 30, None, None] == 0
+        # Through the whole grep (hits, snippets, "more"): a window of 3 ids against none.
+        for query in ("parent", "needed OR parent"):
+            monkeypatch.setattr(retrieval, "RECENT_WINDOW", 0)
+            whole = await engine.grep(query, mode="full_text", all_conversations=True, limit=20)
+            monkeypatch.setattr(retrieval, "RECENT_WINDOW", 3)
+            same(await engine.grep(query, mode="full_text", all_conversations=True, limit=20), whole)
+            assert any("parent process, deep inside" in h.snippet for h in whole.hits)
+    finally:
+        await engine.dispose()

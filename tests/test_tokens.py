@@ -6,6 +6,8 @@ import math
 import statistics
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lossless.budget import usable_budget
 from lossless.config import Config
@@ -17,7 +19,9 @@ from lossless.tokens import (
     TiktokenCounter,
     TokenCounter,
     exact_available,
+    tail_to_tokens,
     token_counter_for,
+    truncate_to_tokens,
 )
 from lossless.transcripts import Entry, ReadContext, detect_format, reader_for
 
@@ -141,3 +145,27 @@ def test_recent_counter_reuses_the_count_of_the_same_text_object_only() -> None:
     counter.count("short")
     assert len(calls) == 4  # short texts are not remembered
     assert counter.name == "counting" and "RecentCounter" in repr(counter)
+
+
+def test_cutting_text_to_a_token_count() -> None:
+    counter = EstimatingCounter()
+    text = "word " * 1000
+    head = truncate_to_tokens(text, 50, counter)
+    assert counter.count(head) <= 50 and text.startswith(head) and len(head) > 100
+    tail = tail_to_tokens(text, 50, counter)
+    assert counter.count(tail) <= 50 and text.endswith(tail) and len(tail) > 100
+    assert truncate_to_tokens("short", 50, counter) == "short" == tail_to_tokens("short", 50, counter)
+    lines = "\n".join(f"line number {i} of the log" for i in range(200))
+    assert lines.startswith(truncate_to_tokens(lines, 40, counter) + "\n"), "cut at a line boundary"
+    assert lines.endswith("\n" + tail_to_tokens(lines, 40, counter)), "started at a line boundary"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(max_size=400), st.integers(min_value=0, max_value=120))
+def test_cuts_fit_the_limit_and_keep_an_end_of_the_text(text: str, limit: int) -> None:
+    counter = EstimatingCounter()
+    head, tail = truncate_to_tokens(text, limit, counter), tail_to_tokens(text, limit, counter)
+    assert text.startswith(head) and text.endswith(tail)
+    assert counter.count(head) <= limit and counter.count(tail) <= limit
+    if counter.count(text) <= limit:
+        assert head == text == tail

@@ -36,7 +36,7 @@ NOW = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 @pytest.fixture(params=BACKENDS)
 async def engine(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ContextEngine]:
     url = backend_url(request, request.param, tmp_path, "w")
-    opened = await ContextEngine.open(url, **SETTINGS)  # type: ignore[arg-type]
+    opened = await ContextEngine.open(url, **SETTINGS, memory_embedder="hash")  # type: ignore[arg-type]
     try:
         yield opened
     finally:

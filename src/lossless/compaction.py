@@ -68,7 +68,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-import re
 import time
 import uuid
 from collections import Counter
@@ -83,6 +82,7 @@ import anyio
 from lossless.config import Config
 from lossless.context import pairs, tail_start
 from lossless.errors import ConflictError, InputError, ProviderUnavailable
+from lossless.large_files import find_file_ids
 from lossless.ports import ConversationLocks, SegmentItem, Store, Summarizer, SummaryPolicy, SummaryRequest
 from lossless.records import (
     COMPACTION_TRIGGERS,
@@ -97,7 +97,7 @@ from lossless.records import (
     utcnow,
 )
 from lossless.segments import message_items, render_items, summary_items
-from lossless.tokens import TokenCounter
+from lossless.tokens import TokenCounter, tail_to_tokens, truncate_to_tokens
 
 __all__ = [
     "TRUNCATION_MARKER",
@@ -106,9 +106,6 @@ __all__ = [
     "Mode",
     "StopReason",
     "compression_target",
-    "find_file_ids",
-    "tail_to_tokens",
-    "truncate_to_tokens",
 ]
 
 Mode = CompactionMode
@@ -119,7 +116,6 @@ StopReason = Literal[
 log = logging.getLogger("lossless.compaction")
 
 TRUNCATION_MARKER = "[Truncated for context management]"
-_FILE_ID = re.compile(r"\bfile_[0-9a-f]{16}\b")
 _MIN_TARGET = 192
 _CONFLICT_RETRIES = 5
 #: A segment to summarise: its items, the summaries it is made of (condensed), its first and last times.
@@ -227,49 +223,6 @@ def _summarisable(entry: ContextEntry) -> bool:
 def compression_target(base: int, source_tokens: int) -> int:
     """The length to ask for: the configured target, but never more than 35% of the sources (and ≥ 192)."""
     return max(_MIN_TARGET, min(base, math.floor(source_tokens * 0.35)))
-
-
-def find_file_ids(text: str) -> list[str]:
-    """Large-file ids mentioned in ``text``, in order of first appearance."""
-    return list(dict.fromkeys(_FILE_ID.findall(text)))
-
-
-def truncate_to_tokens(text: str, limit: int, counter: TokenCounter) -> str:
-    """The longest prefix of ``text`` (cut at a line or word boundary when possible) of at most ``limit`` tokens."""
-    if counter.count(text) <= limit:
-        return text
-    low, high = 0, len(text)
-    while low < high:  # binary search on characters; the counter is monotone enough for this
-        middle = (low + high + 1) // 2
-        if counter.count(text[:middle]) <= limit:
-            low = middle
-        else:
-            high = middle - 1
-    cut = text[:low]
-    for boundary in ("\n", " "):
-        position = cut.rfind(boundary)
-        if position > len(cut) * 0.8:
-            return cut[:position]
-    return cut
-
-
-def tail_to_tokens(text: str, limit: int, counter: TokenCounter) -> str:
-    """The longest suffix of ``text`` (started at a line or word boundary when possible) of at most ``limit`` tokens."""
-    if counter.count(text) <= limit:
-        return text
-    low, high = 0, len(text)
-    while low < high:  # the fewest characters to drop from the front
-        middle = (low + high) // 2
-        if counter.count(text[middle:]) <= limit:
-            high = middle
-        else:
-            low = middle + 1
-    cut = text[low:]
-    for boundary in ("\n", " "):
-        position = cut.find(boundary)
-        if 0 <= position < len(cut) * 0.2:
-            return cut[position + 1 :]
-    return cut
 
 
 class Compactor:

@@ -199,7 +199,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("memory_rerank_api_key", "memoryRerankApiKey", "str", "", "API key of the rerank provider.", "memory", secret=True),
     Setting("memory_rerank_timeout_ms", "memoryRerankTimeoutMs", "int", 5000, "Deadline of one rerank call; past it the search blends with cosine instead.", "memory", minimum=100, maximum=120_000),
     Setting("memory_admission", "memoryAdmission", "choice", "off", "Admission control for extracted memories (AMAC-v1): off, or the balanced, conservative or high-recall preset.", "memory", choices=("off", "balanced", "conservative", "high-recall")),
-    Setting("memory_auto_extract", "memoryAutoExtract", "bool", False, "Mine conversations for long-term memories after each turn (the turn's messages) and when a leaf summary is made (its source messages), each message once, with dedup decisions and provenance; a failure is logged and never fails the turn or the compaction.", "memory"),
+    Setting("memory_auto_extract", "memoryAutoExtract", "bool", True, "Mine conversations for long-term memories: after each turn (the turn's messages), when a leaf summary is made (its source messages), and in the background (messages nothing mined yet, e.g. imported history: background workers and lcm index), each message once, with dedup decisions and provenance; a failure is logged and never fails the turn or the compaction. Needs an embedder (the embeddings extra for the default local one); without it nothing is mined.", "memory"),
     Setting("memory_extractor", "memoryExtractor", "choice", "offline", "Who extracts memories from conversations: offline (deterministic rules), openai (any OpenAI-compatible chat model) or anthropic (Anthropic's messages API); a model falls back to offline when a call fails.", "memory", choices=("offline", "openai", "anthropic")),
     Setting("memory_extraction_model", "memoryExtractionModel", "str", "", "Model of the openai memory extractor and dedup step (empty: summary_model).", "memory"),
     Setting("memory_dedup", "memoryDedup", "choice", "auto", "Who makes the dedup decision for an extracted memory that has similar ones: auto (the memory_extractor's provider: openai, anthropic or offline), offline (deterministic rules), openai or anthropic (a chat model picks one of the seven decisions, writes merged texts and rates utility for admission control; the category rules still hold, and any failure falls back to the rules).", "memory", choices=("auto", "offline", "openai", "anthropic")),
@@ -323,7 +323,7 @@ class Config:
     memory_rerank_api_key: str = ""
     memory_rerank_timeout_ms: int = 5000
     memory_admission: str = "off"
-    memory_auto_extract: bool = False
+    memory_auto_extract: bool = True
     memory_extractor: str = "offline"
     memory_extraction_model: str = ""
     memory_dedup: str = "auto"

@@ -84,6 +84,7 @@ __all__ = [
     "file_id_for",
     "file_ids_in",
     "file_scope",
+    "find_file_ids",
     "find_payloads",
     "format_reference",
     "may_hold_payloads",
@@ -111,6 +112,7 @@ _DATA_URL = re.compile(
     r"(?:;[A-Za-z0-9!#$&^_.+-]{1,64}=[^;,\s\"'<>]{0,256}){0,8};base64,([A-Za-z0-9+/]*={0,2})"
 )
 _REFERENCE = re.compile(r"\[LCM File: (file_[0-9a-f]{16}) \|")
+_FILE_ID = re.compile(r"\bfile_[0-9a-f]{16}\b")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
@@ -188,6 +190,11 @@ def format_reference(ref: FileRef) -> str:
 def file_ids_in(text: str) -> list[str]:
     """The file ids of the references in ``text``, in order, without repeats."""
     return list(dict.fromkeys(_REFERENCE.findall(text)))
+
+
+def find_file_ids(text: str) -> list[str]:
+    """Large-file ids mentioned in ``text``, in order of first appearance."""
+    return list(dict.fromkeys(_FILE_ID.findall(text)))
 
 
 # ---------------------------------------------------------------- finding payloads

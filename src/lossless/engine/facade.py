@@ -144,11 +144,12 @@ class ContextEngine:
         self.recall = Recall(
             store, config, tokens=self.tokens, clock=clock, read_file=files.read, memory=memory.memory,
             runner=lambda: wiring.expansion_runner_for(config, self.tokens, memory.leads),
+            mine_step=memory.mine_step if config.memory_auto_extract else None,
         )  # fmt: skip
         self.turns = Turns(
             store, config, tokens=self.tokens, counting=counting, zone=self.zone, clock=clock,
             interceptor=self.interceptor, conversations=sessions, policy=policy, operations=self.operations,
-            remember=lambda ingested, key: memory.remember(ingested, session_key=key),
+            remember=memory.remember_turn,
         )  # fmt: skip
         self.sessions = sessions
         #: The parts the public methods forward to, by name.
@@ -378,3 +379,4 @@ class ContextEngine:
 
     memory = _Forward("memory", AgentMemory.memory)
     remember = _Forward("memory", AgentMemory.remember)
+    mine_step = _Forward("memory", AgentMemory.mine_step)

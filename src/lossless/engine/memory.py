@@ -8,26 +8,42 @@ Invariants:
 * A turn is mined once, and only when it holds a user message.
 * The services are built by :mod:`lossless.engine.wiring` (embedder, reranker, extractor and
   dedup judge as the settings name them), lazily: an engine that never uses memory loads none.
+* **The backlog is mined in the background** (:meth:`AgentMemory.mine_step`, a batch per call; the
+  background workers' idle work and ``lcm index`` call it when ``memory_auto_extract``): messages
+  of this engine's agent that nothing mined yet — history imported in bulk, turns stored with
+  ``ingest`` — oldest first, each into the scope :meth:`AgentMemory.remember` would pick.  Like the
+  vector build it walks the ids after where it stopped, and all of them again every
+  :data:`RESCAN_S` seconds (ids committed out of order).  Without an embedder (the base install)
+  it stops for the life of the engine with one log line, and says why in ``mining_off``.
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import TYPE_CHECKING
 
 from lossless.config import Config
 from lossless.engine import wiring
+from lossless.errors import MissingDependencyError
 from lossless.memory.scopes import MemoryCaller
 from lossless.ports import Store
-from lossless.records import IngestResult, Summary
+from lossless.records import IngestResult, MessageRecord, Summary
 from lossless.sessions import agent_id_from_session_key
 
 if TYPE_CHECKING:
     from lossless.memory.service import MemoryService, Remembered
 
-__all__ = ["LEAD_MEMORIES", "AgentMemory"]
+__all__ = ["LEAD_MEMORIES", "MINE_BATCH", "RESCAN_S", "AgentMemory"]
 
 #: How many memories expand_query's leads are drawn from (before keeping those of the grant's conversations).
 LEAD_MEMORIES = 25
+#: Messages one background mining step takes (the offline extractor mines about a thousand a second).
+MINE_BATCH = 200
+#: How often the backlog walk starts from the first message again (rows committed out of id order).
+RESCAN_S = 300.0
+
+log = logging.getLogger("lossless.memory")
 
 
 class AgentMemory:
@@ -37,6 +53,10 @@ class AgentMemory:
         self.store = store
         self.config = config
         self._services: dict[str, MemoryService] = {}  # by agent id: the engine's, and those session keys name
+        self._mined_to = 0  # the backlog walk's cursor: every message id up to it was looked at
+        self._last_rescan = time.monotonic()
+        #: Why this engine mines no backlog (e.g. no embedder installed); ``None`` while it does.
+        self.mining_off: str | None = None
 
     def memory(self, agent: str | None = None) -> MemoryService:
         """Long-term memory on this engine's store, as the configured agent (built on first use)."""
@@ -55,9 +75,56 @@ class AgentMemory:
         """
         if ingested.conversation_id is None or not any(m.role == "user" for m in ingested.stored):
             return None
+        return await self.memory(self._agent_for(session_key)).mine(ingested.stored)
+
+    async def remember_turn(self, ingested: IngestResult, session_key: str | None) -> Remembered | None:
+        """:meth:`remember` as ``after_turn`` calls it: without an embedder it stops (see ``mining_off``)."""
+        if self.mining_off is not None:
+            return None
+        try:
+            return await self.remember(ingested, session_key=session_key)
+        except MissingDependencyError as exc:
+            self.mining_off = str(exc)
+            log.info("no mining of long-term memories: %s", exc)
+            return None
+
+    def _agent_for(self, session_key: str | None) -> str | None:
+        """The agent whose scope a conversation's memories go to (``None``: the engine's own)."""
         default_agent = self.config.sources.get("agent_id", "default") == "default"
-        agent = agent_id_from_session_key(session_key) if default_agent else None
-        return await self.memory(agent).mine(ingested.stored)
+        return agent_id_from_session_key(session_key) if default_agent else None
+
+    async def mine_step(self, limit: int = MINE_BATCH) -> int:
+        """Mine one batch of this agent's messages that nothing mined yet; how many were looked at (0: none left).
+
+        The background build's memory half (see the module's invariants).  An error other than a
+        missing embedder propagates and the same batch is tried again at the next step.
+        """
+        if self.mining_off is not None:
+            return 0
+        now = time.monotonic()
+        if now - self._last_rescan >= RESCAN_S:
+            self._mined_to, self._last_rescan = 0, now
+        ids, cursor = await self.memory().store.unmined_messages(
+            self.config.agent_id, after=self._mined_to, limit=limit
+        )
+        if ids:
+            by_conversation: dict[int, list[MessageRecord]] = {}
+            for message in sorted(await self.store.get_messages_by_id(ids), key=lambda m: m.id):
+                by_conversation.setdefault(message.conversation_id, []).append(message)
+            try:
+                await self._mine_conversations(by_conversation)
+            except MissingDependencyError as exc:
+                self.mining_off = str(exc)
+                log.info("no background mining of long-term memories: %s", exc)
+                return 0
+        self._mined_to = cursor
+        return len(ids)
+
+    async def _mine_conversations(self, by_conversation: dict[int, list[MessageRecord]]) -> None:
+        for conversation_id, messages in by_conversation.items():
+            conversation = await self.store.get_conversation(conversation_id)
+            agent = self._agent_for(conversation.session_key if conversation is not None else None)
+            await self.memory(agent).mine(messages)
 
     async def leads(self, question: str, conversation_ids: tuple[int, ...]) -> list[int]:
         """The source messages of the memories that best match ``question``, best first (expand_query's leads).
@@ -68,8 +135,10 @@ class AgentMemory:
         service = self.memory()
         if (await service.store.stats(await service.reach())).current == 0:
             return []
-        found = await service.search(question[:2000], limit=LEAD_MEMORIES, record_access=False)
         wanted = set(conversation_ids)
+        found = await service.search(
+            question[:2000], limit=LEAD_MEMORIES, record_access=False, conversations=sorted(wanted)
+        )
         ids: list[int] = []
         for hit in found.hits:
             if hit.memory.conversation_id in wanted:

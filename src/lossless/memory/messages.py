@@ -203,7 +203,9 @@ class MessageSearch:
         if not await self._has_memories(service):
             return []
         try:  # a question the memory search refuses (e.g. lone surrogates) simply leads nowhere
-            result = await service.search(query[:MAX_QUERY_CHARS], limit=limit, record_access=False)
+            result = await service.search(
+                query[:MAX_QUERY_CHARS], limit=limit, record_access=False, conversations=sorted(allowed)
+            )
         except InputError:
             return []
         out: dict[int, MemoryLead] = {}

@@ -149,8 +149,20 @@ class MemoryStore(Protocol):
     ) -> list[tuple[int, Memory]]: ...
 
     async def keyword_search(
-        self, query: str, scopes: Sequence[str] | None, *, limit: int, include_superseded: bool = False
-    ) -> list[KeywordHit]: ...
+        self,
+        query: str,
+        scopes: Sequence[str] | None,
+        *,
+        limit: int,
+        include_superseded: bool = False,
+        conversations: Sequence[int] | None = None,
+    ) -> list[KeywordHit]:
+        """The best ``limit`` memories of ``scopes`` for the query's words (``conversations``: mined there only)."""
+        ...
+
+    async def memory_ids_from(self, conversation_ids: Sequence[int]) -> set[str]:
+        """The ids of the memories mined from these conversations (current or not)."""
+        ...
 
     async def load_vectors(self, model: str) -> tuple[int, list[tuple[str, str, bool, bytes]]]: ...
 
@@ -174,6 +186,14 @@ class MemoryStore(Protocol):
 
     async def release_messages(self, message_ids: Sequence[int]) -> None:
         """Forget that these messages were mined (a mining that failed gives its claim back)."""
+        ...
+
+    async def unmined_messages(self, agent_id: str, *, after: int = 0, limit: int = 200) -> tuple[list[int], int]:
+        """Up to ``limit`` ids, ascending, of ``agent_id``'s stored messages after ``after`` never mined.
+
+        Also returns where to continue from: the last message id looked at (``after`` when there is
+        none newer), so a caller walking the backlog never reads the same mined rows twice.
+        """
         ...
 
     async def grant(self, agent_id: str, scopes: Iterable[str]) -> None: ...

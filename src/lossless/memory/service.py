@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -235,9 +235,13 @@ class MemoryService:
         include_superseded: bool = False,
         min_similarity: float = -1.0,
         revision: int | None = None,
+        only: Collection[str] | None = None,
     ) -> tuple[list[VectorHit], VectorIndex | None]:
-        """Vector hits, from the store's own index where it offers one (then no in-memory index)."""
-        if isinstance(self.store, NearestNeighbours):
+        """Vector hits, from the store's own index where it offers one (then no in-memory index).
+
+        ``only``: among these memories alone (searched in memory: the store's index has no such filter).
+        """
+        if isinstance(self.store, NearestNeighbours) and only is None:
             found = await self.store.nearest(
                 self.embedder.model,
                 to_blob(normalize(vector)[0]),
@@ -251,7 +255,12 @@ class MemoryService:
                 return [VectorHit(memory_id, similarity) for memory_id, similarity in found], None
         index = await self._vector_index(revision)
         hits = index.search(
-            vector, limit=limit, scopes=scopes, include_superseded=include_superseded, min_similarity=min_similarity
+            vector,
+            limit=limit,
+            scopes=scopes,
+            include_superseded=include_superseded,
+            min_similarity=min_similarity,
+            only=only,
         )
         return hits, index
 
@@ -387,11 +396,14 @@ class MemoryService:
         record_access: bool = True,
         explain: bool = False,
         expand: bool = False,
+        conversations: Sequence[int] | None = None,
     ) -> SearchResult:
         """The pipeline of :mod:`lossless.memory.ranking` over vector and keyword candidates.
 
         Tag words of the query (``proj:atlas``, see :mod:`lossless.memory.querying`) filter the
-        results; ``expand`` adds synonyms to the keyword side (the CLI's searches, by default).
+        results; ``expand`` adds synonyms to the keyword side (the CLI's searches, by default);
+        ``conversations`` keeps the memories mined from those conversations only, before the
+        candidates are drawn (so the memories of a store's other conversations never crowd them out).
         """
         _check_query(query)
         asked = split_tags(query, self.tag_prefixes)
@@ -409,13 +421,16 @@ class MemoryService:
         history = as_of is not None
         pool = self.retrieval.pool_size(limit) * (4 if asked.tags else 1)  # a tag filter drops many
         clock = time.perf_counter()
+        only = None if conversations is None else await self.store.memory_ids_from(conversations)
         vector_hits, index = await self._nearest(
-            qvec, limit=pool, scopes=filter_, include_superseded=history, revision=revision
+            qvec, limit=pool, scopes=filter_, include_superseded=history, revision=revision, only=only
         )
         timings["vector"] = (time.perf_counter() - clock) * 1000
         clock = time.perf_counter()
         keyword_query = querying.expand(searched) if expand else searched
-        keyword_hits = await self.store.keyword_search(keyword_query, filter_, limit=pool, include_superseded=history)
+        keyword_hits = await self.store.keyword_search(
+            keyword_query, filter_, limit=pool, include_superseded=history, conversations=conversations
+        )
         timings["keyword"] = (time.perf_counter() - clock) * 1000
         clock = time.perf_counter()
         ids = list(dict.fromkeys([h.memory_id for h in vector_hits] + [h.memory_id for h in keyword_hits]))

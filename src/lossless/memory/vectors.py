@@ -19,7 +19,7 @@ Invariants:
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -151,6 +151,7 @@ class VectorIndex:
             self.matrix = np.zeros((0, 1), dtype=np.float32)
         self._scope_masks: dict[tuple[str, ...] | None, npt.NDArray[np.bool_]] = {}
         self._rows: dict[str, list[int]] | None = None
+        self._position: dict[str, int] | None = None
         # Above ``exact_max`` chunk vectors, a sign-bit sketch of every vector (48 bytes for 384
         # dimensions) picks the candidates by Hamming distance; the candidates are then scored
         # exactly.  Approximate in which rows reach the exact step, exact in the scores returned.
@@ -176,14 +177,21 @@ class VectorIndex:
         scopes: Sequence[str] | None = None,
         include_superseded: bool = False,
         min_similarity: float = -1.0,
+        only: Collection[str] | None = None,
     ) -> list[VectorHit]:
-        """The ``limit`` memories most similar to ``query`` (by their best chunk), best first."""
+        """The ``limit`` memories most similar to ``query`` (by their best chunk), best first (``only``: of those)."""
         if not self.ids or limit < 1:
             return []
         q = normalize(query)[0]
         if q.shape[0] != self.matrix.shape[1]:
             return []
         allowed = self._mask(scopes, include_superseded)
+        if only is not None:
+            if self._position is None:
+                self._position = {memory_id: i for i, memory_id in enumerate(self.ids)}
+            chosen = np.zeros(len(self.ids), dtype=bool)
+            chosen[[self._position[m] for m in only if m in self._position]] = True
+            allowed = allowed & chosen
         if self._sketch is not None:
             best = self._approximate(q, allowed, limit)
         else:

@@ -139,7 +139,7 @@ class _NulSafeTextLoader(Loader):
     """``text``/``varchar`` results, unescaped."""
 
     def load(self, data: Buffer) -> str:
-        return unescape_text(bytes(data).decode())
+        return unescape_text(str(data, "utf-8"))  # decoded from the buffer itself, not from a copy of it
 
 
 def nul_safe(conn: AsyncConnection[Any]) -> None:

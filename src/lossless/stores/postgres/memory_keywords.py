@@ -76,12 +76,21 @@ class KeywordSearch:
     _db: Database
 
     async def keyword_search(
-        self, query: str, scopes: Sequence[str] | None, *, limit: int, include_superseded: bool = False
+        self,
+        query: str,
+        scopes: Sequence[str] | None,
+        *,
+        limit: int,
+        include_superseded: bool = False,
+        conversations: Sequence[int] | None = None,
     ) -> list[KeywordHit]:
         words, cjk = fts_terms(query)
         if (not words and not cjk) or limit < 1:
             return []
         clause, params = scope_clause(scopes)
+        if conversations is not None:
+            clause += " AND m.conversation_id = ANY(%s::bigint[])"
+            params = [*params, list(dict.fromkeys(int(c) for c in conversations))]
         if not include_superseded:
             clause += " AND m.invalidated_at IS NULL"
         async with self._db.transaction() as conn:
@@ -212,3 +221,12 @@ class KeywordSearch:
             for memory_id, hits in rows:
                 scores[memory_id] = max(scores.get(memory_id, 0.0), 10.0 * hits / len(bigrams))
         return scores
+
+    async def memory_ids_from(self, conversation_ids: Sequence[int]) -> set[str]:
+        ids = list(dict.fromkeys(int(c) for c in conversation_ids))
+        if not ids:
+            return set()
+        async with self._db.transaction() as conn:
+            sql = "SELECT memory_id FROM memories WHERE conversation_id = ANY(%s::bigint[])"
+            rows = await fetchall(conn, sql, (ids,))
+        return {str(r[0]) for r in rows}

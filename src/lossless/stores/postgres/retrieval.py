@@ -25,7 +25,9 @@ Invariants:
   :attr:`~lossless.ports.SearchRequest.trigrams` becomes ``content ~ %s``, a regular expression
   that matches the fragment in any case (see :func:`fragment_regex`), which the ``pg_trgm`` GIN
   index answers; the caller re-checks every row.
-* **Pages as in SQLite.**  ``recency``: newest key first, strictly below ``below``;
+* **Pages as in SQLite.**  ``recency``: newest key first, strictly below ``below`` (a word search
+  of messages looks among the newest :data:`RECENT_WINDOW` ids first, then, only if they held too
+  few matches, among the older ones: the same rows as one search of all);
   ``relevance`` (word queries only): ``ts_rank_cd`` best first (ties newest first, so pages are
   stable), from ``offset``; ``rank`` is the negated score, so lower is better as with FTS5.
   ``since`` is inclusive and ``before`` exclusive; a summary is in range when the time span it
@@ -361,12 +363,49 @@ def _arms(scope: str, condition: str | None, params: list[Any]) -> list[tuple[st
     ]
 
 
+#: How many of the newest message ids a word search by recency looks in first (0: no window).
+#: Walking the primary key backwards tests each row's ``tsvector`` until ``limit`` rows match: about
+#: 4,000 rows for a word in 1% of the messages.  Within a bounded range of ids the planner can
+#: instead intersect the word's GIN posting list with the range (``BitmapAnd``) and read only the
+#: rows that match, or still walk when the word is common (its choice, per query).  The rows older
+#: than the window are searched only when it held fewer than ``limit`` matches: the same rows
+#: either way (see docs/postgres.md, "grep's newest matches").
+RECENT_WINDOW = 10_000
+
+#: The newest message id, read with each windowed search for the next one (see :func:`_window_edge`).
+_NEWEST = "SELECT max(message_id) FROM messages"
+
+
+def _windowed(request: SearchRequest) -> bool:
+    """Whether ``request`` looks among the newest :data:`RECENT_WINDOW` message ids first."""
+    return bool(RECENT_WINDOW) and request.scope == "messages" and request.order == "recency" and bool(request.words)
+
+
+def _window_edge(below: int | None, newest: int | None) -> tuple[str, list[Any]]:
+    """The SQL of the newest id left out of the window, and its parameters.
+
+    The edge is a value the planner sees (it estimates the range from it) when the search pages
+    (``below``) or the newest id is known from an earlier search (``newest``); else a subquery.
+    A stale ``newest`` only widens the window: any edge gives the same rows.
+    """
+    if below is not None:
+        return "%s::bigint", [below - 1 - RECENT_WINDOW]
+    if newest is not None:
+        return "%s::bigint", [newest - RECENT_WINDOW]
+    return f"(({_NEWEST}) - {RECENT_WINDOW:d})", []
+
+
 def _terms(request: SearchRequest) -> list[WordTerm]:
     return [] if request.words is None else [t for g in parse_words(request.words) for t in g]
 
 
-def _search_sql(request: SearchRequest, resolved_terms: Mapping[WordTerm, str]) -> tuple[str, list[Any]]:
-    """The one statement answering ``request`` (its word terms resolved in ``resolved_terms``)."""
+def _search_sql(
+    request: SearchRequest, resolved_terms: Mapping[WordTerm, str], newest: int | None = None
+) -> tuple[str, list[Any]]:
+    """The one statement answering ``request`` (its word terms resolved in ``resolved_terms``).
+
+    ``newest``: the newest message id an earlier search read, if any (see :func:`_window_edge`).
+    """
     table, key, columns, time_from, time_to = _shape(request.scope)
     clauses = ["t.conversation_id = ANY(%s::bigint[])"]
     params: list[Any] = [list(request.conversation_ids)]
@@ -401,12 +440,31 @@ def _search_sql(request: SearchRequest, resolved_terms: Mapping[WordTerm, str]) 
     if request.order == "recency":
         selects: list[str] = []
         sql_params: list[Any] = []
-        for arm, arm_params, _ in arms:
+        recent: tuple[str, list[Any]] | None = None
+        for i, (arm, arm_params, _) in enumerate(arms):
             where = " AND ".join([*clauses, *([arm] if arm else [])])
+            if i == 0 and words is not None and _windowed(request):
+                # The newest matches, looked up in the word index among the newest ids first (see
+                # RECENT_WINDOW); the older rows are searched only when that window holds too few.
+                edge, edge_params = _window_edge(request.below, newest)
+                recent = (
+                    f"SELECT {columns} FROM {table} t WHERE {where} AND t.{key} > {edge} "
+                    f"ORDER BY t.{key} DESC LIMIT %s",
+                    [*params, *arm_params, *edge_params, request.limit],
+                )
+                selects.append("(SELECT * FROM recent)")
+                where += f" AND t.{key} <= {edge} AND (SELECT count(*) FROM recent) < %s"
+                arm_params = [*arm_params, *edge_params, request.limit]
             selects.append(f"(SELECT {columns} FROM {table} t WHERE {where} ORDER BY t.{key} DESC LIMIT %s)")
             sql_params += [*params, *arm_params, request.limit]
         if len(selects) == 1:
             return selects[0], sql_params
+        if recent is not None:  # each row also carries the newest message id, for the next search's window
+            return (
+                f"WITH recent AS MATERIALIZED ({recent[0]}) SELECT *, ({_NEWEST}) "
+                f"FROM ({' UNION ALL '.join(selects)}) u ORDER BY 1 DESC LIMIT %s",
+                [*recent[1], *sql_params, request.limit],
+            )
         return f"SELECT * FROM ({' UNION ALL '.join(selects)}) u ORDER BY 1 DESC LIMIT %s", [
             *sql_params,
             request.limit,
@@ -466,6 +524,8 @@ class RetrievalStatements:
     _db: Database
     #: Word terms already resolved to their ``tsquery`` (see :func:`_resolve_terms`).
     _tsqueries: dict[WordTerm, str]
+    #: The newest message id the last windowed search read (a hint for the next: see :func:`_window_edge`).
+    _newest_message_id: int | None = None
 
     async def search(self, request: SearchRequest) -> list[SearchRow]:
         """One page of candidates (see :meth:`lossless.ports.Store.search`)."""
@@ -483,7 +543,7 @@ class RetrievalStatements:
         statements = await self._search_statements(requests)
         # Never a prepared (generic) plan: the best plan depends on the pattern's selectivity.
         found = await self._db.read_all(statements, prepare=False) if statements else []
-        return _search_pages(requests, found)
+        return self._found_pages(requests, found)
 
     async def search_with_links(
         self,
@@ -520,10 +580,10 @@ class RetrievalStatements:
         return ReachPages(
             links=_links(found[0]),
             own=int(own[0][0]) if own else None,
-            pages=_search_pages(requests, found[len(statements) :]),
+            pages=self._found_pages(requests, found[len(statements) :]),
         )
 
-    async def _search_statements(self, requests: Sequence[SearchRequest]) -> list[tuple[str, list[Any]]]:
+    async def _search_statements(self, requests: Sequence[SearchRequest]) -> list[tuple[str, Any]]:
         """The statements answering each request that asks for rows (see :func:`_search_pages`), terms resolved."""
         for request in requests:
             if request.order == "relevance" and request.words is None:
@@ -534,7 +594,17 @@ class RetrievalStatements:
         if len(resolved) < len(set(terms)):
             async with self._db.read() as conn:
                 resolved = dict(zip(terms, await _resolve_terms(conn, terms, self._tsqueries), strict=True))
-        return [_search_sql(r, resolved) for r in asked]
+        return [_search_sql(r, resolved, self._newest_message_id) for r in asked]
+
+    def _found_pages(self, requests: Sequence[SearchRequest], found: Sequence[Sequence[Any]]) -> list[list[SearchRow]]:
+        """Each request's page from the results of :meth:`_search_statements`' statements, in order.
+
+        A windowed search's rows end with the newest message id: kept for the next search's window.
+        """
+        for request, rows in zip([r for r in requests if _asks(r)], found, strict=True):
+            if _windowed(request) and rows and rows[0][-1] is not None:
+                self._newest_message_id = int(rows[0][-1])
+        return _search_pages(requests, found)
 
     # ------------------------------------------------------------ the DAG
 

@@ -549,6 +549,12 @@ _V122 = (
     "CREATE INDEX messages_trgm_idx ON messages USING gin (content gin_trgm_ops) WHERE content_tsv IS NOT NULL",
 )
 
+#: Message text is stored uncompressed (out of line when long, as before): reading a long text back
+#: is then a copy of its TOAST chunks, not a pglz decompression, which cost grep and assembly more
+#: than the text's transfer (docs/postgres.md).  Rows written before keep their compressed form
+#: until rewritten; both read back the same.  (PostgreSQL only.)
+_V123 = ("ALTER TABLE messages ALTER COLUMN content SET STORAGE EXTERNAL",)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "expansion grants", _V2),
@@ -560,4 +566,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(20, "bootstrap reconciliation point", _V20),
     Migration(116, "search vector counts", _V116),
     Migration(122, "message word index filled after the append", _V122),
+    Migration(123, "message text stored uncompressed", _V123),
 )

@@ -451,10 +451,20 @@ class SQLiteMemoryStore:
         return await self._db.read(run)
 
     async def keyword_search(
-        self, query: str, scopes: Sequence[str] | None, *, limit: int, include_superseded: bool = False
+        self,
+        query: str,
+        scopes: Sequence[str] | None,
+        *,
+        limit: int,
+        include_superseded: bool = False,
+        conversations: Sequence[int] | None = None,
     ) -> list[KeywordHit]:
         words, cjk = fts_terms(query)
         clause, params = _scope_clause(scopes)
+        if conversations is not None:
+            ids = list(dict.fromkeys(int(c) for c in conversations))
+            clause += f" AND m.conversation_id IN ({','.join('?' * len(ids))})" if ids else " AND 0"
+            params = [*params, *ids]
         if not include_superseded:
             clause += " AND m.invalidated_at IS NULL"
 
@@ -509,6 +519,17 @@ class SQLiteMemoryStore:
 
         if not words and not cjk:
             return []
+        return await self._db.read(run)
+
+    async def memory_ids_from(self, conversation_ids: Sequence[int]) -> set[str]:
+        def run(conn: sqlite3.Connection) -> set[str]:
+            found: set[str] = set()
+            for part in chunks(list(dict.fromkeys(int(c) for c in conversation_ids))):
+                marks = ",".join("?" * len(part))
+                rows = conn.execute(f"SELECT memory_id FROM memories WHERE conversation_id IN ({marks})", part)
+                found.update(str(r[0]) for r in rows)
+            return found
+
         return await self._db.read(run)
 
     async def load_vectors(self, model: str) -> tuple[int, list[tuple[str, str, bool, bytes]]]:
@@ -683,3 +704,17 @@ class SQLiteMemoryStore:
 
         if ids:
             await self._db.write(run)
+
+    async def unmined_messages(self, agent_id: str, *, after: int = 0, limit: int = 200) -> tuple[list[int], int]:
+        def run(conn: sqlite3.Connection) -> tuple[list[int], int]:
+            newest = int(conn.execute("SELECT coalesce(max(message_id), 0) FROM messages").fetchone()[0])
+            rows = conn.execute(  # read up to ``newest`` only: a message stored meanwhile is after the cursor
+                "SELECT m.message_id FROM messages m JOIN conversations c USING (conversation_id) "
+                "WHERE m.message_id > ? AND m.message_id <= ? AND c.agent_id = ? AND NOT EXISTS "
+                "(SELECT 1 FROM memory_mined d WHERE d.message_id = m.message_id) ORDER BY m.message_id LIMIT ?",
+                (after, newest, agent_id, limit),
+            ).fetchall()
+            found = [int(r[0]) for r in rows]
+            return found, found[-1] if len(found) == limit else max(after, newest)
+
+        return await self._db.read(run)
