@@ -406,7 +406,10 @@ class SearchVectors:
                         conn,
                         f"UPDATE {vectors} v SET embedding_half = v.embedding::{schema}.halfvec FROM ("
                         f"SELECT {key} AS k, model AS m, chunk AS n FROM {vectors} "
+                        # in the order of the index of rows still without their copy: a batch never
+                        # reads past the rows already done (a scan of the table would, more each batch)
                         "WHERE embedding_half IS NULL AND dim > 0 AND embedding IS NOT NULL "
+                        "ORDER BY model, conversation_id "
                         f"LIMIT %s FOR UPDATE SKIP LOCKED) t WHERE v.{key} = t.k AND v.model = t.m AND v.chunk = t.n "
                         "RETURNING 1",
                         (UPGRADE_BATCH,),
