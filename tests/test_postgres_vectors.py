@@ -272,3 +272,27 @@ async def test_a_store_built_before_the_half_copies_is_upgraded_a_batch_at_a_tim
         assert await store.upgrade_vector_index() == 0
     finally:
         await store.close()
+
+
+async def test_an_upgrade_that_cannot_take_its_lock_now_is_asked_again_later(pg_url: str) -> None:
+    if not _pgvector_loads():
+        pytest.skip("the embedded pgvector needs AVX2 and FMA, which this CPU lacks")
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+        await conn.execute("CREATE EXTENSION vector")
+    store = await PostgresStore.open(pg_url, lock_timeout_ms=100)
+    try:
+        embedder = HashEmbedder(64)
+        await _messages(store, "a", _texts(30, "a"))
+        await VectorBuilder(store, embedder, batch=32).run()
+        async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+            await conn.execute("ALTER TABLE message_vectors DROP COLUMN embedding_half")
+        builder = VectorBuilder(store, embedder, batch=32)
+        async with await psycopg.AsyncConnection.connect(pg_url) as holder:
+            await holder.execute("LOCK TABLE message_vectors IN ACCESS SHARE MODE")  # a long read: no ALTER now
+            assert await store.upgrade_vector_index() == -1
+            assert await builder.step() == 0
+            await holder.rollback()
+        assert await builder.step() == 0  # the builder asks again: this time the column is added and filled
+        assert await _half_state(pg_url) == (30, 0, 0)
+    finally:
+        await store.close()

@@ -176,13 +176,14 @@ class VectorBuilder:
         return 0
 
     async def _upgrade_index(self) -> int:
-        """One batch of the store's own index upgrade (where it has one); not asked again once it answers 0."""
+        """One batch of the store's own index upgrade (where it has one); not asked again once it answers 0
+        (a negative answer: not now, ask again at a later step)."""
         if self._upgraded:
             return 0
         upgrade = getattr(self.store, "upgrade_vector_index", None)
         done = int(await upgrade()) if upgrade is not None else 0
         self._upgraded = done == 0
-        return done
+        return max(done, 0)
 
     async def _forget_old_formats(self) -> int:
         """Delete a batch of this embedder's vectors of another index format (where the store can).

@@ -47,6 +47,7 @@ from typing import Any
 
 import psycopg
 
+from lossless.errors import StoreError
 from lossless.ports import ItemVectors, VectorSource, VectorState, VectorTodo
 from lossless.stores.postgres.connection import Connection, Database
 from lossless.stores.postgres.memory_ann import MAX_HNSW_DIMENSIONS, vector_text
@@ -377,7 +378,8 @@ class SearchVectors:
         indexes (one read of the table each; vector writers wait meanwhile, ingest and searches do
         not), then :data:`UPGRADE_BATCH` rows per call.  Searches stay exact throughout: rows without
         their copy are ranked in full.  Returns how many rows got their copy (0: none left, or no
-        pgvector ≥ 0.7, or no ``embedding`` column yet — :meth:`prepare_vector_index` then adds both).
+        pgvector ≥ 0.7, or no ``embedding`` column yet — :meth:`prepare_vector_index` then adds both;
+        -1: not now, a lock was not free within ``postgres_lock_timeout_ms`` or the like, ask again).
         """
         for source in ("summaries", "messages"):
             vectors, key, _, _ = _TABLES[source]
@@ -414,9 +416,9 @@ class SearchVectors:
                         "RETURNING 1",
                         (UPGRADE_BATCH,),
                     )
-            except psycopg.Error as exc:  # a lock timeout, no privilege: searches stay exact, try again later
-                log.warning("could not upgrade the vector index of %s (%s)", vectors, exc)
-                return 0
+            except (psycopg.Error, StoreError) as exc:  # a lock timeout, no privilege: searches stay exact
+                log.warning("could not upgrade the vector index of %s yet (%s)", vectors, exc)
+                return -1
             if done:
                 return len(done)
         return 0
