@@ -296,3 +296,20 @@ async def test_an_upgrade_that_cannot_take_its_lock_now_is_asked_again_later(pg_
         assert await _half_state(pg_url) == (30, 0, 0)
     finally:
         await store.close()
+
+
+async def test_preparing_the_index_under_a_held_lock_falls_back_instead_of_failing(pg_url: str) -> None:
+    if not _pgvector_loads():
+        pytest.skip("the embedded pgvector needs AVX2 and FMA, which this CPU lacks")
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+        await conn.execute("CREATE EXTENSION vector")
+    store = await PostgresStore.open(pg_url, lock_timeout_ms=100)
+    try:
+        await _messages(store, "a", _texts(10, "a"))
+        async with await psycopg.AsyncConnection.connect(pg_url) as holder:
+            await holder.execute("LOCK TABLE message_vectors IN ACCESS SHARE MODE")  # a long read: no ALTER now
+            assert await store.prepare_vector_index("messages", 64) is False  # searched in memory, not an error
+            await holder.rollback()
+        assert await store.prepare_vector_index("messages", 64) is True
+    finally:
+        await store.close()

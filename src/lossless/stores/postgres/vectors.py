@@ -313,7 +313,7 @@ class SearchVectors:
                 await self._create_index(conn, vectors, schema, int(dim))
             log.info("pgvector: %s searched in the database (HNSW, %d dimensions)", vectors, dim)
             return True
-        except psycopg.Error as exc:  # no privilege, a lock timeout: search the loaded vectors instead
+        except (psycopg.Error, StoreError) as exc:  # no privilege, a lock timeout: search the loaded vectors instead
             log.warning("could not prepare the pgvector index of %s (%s); searching in memory", vectors, exc)
             return False
 
@@ -347,7 +347,7 @@ class SearchVectors:
                         await conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_SPACE, dim))
                         await self._create_index(conn, vectors, schema, dim)
                         log.info("pgvector: %s searched in the database (HNSW, %d dimensions)", vectors, dim)
-            except psycopg.Error as exc:
+            except (psycopg.Error, StoreError) as exc:  # errors inside a transaction block come translated
                 log.warning("could not make the pgvector index of %s (%s); searching in memory", vectors, exc)
             _DEFERRED[self._db.url].discard((source, dim))
         await self.fold_vector_counts()
