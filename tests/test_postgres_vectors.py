@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import psycopg
 import pytest
@@ -274,12 +276,26 @@ async def test_a_store_built_before_the_half_copies_is_upgraded_a_batch_at_a_tim
         await store.close()
 
 
-async def test_an_upgrade_that_cannot_take_its_lock_now_is_asked_again_later(pg_url: str) -> None:
+async def _store_with_pgvector(pg_url: str, **settings: int) -> PostgresStore:
+    """A store on a database with pgvector created (the test skips where the embedded pgvector cannot load)."""
     if not _pgvector_loads():
         pytest.skip("the embedded pgvector needs AVX2 and FMA, which this CPU lacks")
     async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
         await conn.execute("CREATE EXTENSION vector")
-    store = await PostgresStore.open(pg_url, lock_timeout_ms=100)
+    return await PostgresStore.open(pg_url, **settings)
+
+
+@asynccontextmanager
+async def _reading(pg_url: str, table: str) -> AsyncIterator[None]:
+    """Another session holding ``table`` in ACCESS SHARE mode (a long read) while the block runs."""
+    async with await psycopg.AsyncConnection.connect(pg_url) as holder:
+        await holder.execute(f"LOCK TABLE {table} IN ACCESS SHARE MODE")
+        yield
+        await holder.rollback()
+
+
+async def test_an_upgrade_that_cannot_take_its_lock_now_is_asked_again_later(pg_url: str) -> None:
+    store = await _store_with_pgvector(pg_url, lock_timeout_ms=100)
     try:
         embedder = HashEmbedder(64)
         await _messages(store, "a", _texts(30, "a"))
@@ -287,11 +303,9 @@ async def test_an_upgrade_that_cannot_take_its_lock_now_is_asked_again_later(pg_
         async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
             await conn.execute("ALTER TABLE message_vectors DROP COLUMN embedding_half")
         builder = VectorBuilder(store, embedder, batch=32)
-        async with await psycopg.AsyncConnection.connect(pg_url) as holder:
-            await holder.execute("LOCK TABLE message_vectors IN ACCESS SHARE MODE")  # a long read: no ALTER now
+        async with _reading(pg_url, "message_vectors"):  # a long read: no ALTER now
             assert await store.upgrade_vector_index() == -1
             assert await builder.step() == 0
-            await holder.rollback()
         assert await builder.step() == 0  # the builder asks again: this time the column is added and filled
         assert await _half_state(pg_url) == (30, 0, 0)
     finally:
@@ -299,17 +313,11 @@ async def test_an_upgrade_that_cannot_take_its_lock_now_is_asked_again_later(pg_
 
 
 async def test_preparing_the_index_under_a_held_lock_falls_back_instead_of_failing(pg_url: str) -> None:
-    if not _pgvector_loads():
-        pytest.skip("the embedded pgvector needs AVX2 and FMA, which this CPU lacks")
-    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
-        await conn.execute("CREATE EXTENSION vector")
-    store = await PostgresStore.open(pg_url, lock_timeout_ms=100)
+    store = await _store_with_pgvector(pg_url, lock_timeout_ms=100)
     try:
         await _messages(store, "a", _texts(10, "a"))
-        async with await psycopg.AsyncConnection.connect(pg_url) as holder:
-            await holder.execute("LOCK TABLE message_vectors IN ACCESS SHARE MODE")  # a long read: no ALTER now
+        async with _reading(pg_url, "message_vectors"):  # a long read: no ALTER now
             assert await store.prepare_vector_index("messages", 64) is False  # searched in memory, not an error
-            await holder.rollback()
         assert await store.prepare_vector_index("messages", 64) is True
     finally:
         await store.close()
