@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import psycopg
 import pytest
@@ -134,6 +136,7 @@ async def test_a_large_first_backlog_gets_its_hnsw_index_in_bulk_and_small_reach
         async with await psycopg.AsyncConnection.connect(pg_url) as conn:
             made = await (await conn.execute("SELECT to_regclass('message_vectors_hnsw_64') IS NOT NULL")).fetchone()
         assert made == (True,)
+        assert (await _half_state(pg_url))[1:] == (0, 0)  # the bulk build's writes carry their half copies too
         # a reach under the exact-scan size: the store ranks every vector, the same as brute force
         exact = await store.nearest_items(model, "messages", probe, [a, b], limit=65)
         assert exact is not None
@@ -152,5 +155,169 @@ async def test_a_large_first_backlog_gets_its_hnsw_index_in_bulk_and_small_reach
         assert {c for _, c, _ in walked} == {a}
         top = [round(s, 4) for _, c, s in exact if c == a][:5]
         assert [round(s, 4) for _, _, s in walked] == top
+    finally:
+        await store.close()
+
+
+async def _half_state(url: str) -> tuple[int, int, int]:
+    """Message vectors, those without their half copy, those whose copy is not their embedding at half precision."""
+    async with await psycopg.AsyncConnection.connect(url) as conn:
+        row = await (
+            await conn.execute(
+                "SELECT count(*), count(*) FILTER (WHERE embedding_half IS NULL), "
+                "count(*) FILTER (WHERE embedding_half IS DISTINCT FROM embedding::halfvec) "
+                "FROM message_vectors WHERE dim > 0"
+            )
+        ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1]), int(row[2])
+
+
+async def _top(store: PostgresStore, model: str, probe: bytes, conversations: list[int], limit: int) -> list[float]:
+    found = await store.nearest_items(model, "messages", probe, conversations, limit=limit)
+    assert found is not None
+    return [round(score, 5) for _, _, score in found]
+
+
+def _brute(loaded: list[tuple[int | str, bytes]], probe: bytes, limit: int) -> list[float]:
+    return sorted((round(_cosine(probe, v), 5) for _, v in loaded), reverse=True)[:limit]
+
+
+async def test_the_half_precision_first_pass_finds_the_exact_nearest_and_never_skips_a_row_without_its_copy(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not _pgvector_loads():
+        pytest.skip("the embedded pgvector needs AVX2 and FMA, which this CPU lacks")
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+        await conn.execute("CREATE EXTENSION vector")
+    # every reach takes the two passes here, and the first keeps 26 of the conversation's 80 rows
+    monkeypatch.setattr(pg_vectors, "FIRST_PASS_MIN", 0)
+    monkeypatch.setattr(pg_vectors, "_FIRST_PASS_LEAST", 1)
+    monkeypatch.setattr(pg_vectors, "FIRST_PASS_FACTOR", 1)
+    store = await _open(pg_url)
+    try:
+        embedder = HashEmbedder(64)
+        model = index_model(embedder.model)
+        a = await _messages(store, "a", _texts(80, "a"))
+        await VectorBuilder(store, embedder, batch=32).run()
+        assert (await _half_state(pg_url))[1:] == (0, 0)  # the build's writes carry their copies
+        loaded = await store.load_item_vectors(model, "messages", a)
+        for words in ("coffee tea london", "kube pod cert", "disk route cache queue", "a17 deploy"):
+            probe = to_unit_blob(embedder.vector(words))
+            assert await _top(store, model, probe, [a], 5) == _brute(loaded, probe, 5)
+        # the first pass decides: the best row, given a copy that points the other way, is not found ...
+        probe = to_unit_blob(embedder.vector("coffee tea london"))
+        best = await store.nearest_items(model, "messages", probe, [a], limit=1)
+        assert best is not None
+        async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+            await conn.execute(
+                "UPDATE message_vectors SET embedding_half = (%s::vector)::halfvec WHERE message_id = %s",
+                ("[" + ",".join("-1" if i % 2 else "1" for i in range(64)) + "]", best[0][0]),
+            )
+        tampered = await store.nearest_items(model, "messages", probe, [a], limit=1)
+        assert tampered is not None and tampered[0][0] != best[0][0]
+        # ... while a row without its copy (an upgrade in progress) is always ranked in full
+        async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+            await conn.execute("UPDATE message_vectors SET embedding_half = NULL WHERE message_id = %s", (best[0][0],))
+        assert await store.nearest_items(model, "messages", probe, [a], limit=1) == best
+    finally:
+        await store.close()
+
+
+async def test_a_store_built_before_the_half_copies_is_upgraded_a_batch_at_a_time_and_stays_exact(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not _pgvector_loads():
+        pytest.skip("the embedded pgvector needs AVX2 and FMA, which this CPU lacks")
+    monkeypatch.setattr(pg_vectors, "FIRST_PASS_MIN", 0)
+    monkeypatch.setattr(pg_vectors, "_FIRST_PASS_LEAST", 1)
+    monkeypatch.setattr(pg_vectors, "FIRST_PASS_FACTOR", 1)
+    monkeypatch.setattr(pg_vectors, "UPGRADE_BATCH", 20)
+    store = await _open(pg_url)
+    try:
+        embedder = HashEmbedder(64)
+        model = index_model(embedder.model)
+        a = await _messages(store, "a", _texts(50, "a"))
+        await VectorBuilder(store, embedder, batch=32).run()  # no pgvector yet: the bytes alone
+        async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+            await conn.execute("CREATE EXTENSION vector")
+        b = await _messages(store, "b", _texts(30, "b"))
+        await VectorBuilder(store, embedder, batch=32).run()  # adds the columns, fills the 50 old rows
+        assert await _half_state(pg_url) == (80, 0, 0)
+        # a database of the version before: the column (and with it its indexes) gone
+        async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+            await conn.execute("ALTER TABLE message_vectors DROP COLUMN embedding_half")
+            await conn.execute("ALTER TABLE summary_vectors DROP COLUMN IF EXISTS embedding_half")
+        pg_vectors._READY.clear()
+        loaded = [
+            *await store.load_item_vectors(model, "messages", a),
+            *await store.load_item_vectors(model, "messages", b),
+        ]
+        probe = to_unit_blob(embedder.vector("coffee tea london"))
+        expected = _brute(loaded, probe, 6)
+        assert await _top(store, model, probe, [a, b], 6) == expected  # the one-pass scan, as before
+        builder = VectorBuilder(store, embedder, batch=32)
+        upgraded: list[int] = []
+        while True:
+            assert await builder.step() == 0  # nothing to embed: each idle step upgrades one batch
+            async with await psycopg.AsyncConnection.connect(pg_url) as conn:
+                left = await (
+                    await conn.execute("SELECT count(*) FROM message_vectors WHERE dim > 0 AND embedding_half IS NULL")
+                ).fetchone()
+            assert left is not None
+            upgraded.append(int(left[0]))
+            assert await _top(store, model, probe, [a, b], 6) == expected  # exact while partly upgraded
+            if upgraded[-1] == 0 or len(upgraded) > 10:
+                break
+        assert upgraded == [60, 40, 20, 0]
+        assert await _half_state(pg_url) == (80, 0, 0)
+        assert await store.upgrade_vector_index() == 0
+    finally:
+        await store.close()
+
+
+async def _store_with_pgvector(pg_url: str, **settings: int) -> PostgresStore:
+    """A store on a database with pgvector created (the test skips where the embedded pgvector cannot load)."""
+    if not _pgvector_loads():
+        pytest.skip("the embedded pgvector needs AVX2 and FMA, which this CPU lacks")
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+        await conn.execute("CREATE EXTENSION vector")
+    return await PostgresStore.open(pg_url, **settings)
+
+
+@asynccontextmanager
+async def _reading(pg_url: str, table: str) -> AsyncIterator[None]:
+    """Another session holding ``table`` in ACCESS SHARE mode (a long read) while the block runs."""
+    async with await psycopg.AsyncConnection.connect(pg_url) as holder:
+        await holder.execute(f"LOCK TABLE {table} IN ACCESS SHARE MODE")
+        yield
+        await holder.rollback()
+
+
+async def test_an_upgrade_that_cannot_take_its_lock_now_is_asked_again_later(pg_url: str) -> None:
+    store = await _store_with_pgvector(pg_url, lock_timeout_ms=100)
+    try:
+        embedder = HashEmbedder(64)
+        await _messages(store, "a", _texts(30, "a"))
+        await VectorBuilder(store, embedder, batch=32).run()
+        async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+            await conn.execute("ALTER TABLE message_vectors DROP COLUMN embedding_half")
+        builder = VectorBuilder(store, embedder, batch=32)
+        async with _reading(pg_url, "message_vectors"):  # a long read: no ALTER now
+            assert await store.upgrade_vector_index() == -1
+            assert await builder.step() == 0
+        assert await builder.step() == 0  # the builder asks again: this time the column is added and filled
+        assert await _half_state(pg_url) == (30, 0, 0)
+    finally:
+        await store.close()
+
+
+async def test_preparing_the_index_under_a_held_lock_falls_back_instead_of_failing(pg_url: str) -> None:
+    store = await _store_with_pgvector(pg_url, lock_timeout_ms=100)
+    try:
+        await _messages(store, "a", _texts(10, "a"))
+        async with _reading(pg_url, "message_vectors"):  # a long read: no ALTER now
+            assert await store.prepare_vector_index("messages", 64) is False  # searched in memory, not an error
+        assert await store.prepare_vector_index("messages", 64) is True
     finally:
         await store.close()

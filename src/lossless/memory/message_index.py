@@ -134,6 +134,7 @@ class VectorBuilder:
     _written_in_pass: int = 0
     _last_rescan: float = field(default_factory=time.monotonic)
     _old_formats_gone: bool = False
+    _upgraded: bool = False
 
     @property
     def model(self) -> str:
@@ -153,8 +154,10 @@ class VectorBuilder:
             if done:
                 self._written_in_pass += done
                 return done
-        # Built: now the space of an earlier index format of this model is given back, a batch per step.
-        await self._forget_old_formats()
+        # Built: now the space of an earlier index format of this model is given back, a batch per step,
+        # and a store made by an older version gets what its searches now use, a batch per step too.
+        if not await self._forget_old_formats():
+            await self._upgrade_index()
         # The next pass starts where this one ended (new rows have higher ids), and from the start again
         # every RESCAN_S: that catches rows committed out of id order and summaries rewritten in place.
         now = time.monotonic()
@@ -171,6 +174,16 @@ class VectorBuilder:
             if refresh is not None:
                 await refresh()
         return 0
+
+    async def _upgrade_index(self) -> int:
+        """One batch of the store's own index upgrade (where it has one); not asked again once it answers 0
+        (a negative answer: not now, ask again at a later step)."""
+        if self._upgraded:
+            return 0
+        upgrade = getattr(self.store, "upgrade_vector_index", None)
+        done = int(await upgrade()) if upgrade is not None else 0
+        self._upgraded = done == 0
+        return max(done, 0)
 
     async def _forget_old_formats(self) -> int:
         """Delete a batch of this embedder's vectors of another index format (where the store can).

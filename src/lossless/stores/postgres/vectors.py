@@ -17,10 +17,16 @@ Invariants:
   the fill (and is filled) or waited for the column (and writes the embedding itself).
 * **Scope in SQL, plan by reach.**  The nearest-neighbour query filters by model, dimension and
   the caller's conversations.  A reach of at most :data:`EXACT_SCAN_MAX` vectors (one conversation,
-  a few) is ranked exactly: every vector of the reach read through the conversation index.  A
-  wider one walks the HNSW index, iteratively with pgvector ≥ 0.8 (``strict_order``), so a filter
-  that drops most rows does not starve the result.  The reach's size comes from ``vector_counts``
-  (migration 116), never from counting vectors.
+  a few) is ranked exactly.  Above :data:`FIRST_PASS_MIN` vectors that is done in two passes: the
+  reach's half-precision copies (``embedding_half``, read from a covering index without touching
+  the table) pick the best :func:`first_pass_size` rows, and only those are ranked by their full
+  ``embedding``; rows whose copy is not written yet (an upgrade in progress) are ranked in full, so
+  none is ever skipped.  A wider reach walks the HNSW index, iteratively with pgvector ≥ 0.8
+  (``strict_order``), so a filter that drops most rows does not starve the result.  The reach's
+  size comes from ``vector_counts`` (migration 116), never from counting vectors.
+* **Every writer writes the half copy once its column exists** (same lock argument as the
+  ``embedding``); rows written before it existed are filled a batch per transaction by
+  :meth:`~SearchVectors.upgrade_vector_index`, never in one long transaction.
 * **Counts without contention.**  Statement triggers *append* delta rows to ``vector_counts``
   (writers never update a shared row, so concurrent builders and cascading deletes neither wait on
   each other nor deadlock there); readers sum them; the build folds them at the end of a pass.
@@ -41,6 +47,7 @@ from typing import Any
 
 import psycopg
 
+from lossless.errors import StoreError
 from lossless.ports import ItemVectors, VectorSource, VectorState, VectorTodo
 from lossless.stores.postgres.connection import Connection, Database
 from lossless.stores.postgres.memory_ann import MAX_HNSW_DIMENSIONS, vector_text
@@ -64,6 +71,13 @@ BULK_BACKLOG = 20_000
 #: A search whose conversations hold at most this many vectors reads them all (an exact scan through
 #: the conversation index: a few milliseconds); above it, the HNSW index is walked (approximate).
 EXACT_SCAN_MAX = 20_000
+#: A reach of more vectors than this (and at most EXACT_SCAN_MAX) is ranked in two passes: half precision, then exact.
+FIRST_PASS_MIN = 1_000
+#: Rows the half-precision pass keeps per row the exact pass fetches (at least _FIRST_PASS_LEAST).
+FIRST_PASS_FACTOR = 4
+_FIRST_PASS_LEAST = 100
+#: Rows given their half-precision copy per transaction while an older database is upgraded.
+UPGRADE_BATCH = 5000
 #: The least maintenance_work_mem an HNSW build gets (kB): the build is far faster while its graph fits.
 _BUILD_MEMORY_KB = 1024 * 1024
 #: The most tuples one HNSW walk may visit (pgvector's default is 20,000) before the exact scan takes over.
@@ -81,6 +95,14 @@ _DEFERRED: dict[str, set[tuple[VectorSource, int]]] = {}
 _HAS_COLUMN = (
     "SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attname = 'embedding' AND NOT attisdropped"
 )
+_HAS_HALF = (
+    "SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attname = 'embedding_half' AND NOT attisdropped"
+)
+
+
+def first_pass_size(fetch: int) -> int:
+    """How many rows the half-precision pass hands to the exact one when ``fetch`` rows are asked for."""
+    return max(_FIRST_PASS_LEAST, FIRST_PASS_FACTOR * fetch)
 
 
 def _version(text: str) -> tuple[int, ...]:
@@ -150,14 +172,17 @@ class SearchVectors:
         async with self._db.transaction() as conn:
             await conn.execute(f"LOCK TABLE {vectors} IN ROW EXCLUSIVE MODE")
             schema = await self._schema(conn) if await _one(conn, _HAS_COLUMN, (vectors,)) else None
+            half = schema is not None and bool(await _one(conn, _HAS_HALF, (vectors,)))
             # One statement for the whole batch (arrays, not a row per round trip); the join keeps only
             # items that still exist in their conversation, and RETURNING counts what was new.
+            columns = (", embedding" if schema is not None else "") + (", embedding_half" if half else "")
             embedding = f", t.e::{schema}.vector" if schema is not None else ""
+            if half:
+                embedding += f", t.e::{schema}.vector::{schema}.halfvec"
             texts = [vector_text(v) if d and schema is not None else None for _, _, _, d, v in rows]
             found = await _all(
                 conn,
-                f"INSERT INTO {vectors} ({key}, model, chunk, conversation_id, dim, vector"
-                f"{', embedding' if schema is not None else ''}) "
+                f"INSERT INTO {vectors} ({key}, model, chunk, conversation_id, dim, vector{columns}) "
                 f"SELECT t.k, %s, t.n, t.c, t.d, t.v{embedding} "
                 f"FROM unnest(%s::{_KEY_TYPES[source]}[], %s::integer[], %s::bigint[], %s::integer[], "
                 "%s::bytea[], %s::text[]) AS t(k, n, c, d, v, e) "
@@ -271,6 +296,9 @@ class SearchVectors:
                 await conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_SPACE, int(dim)))
                 if not await _one(conn, _HAS_COLUMN, (vectors,)):
                     await conn.execute(f"ALTER TABLE {vectors} ADD COLUMN embedding {schema}.vector")
+                    if await self._has_halfvec(conn):  # a new column: its half copy comes with it, filled below
+                        await conn.execute(f"ALTER TABLE {vectors} ADD COLUMN embedding_half {schema}.halfvec")
+                        await self._half_indexes(conn, vectors, key)
                 await self._fill(conn, vectors, key, schema)
                 backlog = await _one(
                     conn,
@@ -285,7 +313,7 @@ class SearchVectors:
                 await self._create_index(conn, vectors, schema, int(dim))
             log.info("pgvector: %s searched in the database (HNSW, %d dimensions)", vectors, dim)
             return True
-        except psycopg.Error as exc:  # no privilege, a lock timeout: search the loaded vectors instead
+        except (psycopg.Error, StoreError) as exc:  # no privilege, a lock timeout: search the loaded vectors instead
             log.warning("could not prepare the pgvector index of %s (%s); searching in memory", vectors, exc)
             return False
 
@@ -319,15 +347,88 @@ class SearchVectors:
                         await conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_SPACE, dim))
                         await self._create_index(conn, vectors, schema, dim)
                         log.info("pgvector: %s searched in the database (HNSW, %d dimensions)", vectors, dim)
-            except psycopg.Error as exc:
+            except (psycopg.Error, StoreError) as exc:  # errors inside a transaction block come translated
                 log.warning("could not make the pgvector index of %s (%s); searching in memory", vectors, exc)
             _DEFERRED[self._db.url].discard((source, dim))
         await self.fold_vector_counts()
         async with self._db.transaction() as conn:
             await conn.execute("ANALYZE message_vectors, summary_vectors")
 
+    async def _has_halfvec(self, conn: Connection) -> bool:
+        """Whether the installed pgvector has the ``halfvec`` type (0.7 and later)."""
+        row = await _one(conn, _EXTENSION)
+        return row is not None and _version(row[1]) >= (0, 7)
+
+    async def _half_indexes(self, conn: Connection, vectors: str, key: str) -> None:
+        """The covering index the half-precision pass reads, and the one that finds rows still without their copy."""
+        await conn.execute(
+            f"CREATE INDEX IF NOT EXISTS {vectors}_half_idx ON {vectors} (model, conversation_id, dim) "
+            f"INCLUDE ({key}, chunk, embedding_half) WHERE embedding_half IS NOT NULL"
+        )
+        await conn.execute(
+            f"CREATE INDEX IF NOT EXISTS {vectors}_unhalved_idx ON {vectors} (model, conversation_id) "
+            "WHERE embedding_half IS NULL AND dim > 0"
+        )
+
+    async def upgrade_vector_index(self) -> int:
+        """Give a database made before the half-precision pass its column, indexes and copies, a batch a call.
+
+        The background build calls this once it has nothing else to write, until it answers 0.  Each
+        part is a short transaction of its own: adding the column (no rewrite), making the two
+        indexes (one read of the table each; vector writers wait meanwhile, ingest and searches do
+        not), then :data:`UPGRADE_BATCH` rows per call.  Searches stay exact throughout: rows without
+        their copy are ranked in full.  Returns how many rows got their copy (0: none left, or no
+        pgvector ≥ 0.7, or no ``embedding`` column yet — :meth:`prepare_vector_index` then adds both;
+        -1: not now, a lock was not free within ``postgres_lock_timeout_ms`` or the like, ask again).
+        """
+        for source in ("summaries", "messages"):
+            vectors, key, _, _ = _TABLES[source]
+            try:
+                async with self._db.transaction() as conn:
+                    schema = await self._schema(conn)
+                    if schema is None or not await self._has_halfvec(conn):
+                        return 0
+                    if not await _one(conn, _HAS_COLUMN, (vectors,)):
+                        continue
+                    if not await _one(conn, _HAS_HALF, (vectors,)):
+                        await conn.execute(
+                            f"ALTER TABLE {vectors} ADD COLUMN IF NOT EXISTS embedding_half {schema}.halfvec"
+                        )
+                    made = await _one(
+                        conn,
+                        "SELECT count(*) FROM unnest(%s::text[]) AS n WHERE to_regclass(n) IS NOT NULL",
+                        ([f"{vectors}_half_idx", f"{vectors}_unhalved_idx"],),
+                    )
+                if made is None or int(made[0]) < 2:
+                    async with self._db.transaction() as conn:
+                        await conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (_LOCK_SPACE,))
+                        await self._half_indexes(conn, vectors, key)
+                async with self._db.transaction() as conn:
+                    done = await _all(
+                        conn,
+                        f"UPDATE {vectors} v SET embedding_half = v.embedding::{schema}.halfvec FROM ("
+                        f"SELECT {key} AS k, model AS m, chunk AS n FROM {vectors} "
+                        # in the order of the index of rows still without their copy: a batch never
+                        # reads past the rows already done (a scan of the table would, more each batch)
+                        "WHERE embedding_half IS NULL AND dim > 0 AND embedding IS NOT NULL "
+                        "ORDER BY model, conversation_id "
+                        f"LIMIT %s FOR UPDATE SKIP LOCKED) t WHERE v.{key} = t.k AND v.model = t.m AND v.chunk = t.n "
+                        "RETURNING 1",
+                        (UPGRADE_BATCH,),
+                    )
+            except (psycopg.Error, StoreError) as exc:  # a lock timeout, no privilege: searches stay exact
+                log.warning("could not upgrade the vector index of %s yet (%s)", vectors, exc)
+                return -1
+            if done:
+                return len(done)
+        return 0
+
     async def _fill(self, conn: Connection, vectors: str, key: str, schema: str) -> None:
-        """Embeddings for every row that has none (inside the transaction that holds the table's lock)."""
+        """Embeddings (and half copies) for every row that has none (inside the transaction that holds the
+        table's lock)."""
+        half = ""
+        if await _one(conn, _HAS_HALF, (vectors,)):
+            half = f", embedding_half = t.e::{schema}.vector::{schema}.halfvec"
         while True:
             rows = await _all(
                 conn,
@@ -338,7 +439,7 @@ class SearchVectors:
                 return
             key_type = _KEY_TYPES["messages" if vectors == "message_vectors" else "summaries"]
             await conn.execute(
-                f"UPDATE {vectors} v SET embedding = t.e::{schema}.vector "
+                f"UPDATE {vectors} v SET embedding = t.e::{schema}.vector{half} "
                 f"FROM unnest(%s::{key_type}[], %s::text[], %s::integer[], %s::text[]) AS t(k, m, n, e) "
                 f"WHERE v.{key} = t.k AND v.model = t.m AND v.chunk = t.n",
                 (
@@ -377,8 +478,9 @@ class SearchVectors:
                     sizes = await _one(
                         conn,
                         "SELECT coalesce(sum(rows) FILTER (WHERE conversation_id = ANY(%s)), 0), "
-                        "coalesce(sum(rows), 0) FROM vector_counts WHERE source = %s AND model = %s",
-                        (ids, source, model),
+                        "coalesce(sum(rows), 0), to_regclass(%s) IS NOT NULL "
+                        "FROM vector_counts WHERE source = %s AND model = %s",
+                        (ids, f"{vectors}_half_idx", source, model),
                     )
                     reach, everything = (int(sizes[0]), int(sizes[1])) if sizes else (0, 0)
                     if reach > EXACT_SCAN_MAX:
@@ -388,7 +490,10 @@ class SearchVectors:
                         if len(walked) >= limit:
                             return walked
                         # the walk gave up before the filter let enough through: rank the reach exactly
-                    return await self._search(conn, schema, version, vectors, key, model, query, ids, limit)
+                    two_pass = bool(sizes and sizes[2]) and reach > FIRST_PASS_MIN
+                    return await self._search(
+                        conn, schema, version, vectors, key, model, query, ids, limit, reach=reach if two_pass else 0
+                    )
             except psycopg.Error as exc:
                 _READY.pop((self._db.url, vectors, dim), None)  # look again next time (was the index dropped?)
                 log.warning("pgvector search failed (%s); searching in memory", exc)
@@ -407,13 +512,18 @@ class SearchVectors:
         limit: int,
         *,
         share: float | None = None,
+        reach: int = 0,
     ) -> list[tuple[int | str, int, float]]:
-        """The nearest items: an exact scan of the reach's rows, or (``share``: the reach's part of all
+        """The nearest items: an exact ranking of the reach's rows, or (``share``: the reach's part of all
         vectors) a walk of the HNSW index.
 
         The exact form compares the uncast column, which the expression index cannot serve, so the
-        planner reads the reach's rows through the conversation index and sorts them.  The walk may
-        visit about ``1/share`` tuples per match it keeps, so its tuple budget grows as the share falls.
+        planner reads the reach's rows through the conversation index and sorts them.  With ``reach``
+        (its size, where the half copies' index exists) over the first pass's size, it first ranks the
+        reach's half-precision copies from their covering index (no table row read) and compares the
+        full vectors of the best :func:`first_pass_size` only, plus any row without its copy yet.  The
+        walk may visit about ``1/share`` tuples per match it keeps, so its tuple budget grows as the
+        share falls.
         """
         dim = len(query) // 4
         exact = share is None
@@ -430,12 +540,27 @@ class SearchVectors:
         while True:
             if not exact:
                 await conn.execute(f"SET LOCAL hnsw.ef_search = {min(1000, max(40, fetch))}")
-            rows = await _all(
-                conn,
-                f"SELECT {key}, conversation_id, {distance} FROM {vectors} "
-                f"WHERE model = %s AND dim = {dim} AND conversation_id = ANY(%s) ORDER BY {distance} LIMIT %s",
-                (text, model, ids, text, fetch),
-            )
+            if exact and reach > first_pass_size(fetch):
+                rows = await _all(
+                    conn,
+                    f"SELECT v.{key}, v.conversation_id, "
+                    f"(v.embedding OPERATOR({schema}.<=>) %s::{schema}.vector) FROM ("
+                    f"(SELECT {key} AS k, chunk AS n FROM {vectors} WHERE model = %s AND dim = {dim} "
+                    "AND conversation_id = ANY(%s) AND embedding_half IS NOT NULL "
+                    f"ORDER BY embedding_half OPERATOR({schema}.<=>) %s::{schema}.halfvec LIMIT %s) UNION ALL "
+                    f"(SELECT {key}, chunk FROM {vectors} WHERE model = %s AND dim = {dim} AND dim > 0 "
+                    "AND conversation_id = ANY(%s) AND embedding_half IS NULL)) f "
+                    f"JOIN {vectors} v ON v.{key} = f.k AND v.model = %s AND v.chunk = f.n "
+                    "ORDER BY 3 LIMIT %s",
+                    (text, model, ids, text, first_pass_size(fetch), model, ids, model, fetch),
+                )
+            else:
+                rows = await _all(
+                    conn,
+                    f"SELECT {key}, conversation_id, {distance} FROM {vectors} "
+                    f"WHERE model = %s AND dim = {dim} AND conversation_id = ANY(%s) ORDER BY {distance} LIMIT %s",
+                    (text, model, ids, text, fetch),
+                )
             best: dict[int | str, tuple[int, float]] = {}
             for item, conversation_id, dist in rows:
                 similarity = 1.0 - float(dist)
