@@ -6,18 +6,25 @@ talking to a loopback stub that answers after ``LATENCY`` seconds, as a real mod
 dominated by waiting on the model, which is what a worker pool is for.  Then K ``lcm worker --once``
 processes (real processes, each its own connection pool) run until the queue is empty.
 
+While the workers run, :data:`HOSTS` hosts (engines of this process, each on its own connection pool)
+keep ingesting new turns, one message per call, into the very conversations being compacted, as live
+agents would.
+
 Figures: jobs per second for K = 1, 2, 4 (process start-up included), the ratio of K workers against one
-(goal: 4 workers ≥ 2.5×).  Checks, each run: every job ran exactly once (done, one attempt); no two
-compaction runs of one conversation overlapped in time (the per-conversation advisory lock); the store's
-integrity report is clean.  A failed check stops the benchmark.
+(goal: 4 workers ≥ 2.5×), and the hosts' ingest rate while the workers run.  Checks, each run: every job
+ran exactly once (done, one attempt); no two compaction runs of one conversation overlapped in time (the
+per-conversation advisory lock); every message a host sent is stored exactly once, in its conversation;
+the store's integrity report is clean.  A failed check stops the benchmark.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,11 +37,12 @@ from tests import pg
 
 from _harness import Figure, parse_args, report
 from ingest import load_messages, realistic
-from lossless import ContextEngine
+from lossless import ContextEngine, Message
 from lossless.testing import DEFAULT_REPLY, StubProviderServer, StubReply
 
 LATENCY = 0.15  # seconds per summarizer call
 MESSAGES = 60  # per conversation
+HOSTS = 2  # engines ingesting into the conversations while the workers compact them
 SETTINGS = {
     "LCM_SUMMARY_PROVIDER": "openai",
     "LCM_SUMMARY_MODEL": "stub-model",
@@ -68,9 +76,14 @@ async def seed(url: str, conversations: int) -> None:
             await engine.enqueue_compaction(f"work-{c}", reason="manual", mode="full")
 
 
-async def check(url: str, conversations: int) -> int:
-    """Every job done once, runs of one conversation never overlapping, integrity clean; returns passes made."""
+async def check(url: str, conversations: int, sent: dict[str, list[str]]) -> int:
+    """Every job done once, runs of one conversation never overlapping, every host message stored once,
+    integrity clean; returns passes made."""
     async with await ContextEngine.open(url) as engine:
+        for session, keys in sent.items():
+            stored = [m.event_key for m in await engine.messages(session) if (m.event_key or "").startswith("host")]
+            if sorted(stored) != sorted(keys):
+                raise SystemExit(f"{session}: the hosts sent {len(keys)} messages, {len(stored)} are stored")
         jobs = await engine.store.list_jobs(limit=10_000)
         compaction = [j for j in jobs if j.kind == "compaction"]
         if len(compaction) != conversations or any(j.state != "done" or j.attempts != 1 for j in compaction):
@@ -96,17 +109,40 @@ async def check(url: str, conversations: int) -> int:
     return passes
 
 
-def drain(env: dict[str, str], workers: int) -> float:
+async def hosts(url: str, conversations: int, procs: list[subprocess.Popen[bytes]]) -> dict[str, list[str]]:
+    """Ingest one message per call into the conversations until every worker has exited; the keys sent."""
+    sent: dict[str, list[str]] = {}
+
+    async def host(h: int) -> None:
+        async with await ContextEngine.open(url) as engine:
+            n = 0
+            while any(p.poll() is None for p in procs):
+                session, key = f"work-{(h + n * HOSTS) % conversations}", f"host{h}-{n}"
+                await engine.ingest(session, Message.user(f"host {h}, turn {n}: still here", event_key=key))
+                sent.setdefault(session, []).append(key)
+                n += 1
+
+    async with anyio.create_task_group() as group:
+        for h in range(HOSTS):
+            group.start_soon(host, h)
+    return sent
+
+
+def drain(env: dict[str, str], workers: int, url: str, conversations: int) -> tuple[float, dict[str, list[str]]]:
+    """Run the workers to the end while the hosts ingest; (seconds, the hosts' keys by conversation)."""
     started = time.perf_counter()
-    procs = [
-        subprocess.Popen([str(LCM), "worker", "--once", "--poll", "0.05"], env=env, stderr=subprocess.PIPE, text=True)
-        for _ in range(workers)
-    ]
-    for proc in procs:
-        _, err = proc.communicate(timeout=900)
-        if proc.returncode != 0:
-            raise SystemExit(f"a worker failed ({proc.returncode}): {err[-2000:]}")
-    return time.perf_counter() - started
+    with contextlib.ExitStack() as stack:
+        logs = [stack.enter_context(tempfile.TemporaryFile()) for _ in range(workers)]  # not a pipe: never blocks
+        procs = [
+            subprocess.Popen([str(LCM), "worker", "--once", "--poll", "0.05"], env=env, stderr=log) for log in logs
+        ]
+        sent = anyio.run(hosts, url, conversations, procs)
+        for proc, log in zip(procs, logs, strict=True):
+            proc.wait(timeout=900)
+            log.seek(0)
+            if proc.returncode != 0:
+                raise SystemExit(f"a worker failed ({proc.returncode}): {log.read().decode(errors='replace')[-2000:]}")
+    return time.perf_counter() - started, sent
 
 
 def main() -> None:
@@ -116,18 +152,24 @@ def main() -> None:
     pg.prepare_template(server)
     rates: dict[int, float] = {}
     notes: dict[int, str] = {}
+    hosted: dict[int, float] = {}
     try:
         with StubProviderServer(default=StubReply(text=DEFAULT_REPLY.text, delay_s=LATENCY)) as stub:
             for workers in (1, 2, 4):
                 url = server.create_database()
                 try:
                     anyio.run(seed, url, conversations)
-                    seconds = drain(environment(url, stub), workers)
-                    passes = anyio.run(check, url, conversations)
+                    seconds, sent = drain(environment(url, stub), workers, url, conversations)
+                    passes = anyio.run(check, url, conversations, sent)
                 finally:
                     server.drop_database(url)
                 rates[workers] = conversations / seconds
-                notes[workers] = f"{conversations} jobs ({passes} passes) in {seconds:.1f} s; checks passed"
+                written = sum(len(keys) for keys in sent.values())
+                hosted[workers] = written / seconds
+                notes[workers] = (
+                    f"{conversations} jobs ({passes} passes) in {seconds:.1f} s, {written:,} messages from "
+                    f"{HOSTS} hosts meanwhile; checks passed"
+                )
                 print(f"{workers} worker(s): {rates[workers]:.2f} jobs/s — {notes[workers]}")
     finally:
         server.close()
@@ -143,6 +185,10 @@ def main() -> None:
             note=notes[k],
         )
         for k in (2, 4)
+    ]
+    figures += [
+        Figure(f"hosts' ingest while {k} worker(s) run", hosted[k], "msg/s", note=f"{HOSTS} hosts, one message a call")
+        for k in (1, 2, 4)
     ]
     report("workers", figures, args.json)
 

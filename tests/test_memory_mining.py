@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
@@ -198,3 +199,21 @@ async def test_without_an_embedder_mining_stops_once_and_turns_go_on(
     assert engine.parts["memory"].mining_off is not None and "embeddings" in engine.parts["memory"].mining_off  # type: ignore[attr-defined]
     turn = await engine.after_turn("bare", [Message.user("I prefer tea.")], token_budget=1_000_000)
     assert turn.error is None and (await engine.memory().stats()).current == 0
+
+
+async def test_without_an_embedder_a_leaf_summary_is_made_and_nothing_warns(
+    engine: ContextEngine, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The base install: the leaf hook finds no embedder, says so once (info), and compaction goes on."""
+
+    async def no_model(*args: object) -> object:
+        raise MissingDependencyError("long-term memory search", "embeddings", "numpy")
+
+    monkeypatch.setattr(engine.memory(), "mine", no_model)
+    await engine.ingest_batch("bare", _history())
+    with caplog.at_level(logging.INFO):
+        result = await engine.compact("bare", force=True)
+    assert sum(s.kind == "leaf" for s in result.summaries) >= 2
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], "no warning per leaf"
+    said = [r.getMessage() for r in caplog.records if "no mining" in r.getMessage()]
+    assert len(said) == 1 and "lossless-context[embeddings]" in said[0], "said once, with what to install"

@@ -84,8 +84,7 @@ class AgentMemory:
         try:
             return await self.remember(ingested, session_key=session_key)
         except MissingDependencyError as exc:
-            self.mining_off = str(exc)
-            log.info("no mining of long-term memories: %s", exc)
+            self._stop_mining(exc)
             return None
 
     def _agent_for(self, session_key: str | None) -> str | None:
@@ -114,8 +113,7 @@ class AgentMemory:
             try:
                 await self._mine_conversations(by_conversation)
             except MissingDependencyError as exc:
-                self.mining_off = str(exc)
-                log.info("no background mining of long-term memories: %s", exc)
+                self._stop_mining(exc)
                 return 0
         self._mined_to = cursor
         return len(ids)
@@ -146,5 +144,16 @@ class AgentMemory:
         return ids
 
     async def mine_summary(self, leaf: Summary) -> object:
-        """Mine a new leaf summary (the compactor's hook when ``memory_auto_extract``)."""
-        return await self.memory().mine_summary(self.store, leaf)
+        """Mine a new leaf summary (the compactor's hook when ``memory_auto_extract``); without an embedder it
+        stops, as :meth:`remember_turn` does."""
+        if self.mining_off is not None:
+            return None
+        try:
+            return await self.memory().mine_summary(self.store, leaf)
+        except MissingDependencyError as exc:
+            self._stop_mining(exc)
+            return None
+
+    def _stop_mining(self, exc: MissingDependencyError) -> None:
+        self.mining_off = str(exc)
+        log.info("no mining of long-term memories: %s", exc)
