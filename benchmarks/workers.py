@@ -3,12 +3,15 @@
 Each run starts from a fresh database holding the same N conversations (96; ``--quick``: 16) of real
 agent messages, each with one queued ``full`` compaction job.  The summarizer is the OpenAI provider
 talking to a loopback stub that answers after ``LATENCY`` seconds, as a real model would — the jobs are
-dominated by waiting on the model, which is what a worker pool is for.  Then K ``lcm worker --once``
+dominated by waiting on the model, which is what a worker pool is for.  The memories each new leaf
+yields (mined by default) are embedded through the same stub's OpenAI-compatible embeddings route.  Then K ``lcm worker --once``
 processes (real processes, each its own connection pool) run until the queue is empty.
 
 While the workers run, :data:`HOSTS` hosts (engines of this process, each on its own connection pool)
-keep ingesting new turns, one message per call, into the very conversations being compacted, as live
-agents would.
+keep ingesting new turns, one message per call (about 50 a second each, :data:`PACE_S`), each into a
+conversation of its own, as live agents beside the workers would (conversations of their own, so
+that each worker count gets the same jobs: turns added to the conversations being compacted make a
+job's work grow with the time it waits).
 
 Figures: jobs per second for K = 1, 2, 4 (process start-up included), the ratio of K workers against one
 (goal: 4 workers ≥ 2.5×), and the hosts' ingest rate while the workers run.  Checks, each run: every job
@@ -42,7 +45,8 @@ from lossless.testing import DEFAULT_REPLY, StubProviderServer, StubReply
 
 LATENCY = 0.15  # seconds per summarizer call
 MESSAGES = 60  # per conversation
-HOSTS = 2  # engines ingesting into the conversations while the workers compact them
+HOSTS = 2  # engines ingesting while the workers compact
+PACE_S = 0.02  # a host's pause between two messages (about 50 messages a second each, far above a live agent's)
 SETTINGS = {
     "LCM_SUMMARY_PROVIDER": "openai",
     "LCM_SUMMARY_MODEL": "stub-model",
@@ -60,6 +64,10 @@ def environment(url: str, stub: StubProviderServer) -> dict[str, str]:
         {
             "LCM_DATABASE_URL": url,
             "LCM_SUMMARY_BASE_URL": stub.openai_base_url,
+            # the memories mined from each new leaf are embedded by the same kind of remote model
+            "LCM_MEMORY_EMBEDDER": "openai",
+            "LCM_MEMORY_EMBEDDING_BASE_URL": stub.openai_base_url,
+            "LCM_MEMORY_EMBEDDING_MODEL": "stub-embedder",
             "LCM_LEAF_TARGET_TOKENS": "300",
             "LCM_CONDENSED_TARGET_TOKENS": "300",
         }
@@ -109,7 +117,7 @@ async def check(url: str, conversations: int, sent: dict[str, list[str]]) -> int
     return passes
 
 
-async def hosts(url: str, conversations: int, procs: list[subprocess.Popen[bytes]]) -> dict[str, list[str]]:
+async def hosts(url: str, procs: list[subprocess.Popen[bytes]]) -> dict[str, list[str]]:
     """Ingest one message per call into the conversations until every worker has exited; the keys sent."""
     sent: dict[str, list[str]] = {}
 
@@ -117,10 +125,11 @@ async def hosts(url: str, conversations: int, procs: list[subprocess.Popen[bytes
         async with await ContextEngine.open(url) as engine:
             n = 0
             while any(p.poll() is None for p in procs):
-                session, key = f"work-{(h + n * HOSTS) % conversations}", f"host{h}-{n}"
+                session, key = f"live-{h}", f"host{h}-{n}"
                 await engine.ingest(session, Message.user(f"host {h}, turn {n}: still here", event_key=key))
                 sent.setdefault(session, []).append(key)
                 n += 1
+                await anyio.sleep(PACE_S)
 
     async with anyio.create_task_group() as group:
         for h in range(HOSTS):
@@ -128,7 +137,7 @@ async def hosts(url: str, conversations: int, procs: list[subprocess.Popen[bytes
     return sent
 
 
-def drain(env: dict[str, str], workers: int, url: str, conversations: int) -> tuple[float, dict[str, list[str]]]:
+def drain(env: dict[str, str], workers: int, url: str) -> tuple[float, dict[str, list[str]]]:
     """Run the workers to the end while the hosts ingest; (seconds, the hosts' keys by conversation)."""
     started = time.perf_counter()
     with contextlib.ExitStack() as stack:
@@ -136,7 +145,7 @@ def drain(env: dict[str, str], workers: int, url: str, conversations: int) -> tu
         procs = [
             subprocess.Popen([str(LCM), "worker", "--once", "--poll", "0.05"], env=env, stderr=log) for log in logs
         ]
-        sent = anyio.run(hosts, url, conversations, procs)
+        sent = anyio.run(hosts, url, procs)
         for proc, log in zip(procs, logs, strict=True):
             proc.wait(timeout=900)
             log.seek(0)
@@ -159,7 +168,7 @@ def main() -> None:
                 url = server.create_database()
                 try:
                     anyio.run(seed, url, conversations)
-                    seconds, sent = drain(environment(url, stub), workers, url, conversations)
+                    seconds, sent = drain(environment(url, stub), workers, url)
                     passes = anyio.run(check, url, conversations, sent)
                 finally:
                     server.drop_database(url)
@@ -186,10 +195,8 @@ def main() -> None:
         )
         for k in (2, 4)
     ]
-    figures += [
-        Figure(f"hosts' ingest while {k} worker(s) run", hosted[k], "msg/s", note=f"{HOSTS} hosts, one message a call")
-        for k in (1, 2, 4)
-    ]
+    paced = f"{HOSTS} hosts, one message a call, {PACE_S * 1000:.0f} ms apart"
+    figures += [Figure(f"hosts' ingest while {k} worker(s) run", hosted[k], "msg/s", note=paced) for k in (1, 2, 4)]
     report("workers", figures, args.json)
 
 
