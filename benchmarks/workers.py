@@ -4,8 +4,9 @@ Each run starts from a fresh database holding the same N conversations (96; ``--
 agent messages, each with one queued ``full`` compaction job.  The summarizer is the OpenAI provider
 talking to a loopback stub that answers after ``LATENCY`` seconds, as a real model would — the jobs are
 dominated by waiting on the model, which is what a worker pool is for.  The memories each new leaf
-yields (mined by default) are embedded through the same stub's OpenAI-compatible embeddings route.  Then K ``lcm worker --once``
-processes (real processes, each its own connection pool) run until the queue is empty.
+yields (mined by default) are embedded through the same stub's OpenAI-compatible embeddings route.
+Then K ``lcm worker --once`` processes (real processes, each its own connection pool) run until the
+queue is empty.
 
 While the workers run, :data:`HOSTS` hosts (engines of this process, each on its own connection pool)
 keep ingesting new turns, one message per call (about 50 a second each, :data:`PACE_S`), each into a
