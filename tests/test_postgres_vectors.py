@@ -51,6 +51,24 @@ async def _open(url: str) -> PostgresStore:
     return store
 
 
+async def _store_with_pgvector(pg_url: str, **settings: int) -> PostgresStore:
+    """A store on a database with pgvector created (the test skips where the embedded pgvector cannot load)."""
+    if not _pgvector_loads():
+        pytest.skip("the embedded pgvector needs AVX2 and FMA, which this CPU lacks")
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+        await conn.execute("CREATE EXTENSION vector")
+    return await PostgresStore.open(pg_url, **settings)
+
+
+@asynccontextmanager
+async def _reading(pg_url: str, table: str) -> AsyncIterator[None]:
+    """Another session holding ``table`` in ACCESS SHARE mode (a long read) while the block runs."""
+    async with await psycopg.AsyncConnection.connect(pg_url) as holder:
+        await holder.execute(f"LOCK TABLE {table} IN ACCESS SHARE MODE")
+        yield
+        await holder.rollback()
+
+
 async def test_counts_are_appended_per_statement_and_folded_without_changing_them(pg_url: str) -> None:
     store = await _open(pg_url)
     try:
@@ -112,12 +130,8 @@ def _cosine(a: bytes, b: bytes) -> float:
 async def test_a_large_first_backlog_gets_its_hnsw_index_in_bulk_and_small_reaches_are_exact(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if not _pgvector_loads():
-        pytest.skip("the embedded pgvector needs AVX2 and FMA, which this CPU lacks")
-    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
-        await conn.execute("CREATE EXTENSION vector")
     monkeypatch.setattr(pg_vectors, "BULK_BACKLOG", 10)
-    store = await _open(pg_url)
+    store = await _store_with_pgvector(pg_url)
     try:
         embedder = HashEmbedder(64)
         model = index_model(embedder.model)
@@ -186,15 +200,11 @@ def _brute(loaded: list[tuple[int | str, bytes]], probe: bytes, limit: int) -> l
 async def test_the_half_precision_first_pass_finds_the_exact_nearest_and_never_skips_a_row_without_its_copy(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if not _pgvector_loads():
-        pytest.skip("the embedded pgvector needs AVX2 and FMA, which this CPU lacks")
-    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
-        await conn.execute("CREATE EXTENSION vector")
     # every reach takes the two passes here, and the first keeps 26 of the conversation's 80 rows
     monkeypatch.setattr(pg_vectors, "FIRST_PASS_MIN", 0)
     monkeypatch.setattr(pg_vectors, "_FIRST_PASS_LEAST", 1)
     monkeypatch.setattr(pg_vectors, "FIRST_PASS_FACTOR", 1)
-    store = await _open(pg_url)
+    store = await _store_with_pgvector(pg_url)
     try:
         embedder = HashEmbedder(64)
         model = index_model(embedder.model)
@@ -274,24 +284,6 @@ async def test_a_store_built_before_the_half_copies_is_upgraded_a_batch_at_a_tim
         assert await store.upgrade_vector_index() == 0
     finally:
         await store.close()
-
-
-async def _store_with_pgvector(pg_url: str, **settings: int) -> PostgresStore:
-    """A store on a database with pgvector created (the test skips where the embedded pgvector cannot load)."""
-    if not _pgvector_loads():
-        pytest.skip("the embedded pgvector needs AVX2 and FMA, which this CPU lacks")
-    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
-        await conn.execute("CREATE EXTENSION vector")
-    return await PostgresStore.open(pg_url, **settings)
-
-
-@asynccontextmanager
-async def _reading(pg_url: str, table: str) -> AsyncIterator[None]:
-    """Another session holding ``table`` in ACCESS SHARE mode (a long read) while the block runs."""
-    async with await psycopg.AsyncConnection.connect(pg_url) as holder:
-        await holder.execute(f"LOCK TABLE {table} IN ACCESS SHARE MODE")
-        yield
-        await holder.rollback()
 
 
 async def test_an_upgrade_that_cannot_take_its_lock_now_is_asked_again_later(pg_url: str) -> None:
