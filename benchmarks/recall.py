@@ -31,7 +31,8 @@ baseline's (difference in points and ratio).  Latency excludes embedding the que
 embedding method first embeds (and the engine caches) whatever text it embeds for each question; that cost
 is reported on its own ("query embedding", per text, uncached).  The vectors are built before timing too
 (``engine.index_step`` to the end, as a background worker would), then loaded by one warm-up search per
-conversation.
+conversation.  ``--json OUT`` also keeps, per question and method, the rank of each evidence message
+(``results.ranks``), to look at what was missed.
 """
 
 from __future__ import annotations
@@ -290,7 +291,7 @@ async def evaluate(
             "summary": summary,
             "memory": memory,
         }
-        results: dict[str, Any] = {"overall": {}, "by_conversation": {}, "by_type": {}, "fallbacks": {}}
+        results: dict[str, Any] = {"overall": {}, "by_conversation": {}, "by_type": {}, "fallbacks": {}, "ranks": {}}
         for name in methods:
             if name in ("semantic", "hybrid", "summary"):
                 # Untimed pass: whatever text the product embeds for a question (the question, its
@@ -303,6 +304,10 @@ async def evaluate(
                 ranked = await rankers[name](question)
                 elapsed = (time.perf_counter() - start) * 1000
                 per_question.append((question, metrics(ranked, question["evidence"]), elapsed))
+                # Where each evidence message came (1-based; None past DEPTH), for looking at the misses.
+                results["ranks"].setdefault(question["id"], {})[name] = [
+                    ranked.index(e) + 1 if e in ranked else None for e in question["evidence"]
+                ]
             results["overall"][name] = summarise([m for _, m, _ in per_question], [t for _, _, t in per_question])
             for group, field in (("by_conversation", "conversation_id"), ("by_type", "type")):
                 keys = dict.fromkeys(str(q.get(field, "-")) for q, _, _ in per_question)
