@@ -14,7 +14,8 @@ Figures (``--quick`` sizes in brackets; ``--messages=N`` sets the history's size
   every message.  Goal: PostgreSQL acknowledged ≥ 0.5× SQLite's.
 * **grep** over that whole history, once indexed: full-text (a word in about 1% of the messages)
   and a selective regex, p50 over repeated calls, PostgreSQL against SQLite (goal for full text:
-  ≤ 2×).
+  ≤ 2×); and ``sort="relevance"`` (BM25 on both backends) for that word and for a question around
+  it (no message holds all its words: the any-word ranking answers).
 * **assemble** of one 10k-message conversation [2k], compacted, 128k budget, p50, PostgreSQL against
   SQLite (goal ≤ 2×).
 * **semantic grep** p50 over a conversation of 2,000 [500] messages whose vectors are built (the
@@ -99,6 +100,26 @@ async def grep_latency(url: str, word: str, regex: str, repeats: int) -> tuple[f
         words = await p50(lambda: engine.grep(word, mode="full_text", all_conversations=True), repeats)
         regexes = await p50(lambda: engine.grep(regex, mode="regex", all_conversations=True), repeats)
     return words, regexes
+
+
+def relevance_question(word: str) -> str:
+    """A question around ``word`` as an agent would type it (common words beside it; no message says it all)."""
+    return f"why did the {word} fail again after the error in the test"
+
+
+async def relevance_latency(url: str, word: str, repeats: int) -> tuple[float, float]:
+    """p50 of ``grep(…, sort="relevance")`` over every conversation: ``word`` alone, then a question around it."""
+    async with await ContextEngine.open(url) as engine:
+        results = []
+        for pattern in (word, relevance_question(word)):
+            await engine.grep(pattern, mode="full_text", all_conversations=True, sort="relevance")  # warm caches
+            results.append(
+                await p50(
+                    lambda p=pattern: engine.grep(p, mode="full_text", all_conversations=True, sort="relevance"),
+                    repeats,
+                )
+            )
+    return results[0], results[1]
 
 
 async def assemble_latency(url: str, messages: list[Message], repeats: int) -> float:
@@ -577,6 +598,8 @@ async def main() -> None:
                 pg_rate, pg_searchable = await fill(pg_url, history)
                 sqlite_words, sqlite_regex = await grep_latency(sqlite_url, word, regex, repeats)
                 pg_words, pg_regex = await grep_latency(pg_url, word, regex, repeats)
+                sqlite_ranked, sqlite_asked = await relevance_latency(sqlite_url, word, repeats)
+                pg_ranked, pg_asked = await relevance_latency(pg_url, word, repeats)
                 build_s, built = await build_vectors(pg_url)
                 scaled = await semantic_scaled(pg_url, pick_queries(history, repeats))
             sample = realistic(assembled, pool, "a")
@@ -606,6 +629,10 @@ async def main() -> None:
         Figure(
             "grep full_text p50, PostgreSQL (vs SQLite)", pg_words, "ms", baseline=sqlite_words, goal=2, goal_op="<="
         ),
+        Figure("grep by relevance p50, SQLite", sqlite_ranked, "ms", note=f"the word {word!r}, BM25"),
+        Figure("grep by relevance p50, PostgreSQL (vs SQLite)", pg_ranked, "ms", baseline=sqlite_ranked),
+        Figure("grep a question p50, SQLite", sqlite_asked, "ms", note=f"{relevance_question(word)!r}, by relevance"),
+        Figure("grep a question p50, PostgreSQL (vs SQLite)", pg_asked, "ms", baseline=sqlite_asked),
         Figure("grep regex p50, SQLite", sqlite_regex, "ms", note=f"pattern {regex!r}"),
         Figure("grep regex p50, PostgreSQL (vs SQLite)", pg_regex, "ms", baseline=sqlite_regex),
         Figure("assemble p50, SQLite", sqlite_assemble, "ms", note=f"{assembled:,} messages, compacted"),

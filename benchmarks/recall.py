@@ -1,7 +1,7 @@
 """Retrieval quality of the product's own search: which messages answer a question, per method, against a baseline.
 
 ``python benchmarks/recall.py [--quick] [--json OUT] [--split dev|test] [--dataset FILE] [--methods a,b,…]
-[--pad-with dev|test] [--embedder local|e5|hash] [--embed-cache FILE]``
+[--pad-with dev|test] [--embedder local|e5|hash] [--embed-cache FILE] [--backend sqlite|postgres]``
 
 The dataset is JSON: ``{"conversations": [{"id", "messages": [{"id", "role", "content", "created_at"}]}],
 "questions": [{"id", "conversation_id", "question", "answer", "evidence": [message ids]}]}``.  The default is
@@ -9,9 +9,12 @@ The dataset is JSON: ``{"conversations": [{"id", "messages": [{"id", "role", "co
 ``data/recall-small.json`` (30 hand-written questions) stays as a smoke test (``--dataset``).
 
 Every conversation is ingested through the engine (message ids become event keys, dates kept) into one
-SQLite file, compacted with small thresholds, and its messages are mined for long-term memories (as the
+store, compacted with small thresholds, and its messages are mined for long-term memories (as the
 compactor's leaf hook would; whenever ``hybrid``, ``summary`` or ``memory`` is asked, since hybrid grep
-fuses the memories of the conversations searched).  Each
+fuses the memories of the conversations searched).  The store is a SQLite file, or with ``--backend
+postgres`` a fresh database on the embedded PostgreSQL server the tests use (:mod:`tests.pg`, or the server
+of ``LCM_TEST_POSTGRES_URL``), opened through ``ContextEngine.open("postgresql://…")`` with the same
+settings; pgvector is not installed there, so vectors are ranked in the searching process as on SQLite.  Each
 question is then asked **within its own conversation**, as an agent would, through the public API only:
 
 * ``full_text`` / ``semantic`` / ``hybrid`` — ``engine.grep(question, mode=…, scope="messages",
@@ -23,7 +26,7 @@ question is then asked **within its own conversation**, as an agent would, throu
 * ``memory`` — the memory service's ``search``, each memory mapped to its source messages;
 * ``baseline`` — the plain baseline, computed here in the same run: SQLite FTS5 (porter, unicode61) over
   the raw messages of the conversation, the question's words OR-ed with stopwords dropped, ordered by
-  ``bm25``.  It is the only ranker in this file.
+  ``bm25``.  It is the only ranker in this file, and the same on both backends (it is not the store's search).
 
 Reported per conversation and overall: Recall@1/5/10/25/50 (share of a question's evidence messages in the
 top k, averaged over questions), MRR, NDCG@10, p50/p95 latency per question and each method's R@10 against the
@@ -38,6 +41,7 @@ conversation.  ``--json OUT`` also keeps, per question and method, the rank of e
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import math
@@ -47,7 +51,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -55,6 +59,7 @@ from typing import Any
 import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/pg.py: the embedded server
 
 from _embed_cache import CachingEmbedder
 from _harness import Figure, machine, report
@@ -151,15 +156,41 @@ def default_embedder() -> str:
     return "local"
 
 
+BACKENDS = ("sqlite", "postgres")
+
+
+@contextlib.contextmanager
+def store_url(backend: str, workdir: Path) -> Iterator[str]:
+    """The URL of a fresh, empty store on ``backend``: a SQLite file in ``workdir``, or a new PostgreSQL database.
+
+    PostgreSQL is the embedded server of the tests (:func:`tests.pg.start`, or ``LCM_TEST_POSTGRES_URL``);
+    the database is created empty (the engine migrates it) and dropped, and the server stopped, afterwards.
+    """
+    if backend == "sqlite":
+        yield f"sqlite:///{workdir / 'recall.db'}"
+        return
+    from tests import pg
+
+    pg.prepare_environment()
+    server = pg.start()
+    try:
+        url = server.create_database(template=None)
+        try:
+            yield url
+        finally:
+            server.drop_database(url)
+    finally:
+        server.close()
+
+
 async def evaluate(
     dataset: dict[str, Any],
     methods: Sequence[str],
-    workdir: Path,
+    url: str,
     padding: Sequence[dict[str, Any]] = (),
     embedder: str = "local",
     embed_cache: Path | None = None,
 ) -> dict[str, Any]:
-    url = f"sqlite:///{workdir / 'recall.db'}"
     settings = {
         "fresh_tail_count": 8,
         "leaf_min_fanout": 6,
@@ -360,6 +391,12 @@ def main() -> int:
         help="keep embeddings in FILE across runs (same vectors; only the setup is faster)",
     )
     parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="sqlite",
+        help="the store searched: a SQLite file, or a fresh database on the embedded PostgreSQL server",
+    )
+    parser.add_argument(
         "--pad-with",
         choices=tuple(SPLITS),
         help="also store that split's conversations (never asked about), for a larger store",
@@ -379,13 +416,13 @@ def main() -> int:
     padding: list[dict[str, Any]] = []
     if args.pad_with:
         padding = json.loads(SPLITS[args.pad_with].read_text(encoding="utf-8"))["conversations"]
-    with tempfile.TemporaryDirectory() as tmp:
-        results = anyio.run(evaluate, dataset, methods, Path(tmp), padding, embedder, args.embed_cache)
+    with tempfile.TemporaryDirectory() as tmp, store_url(args.backend, Path(tmp)) as url:
+        results = anyio.run(evaluate, dataset, methods, url, padding, embedder, args.embed_cache)
     counts, timings = results["counts"], results["timings"]
     print(
         f"\nrecall — {path.name}{' (quick)' if args.quick else ''}: {counts['questions']} questions, "
         f"{counts['messages']:,} messages in {counts['conversations']} conversations ({counts['stored_messages']:,} "
-        f"stored in all); each question asked within its conversation; embedder {embedder}"
+        f"stored in all); each question asked within its conversation; embedder {embedder}; backend {args.backend}"
     )
     print("setup: " + ", ".join(f"{k} {v:.1f}" for k, v in timings.items()))
     base = results["overall"]["baseline"]
@@ -431,6 +468,7 @@ def main() -> int:
             "dataset": path.name,
             "quick": args.quick,
             "embedder": embedder,
+            "backend": args.backend,
             "machine": machine(),
         }
         Path(args.json).write_text(json.dumps(payload, indent=2))

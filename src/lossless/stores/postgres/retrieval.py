@@ -399,6 +399,68 @@ def _terms(request: SearchRequest) -> list[WordTerm]:
     return [] if request.words is None else [t for g in parse_words(request.words) for t in g]
 
 
+#: BM25's term-frequency saturation and length normalisation (FTS5's and Lucene's defaults).
+BM25_K1, BM25_B = 1.2, 0.75
+#: A term's rows are counted up to this many (a commoner term weighs as if it were in this many).
+DF_CAP = 2_000
+#: The rows of the table are counted up to this many; above, the planner's estimate stands for them.
+TOTAL_CAP = 10_000
+#: The oldest rows whose word-index lengths give the average length of the length normalisation.
+AVGDL_SAMPLE = 500
+
+
+def _weights_sql(table: str, terms: Sequence[str]) -> tuple[str, list[Any]]:
+    """The one row of BM25 weights for ``terms`` (``tsquery`` texts): their IDFs and the average length.
+
+    Columns ``q`` (the terms, ``tsquery[]``), ``idf`` (``float8[]``, in the same order) and ``avgdl``.
+    The statistics are the table's, as FTS5's ``bm25`` takes them from its whole index, and each is
+    bounded: a term's rows are counted through the GIN index up to :data:`DF_CAP` (``LIMIT`` stops
+    the count), plus, for messages, those the indexer has not reached (``messages_unindexed_idx``,
+    their word index computed, so the weights never depend on the indexer's progress); the table's
+    rows are counted up to :data:`TOTAL_CAP` and estimated above (``pg_class.reltuples``); the
+    average length is that of the :data:`AVGDL_SAMPLE` oldest rows.  The IDF is BM25's, never
+    negative: ``ln(1 + (N - n + 0.5) / (n + 0.5))``.
+    """
+
+    def bounded(condition: str, cap: int) -> str:
+        return f"(SELECT count(*) FROM (SELECT 1 FROM {table} t WHERE {condition} LIMIT {cap:d}) c)"
+
+    per_term = bounded("t.content_tsv @@ u.q", DF_CAP)
+    vector = "t.content_tsv"
+    if table == "messages":
+        per_term += " + " + bounded(f"t.content_tsv IS NULL AND {_TSV_OF_TEXT} @@ u.q", DF_CAP)
+        vector = f"coalesce(t.content_tsv, {_TSV_OF_TEXT})"
+    counts = ", ".join(f"({per_term.replace('u.q', '%s::tsquery')})" for _ in terms)
+    key = "message_id" if table == "messages" else "summary_rowid"
+    sql = (
+        "SELECT s.q, ARRAY(SELECT ln(1 + (s.total - least(u.n, s.total) + 0.5) / (least(u.n, s.total) + 0.5)) "
+        "FROM unnest(s.n) WITH ORDINALITY AS u(n, i) ORDER BY u.i) AS idf, s.avgdl "
+        "FROM (SELECT %s::tsquery[] AS q, "
+        f"ARRAY[{counts}]::float8[] AS n, "
+        f"greatest(1, (SELECT CASE WHEN c.reltuples >= {TOTAL_CAP:d} THEN c.reltuples::float8 "
+        f"ELSE {bounded('true', TOTAL_CAP)}::float8 END FROM pg_class c WHERE c.oid = '{table}'::regclass)) AS total, "
+        f"coalesce(nullif((SELECT avg(length(c.v)) FROM (SELECT {vector} AS v FROM {table} t "
+        f"ORDER BY t.{key} LIMIT {AVGDL_SAMPLE:d}) c), 0), 1)::float8 AS avgdl) s"
+    )
+    return sql, [list(terms), *[term for term in terms for _ in range(per_term.count("u.q"))]]
+
+
+def _bm25_sql(vector: str, terms: int) -> str:
+    """A row's BM25 score from its word index ``vector`` and the ``weights`` row ``w`` of :func:`_weights_sql`.
+
+    Per term, ``idf × tf·(k1 + 1) / (tf + K)`` with ``K = k1·(1 − b + b·length / average length)``,
+    written ``idf·(k1 + 1)·(1 − K / (tf + K))`` so that ``tf`` (the term's occurrences, or a
+    phrase's: ``ts_rank_cd`` with unit weights and no normalisation counts them) is computed once;
+    a term the row lacks adds 0.  ``length`` is the number of distinct lexemes of the row.
+    """
+    k = f"{BM25_K1!r} * ({1 - BM25_B!r} + {BM25_B!r} * length({vector}) / w.avgdl)"
+    parts = [
+        f"w.idf[{i:d}] * (1 - ({k}) / (ts_rank_cd('{{1,1,1,1}}'::float4[], {vector}, w.q[{i:d}], 0) + {k}))"
+        for i in range(1, terms + 1)
+    ]
+    return f"({BM25_K1 + 1!r} * ({' + '.join(parts)}))"
+
+
 def _search_sql(
     request: SearchRequest, resolved_terms: Mapping[WordTerm, str], newest: int | None = None
 ) -> tuple[str, list[Any]]:
@@ -470,20 +532,39 @@ def _search_sql(
             request.limit,
         ]
     assert words is not None
+    return _relevance_sql(request, clauses, params, arms, list(dict.fromkeys(words.query_params)))
+
+
+def _relevance_sql(
+    request: SearchRequest,
+    clauses: list[str],
+    params: list[Any],
+    arms: list[tuple[str | None, list[Any], str]],
+    terms: list[str],
+) -> tuple[str, list[Any]]:
+    """The statement of a relevance search: each arm's rows by BM25 over ``terms`` (distinct ``tsquery`` texts).
+
+    Best first, ties newest first, from ``request.offset``; a query without a ``tsquery`` term (stop
+    words only, matched by regular expression) ranks every match 0.
+    """
+    table, key, columns, _, _ = _shape(request.scope)
     offset = max(0, request.offset)
     selects = []
-    sql_params = []
+    sql_params: list[Any] = []
     for arm, arm_params, vector in arms:
-        # Normalisation 1 divides by 1 + log(length): long texts do not win on length alone (as BM25).
-        rank_sql = "0::real" if words.query is None else f"ts_rank_cd({vector}, {words.query}, 1)"
+        rank_sql = _bm25_sql(vector, len(terms)) if terms else "0::float8"
         where = " AND ".join([*clauses, *([arm] if arm else [])])
+        weights = " CROSS JOIN weights w" if terms else ""
         selects.append(
-            f"(SELECT {columns}, {rank_sql} AS score FROM {table} t WHERE {where} "
+            f"(SELECT {columns}, {rank_sql} AS score FROM {table} t{weights} WHERE {where} "
             f"ORDER BY score DESC, t.{key} DESC LIMIT %s)"
         )
-        sql_params += [*(words.query_params if words.query else []), *params, *arm_params, offset + request.limit]
+        sql_params += [*params, *arm_params, offset + request.limit]
     sql = f"SELECT * FROM ({' UNION ALL '.join(selects)}) u ORDER BY 9 DESC, 1 DESC LIMIT %s OFFSET %s"
-    return sql, [*sql_params, request.limit, offset]
+    if not terms:
+        return sql, [*sql_params, request.limit, offset]
+    weights_sql, weight_params = _weights_sql(table, terms)
+    return f"WITH weights AS MATERIALIZED ({weights_sql}) {sql}", [*weight_params, *sql_params, request.limit, offset]
 
 
 def _search_rows(request: SearchRequest, rows: Sequence[Sequence[Any]]) -> list[SearchRow]:
