@@ -403,46 +403,78 @@ def _terms(request: SearchRequest) -> list[WordTerm]:
 BM25_K1, BM25_B = 1.2, 0.75
 #: A term's rows are counted up to this many (a commoner term weighs as if it were in this many).
 DF_CAP = 2_000
-#: The rows of the table are counted up to this many; above, the planner's estimate stands for them.
+#: Tables of up to this many rows are counted exactly (up to :data:`DF_CAP` rows a term); in larger
+#: ones the planner's statistics stand for the rows (``pg_class.reltuples``) and for the common words.
 TOTAL_CAP = 10_000
 #: The oldest rows whose word-index lengths give the average length of the length normalisation.
 AVGDL_SAMPLE = 500
+
+#: A ``tsquery`` of one lexeme, neither a prefix nor a phrase (``'word'``), as ``::text`` writes it.
+_ONE_LEXEME = re.compile(r"'((?:[^']|'')*)'")
+
+
+def _lexeme(term: str) -> str | None:
+    """The lexeme of a one-lexeme ``tsquery`` text, else None."""
+    match = _ONE_LEXEME.fullmatch(term)
+    return None if match is None else match.group(1).replace("''", "'")
 
 
 def _weights_sql(table: str, terms: Sequence[str]) -> tuple[str, list[Any]]:
     """The one row of BM25 weights for ``terms`` (``tsquery`` texts): their IDFs and the average length.
 
     Columns ``q`` (the terms, ``tsquery[]``), ``idf`` (``float8[]``, in the same order) and ``avgdl``.
-    The statistics are the table's, as FTS5's ``bm25`` takes them from its whole index, and each is
-    bounded: a term's rows are counted through the GIN index up to :data:`DF_CAP` (``LIMIT`` stops
-    the count), plus, for messages, those the indexer has not reached (``messages_unindexed_idx``,
-    their word index computed, so the weights never depend on the indexer's progress); the table's
-    rows are counted up to :data:`TOTAL_CAP` and estimated above (``pg_class.reltuples``); the
-    average length is that of the :data:`AVGDL_SAMPLE` oldest rows.  The IDF is BM25's, never
-    negative: ``ln(1 + (N - n + 0.5) / (n + 0.5))``.
+    The statistics are the table's, as FTS5's ``bm25`` takes them from its whole index, and none
+    reads more than a bounded number of rows:
+
+    * ``N``, the rows: counted (up to :data:`TOTAL_CAP`) while the planner's estimate
+      (``pg_class.reltuples``) is below :data:`TOTAL_CAP`, the estimate above;
+    * ``n``, a term's rows: in a table estimated above :data:`TOTAL_CAP`, a word among the
+      column's most common lexemes in the planner's statistics (``pg_stats.most_common_elems``,
+      kept by ``ANALYZE``/autovacuum) takes its frequency there times ``N``; any other term is
+      counted up to :data:`DF_CAP` rows (``LIMIT`` stops the count; through the GIN index for a
+      rare word), plus, for messages, those the indexer has not reached (``messages_unindexed_idx``,
+      their word index computed, so the weights never depend on the indexer's progress);
+    * the average length: that of the :data:`AVGDL_SAMPLE` oldest rows (primary key order).
+
+    The IDF is BM25's, never negative: ``ln(1 + (N - n + 0.5) / (n + 0.5))``.
     """
 
     def bounded(condition: str, cap: int) -> str:
         return f"(SELECT count(*) FROM (SELECT 1 FROM {table} t WHERE {condition} LIMIT {cap:d}) c)"
 
-    per_term = bounded("t.content_tsv @@ u.q", DF_CAP)
+    counted = bounded("t.content_tsv @@ %s::tsquery", DF_CAP)
     vector = "t.content_tsv"
     if table == "messages":
-        per_term += " + " + bounded(f"t.content_tsv IS NULL AND {_TSV_OF_TEXT} @@ u.q", DF_CAP)
+        counted += " + " + bounded(f"t.content_tsv IS NULL AND {_TSV_OF_TEXT} @@ %s::tsquery", DF_CAP)
         vector = f"coalesce(t.content_tsv, {_TSV_OF_TEXT})"
-    counts = ", ".join(f"({per_term.replace('u.q', '%s::tsquery')})" for _ in terms)
+    lexemes = [_lexeme(term) for term in terms]
+    params: list[Any] = [list(terms)]
+    counts = []
+    for term, lexeme in zip(terms, lexemes, strict=True):
+        counts.append(f"coalesce((r.common ->> %s)::float8 * r.rows, {counted})")
+        params += [lexeme, *[term] * counted.count("%s")]
+    # The planner's most common lexemes of the column with their frequencies, for the terms' lexemes only.
+    common = (
+        "(SELECT jsonb_object_agg(e.lexeme, e.freq) FROM pg_stats p, "
+        "unnest(p.most_common_elems::text::text[], p.most_common_elem_freqs) AS e(lexeme, freq) "
+        "WHERE (p.schemaname, p.tablename) = (SELECT n.nspname, c.relname FROM pg_namespace n "
+        "WHERE n.oid = c.relnamespace) AND p.attname = 'content_tsv' AND e.lexeme = ANY(%s::text[]))"
+    )
+    params.append([lexeme for lexeme in lexemes if lexeme is not None])
     key = "message_id" if table == "messages" else "summary_rowid"
     sql = (
         "SELECT s.q, ARRAY(SELECT ln(1 + (s.total - least(u.n, s.total) + 0.5) / (least(u.n, s.total) + 0.5)) "
         "FROM unnest(s.n) WITH ORDINALITY AS u(n, i) ORDER BY u.i) AS idf, s.avgdl "
         "FROM (SELECT %s::tsquery[] AS q, "
-        f"ARRAY[{counts}]::float8[] AS n, "
-        f"greatest(1, (SELECT CASE WHEN c.reltuples >= {TOTAL_CAP:d} THEN c.reltuples::float8 "
-        f"ELSE {bounded('true', TOTAL_CAP)}::float8 END FROM pg_class c WHERE c.oid = '{table}'::regclass)) AS total, "
+        f"ARRAY[{', '.join(counts)}]::float8[] AS n, "
+        f"greatest(1, CASE WHEN r.big THEN r.rows ELSE {bounded('true', TOTAL_CAP)} END)::float8 AS total, "
         f"coalesce(nullif((SELECT avg(length(c.v)) FROM (SELECT {vector} AS v FROM {table} t "
-        f"ORDER BY t.{key} LIMIT {AVGDL_SAMPLE:d}) c), 0), 1)::float8 AS avgdl) s"
+        f"ORDER BY t.{key} LIMIT {AVGDL_SAMPLE:d}) c), 0), 1)::float8 AS avgdl "
+        f"FROM (SELECT c.reltuples::float8 AS rows, c.reltuples >= {TOTAL_CAP:d} AS big, "
+        f"CASE WHEN c.reltuples >= {TOTAL_CAP:d} THEN {common} END AS common FROM pg_class c "
+        f"WHERE c.oid = '{table}'::regclass OFFSET 0) r OFFSET 0) s"
     )
-    return sql, [list(terms), *[term for term in terms for _ in range(per_term.count("u.q"))]]
+    return sql, params
 
 
 def _bm25_sql(vector: str, terms: int) -> str:
@@ -552,9 +584,14 @@ def _relevance_sql(
     selects = []
     sql_params: list[Any] = []
     for arm, arm_params, vector in arms:
-        rank_sql = _bm25_sql(vector, len(terms)) if terms else "0::float8"
+        rank_sql = _bm25_sql("d.v", len(terms)) if terms else "0::float8"
         where = " AND ".join([*clauses, *([arm] if arm else [])])
-        weights = " CROSS JOIN weights w" if terms else ""
+        # The row's word index read once (decompressed, or computed for a row not indexed yet), not per term.
+        weights = (
+            f" CROSS JOIN weights w CROSS JOIN LATERAL (SELECT {vector} || ''::tsvector AS v OFFSET 0) d"
+            if terms
+            else ""
+        )
         selects.append(
             f"(SELECT {columns}, {rank_sql} AS score FROM {table} t{weights} WHERE {where} "
             f"ORDER BY score DESC, t.{key} DESC LIMIT %s)"
