@@ -478,16 +478,19 @@ def _weights_sql(table: str, terms: Sequence[str]) -> tuple[str, list[Any]]:
 
 
 def _bm25_sql(vector: str, terms: int) -> str:
-    """A row's BM25 score from its word index ``vector`` and the ``weights`` row ``w`` of :func:`_weights_sql`.
+    """A row's BM25 score from its word index ``vector`` and the ``weights`` row of :func:`_weights_sql`.
 
     Per term, ``idf × tf·(k1 + 1) / (tf + K)`` with ``K = k1·(1 − b + b·length / average length)``,
     written ``idf·(k1 + 1)·(1 − K / (tf + K))`` so that ``tf`` (the term's occurrences, or a
     phrase's: ``ts_rank_cd`` with unit weights and no normalisation counts them) is computed once;
-    a term the row lacks adds 0.  ``length`` is the number of distinct lexemes of the row.
+    a term the row lacks adds 0.  ``length`` is the number of distinct lexemes of the row.  Each
+    weight is a scalar subquery of the one-row ``weights`` (evaluated once per statement, then a
+    constant to every row).
     """
-    k = f"{BM25_K1!r} * ({1 - BM25_B!r} + {BM25_B!r} * length({vector}) / w.avgdl)"
+    k = f"{BM25_K1!r} * ({1 - BM25_B!r} + {BM25_B!r} * length({vector}) / (SELECT avgdl FROM weights))"
     parts = [
-        f"w.idf[{i:d}] * (1 - ({k}) / (ts_rank_cd('{{1,1,1,1}}'::float4[], {vector}, w.q[{i:d}], 0) + {k}))"
+        f"(SELECT idf[{i:d}] FROM weights) * (1 - ({k}) / "
+        f"(ts_rank_cd('{{1,1,1,1}}'::float4[], {vector}, (SELECT q[{i:d}] FROM weights), 0) + {k}))"
         for i in range(1, terms + 1)
     ]
     return f"({BM25_K1 + 1!r} * ({' + '.join(parts)}))"
@@ -584,16 +587,14 @@ def _relevance_sql(
     selects = []
     sql_params: list[Any] = []
     for arm, arm_params, vector in arms:
-        rank_sql = _bm25_sql("d.v", len(terms)) if terms else "0::float8"
+        # With several terms, the row's word index is read once (decompressed, or computed for a row
+        # not indexed yet) rather than once per term.
+        once = len(terms) > 1
+        rank_sql = _bm25_sql("d.v" if once else vector, len(terms)) if terms else "0::float8"
+        lateral = f" CROSS JOIN LATERAL (SELECT {vector} || ''::tsvector AS v OFFSET 0) d" if once else ""
         where = " AND ".join([*clauses, *([arm] if arm else [])])
-        # The row's word index read once (decompressed, or computed for a row not indexed yet), not per term.
-        weights = (
-            f" CROSS JOIN weights w CROSS JOIN LATERAL (SELECT {vector} || ''::tsvector AS v OFFSET 0) d"
-            if terms
-            else ""
-        )
         selects.append(
-            f"(SELECT {columns}, {rank_sql} AS score FROM {table} t{weights} WHERE {where} "
+            f"(SELECT {columns}, {rank_sql} AS score FROM {table} t{lateral} WHERE {where} "
             f"ORDER BY score DESC, t.{key} DESC LIMIT %s)"
         )
         sql_params += [*params, *arm_params, offset + request.limit]
