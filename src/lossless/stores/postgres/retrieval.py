@@ -402,7 +402,7 @@ def _terms(request: SearchRequest) -> list[WordTerm]:
 #: BM25's term-frequency saturation and length normalisation (FTS5's and Lucene's defaults).
 BM25_K1, BM25_B = 1.2, 0.75
 #: A term's rows are counted up to this many (a commoner term weighs as if it were in this many).
-DF_CAP = 2_000
+DF_CAP = 500
 #: Tables of up to this many rows are counted exactly (up to :data:`DF_CAP` rows a term); in larger
 #: ones the planner's statistics stand for the rows (``pg_class.reltuples``) and for the common words.
 TOTAL_CAP = 10_000
