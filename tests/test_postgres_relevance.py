@@ -140,7 +140,8 @@ async def test_the_old_ranking_would_not_put_the_rare_word_first(pg_url: str) ->
         await store.wait_indexed()
         async with await psycopg.AsyncConnection.connect(pg_url) as conn:
             cursor = await conn.execute(
-                "SELECT message_id FROM messages WHERE conversation_id = %s AND content_tsv @@ to_tsquery('parser | zebra') "
+                "SELECT message_id FROM messages "
+                "WHERE conversation_id = %s AND content_tsv @@ to_tsquery('parser | zebra') "
                 "ORDER BY ts_rank_cd(content_tsv, to_tsquery('parser | zebra'), 1) DESC, message_id DESC LIMIT 1",
                 (conversation,),
             )
