@@ -28,8 +28,11 @@ Invariants:
 * **Pages as in SQLite.**  ``recency``: newest key first, strictly below ``below`` (a word search
   of messages looks among the newest :data:`RECENT_WINDOW` ids first, then, only if they held too
   few matches, among the older ones: the same rows as one search of all);
-  ``relevance`` (word queries only): ``ts_rank_cd`` best first (ties newest first, so pages are
-  stable), from ``offset``; ``rank`` is the negated score, so lower is better as with FTS5.
+  ``relevance`` (word queries only): BM25 best first (ties newest first, so pages are stable), from
+  ``offset``; ``rank`` is the negated score, so lower is better as with FTS5.
+* **Relevance is BM25, as FTS5's** ``bm25`` **on SQLite** (:mod:`lossless.stores.postgres.relevance`):
+  rare terms weigh more; the word counts are the table's, bounded per query and computed in the
+  search statement itself (one round trip, as before).
   ``since`` is inclusive and ``before`` exclusive; a summary is in range when the time span it
   covers overlaps the window.  Everything committed before the call is found: PostgreSQL updates
   its indexes inside the writing transaction.
@@ -52,6 +55,7 @@ from lossless.errors import InputError
 from lossless.ports import ReachPages, SearchRequest, SearchRow
 from lossless.records import Grant
 from lossless.stores.postgres.connection import Connection, Database
+from lossless.stores.postgres.relevance import bm25_sql, weights_sql
 from lossless.stores.postgres.schema import TSV
 from lossless.stores.postgres.statements import aware, chunks, grant_from_row, grant_params
 from lossless.stores.rows import GRANT_COLUMNS
@@ -399,103 +403,6 @@ def _terms(request: SearchRequest) -> list[WordTerm]:
     return [] if request.words is None else [t for g in parse_words(request.words) for t in g]
 
 
-#: BM25's term-frequency saturation and length normalisation (FTS5's and Lucene's defaults).
-BM25_K1, BM25_B = 1.2, 0.75
-#: A term's rows are counted up to this many (a commoner term weighs as if it were in this many).
-DF_CAP = 500
-#: Tables of up to this many rows are counted exactly (up to :data:`DF_CAP` rows a term); in larger
-#: ones the planner's statistics stand for the rows (``pg_class.reltuples``) and for the common words.
-TOTAL_CAP = 10_000
-#: The oldest rows whose word-index lengths give the average length of the length normalisation.
-AVGDL_SAMPLE = 500
-
-#: A ``tsquery`` of one lexeme, neither a prefix nor a phrase (``'word'``), as ``::text`` writes it.
-_ONE_LEXEME = re.compile(r"'((?:[^']|'')*)'")
-
-
-def _lexeme(term: str) -> str | None:
-    """The lexeme of a one-lexeme ``tsquery`` text, else None."""
-    match = _ONE_LEXEME.fullmatch(term)
-    return None if match is None else match.group(1).replace("''", "'")
-
-
-def _weights_sql(table: str, terms: Sequence[str]) -> tuple[str, list[Any]]:
-    """The one row of BM25 weights for ``terms`` (``tsquery`` texts): their IDFs and the average length.
-
-    Columns ``q`` (the terms, ``tsquery[]``), ``idf`` (``float8[]``, in the same order) and ``avgdl``.
-    The statistics are the table's, as FTS5's ``bm25`` takes them from its whole index, and none
-    reads more than a bounded number of rows:
-
-    * ``N``, the rows: counted (up to :data:`TOTAL_CAP`) while the planner's estimate
-      (``pg_class.reltuples``) is below :data:`TOTAL_CAP`, the estimate above;
-    * ``n``, a term's rows: in a table estimated above :data:`TOTAL_CAP`, a word among the
-      column's most common lexemes in the planner's statistics (``pg_stats.most_common_elems``,
-      kept by ``ANALYZE``/autovacuum) takes its frequency there times ``N``; any other term is
-      counted up to :data:`DF_CAP` rows (``LIMIT`` stops the count; through the GIN index for a
-      rare word), plus, for messages, those the indexer has not reached (``messages_unindexed_idx``,
-      their word index computed, so the weights never depend on the indexer's progress);
-    * the average length: that of the :data:`AVGDL_SAMPLE` oldest rows (primary key order).
-
-    The IDF is BM25's, never negative: ``ln(1 + (N - n + 0.5) / (n + 0.5))``.
-    """
-
-    def bounded(condition: str, cap: int) -> str:
-        return f"(SELECT count(*) FROM (SELECT 1 FROM {table} t WHERE {condition} LIMIT {cap:d}) c)"
-
-    counted = bounded("t.content_tsv @@ %s::tsquery", DF_CAP)
-    vector = "t.content_tsv"
-    if table == "messages":
-        counted += " + " + bounded(f"t.content_tsv IS NULL AND {_TSV_OF_TEXT} @@ %s::tsquery", DF_CAP)
-        vector = f"coalesce(t.content_tsv, {_TSV_OF_TEXT})"
-    lexemes = [_lexeme(term) for term in terms]
-    params: list[Any] = [list(terms)]
-    counts = []
-    for term, lexeme in zip(terms, lexemes, strict=True):
-        counts.append(f"coalesce((r.common ->> %s)::float8 * r.rows, {counted})")
-        params += [lexeme, *[term] * counted.count("%s")]
-    # The planner's most common lexemes of the column with their frequencies, for the terms' lexemes only.
-    common = (
-        "(SELECT jsonb_object_agg(e.lexeme, e.freq) FROM pg_stats p, "
-        "unnest(p.most_common_elems::text::text[], p.most_common_elem_freqs) AS e(lexeme, freq) "
-        "WHERE (p.schemaname, p.tablename) = (SELECT n.nspname, c.relname FROM pg_namespace n "
-        "WHERE n.oid = c.relnamespace) AND p.attname = 'content_tsv' AND e.lexeme = ANY(%s::text[]))"
-    )
-    params.append([lexeme for lexeme in lexemes if lexeme is not None])
-    key = "message_id" if table == "messages" else "summary_rowid"
-    sql = (
-        "SELECT s.q, ARRAY(SELECT ln(1 + (s.total - least(u.n, s.total) + 0.5) / (least(u.n, s.total) + 0.5)) "
-        "FROM unnest(s.n) WITH ORDINALITY AS u(n, i) ORDER BY u.i) AS idf, s.avgdl "
-        "FROM (SELECT %s::tsquery[] AS q, "
-        f"ARRAY[{', '.join(counts)}]::float8[] AS n, "
-        f"greatest(1, CASE WHEN r.big THEN r.rows ELSE {bounded('true', TOTAL_CAP)} END)::float8 AS total, "
-        f"coalesce(nullif((SELECT avg(length(c.v)) FROM (SELECT {vector} AS v FROM {table} t "
-        f"ORDER BY t.{key} LIMIT {AVGDL_SAMPLE:d}) c), 0), 1)::float8 AS avgdl "
-        f"FROM (SELECT c.reltuples::float8 AS rows, c.reltuples >= {TOTAL_CAP:d} AS big, "
-        f"CASE WHEN c.reltuples >= {TOTAL_CAP:d} THEN {common} END AS common FROM pg_class c "
-        f"WHERE c.oid = '{table}'::regclass OFFSET 0) r OFFSET 0) s"
-    )
-    return sql, params
-
-
-def _bm25_sql(vector: str, terms: int) -> str:
-    """A row's BM25 score from its word index ``vector`` and the ``weights`` row of :func:`_weights_sql`.
-
-    Per term, ``idf × tf·(k1 + 1) / (tf + K)`` with ``K = k1·(1 − b + b·length / average length)``,
-    written ``idf·(k1 + 1)·(1 − K / (tf + K))`` so that ``tf`` (the term's occurrences, or a
-    phrase's: ``ts_rank_cd`` with unit weights and no normalisation counts them) is computed once;
-    a term the row lacks adds 0.  ``length`` is the number of distinct lexemes of the row.  Each
-    weight is a scalar subquery of the one-row ``weights`` (evaluated once per statement, then a
-    constant to every row).
-    """
-    k = f"{BM25_K1!r} * ({1 - BM25_B!r} + {BM25_B!r} * length({vector}) / (SELECT avgdl FROM weights))"
-    parts = [
-        f"(SELECT idf[{i:d}] FROM weights) * (1 - ({k}) / "
-        f"(ts_rank_cd('{{1,1,1,1}}'::float4[], {vector}, (SELECT q[{i:d}] FROM weights), 0) + {k}))"
-        for i in range(1, terms + 1)
-    ]
-    return f"({BM25_K1 + 1!r} * ({' + '.join(parts)}))"
-
-
 def _search_sql(
     request: SearchRequest, resolved_terms: Mapping[WordTerm, str], newest: int | None = None
 ) -> tuple[str, list[Any]]:
@@ -590,7 +497,7 @@ def _relevance_sql(
         # With several terms, the row's word index is read once (decompressed, or computed for a row
         # not indexed yet) rather than once per term.
         once = len(terms) > 1
-        rank_sql = _bm25_sql("d.v" if once else vector, len(terms)) if terms else "0::float8"
+        rank_sql = bm25_sql("d.v" if once else vector, len(terms)) if terms else "0::float8"
         lateral = f" CROSS JOIN LATERAL (SELECT {vector} || ''::tsvector AS v OFFSET 0) d" if once else ""
         where = " AND ".join([*clauses, *([arm] if arm else [])])
         selects.append(
@@ -601,8 +508,8 @@ def _relevance_sql(
     sql = f"SELECT * FROM ({' UNION ALL '.join(selects)}) u ORDER BY 9 DESC, 1 DESC LIMIT %s OFFSET %s"
     if not terms:
         return sql, [*sql_params, request.limit, offset]
-    weights_sql, weight_params = _weights_sql(table, terms)
-    return f"WITH weights AS MATERIALIZED ({weights_sql}) {sql}", [*weight_params, *sql_params, request.limit, offset]
+    weights, weight_params = weights_sql(table, terms)
+    return f"WITH weights AS MATERIALIZED ({weights}) {sql}", [*weight_params, *sql_params, request.limit, offset]
 
 
 def _search_rows(request: SearchRequest, rows: Sequence[Sequence[Any]]) -> list[SearchRow]:

@@ -1,0 +1,131 @@
+"""BM25 relevance on PostgreSQL: the score of a word search's rows, computed in SQL over their ``tsvector``.
+
+:mod:`lossless.stores.postgres.retrieval` ranks a ``sort="relevance"`` word search with these
+pieces: :func:`weights_sql`, a one-row query of each term's IDF and the average length (a
+``MATERIALIZED`` CTE named ``weights`` in the search statement), and :func:`bm25_sql`, each
+matching row's score from them.  SQLite ranks the same searches with FTS5's ``bm25``.
+
+Invariants:
+
+* **BM25 as FTS5 computes it**: per term ``idf × tf·(k1 + 1) / (tf + K)``, ``K = k1·(1 − b + b·length
+  / average length)``, k1 = 1.2, b = 0.75; a term a row lacks adds 0; only the order matters to
+  callers (``rank`` is the negated score; hybrid scales scores to the best one's).
+* **The statistics are the table's**, as FTS5 keeps them for its whole index, so a conversation's
+  order never depends on which other conversations are searched with it (counts within the
+  searched conversations measured worse on the recall dev split: docs/postgres.md).
+* **No query scans the table for them**: each count is bounded (:data:`DF_CAP`, :data:`TOTAL_CAP`,
+  :data:`AVGDL_SAMPLE`) and answered from an index or the planner's statistics; the weights are
+  computed in the search statement itself (no extra round trip), about 1–2 ms of server time.
+* **The weights never depend on the indexer's progress**: a message not indexed yet is counted and
+  measured by its word index computed in the query, as the search finds it.
+* No user text becomes SQL: terms are bound ``tsquery`` values, lexemes bound text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from lossless.stores.postgres.schema import TSV
+
+__all__ = ["AVGDL_SAMPLE", "BM25_B", "BM25_K1", "DF_CAP", "TOTAL_CAP", "bm25_sql", "weights_sql"]
+
+#: A message's word index computed from its text, for rows the indexer has not reached yet.
+_TSV_OF_TEXT = TSV.replace("content", "t.content")
+
+#: BM25's term-frequency saturation and length normalisation (FTS5's and Lucene's defaults).
+BM25_K1, BM25_B = 1.2, 0.75
+#: A term's rows are counted up to this many (a commoner term weighs as if it were in this many).
+DF_CAP = 500
+#: Tables of up to this many rows are counted exactly (up to :data:`DF_CAP` rows a term); in larger
+#: ones the planner's statistics stand for the rows (``pg_class.reltuples``) and for the common words.
+TOTAL_CAP = 10_000
+#: The oldest rows whose word-index lengths give the average length of the length normalisation.
+AVGDL_SAMPLE = 500
+
+#: A ``tsquery`` of one lexeme, neither a prefix nor a phrase (``'word'``), as ``::text`` writes it.
+_ONE_LEXEME = re.compile(r"'((?:[^']|'')*)'")
+
+
+def _lexeme(term: str) -> str | None:
+    """The lexeme of a one-lexeme ``tsquery`` text, else None."""
+    match = _ONE_LEXEME.fullmatch(term)
+    return None if match is None else match.group(1).replace("''", "'")
+
+
+def weights_sql(table: str, terms: Sequence[str]) -> tuple[str, list[Any]]:
+    """The one row of BM25 weights for ``terms`` (``tsquery`` texts): their IDFs and the average length.
+
+    Columns ``q`` (the terms, ``tsquery[]``), ``idf`` (``float8[]``, in the same order) and ``avgdl``.
+    The statistics are the table's, as FTS5's ``bm25`` takes them from its whole index, and none
+    reads more than a bounded number of rows:
+
+    * ``N``, the rows: counted (up to :data:`TOTAL_CAP`) while the planner's estimate
+      (``pg_class.reltuples``) is below :data:`TOTAL_CAP`, the estimate above;
+    * ``n``, a term's rows: in a table estimated above :data:`TOTAL_CAP`, a word among the
+      column's most common lexemes in the planner's statistics (``pg_stats.most_common_elems``,
+      kept by ``ANALYZE``/autovacuum) takes its frequency there times ``N``; any other term is
+      counted up to :data:`DF_CAP` rows (``LIMIT`` stops the count; through the GIN index for a
+      rare word), plus, for messages, those the indexer has not reached (``messages_unindexed_idx``,
+      their word index computed, so the weights never depend on the indexer's progress);
+    * the average length: that of the :data:`AVGDL_SAMPLE` oldest rows (primary key order).
+
+    The IDF is BM25's, never negative: ``ln(1 + (N - n + 0.5) / (n + 0.5))``.
+    """
+
+    def bounded(condition: str, cap: int) -> str:
+        return f"(SELECT count(*) FROM (SELECT 1 FROM {table} t WHERE {condition} LIMIT {cap:d}) c)"
+
+    counted = bounded("t.content_tsv @@ %s::tsquery", DF_CAP)
+    vector = "t.content_tsv"
+    if table == "messages":
+        counted += " + " + bounded(f"t.content_tsv IS NULL AND {_TSV_OF_TEXT} @@ %s::tsquery", DF_CAP)
+        vector = f"coalesce(t.content_tsv, {_TSV_OF_TEXT})"
+    lexemes = [_lexeme(term) for term in terms]
+    params: list[Any] = [list(terms)]
+    counts = []
+    for term, lexeme in zip(terms, lexemes, strict=True):
+        counts.append(f"coalesce((r.common ->> %s)::float8 * r.rows, {counted})")
+        params += [lexeme, *[term] * counted.count("%s")]
+    # The planner's most common lexemes of the column with their frequencies, for the terms' lexemes only.
+    common = (
+        "(SELECT jsonb_object_agg(e.lexeme, e.freq) FROM pg_stats p, "
+        "unnest(p.most_common_elems::text::text[], p.most_common_elem_freqs) AS e(lexeme, freq) "
+        "WHERE (p.schemaname, p.tablename) = (SELECT n.nspname, c.relname FROM pg_namespace n "
+        "WHERE n.oid = c.relnamespace) AND p.attname = 'content_tsv' AND e.lexeme = ANY(%s::text[]))"
+    )
+    params.append([lexeme for lexeme in lexemes if lexeme is not None])
+    key = "message_id" if table == "messages" else "summary_rowid"
+    sql = (
+        "SELECT s.q, ARRAY(SELECT ln(1 + (s.total - least(u.n, s.total) + 0.5) / (least(u.n, s.total) + 0.5)) "
+        "FROM unnest(s.n) WITH ORDINALITY AS u(n, i) ORDER BY u.i) AS idf, s.avgdl "
+        "FROM (SELECT %s::tsquery[] AS q, "
+        f"ARRAY[{', '.join(counts)}]::float8[] AS n, "
+        f"greatest(1, CASE WHEN r.big THEN r.rows ELSE {bounded('true', TOTAL_CAP)} END)::float8 AS total, "
+        f"coalesce(nullif((SELECT avg(length(c.v)) FROM (SELECT {vector} AS v FROM {table} t "
+        f"ORDER BY t.{key} LIMIT {AVGDL_SAMPLE:d}) c), 0), 1)::float8 AS avgdl "
+        f"FROM (SELECT c.reltuples::float8 AS rows, c.reltuples >= {TOTAL_CAP:d} AS big, "
+        f"CASE WHEN c.reltuples >= {TOTAL_CAP:d} THEN {common} END AS common FROM pg_class c "
+        f"WHERE c.oid = '{table}'::regclass OFFSET 0) r OFFSET 0) s"
+    )
+    return sql, params
+
+
+def bm25_sql(vector: str, terms: int) -> str:
+    """A row's BM25 score from its word index ``vector`` and the ``weights`` row of :func:`weights_sql`.
+
+    Per term, ``idf × tf·(k1 + 1) / (tf + K)`` with ``K = k1·(1 − b + b·length / average length)``,
+    written ``idf·(k1 + 1)·(1 − K / (tf + K))`` so that ``tf`` (the term's occurrences, or a
+    phrase's: ``ts_rank_cd`` with unit weights and no normalisation counts them) is computed once;
+    a term the row lacks adds 0.  ``length`` is the number of distinct lexemes of the row.  Each
+    weight is a scalar subquery of the one-row ``weights`` (evaluated once per statement, then a
+    constant to every row).
+    """
+    k = f"{BM25_K1!r} * ({1 - BM25_B!r} + {BM25_B!r} * length({vector}) / (SELECT avgdl FROM weights))"
+    parts = [
+        f"(SELECT idf[{i:d}] FROM weights) * (1 - ({k}) / "
+        f"(ts_rank_cd('{{1,1,1,1}}'::float4[], {vector}, (SELECT q[{i:d}] FROM weights), 0) + {k}))"
+        for i in range(1, terms + 1)
+    ]
+    return f"({BM25_K1 + 1!r} * ({' + '.join(parts)}))"
