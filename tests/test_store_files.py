@@ -1,6 +1,9 @@
-"""Large files and bootstrap state through the Store port, on each backend (on SQLite the SQL is in
-``stores/sqlite/large_files`` and ``stores/sqlite/bootstrap``): new rows are counted, repeats change nothing, an unknown conversation is
-refused without writing, listings page in insertion order, and the newest bootstrap state wins."""
+"""Large files and bootstrap state through the Store port, on each backend.
+
+On SQLite the SQL is in ``stores/sqlite/large_files`` and ``stores/sqlite/bootstrap``.  New rows are
+counted, repeats change nothing, an unknown conversation is refused without writing, listings page
+in insertion order, and the newest bootstrap state wins.
+"""
 
 from __future__ import annotations
 
