@@ -31,6 +31,7 @@ __all__ = [
     "IDENTIFIER_PATTERN",
     "IDENTIFIER_SEPARATORS",
     "IDENTIFIER_SPLIT",
+    "IDENTIFIER_SPLITTING",
     "STOP_WORDS",
     "WORD",
     "cjk_bigrams",
@@ -107,8 +108,16 @@ IDENTIFIER_CAMEL = "([a-z0-9])([A-Z])"
 #: An acronym before a word: a space before the acronym's last capital (``HTTPServer`` → ``HTTP Server``).
 IDENTIFIER_ACRONYM = "([A-Z])([A-Z][a-z])"
 
-_COMPOUND = re.compile(IDENTIFIER_PATTERN)
-_SPLITS = re.compile(IDENTIFIER_SPLIT)
+#: The compounds that split (those :data:`IDENTIFIER_PATTERN` matches and :data:`IDENTIFIER_SPLIT`
+#: finds something in), found in one pass: a compound starts after no letter or digit, splits if a
+#: camelCase or acronym boundary is in its first run or a separator and a letter or digit follow
+#: that run, and is taken whole (greedy, and nothing after it: the longest match).
+IDENTIFIER_SPLITTING = (
+    "(?<![A-Za-z0-9])"
+    f"(?=[A-Za-z0-9]*(?:[a-z0-9][A-Z]|[A-Z][A-Z][a-z]|[A-Za-z0-9]{_SEPARATOR_CLASS}+[A-Za-z0-9]))"
+    f"{IDENTIFIER_PATTERN}"
+)
+_SPLITTING_COMPOUND = re.compile(IDENTIFIER_SPLITTING)
 _HAS_LETTER = re.compile("[A-Za-z]")
 _CAMEL = re.compile(IDENTIFIER_CAMEL)
 _ACRONYM = re.compile(IDENTIFIER_ACRONYM)
@@ -124,14 +133,11 @@ def identifier_words(text: str) -> str:
     two spaces).  Case is kept: the word indexes fold it.  Digits stay with their word
     (``utf8Encode`` → ``utf8 Encode``).
     """
-    lines = []
-    for match in _COMPOUND.finditer(text):
-        compound = match.group()
-        if _SPLITS.search(compound) is None or _HAS_LETTER.search(compound) is None:
-            continue
-        words = _ACRONYM.sub(r"\1 \2", _CAMEL.sub(r"\1 \2", compound))
-        lines.append(words.translate(_SEPARATORS_AS_SPACES))
-    return "\n".join(lines)
+    found = "\n".join(c for c in _SPLITTING_COMPOUND.findall(text) if _HAS_LETTER.search(c) is not None)
+    if not found:
+        return ""
+    # No boundary spans two lines (a newline is no letter): one substitution over all of them.
+    return _ACRONYM.sub(r"\1 \2", _CAMEL.sub(r"\1 \2", found)).translate(_SEPARATORS_AS_SPACES)
 
 
 def indexed_text(text: str) -> str:

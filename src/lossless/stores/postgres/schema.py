@@ -40,9 +40,8 @@ from dataclasses import dataclass
 from lossless.text import (
     IDENTIFIER_ACRONYM,
     IDENTIFIER_CAMEL,
-    IDENTIFIER_PATTERN,
     IDENTIFIER_SEPARATORS,
-    IDENTIFIER_SPLIT,
+    IDENTIFIER_SPLITTING,
 )
 
 __all__ = ["IDENTIFIER_WORDS_FUNCTION", "MIGRATIONS", "REDO_KEY", "TSV", "TSV_CHARS", "Migration"]
@@ -68,9 +67,7 @@ def _literal(text: str) -> str:
     return "E'" + text.replace("\\", "\\\\").replace("'", "''").replace("\n", "\\n") + "'"
 
 
-_CAMEL, _ACRONYM, _PATTERN, _SPLIT = (
-    _literal(p) for p in (IDENTIFIER_CAMEL, IDENTIFIER_ACRONYM, IDENTIFIER_PATTERN, IDENTIFIER_SPLIT)
-)
+_CAMEL, _ACRONYM, _SPLITTING = (_literal(p) for p in (IDENTIFIER_CAMEL, IDENTIFIER_ACRONYM, IDENTIFIER_SPLITTING))
 _SEPARATORS, _SPACES = _literal(IDENTIFIER_SEPARATORS), _literal(" " * len(IDENTIFIER_SEPARATORS))
 _BOTH, _NEWLINE = _literal(r"\1 \2"), _literal(chr(10))
 
@@ -78,13 +75,13 @@ _BOTH, _NEWLINE = _literal(r"\1 \2"), _literal(chr(10))
 IDENTIFIER_WORDS_FUNCTION = f"""
 CREATE OR REPLACE FUNCTION lcm_identifier_words(body text) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
-    SELECT coalesce(string_agg(
-        translate(
-            regexp_replace(regexp_replace(m.found[1], {_CAMEL}, {_BOTH}, 'g'), {_ACRONYM}, {_BOTH}, 'g'),
-            {_SEPARATORS}, {_SPACES}),
-        {_NEWLINE} ORDER BY m.n), '')
-    FROM regexp_matches(body, {_PATTERN}, 'g') WITH ORDINALITY AS m(found, n)
-    WHERE m.found[1] ~ {_SPLIT} AND m.found[1] ~ '[A-Za-z]'
+    SELECT translate(
+        regexp_replace(
+            regexp_replace(coalesce(string_agg(m.found[1], {_NEWLINE} ORDER BY m.n), ''), {_CAMEL}, {_BOTH}, 'g'),
+            {_ACRONYM}, {_BOTH}, 'g'),
+        {_SEPARATORS}, {_SPACES})
+    FROM regexp_matches(body, {_SPLITTING}, 'g') WITH ORDINALITY AS m(found, n)
+    WHERE m.found[1] ~ '[A-Za-z]'
 $fn$
 """
 
