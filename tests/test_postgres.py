@@ -495,7 +495,8 @@ async def test_the_word_index_of_identifiers_is_a_gin_indexed_column(pg_url: str
     import psycopg
 
     async with await ContextEngine.open(pg_url) as engine:
-        await engine.ingest_batch("s", [Message.user(f"note {i}: set outputHookMessage{i}", event_key=f"k{i}") for i in range(50)])
+        notes = [Message.user(f"note {i}: set outputHookMessage{i}", event_key=f"k{i}") for i in range(50)]
+        await engine.ingest_batch("s", notes)
         await engine.store.wait_indexed()
         found = await engine.grep("output hook message", mode="full_text", all_conversations=True, limit=100)
         assert len(found.hits) == 50

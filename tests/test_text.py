@@ -103,7 +103,7 @@ def test_the_words_of_an_identifier_are_what_the_word_search_reads() -> None:
     assert all(word.lower() in text.lower() for word in added)
 
 
-_IDENTIFIER_TEXT = st.text(alphabet=st.sampled_from(list("abcXYZ019_./\\:- \n") + ["é", "数", "Ω"]), max_size=60)
+_IDENTIFIER_TEXT = st.text(alphabet=st.sampled_from([*"abcXYZ019_./\\:- \n", "é", "数", "Ω"]), max_size=60)
 
 
 @settings(max_examples=300, deadline=None)

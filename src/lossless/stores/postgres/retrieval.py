@@ -194,12 +194,12 @@ def _term_sql(term: WordTerm) -> tuple[str, list[Any]]:
     """SQL computing the term's ``tsquery`` (as text) from bound parameters only."""
     text = term.text.replace("\x00", " ")  # a separator to the word index; PostgreSQL refuses it in text
     if not term.prefix:
-        words = identifier_words(text)
-        if not words:
+        split = identifier_words(text)
+        if not split:
             return "phraseto_tsquery('english', %s)::text", [text]
         # An identifier also matches its words in a row (the word index holds them: schema.TSV), as on
         # SQLite, whose tokenizer already splits ``a_b.go`` (PostgreSQL's parser keeps it one lexeme).
-        return "(phraseto_tsquery('english', %s) || phraseto_tsquery('english', %s))::text", [text, words]
+        return "(phraseto_tsquery('english', %s) || phraseto_tsquery('english', %s))::text", [text, split]
     words = list(_WORD.finditer(text))
     if not words:
         return "''", []
