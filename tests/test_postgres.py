@@ -581,6 +581,36 @@ async def test_migration_124_reindexes_identifiers_of_existing_rows(
         pg_server.drop_database(url)
 
 
+async def test_the_background_reindex_waits_for_no_lock(pg_url: str) -> None:
+    """A batch of the re-index pass skips a row another transaction holds (a delete), so it is in no deadlock."""
+    import psycopg
+
+    from lossless.stores.postgres.indexer import REDO_BATCH
+    from lossless.stores.postgres.schema import REDO_KEY
+
+    old_tsv = "to_tsvector('english'::regconfig, left(content, 100000))"
+    async with await ContextEngine.open(pg_url) as engine:
+        texts = [f"set outputHookMessage{i}" for i in range(4)]
+        await engine.ingest_batch("s", [Message.user(t, event_key=f"k{i}") for i, t in enumerate(texts)])
+        await engine.store.wait_indexed()
+    with psycopg.connect(pg_url, autocommit=True) as conn, psycopg.connect(pg_url) as holder:
+        conn.execute(f"UPDATE messages SET content_tsv = {old_tsv}")
+        conn.execute(
+            "INSERT INTO lcm_meta (key, value) SELECT %s, max(message_id)::text FROM messages "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (REDO_KEY,),
+        )
+        held = holder.execute("SELECT min(message_id) FROM messages").fetchone()
+        assert held is not None
+        # The lock a delete of the row takes, held (the transaction stays open).
+        holder.execute("SELECT 1 FROM messages WHERE message_id = %s FOR UPDATE", held)
+        conn.execute("SET lock_timeout = '5s'")  # a wait would fail the statement instead of hanging
+        assert conn.execute(REDO_BATCH, (500, 500)).fetchone() == (0, 3)
+        holder.rollback()
+        hook = "to_tsquery('english', 'hook')"
+        assert conn.execute(f"SELECT count(*) FROM messages WHERE content_tsv @@ {hook}").fetchone() == (3,)
+
+
 async def test_large_files_can_live_in_the_database(pg_url: str) -> None:
     payload = "\n".join(f"line {i} of a big log file with some words" for i in range(4000)).encode()
     async with await ContextEngine.open(

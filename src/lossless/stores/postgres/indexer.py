@@ -26,9 +26,9 @@ Invariants:
 * **Messages indexed before identifiers were (migration 124) are re-indexed in the background**,
   newest first, after the waiting rows: each batch takes the next range of ids below the mark
   :data:`~lossless.stores.postgres.schema.REDO_KEY` (locking that row, ``SKIP LOCKED``: one indexer
-  at a time, never waiting), re-indexes the rows of the range that hold an identifier, and moves
-  the mark down, in one statement.  The row lock on the mark is always taken before any message's,
-  and nothing else locks it, so this adds no deadlock.  Until a message is re-indexed it is found
+  at a time, never waiting), re-indexes the rows of the range that hold an identifier (claimed
+  ``FOR NO KEY UPDATE SKIP LOCKED``, as a claim does: it waits for no lock, so it can be in no
+  deadlock), and moves the mark down, in one statement.  Until a message is re-indexed it is found
   by its words as before (a search never depends on this pass).
 * The thread never raises: a failure (the server restarting, the database dropped) is retried
   with a growing pause until the store closes; searches stay complete meanwhile.
@@ -74,16 +74,22 @@ REDO_IDS = 500
 #: One batch of that pass, for ``%s`` = ``%s`` = :data:`REDO_IDS`: returns ``(low, rows)``, the mark
 #: after the batch (NULL when there was nothing to do, or another indexer holds the mark) and how
 #: many rows it re-indexed.  ``content`` is the updated row's (no other table here has the column).
+#: Like a claim, it waits for no lock (``SKIP LOCKED`` on the mark and on the rows), so it can be in
+#: no deadlock; a row it skips is being deleted (nothing else locks a message whose ``content_tsv``
+#: is set), or it is found by its words as before.
 REDO_BATCH = f"""
 WITH mark AS (
     SELECT value::bigint AS high FROM lcm_meta WHERE key = '{REDO_KEY}' AND value <> '0' FOR UPDATE SKIP LOCKED
 ), step AS (
     UPDATE lcm_meta SET value = greatest(mark.high - %s, 0)::text FROM mark WHERE lcm_meta.key = '{REDO_KEY}'
     RETURNING mark.high AS high, greatest(mark.high - %s, 0) AS low
+), batch AS (
+    SELECT m.message_id FROM messages m, step
+    WHERE m.message_id > step.low AND m.message_id <= step.high AND m.content_tsv IS NOT NULL
+      AND lcm_identifier_words(left(m.content, {TSV_CHARS})) <> ''
+    FOR NO KEY UPDATE OF m SKIP LOCKED
 ), redone AS (
-    UPDATE messages SET content_tsv = {TSV} FROM step
-    WHERE messages.message_id > step.low AND messages.message_id <= step.high AND messages.content_tsv IS NOT NULL
-      AND lcm_identifier_words(left(messages.content, {TSV_CHARS})) <> ''
+    UPDATE messages SET content_tsv = {TSV} FROM batch WHERE messages.message_id = batch.message_id
     RETURNING 1
 )
 SELECT (SELECT low FROM step), (SELECT count(*) FROM redone)
