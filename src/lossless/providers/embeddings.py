@@ -125,8 +125,14 @@ class E5Embedder:
     ``OMP_WAIT_POLICY=PASSIVE`` is set for this process unless the user set it.  OpenMP's default
     spinning threads collapse when the cores are shared (a query took 659 ms with two spinning
     threads, 110 ms with one, 33 ms with two passive ones, measured side by side under load 5).
-    Calls are serialised, the engine holding one model state.
+    Calls are serialised, the engine holding one model state, and **a query goes first**: stored
+    texts are embedded :data:`PASSAGES_AT_ONCE` at a time, and a query that arrives meanwhile runs
+    before the next few, so a search never waits for the background build's batch (64 long texts
+    take seconds) but for a few texts at most.
     """
+
+    #: Stored texts embedded per turn of the engine (a waiting query runs between two turns).
+    PASSAGES_AT_ONCE = 4
 
     model = "multilingual-e5-small-q4"
     dimensions = 384
@@ -144,7 +150,9 @@ class E5Embedder:
         # Loaded on the first embedding, like the local model: building one needs no extra.
         self._threads = threads if threads is not None else min(2, os.cpu_count() or 1)
         self._model: Any = None
-        self._lock = threading.Lock()
+        self._turn = threading.Condition()
+        self._busy = False
+        self._queries_waiting = 0
 
     def _load(self) -> Any:
         if self._model is None:
@@ -157,10 +165,26 @@ class E5Embedder:
         return self._model
 
     def _encode(self, texts: list[str], task: str) -> list[list[float]]:
-        with self._lock:
-            model = self._load()
-            rows = model.query(texts) if task == "query" else model.passage(texts)
-        return [[float(v) for v in row] for row in (rows if getattr(rows, "ndim", 2) == 2 else [rows])]
+        query = task == "query"
+        step = len(texts) if query else self.PASSAGES_AT_ONCE
+        out: list[list[float]] = []
+        for start in range(0, len(texts), step):
+            part = texts[start : start + step]
+            with self._turn:  # the engine's turn: a waiting query before any stored text
+                self._queries_waiting += query
+                while self._busy or (not query and self._queries_waiting):
+                    self._turn.wait()
+                self._queries_waiting -= query
+                self._busy = True
+            try:
+                model = self._load()
+                rows = model.query(part) if query else model.passage(part)
+            finally:
+                with self._turn:
+                    self._busy = False
+                    self._turn.notify_all()
+            out += [[float(v) for v in row] for row in (rows if getattr(rows, "ndim", 2) == 2 else [rows])]
+        return out
 
     async def embed(self, texts: Sequence[str], *, task: str = "passage") -> list[list[float]]:
         if not texts:
