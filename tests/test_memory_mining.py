@@ -217,3 +217,28 @@ async def test_without_an_embedder_a_leaf_summary_is_made_and_nothing_warns(
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING], "no warning per leaf"
     said = [r.getMessage() for r in caplog.records if "no mining" in r.getMessage()]
     assert len(said) == 1 and "lossless-context[embeddings]" in said[0], "said once, with what to install"
+
+
+async def test_memories_of_another_embedder_get_this_ones_vectors_in_the_background(engine: ContextEngine) -> None:
+    """After memory_embedder changes, the memories stored under the old model are embedded again in the
+    background (a batch per idle step), and vector search of the new model finds them."""
+    from lossless.memory.records import MemoryDraft
+    from lossless.memory.scopes import MemoryCaller
+    from lossless.memory.service import MemoryService
+    from lossless.testing import HashEmbedder
+
+    store = engine.memory().store
+    old = MemoryService(store, HashEmbedder(64), MemoryCaller.agent(engine.config.agent_id))
+    for i in range(7):
+        await old.add(MemoryDraft(category="events", content=f"The team shipped release {i} of the parser."))
+    model = engine.memory().embedder.model
+    assert model != "hash-64" and len(await store.memories_without_vectors(model)) == 7
+    assert await engine.memory_vectors_step(limit=5) == 5
+    while await engine.run_idle_step():
+        pass
+    assert await store.memories_without_vectors(model) == []
+    assert len(await store.memories_without_vectors("hash-64")) == 0  # the old model's vectors are kept
+    found = await engine.memory().search("release 3 parser", limit=3, record_access=False)
+    assert found.hits and found.hits[0].memory.content.startswith("The team shipped release 3")
+    assert found.hits[0].stages  # ranked through the vector side too
+    assert await engine.memory_vectors_step() == 0

@@ -17,7 +17,7 @@ import pytest
 from lossless import ContextEngine, Message
 from lossless.errors import ConfigError, ConflictError, InputError, StoreError
 from lossless.ports import BatchSearchStore, PreparedMessage, SearchRequest, SessionContextStore
-from lossless.records import Summary, ToolPart
+from lossless.records import Summary, ToolPart, utcnow
 from lossless.stores import blob_store_for, open_store
 from lossless.stores.postgres import PostgresStore
 
@@ -462,6 +462,153 @@ async def test_message_text_is_stored_uncompressed_from_migration_123_and_reads_
             ]
     finally:
         pg_server.drop_database(url)
+
+
+def test_the_sql_identifier_words_are_the_python_ones(pg_url: str) -> None:
+    """``lcm_identifier_words`` (the word index's SQL) computes exactly :func:`lossless.text.identifier_words`."""
+    import psycopg
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from lossless.text import identifier_words
+
+    pieces = ["a", "b", "X", "YZ", "Http", "0", "9", "_", ".", "/", "\\", ":", "-", " ", "\n", "é", "数", "Ω", "'"]
+    texts = st.lists(st.sampled_from(pieces), max_size=24).map("".join)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+
+        @settings(max_examples=60, deadline=None)
+        @given(batch=st.lists(texts, min_size=1, max_size=25))
+        def check(batch: list[str]) -> None:
+            rows = conn.execute(
+                "SELECT lcm_identifier_words(t) FROM unnest(%s::text[]) WITH ORDINALITY AS u(t, n) ORDER BY n", (batch,)
+            ).fetchall()
+            assert [r[0] for r in rows] == [identifier_words(t) for t in batch]
+
+        check()
+        samples = ["outputHookMessage in /Users/x/cli/manual_commit_attribution.go", "golangci-lint", "plain words"]
+        for text in samples:
+            assert conn.execute("SELECT lcm_identifier_words(%s)", (text,)).fetchone() == (identifier_words(text),)
+
+
+async def test_the_word_index_of_identifiers_is_a_gin_indexed_column(pg_url: str) -> None:
+    """Searches by an identifier's words use the GIN indexes of ``content_tsv`` (messages and summaries)."""
+    import psycopg
+
+    async with await ContextEngine.open(pg_url) as engine:
+        notes = [Message.user(f"note {i}: set outputHookMessage{i}", event_key=f"k{i}") for i in range(50)]
+        await engine.ingest_batch("s", notes)
+        await engine.store.wait_indexed()
+        found = await engine.grep("output hook message", mode="full_text", all_conversations=True, limit=100)
+        assert len(found.hits) == 50
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+        await conn.execute("SET enable_seqscan = off")
+        for table in ("messages", "summaries"):
+            plan = await (
+                await conn.execute(
+                    f"EXPLAIN SELECT 1 FROM {table} t WHERE t.content_tsv @@ to_tsquery('english', 'hook & messag')"
+                )
+            ).fetchall()
+            assert any(f"{table}_tsv_gin_idx" in row[0] for row in plan), plan
+        # The text without identifiers has the very tsvector it had before migration 124.
+        same = await (
+            await conn.execute(
+                f"SELECT {schema_tsv('%(t)s')} = to_tsvector('english', left(%(t)s, 100000))",
+                {"t": "the tests pass now, at 12:30 on 2026-11-26; don't"},
+            )
+        ).fetchone()
+        assert same == (True,)
+
+
+def schema_tsv(text_sql: str) -> str:
+    """The word index expression of migration 124 over ``text_sql`` instead of the ``content`` column."""
+    from lossless.stores.postgres.schema import TSV
+
+    return TSV.replace("content", text_sql)
+
+
+async def test_migration_124_reindexes_identifiers_of_existing_rows(
+    pg_server: pg.Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store of migration 123: summaries get the new word index in the migration, messages in the background."""
+    import psycopg
+
+    from lossless.records import Summary
+    from lossless.stores.postgres import connection, schema
+
+    old_tsv = "to_tsvector('english'::regconfig, left(content, 100000))"
+    url = pg_server.create_database(template=None)
+    try:
+        monkeypatch.setattr(connection, "MIGRATIONS", tuple(m for m in schema.MIGRATIONS if m.version <= 123))
+        async with await ContextEngine.open(url) as engine:
+            texts = [f"plain words {i}" for i in range(1200)] + ["we set outputHookMessage", "ran golangci-lint"]
+            result = await engine.ingest_batch("s", [Message.user(t, event_key=f"k{i}") for i, t in enumerate(texts)])
+            assert result.conversation_id is not None
+            entries = await engine.store.get_context(result.conversation_id)
+            now = utcnow()
+            leaf = Summary(
+                id="sum_0000000000000124",
+                conversation_id=result.conversation_id,
+                kind="leaf",
+                depth=0,
+                content="renamed parseHTTPHeaders",
+                token_count=3,
+                created_at=now,
+                earliest_at=now,
+                latest_at=now,
+                source_token_count=sum(e.token_count for e in entries[:3]),
+            )
+            await engine.store.replace_with_summary(leaf, entries[:3])
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            # What the indexer of that version wrote (this code's indexer cannot run there).
+            await conn.execute(f"UPDATE messages SET content_tsv = {old_tsv} WHERE content_tsv IS NULL")
+        monkeypatch.setattr(connection, "MIGRATIONS", schema.MIGRATIONS)
+        async with await ContextEngine.open(url) as engine:
+            await engine.store.wait_indexed()  # also finishes the background pass over older messages
+            for query, expected in (("output hook message", 1), ("golangci lint", 1), ("plain words 7", 1)):
+                found = await engine.grep(query, mode="full_text", all_conversations=True)
+                assert len(found.hits) == expected, query
+            summaries = await engine.grep("parse headers", mode="full_text", scope="summaries", all_conversations=True)
+            assert [h.ref for h in summaries.hits] == [leaf.id]
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            stale = await (
+                await conn.execute(f"SELECT count(*) FROM messages WHERE content_tsv IS DISTINCT FROM {schema.TSV}")
+            ).fetchone()
+            mark = await (
+                await conn.execute("SELECT value FROM lcm_meta WHERE key = %s", (schema.REDO_KEY,))
+            ).fetchone()
+            assert stale == (0,) and mark == ("0",)
+    finally:
+        pg_server.drop_database(url)
+
+
+async def test_the_background_reindex_waits_for_no_lock(pg_url: str) -> None:
+    """A batch of the re-index pass skips a row another transaction holds (a delete), so it is in no deadlock."""
+    import psycopg
+
+    from lossless.stores.postgres.indexer import REDO_BATCH
+    from lossless.stores.postgres.schema import REDO_KEY
+
+    old_tsv = "to_tsvector('english'::regconfig, left(content, 100000))"
+    async with await ContextEngine.open(pg_url) as engine:
+        texts = [f"set outputHookMessage{i}" for i in range(4)]
+        await engine.ingest_batch("s", [Message.user(t, event_key=f"k{i}") for i, t in enumerate(texts)])
+        await engine.store.wait_indexed()
+    with psycopg.connect(pg_url, autocommit=True) as conn, psycopg.connect(pg_url) as holder:
+        conn.execute(f"UPDATE messages SET content_tsv = {old_tsv}")
+        conn.execute(
+            "INSERT INTO lcm_meta (key, value) SELECT %s, max(message_id)::text FROM messages "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (REDO_KEY,),
+        )
+        held = holder.execute("SELECT min(message_id) FROM messages").fetchone()
+        assert held is not None
+        # The lock a delete of the row takes, held (the transaction stays open).
+        holder.execute("SELECT 1 FROM messages WHERE message_id = %s FOR UPDATE", held)
+        conn.execute("SET lock_timeout = '5s'")  # a wait would fail the statement instead of hanging
+        assert conn.execute(REDO_BATCH, (500, 500)).fetchone() == (0, 3)
+        holder.rollback()
+        hook = "to_tsquery('english', 'hook')"
+        assert conn.execute(f"SELECT count(*) FROM messages WHERE content_tsv @@ {hook}").fetchone() == (3,)
 
 
 async def test_large_files_can_live_in_the_database(pg_url: str) -> None:

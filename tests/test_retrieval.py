@@ -329,6 +329,81 @@ async def test_cjk_in_summaries_is_found_before_and_after_indexing(engine: Conte
             assert found.hits[0].citation == f"[{leaf.id}]"
 
 
+IDENTIFIERS = {
+    0: "Added outputHookMessage to the runner",
+    1: "edited /Users/x/cli/cmd/entire/cli/strategy/manual_commit_attribution.go",
+    2: "ran golangci-lint: 3 issues in session_state.go",
+    3: "the message of the output hook was fine",  # the same words in prose
+    4: "TestGetOrCreateEntireSessionID failed with HTTPServerError",
+}
+
+
+async def test_identifiers_are_found_by_their_words_and_as_written(engine: ContextEngine) -> None:
+    """The word index holds an identifier's words too, on both backends, indexed or not yet; regex is unchanged."""
+    from dataclasses import replace
+
+    from lossless.records import Summary
+
+    conv = await seeded(engine, count=10)
+    await engine.ingest_batch(
+        "s1",
+        [Message.user(text, created_at=T0 + timedelta(hours=1, minutes=i)) for i, text in IDENTIFIERS.items()],
+        session_key="key-s1",
+    )
+    retriever = Retriever(engine.store)
+
+    async def found(pattern: str, mode: str = "full_text") -> set[int]:
+        hits = await retriever.grep(caller(), GrepOptions(pattern, mode=mode, scope="messages"))  # type: ignore[arg-type]
+        return {next(i for i, t in IDENTIFIERS.items() if t == h.snippet) for h in hits.hits}
+
+    cases = [
+        ("output hook message", {0, 3}),
+        ("outputHookMessage", {0}),  # the identifier as written matches only itself
+        ("manual commit attribution", {1}),
+        ("manual_commit_attribution.go", {1}),
+        ("strategy attribution", {1}),
+        ("golangci lint", {2}),
+        ("golangci-lint", {2}),
+        ("session state", {2}),
+        ("session_state.go", {2}),
+        ("entire session", {4}),
+        ("entire cli", {1}),
+        ("http server error", {4}),
+    ]
+    for settle in (False, True):
+        if settle:
+            await engine.store.wait_indexed()
+        for pattern, expected in cases:
+            assert await found(pattern) == expected, (pattern, settle)
+        assert await found("outputHook", "regex") == {0}  # regex reads the text as written
+        assert await found("hook message", "regex") == set()
+    # A summary's identifiers too, and a rewrite replaces its words.
+    entries = await engine.store.get_context(conv)
+    leaf = Summary(
+        id="sum_00000000000000d1",
+        conversation_id=conv,
+        kind="leaf",
+        depth=0,
+        content="We renamed parseHTTPHeaders in net/http_util.py",
+        token_count=12,
+        created_at=T0,
+        earliest_at=T0,
+        latest_at=T0 + timedelta(minutes=3),
+        source_token_count=sum(e.token_count for e in entries[:3]),
+    )
+    await engine.store.replace_with_summary(leaf, entries[:3])
+
+    async def summaries(pattern: str) -> list[str]:
+        hits = await retriever.grep(caller(), GrepOptions(pattern, mode="full_text", scope="summaries"))
+        return [str(h.ref) for h in hits.hits]
+
+    await engine.store.wait_indexed()
+    assert await summaries("parse headers util") == [leaf.id]
+    assert await engine.store.rewrite_summary(replace(leaf, content="We renamed readJSONBody"), replaces=leaf.content)
+    await engine.store.wait_indexed()
+    assert await summaries("parse headers") == [] and await summaries("json body") == [leaf.id]
+
+
 WORDY = [
     "this is not the droid you are looking for",
     "The canary deploy: rollout at 5pm",

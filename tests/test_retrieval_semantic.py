@@ -603,3 +603,43 @@ async def test_without_memories_hybrid_ranks_as_without_the_memory_step(
     monkeypatch.setattr(hybrid, "MEMORY_SHARE", 0.0)
     without = [await ranked(engine), (await engine.grep("backup quota", mode="hybrid", limit=5)).render()]
     assert with_step == without
+
+
+class RecordingPort(LeakyPort):
+    """A port that records what text it was asked to rank by, and says which form its embedder prefers."""
+
+    def __init__(self, query_form: str | None) -> None:
+        super().__init__([], [])
+        self.query_form = query_form
+        self.asked: list[str] = []
+
+    async def search(
+        self,
+        query: str,
+        conversation_ids: Sequence[int],
+        *,
+        limit: int = 20,
+        mode: str = "semantic",
+        fulltext: Sequence[int] = (),
+    ) -> Sequence[MessageHit]:
+        self.asked.append(query)
+        return []
+
+
+@pytest.mark.parametrize(
+    ("form", "embedded"), [("question", "What did Maya's kids call the dog?"), (None, "Maya kids call dog")]
+)
+async def test_hybrid_embeds_what_the_embedder_ranks_best_by(
+    engine: ContextEngine, form: str | None, embedded: str
+) -> None:
+    """e5 (trained on questions) is asked with the question as written; a model that does not say, with its keywords."""
+    conversation = await engine.ingest_batch("dogs", [Message.user("We named the puppy Biscuit.")])
+    port = RecordingPort(form)
+    await hybrid.hybrid_hits(
+        engine.store,
+        GrepOptions("What did Maya's kids call the dog?", mode="hybrid", scope="messages"),
+        (conversation.conversation_id,),
+        port,  # type: ignore[arg-type]
+        "messages",
+    )
+    assert port.asked == [embedded]

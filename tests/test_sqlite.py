@@ -129,6 +129,89 @@ async def test_index_is_rebuilt_when_it_does_not_match(tmp_path: Path) -> None:
     await store.close()
 
 
+async def test_an_index_of_the_previous_version_is_rebuilt_with_identifier_words(tmp_path: Path) -> None:
+    """Upgrading: an index file written before identifiers were split (version 2) is re-indexed in the background."""
+    from lossless.stores.sqlite.index import INDEX_VERSION
+
+    path = tmp_path / "lcm.db"
+    store = await SQLiteStore.open(path)
+    conv = await store.get_or_create_conversation(agent_id="main", session_id="s")
+    texts = ["we set outputHookMessage", "plain words"]
+    await store.append_messages(conv.id, [PreparedMessage(Message.user(t), 1, utcnow()) for t in texts])
+    with anyio.fail_after(30):
+        await store.wait_indexed()
+    await store.close()
+    # Make the index what version 2 wrote: the text alone.
+    index = sqlite3.connect(tmp_path / "lcm.db-index")
+    index.execute("INSERT INTO messages_fts(messages_fts) VALUES ('delete-all')")
+    index.executemany("INSERT INTO messages_fts(rowid, content) VALUES (?, ?)", [(1, texts[0]), (2, texts[1])])
+    index.execute("UPDATE index_meta SET value = '2' WHERE key = 'version'")
+    index.commit()
+    assert index.execute("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'hook'").fetchone() == (0,)
+    index.close()
+    store = await SQLiteStore.open(path)
+    with anyio.fail_after(30):
+        await store.wait_indexed()
+    await store.close()
+    index = sqlite3.connect(tmp_path / "lcm.db-index")
+    assert index.execute("SELECT value FROM index_meta WHERE key = 'version'").fetchone() == (str(INDEX_VERSION),)
+    for query, rows in (("hook", [(1,)]), ("outputhookmessage", [(1,)]), ("plain", [(2,)])):
+        assert index.execute("SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?", (query,)).fetchall() == rows
+    index.close()
+
+
+async def test_deleted_and_rewritten_rows_leave_no_identifier_words_in_the_index(tmp_path: Path) -> None:
+    """The contentless word tables are given the same indexed text on delete as on insert."""
+    from dataclasses import replace
+
+    from lossless.records import Summary
+
+    path = tmp_path / "lcm.db"
+    store = await SQLiteStore.open(path)
+    conv = await store.get_or_create_conversation(agent_id="main", session_id="s")
+    texts = ["we set outputHookMessage", "ran golangci-lint on session_state.go", "keep me"]
+    await store.append_messages(conv.id, [PreparedMessage(Message.user(t), 1, utcnow()) for t in texts])
+    entries = await store.get_context(conv.id)
+    now = utcnow()
+    leaf = Summary(
+        id="sum_0000000000000001",
+        conversation_id=conv.id,
+        kind="leaf",
+        depth=0,
+        content="renamed parseHTTPHeaders",
+        token_count=3,
+        created_at=now,
+        earliest_at=now,
+        latest_at=now,
+        source_token_count=sum(e.token_count for e in entries[:2]),
+    )
+    await store.replace_with_summary(leaf, entries[:2])
+    with anyio.fail_after(30):
+        await store.wait_indexed()
+
+    def count(table: str, query: str) -> int:
+        index = sqlite3.connect(tmp_path / "lcm.db-index")
+        try:
+            return int(index.execute(f"SELECT count(*) FROM {table} WHERE {table} MATCH ?", (query,)).fetchone()[0])
+        finally:
+            index.close()
+
+    assert count("summaries_fts", "parse AND headers") == 1
+    assert await store.rewrite_summary(replace(leaf, content="renamed readJSONBody"), replaces=leaf.content)
+    assert count("summaries_fts", "parse OR headers OR parsehttpheaders") == 0
+    assert count("summaries_fts", "json AND body") == 1
+    assert (count("messages_fts", "hook"), count("messages_fts", "golangci AND lint")) == (1, 1)
+    other = await store.get_or_create_conversation(agent_id="main", session_id="other")
+    await store.append_messages(other.id, [PreparedMessage(Message.user("other outputHookMessage"), 1, utcnow())])
+    with anyio.fail_after(30):
+        await store.wait_indexed()
+    assert await store.delete_conversations([conv.id]) == 1
+    await store.close()
+    assert count("messages_fts", "hook") == 1  # the other conversation's message only
+    assert count("messages_fts", "golangci OR lint OR session OR state OR keep") == 0
+    assert count("summaries_fts", "json OR body OR readjsonbody OR renamed") == 0
+
+
 async def test_the_wal_stays_short_during_a_long_burst_of_single_writes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

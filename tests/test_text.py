@@ -2,10 +2,29 @@
 
 from __future__ import annotations
 
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from lossless.assembly import terms
 from lossless.memory.admission import _words as admission_words
 from lossless.stores.sqlite.memory import fts_terms
-from lossless.text import CJK_RUN, STOP_WORDS, cjk_bigrams, keyword_terms, search_terms
+from lossless.text import (
+    CJK_RUN,
+    IDENTIFIER_ACRONYM,
+    IDENTIFIER_CAMEL,
+    IDENTIFIER_PATTERN,
+    IDENTIFIER_SEPARATORS,
+    IDENTIFIER_SPLIT,
+    STOP_WORDS,
+    WORD,
+    cjk_bigrams,
+    identifier_words,
+    indexed_text,
+    keyword_terms,
+    search_terms,
+)
 
 
 def test_cjk_covers_kana_ideographs_compatibility_and_hangul() -> None:
@@ -51,3 +70,78 @@ def test_every_cjk_check_is_the_shared_one() -> None:
     cases = [("备份", True), ("ｶﾀｶﾅ", True), ("한국어", True), ("𠀋", True), ("。、", False), ("plain", False)]
     for text, cjk in cases:
         assert query.has_cjk(text) is cjk, text
+
+
+def test_identifiers_are_split_into_their_words() -> None:
+    cases = {
+        "outputHookMessage": "output Hook Message",
+        "HTTPServerError": "HTTP Server Error",
+        "getHTTPResponse": "get HTTP Response",
+        "TestGetOrCreateEntireSessionID": "Test Get Or Create Entire Session ID",
+        "session_state.go": "session state go",
+        "golangci-lint": "golangci lint",
+        "utf8Encode": "utf8 Encode",
+        "std::vector": "std  vector",
+        "C:\\Users\\me": "C  Users me",
+        "/Users/x/cli/cmd/manual_commit_attribution.go": "Users x cli cmd manual commit attribution go",
+    }
+    for identifier, words in cases.items():
+        assert identifier_words(identifier) == words, identifier
+        assert indexed_text(f"see {identifier}.") == f"see {identifier}.\n{words}"
+    # One identifier a line, in order; prose, plain numbers, dates and versions without letters add nothing.
+    assert identifier_words("run golangci-lint on session_state.go") == "golangci lint\nsession state go"
+    for plain in ("the tests pass now", "at 12:30 on 2026-11-26, 3.14", "Hello World", "don't", "ünïcødé"):
+        assert identifier_words(plain) == "" and indexed_text(plain) == plain, plain
+    assert identifier_words("v1.2.3 x-9") == "v1 2 3\nx 9"  # a letter makes it an identifier
+
+
+def test_the_words_of_an_identifier_are_what_the_word_search_reads() -> None:
+    """Each added word is in the text (case aside): the index learns no word the text lacks."""
+    text = "Fixed `parseHTTPHeaders` in src/net/http_util.py (see HTTPServerError)."
+    added = WORD.findall(identifier_words(text))
+    assert added == ["parse", "HTTP", "Headers", "src", "net", "http", "util", "py", "HTTP", "Server", "Error"]
+    assert all(word.lower() in text.lower() for word in added)
+
+
+_IDENTIFIER_TEXT = st.text(alphabet=st.sampled_from([*"abcXYZ019_./\\:- \n", "é", "数", "Ω"]), max_size=60)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=_IDENTIFIER_TEXT)
+def test_indexed_text_never_drops_a_word_and_adds_only_words_of_the_text(text: str) -> None:
+    indexed = indexed_text(text)
+    assert indexed.startswith(text)  # the text itself, unchanged, comes first
+    assert set(WORD.findall(text)) <= set(WORD.findall(indexed))
+    lowered = text.lower()
+    assert all(word.lower() in lowered for word in WORD.findall(identifier_words(text)))
+    # The words are plain: splitting them again adds nothing.
+    assert identifier_words(identifier_words(text)) == ""
+
+
+@settings(max_examples=100, deadline=None)
+@given(words=st.lists(st.from_regex(r"[a-z]{1,8}|[A-Z][a-z]{0,7}|[0-9]{1,4}", fullmatch=True), max_size=12))
+def test_plain_words_are_indexed_as_they_are(words: list[str]) -> None:
+    text = " ".join(words)
+    assert indexed_text(text) == text
+    assert indexed_text(indexed_text(text)) == indexed_text(text)
+
+
+def _identifier_words_as_defined(text: str) -> str:
+    """identifier_words written as its docstring says: every compound, tested, split one at a time."""
+    spaces = str.maketrans(IDENTIFIER_SEPARATORS, " " * len(IDENTIFIER_SEPARATORS))
+    lines = []
+    for compound in re.findall(IDENTIFIER_PATTERN, text):
+        if re.search(IDENTIFIER_SPLIT, compound) and re.search("[A-Za-z]", compound):
+            words = re.sub(IDENTIFIER_ACRONYM, r"\1 \2", re.sub(IDENTIFIER_CAMEL, r"\1 \2", compound))
+            lines.append(words.translate(spaces))
+    return "\n".join(lines)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    text=st.lists(
+        st.sampled_from(["a", "b", "X", "YZ", "Http", "0", "9", "_", ".", "/", "\\", ":", "-", " ", "é"]), max_size=24
+    ).map("".join)
+)
+def test_identifier_words_are_what_the_definition_says(text: str) -> None:
+    assert identifier_words(text) == _identifier_words_as_defined(text)

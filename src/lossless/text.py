@@ -7,6 +7,13 @@ Invariants:
 * Words are ``\\w+`` runs, lower-cased by the callers that compare them; CJK text has no spaces
   between words, so a run of CJK characters is split into overlapping character bigrams
   (:func:`cjk_bigrams`), or kept whole where a search matches substrings (:func:`keyword_terms`).
+* **Identifiers are indexed by their words too.**  :func:`indexed_text` is a text followed by the
+  words of its identifiers (:func:`identifier_words`: ``outputHookMessage`` → ``output Hook
+  Message``, ``golangci-lint`` → ``golangci lint``, ``cli/manual_commit.go`` → ``cli manual commit
+  go``), so a question's words find them; the text itself comes first, unchanged, so every word of
+  it is still indexed as before.  The rules use ASCII character classes only and read the same as
+  a Python and a PostgreSQL regular expression (:data:`IDENTIFIER_PATTERN` and friends), so the
+  PostgreSQL word index computes exactly what :func:`identifier_words` does.
 * Pure functions of their input: no I/O, no state.
 """
 
@@ -15,7 +22,24 @@ from __future__ import annotations
 import itertools
 import re
 
-__all__ = ["CJK_CHAR", "CJK_CHARS", "CJK_RUN", "STOP_WORDS", "WORD", "cjk_bigrams", "keyword_terms", "search_terms"]
+__all__ = [
+    "CJK_CHAR",
+    "CJK_CHARS",
+    "CJK_RUN",
+    "IDENTIFIER_ACRONYM",
+    "IDENTIFIER_CAMEL",
+    "IDENTIFIER_PATTERN",
+    "IDENTIFIER_SEPARATORS",
+    "IDENTIFIER_SPLIT",
+    "IDENTIFIER_SPLITTING",
+    "STOP_WORDS",
+    "WORD",
+    "cjk_bigrams",
+    "identifier_words",
+    "indexed_text",
+    "keyword_terms",
+    "search_terms",
+]
 
 #: The character ranges treated as CJK text (for a regex character class): radicals, kana, bopomofo,
 #: CJK ideographs (extension A, the unified block, the compatibility block and the supplementary
@@ -66,3 +90,61 @@ def keyword_terms(query: str, max_terms: int = _MAX_TERMS) -> tuple[list[str], l
     rest = CJK_RUN.sub(" ", query)
     words = list(dict.fromkeys(w.lower() for w in WORD.findall(rest)))
     return words[:max_terms], cjk[:max_terms]
+
+
+# ---------------------------------------------------------------------- identifiers
+
+#: Characters that join the words of an identifier: snake_case, kebab-case, dotted names, paths
+#: (``/`` and ``\\``), ``std::vector``.  Each becomes a space in an identifier's words.
+IDENTIFIER_SEPARATORS = "_./\\:-"
+_SEPARATOR_CLASS = "[_./\\\\:-]"
+#: A compound: ASCII letters and digits, joined by separators (never starting or ending with one).
+IDENTIFIER_PATTERN = f"[A-Za-z0-9]+(?:{_SEPARATOR_CLASS}+[A-Za-z0-9]+)*"
+#: A compound that splits into more than one word: a separator, a lower-case letter or digit followed
+#: by a capital (``outputHook``, ``utf8Encode``), or an acronym followed by a word (``HTTPServer``).
+IDENTIFIER_SPLIT = f"{_SEPARATOR_CLASS}|[a-z0-9][A-Z]|[A-Z][A-Z][a-z]"
+#: camelCase: a space between a lower-case letter or digit and the capital after it (``\\1 \\2``).
+IDENTIFIER_CAMEL = "([a-z0-9])([A-Z])"
+#: An acronym before a word: a space before the acronym's last capital (``HTTPServer`` → ``HTTP Server``).
+IDENTIFIER_ACRONYM = "([A-Z])([A-Z][a-z])"
+
+#: The compounds that split (those :data:`IDENTIFIER_PATTERN` matches and :data:`IDENTIFIER_SPLIT`
+#: finds something in), found in one pass: a compound starts after no letter or digit, splits if a
+#: camelCase or acronym boundary is in its first run or a separator and a letter or digit follow
+#: that run, and is taken whole (greedy, and nothing after it: the longest match).
+IDENTIFIER_SPLITTING = (
+    "(?<![A-Za-z0-9])"
+    f"(?=[A-Za-z0-9]*(?:[a-z0-9][A-Z]|[A-Z][A-Z][a-z]|[A-Za-z0-9]{_SEPARATOR_CLASS}+[A-Za-z0-9]))"
+    f"{IDENTIFIER_PATTERN}"
+)
+_SPLITTING_COMPOUND = re.compile(IDENTIFIER_SPLITTING)
+_HAS_LETTER = re.compile("[A-Za-z]")
+_CAMEL = re.compile(IDENTIFIER_CAMEL)
+_ACRONYM = re.compile(IDENTIFIER_ACRONYM)
+_SEPARATORS_AS_SPACES = str.maketrans(IDENTIFIER_SEPARATORS, " " * len(IDENTIFIER_SEPARATORS))
+
+
+def identifier_words(text: str) -> str:
+    """The words of the identifiers in ``text``, one identifier a line ('' when it has none).
+
+    An identifier is a compound (:data:`IDENTIFIER_PATTERN`) with a letter that splits into more
+    than one word (:data:`IDENTIFIER_SPLIT`); its words are the compound with a space at each
+    camelCase and acronym boundary and each separator a space (so two separators in a row leave
+    two spaces).  Case is kept: the word indexes fold it.  Digits stay with their word
+    (``utf8Encode`` → ``utf8 Encode``).
+    """
+    found = "\n".join(c for c in _SPLITTING_COMPOUND.findall(text) if _HAS_LETTER.search(c) is not None)
+    if not found:
+        return ""
+    # No boundary spans two lines (a newline is no letter): one substitution over all of them.
+    return _ACRONYM.sub(r"\1 \2", _CAMEL.sub(r"\1 \2", found)).translate(_SEPARATORS_AS_SPACES)
+
+
+def indexed_text(text: str) -> str:
+    """What the word indexes index for ``text``: the text itself, then the words of its identifiers.
+
+    The stored text is never changed; only the index sees this.  A text with no identifier is
+    indexed as it is.
+    """
+    words = identifier_words(text)
+    return f"{text}\n{words}" if words else text

@@ -3,8 +3,9 @@
 Semantic and hybrid grep rank by vectors that background workers build ahead (never a search);
 this command shows how far the build is (``--status``) or runs it here with a progress bar and
 an ETA measured from its own batches, for a store no worker serves or right after a big import.
-With ``memory_auto_extract`` (the default) it then mines, as the workers do, the messages that
-nothing mined for long-term memories yet.
+It then embeds the long-term memories that have no vectors of the current embedder (after
+``memory_embedder`` changed) and, with ``memory_auto_extract`` (the default), mines, as the
+workers do, the messages that nothing mined for long-term memories yet.
 """
 
 from __future__ import annotations
@@ -66,7 +67,10 @@ async def index_command(state: CliState, status: bool, conversation: str | None,
                     rate = written / max(time.perf_counter() - started, 1e-9)
                     bar.update(task, advance=done, rate=f"{rate:,.0f}/s")
             current = await engine.index_progress(conversation)
-        mined = 0
+        mined = revectored = 0
+        if not status:  # memories stored under another memory_embedder get this one's vectors
+            while done := await engine.memory_vectors_step():
+                revectored += done
         if not status and engine.config.memory_auto_extract:
             with stderr().status("mining messages for long-term memories", spinner="dots") as spinner:
                 while done := await engine.mine_step():
@@ -74,7 +78,7 @@ async def index_command(state: CliState, status: bool, conversation: str | None,
                     spinner.update(f"mining messages for long-term memories: {mined:,} so far")
         seconds = time.perf_counter() - started
     if as_json:
-        emit_json(_progress_dict(current, written, seconds, mined))
+        emit_json(_progress_dict(current, written, seconds, mined) | {"memories_embedded_now": revectored})
         return
     line = (
         f"{current.indexed:,} of {current.total:,} messages and summaries have vectors "
@@ -82,6 +86,8 @@ async def index_command(state: CliState, status: bool, conversation: str | None,
     )
     if written:
         line += f"\nembedded {written:,} in {seconds:.1f} s ({written / seconds:,.0f}/s)"
+    if revectored:
+        line += f"\nembedded {revectored:,} long-term memories with {current.model}"
     if mined:
         line += f"\nmined {mined:,} messages for long-term memories"
     elif not current.done:

@@ -145,6 +145,7 @@ class ContextEngine:
             store, config, tokens=self.tokens, clock=clock, read_file=files.read, memory=memory.memory,
             runner=lambda: wiring.expansion_runner_for(config, self.tokens, memory.leads),
             mine_step=memory.mine_step if config.memory_auto_extract else None,
+            memory_vectors_step=memory.vectors_step,
         )  # fmt: skip
         self.turns = Turns(
             store, config, tokens=self.tokens, counting=counting, zone=self.zone, clock=clock,
@@ -380,3 +381,4 @@ class ContextEngine:
     memory = _Forward("memory", AgentMemory.memory)
     remember = _Forward("memory", AgentMemory.remember)
     mine_step = _Forward("memory", AgentMemory.mine_step)
+    memory_vectors_step = _Forward("memory", AgentMemory.vectors_step)

@@ -92,6 +92,21 @@ class AgentMemory:
         default_agent = self.config.sources.get("agent_id", "default") == "default"
         return agent_id_from_session_key(session_key) if default_agent else None
 
+    async def vectors_step(self, limit: int = MINE_BATCH) -> int:
+        """Embed one batch of memories that have no vectors of the current embedder; how many (0: none left).
+
+        Memories stored under another ``memory_embedder`` (a changed setting, an upgrade to a new
+        default model) get the current model's vectors in the background, like the messages' search
+        vectors.  Without an embedder it stops as mining does.
+        """
+        if self.mining_off is not None:
+            return 0
+        try:
+            return await self.memory().embed_missing(limit)
+        except MissingDependencyError as exc:
+            self._stop_mining(exc)
+            return 0
+
     async def mine_step(self, limit: int = MINE_BATCH) -> int:
         """Mine one batch of this agent's messages that nothing mined yet; how many were looked at (0: none left).
 

@@ -77,6 +77,7 @@ class Recall:
         memory: Callable[..., MemoryService],
         runner: Callable[[], ExpansionRunner],
         mine_step: Callable[[], Awaitable[int]] | None = None,
+        memory_vectors_step: Callable[[], Awaitable[int]] | None = None,
     ) -> None:
         self.store = store
         self.config = config
@@ -85,6 +86,7 @@ class Recall:
         self._memory = memory
         self._runner = runner
         self._mine_step = mine_step
+        self._memory_vectors_step = memory_vectors_step
         self.retriever = Retriever(
             store, read_file=read_file, clock=clock, semantic=self._message_search, counter=tokens
         )
@@ -138,16 +140,18 @@ class Recall:
             await anyio.sleep(0 if busy else poll_s)
 
     async def run_idle_step(self) -> bool:
-        """A background worker's idle work: one build step of search vectors, then (with ``memory_auto_extract``)
-        one batch of the messages nothing mined for memories yet; False when there is nothing (or no way) to build.
+        """A background worker's idle work: one build step of search vectors, one batch of memories without
+        vectors of the current embedder, then (with ``memory_auto_extract``) one batch of the messages nothing
+        mined for memories yet; False when there is nothing (or no way) to build.
         """
         if self.vector_build_off is not None:
             return False
         try:
             builder = self.vector_builder()
             built = await builder.step() > 0
+            revectored = self._memory_vectors_step is not None and await self._memory_vectors_step() > 0
             mined = self._mine_step is not None and await self._mine_step() > 0
-            return built or mined
+            return built or revectored or mined
         except MissingDependencyError as exc:  # e.g. no embeddings extra: nothing to build with
             reason: str | None = str(exc)
         except StoreError as exc:  # a store without search vectors; a passing error (a lock) is retried

@@ -109,7 +109,7 @@ def expansion_runner_for(config: Config, counter: TokenCounter, leads: Leads | N
 
 
 def embedder_for(config: Config) -> Embedder:
-    """The memory embedder named by ``memory_embedder`` (local, e5, openai, or the dependency-free hash)."""
+    """The memory embedder named by ``memory_embedder`` (auto, e5, local, openai, or the dependency-free hash)."""
     if config.memory_embedder == "hash":
         from lossless.memory.hashing import HashEmbedder
 
@@ -220,7 +220,7 @@ async def open_memory(
 ) -> MemorySession:
     """Open long-term memory on the configured database, as ``agent_id`` (or, explicitly, the system).
 
-    The embedder is ``memory_embedder``'s (the offline local model by default) and the
+    The embedder is ``memory_embedder``'s (the offline e5 model by default, else the local one) and the
     fusion ``memory_fusion``'s.  ``system=True`` reaches every scope; nothing else does.
     """
     config = config or load_config({})

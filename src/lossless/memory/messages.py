@@ -101,6 +101,13 @@ class MessageSearch:
         """The name the vectors are stored under (the embedder's model and the index format version)."""
         return index_model(self.memory.embedder.model)
 
+    @property
+    def query_form(self) -> str | None:
+        """What of a question the embedder ranks best by (its ``query_form``: ``"question"`` or ``"keywords"``;
+        None: it does not say, and hybrid grep keeps its default)."""
+        form = getattr(self.memory.embedder, "query_form", None)
+        return form if form in ("question", "keywords") else None
+
     async def _states(
         self, source: VectorSource, conversation_ids: Sequence[int], *, keep: bool = False
     ) -> dict[int, VectorState]:

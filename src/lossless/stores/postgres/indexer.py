@@ -23,6 +23,13 @@ Invariants:
   any, wakes its indexer, which works until none is left that it can claim, and looks again every
   :data:`IDLE_SECONDS` while its store is open (rows of an ``atomic()`` block are visible only
   after the block commits).
+* **Messages indexed before identifiers were (migration 124) are re-indexed in the background**,
+  newest first, after the waiting rows: each batch takes the next range of ids below the mark
+  :data:`~lossless.stores.postgres.schema.REDO_KEY` (locking that row, ``SKIP LOCKED``: one indexer
+  at a time, never waiting), re-indexes the rows of the range that hold an identifier (claimed
+  ``FOR NO KEY UPDATE SKIP LOCKED``, as a claim does: it waits for no lock, so it can be in no
+  deadlock), and moves the mark down, in one statement.  Until a message is re-indexed it is found
+  by its words as before (a search never depends on this pass).
 * The thread never raises: a failure (the server restarting, the database dropped) is retried
   with a growing pause until the store closes; searches stay complete meanwhile.
 """
@@ -33,7 +40,7 @@ import contextlib
 import threading
 from typing import Any
 
-from lossless.stores.postgres.schema import TSV
+from lossless.stores.postgres.schema import REDO_KEY, TSV, TSV_CHARS
 
 __all__ = [
     "ANALYZE",
@@ -43,6 +50,9 @@ __all__ = [
     "CLAIM_BATCH",
     "COUNT_UNINDEXED",
     "IDLE_SECONDS",
+    "REDO_BATCH",
+    "REDO_IDS",
+    "REDO_PENDING",
     "WordIndexer",
 ]
 
@@ -59,6 +69,33 @@ WITH batch AS (
 )
 UPDATE messages SET content_tsv = {TSV} FROM batch WHERE messages.message_id = batch.message_id
 """
+#: Message ids re-indexed per batch of the background pass (see the module docstring).
+REDO_IDS = 500
+#: One batch of that pass, for ``%s`` = ``%s`` = :data:`REDO_IDS`: returns ``(low, rows)``, the mark
+#: after the batch (NULL when there was nothing to do, or another indexer holds the mark) and how
+#: many rows it re-indexed.  ``content`` is the updated row's (no other table here has the column).
+#: Like a claim, it waits for no lock (``SKIP LOCKED`` on the mark and on the rows), so it can be in
+#: no deadlock; a row it skips is being deleted (nothing else locks a message whose ``content_tsv``
+#: is set), or it is found by its words as before.
+REDO_BATCH = f"""
+WITH mark AS (
+    SELECT value::bigint AS high FROM lcm_meta WHERE key = '{REDO_KEY}' AND value <> '0' FOR UPDATE SKIP LOCKED
+), step AS (
+    UPDATE lcm_meta SET value = greatest(mark.high - %s, 0)::text FROM mark WHERE lcm_meta.key = '{REDO_KEY}'
+    RETURNING mark.high AS high, greatest(mark.high - %s, 0) AS low
+), batch AS (
+    SELECT m.message_id FROM messages m, step
+    WHERE m.message_id > step.low AND m.message_id <= step.high AND m.content_tsv IS NOT NULL
+      AND lcm_identifier_words(left(m.content, {TSV_CHARS})) <> ''
+    FOR NO KEY UPDATE OF m SKIP LOCKED
+), redone AS (
+    UPDATE messages SET content_tsv = {TSV} FROM batch WHERE messages.message_id = batch.message_id
+    RETURNING 1
+)
+SELECT (SELECT low FROM step), (SELECT count(*) FROM redone)
+"""
+#: Whether messages wait for that pass (claimed by an indexer right now or not).
+REDO_PENDING = f"SELECT EXISTS (SELECT 1 FROM lcm_meta WHERE key = '{REDO_KEY}' AND value <> '0')"
 #: After indexing this many rows in one go, refresh the planner's statistics of ``messages``: taken
 #: during a bulk load, they would still count most rows as unindexed, and searches would then scan
 #: the table for the few rows really waiting instead of using ``messages_unindexed_idx``.
@@ -113,7 +150,11 @@ class WordIndexer:
                 while not self._stop.is_set():
                     done = conn.execute(CLAIM_BATCH, (BATCH,)).rowcount  # one statement: atomic
                     indexed += max(done, 0)
-                    if done < BATCH:
+                    if done >= BATCH:
+                        continue  # rows appended first: they are not searchable cheaply yet
+                    low, redone = conn.execute(REDO_BATCH, (REDO_IDS, REDO_IDS)).fetchone() or (None, 0)
+                    indexed += int(redone)
+                    if low is None or low == 0:
                         break
                 if indexed >= ANALYZE_AFTER:
                     conn.execute(ANALYZE)

@@ -213,14 +213,20 @@ class PostgresMemoryStore(memory_keywords.KeywordSearch, memory_mining.MinedMess
                 (rowid, list(message_ids)),
             )
 
-    async def _put_vectors(self, conn: Connection, rowid: int, vectors: StoredVectors) -> None:
-        """Replace the memory's vectors by ``vectors`` (nothing when it holds no blobs), as SQLite does."""
+    async def _put_vectors(
+        self, conn: Connection, rowid: int, vectors: StoredVectors, *, keep_other_models: bool = False
+    ) -> None:
+        """Replace the memory's vectors by ``vectors`` (nothing when it holds no blobs), as SQLite does: those
+        of every model (its content changed), or with ``keep_other_models`` those of ``vectors``' model only."""
         model, blobs = vectors
         if not blobs:
             return
         if any(len(b) == 0 or len(b) % 4 for b in blobs):
             raise InputError("a vector blob must hold 4 bytes per dimension")
-        await conn.execute("DELETE FROM memory_vectors WHERE memory_rowid = %s", (rowid,))
+        if keep_other_models:
+            await conn.execute("DELETE FROM memory_vectors WHERE memory_rowid = %s AND model = %s", (rowid, model))
+        else:
+            await conn.execute("DELETE FROM memory_vectors WHERE memory_rowid = %s", (rowid,))
         await conn.execute(
             "INSERT INTO memory_vectors (memory_rowid, chunk, model, dim, vector) "
             "SELECT %s, t.chunk - 1, %s, octet_length(t.vector) / 4, t.vector "
@@ -525,10 +531,7 @@ class PostgresMemoryStore(memory_keywords.KeywordSearch, memory_mining.MinedMess
             row = await fetchone(conn, "SELECT memory_rowid FROM memories WHERE memory_id = %s", (memory_id,))
             if row is None:
                 raise NotFoundError("memory", memory_id)
-            await conn.execute(
-                "DELETE FROM memory_vectors WHERE memory_rowid = %s AND model = %s", (row[0], vectors[0])
-            )
-            await self._put_vectors(conn, row[0], vectors)
+            await self._put_vectors(conn, row[0], vectors, keep_other_models=True)
 
     async def stats(self, scopes: Sequence[str] | None) -> MemoryStats:
         clause, params = scope_clause(scopes)

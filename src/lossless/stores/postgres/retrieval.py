@@ -59,6 +59,7 @@ from lossless.stores.postgres.relevance import bm25_sql, weights_sql
 from lossless.stores.postgres.schema import TSV
 from lossless.stores.postgres.statements import aware, chunks, grant_from_row, grant_params
 from lossless.stores.rows import GRANT_COLUMNS
+from lossless.text import identifier_words
 
 __all__ = ["RetrievalStatements", "WordTerm", "fragment_regex", "parse_trigrams", "parse_words"]
 
@@ -197,7 +198,12 @@ def _term_sql(term: WordTerm) -> tuple[str, list[Any]]:
     """SQL computing the term's ``tsquery`` (as text) from bound parameters only."""
     text = term.text.replace("\x00", " ")  # a separator to the word index; PostgreSQL refuses it in text
     if not term.prefix:
-        return "phraseto_tsquery('english', %s)::text", [text]
+        split = identifier_words(text)
+        if not split:
+            return "phraseto_tsquery('english', %s)::text", [text]
+        # An identifier also matches its words in a row (the word index holds them: schema.TSV), as on
+        # SQLite, whose tokenizer already splits ``a_b.go`` (PostgreSQL's parser keeps it one lexeme).
+        return "(phraseto_tsquery('english', %s) || phraseto_tsquery('english', %s))::text", [text, split]
     words = list(_WORD.finditer(text))
     if not words:
         return "''", []

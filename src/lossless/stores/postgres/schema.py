@@ -21,6 +21,11 @@ Invariants:
   index holds only rows whose ``content_tsv`` is set (a partial index), so an
   append computes neither; searches read the not-yet-indexed rows through a
   partial index of their own, so nothing committed is ever missed.
+* The word index holds a text's identifiers by their words too (migration 124): the ``tsvector``
+  of the text, then that of :func:`lossless.text.identifier_words`, computed in SQL by
+  ``lcm_identifier_words`` from the very patterns the Python function uses (an ``IMMUTABLE``
+  function, so generated columns may use it).  A text without identifiers has the same
+  ``tsvector`` as before.
 * JSON-valued columns (tool input, metadata, file ids, …) are ``text`` holding
   the JSON exactly as the SQLite backend writes it: a round trip returns the
   very same document (``jsonb`` would reorder keys and refuse ``\\u0000``).
@@ -32,7 +37,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["MIGRATIONS", "TSV", "TSV_CHARS", "Migration"]
+from lossless.text import (
+    IDENTIFIER_ACRONYM,
+    IDENTIFIER_CAMEL,
+    IDENTIFIER_SEPARATORS,
+    IDENTIFIER_SPLITTING,
+)
+
+__all__ = ["IDENTIFIER_WORDS_FUNCTION", "MIGRATIONS", "REDO_KEY", "TSV", "TSV_CHARS", "Migration"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,9 +57,44 @@ class Migration:
 #: Characters of a text covered by its word index (see the module docstring).
 TSV_CHARS = 100_000
 
-#: The word index of a text (``content``): a generated column's expression, and what the indexer computes.
-TSV = f"to_tsvector('english'::regconfig, left(content, {TSV_CHARS}))"
-_TSV = TSV
+#: The word index of a text (``content``) up to migration 124, as migration 1 created it (migrations
+#: are never edited).
+_TSV = f"to_tsvector('english'::regconfig, left(content, {TSV_CHARS}))"
+
+
+def _literal(text: str) -> str:
+    """``text`` as an ``E''`` literal (reads the same whatever ``standard_conforming_strings`` says)."""
+    return "E'" + text.replace("\\", "\\\\").replace("'", "''").replace("\n", "\\n") + "'"
+
+
+_CAMEL, _ACRONYM, _SPLITTING = (_literal(p) for p in (IDENTIFIER_CAMEL, IDENTIFIER_ACRONYM, IDENTIFIER_SPLITTING))
+_SEPARATORS, _SPACES = _literal(IDENTIFIER_SEPARATORS), _literal(" " * len(IDENTIFIER_SEPARATORS))
+_BOTH, _NEWLINE = _literal(r"\1 \2"), _literal(chr(10))
+
+#: ``lcm_identifier_words(text)``: :func:`lossless.text.identifier_words` in SQL, from the same patterns.
+IDENTIFIER_WORDS_FUNCTION = f"""
+CREATE OR REPLACE FUNCTION lcm_identifier_words(body text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+    SELECT translate(
+        regexp_replace(
+            regexp_replace(coalesce(string_agg(m.found[1], {_NEWLINE} ORDER BY m.n), ''), {_CAMEL}, {_BOTH}, 'g'),
+            {_ACRONYM}, {_BOTH}, 'g'),
+        {_SEPARATORS}, {_SPACES})
+    FROM regexp_matches(body, {_SPLITTING}, 'g') WITH ORDINALITY AS m(found, n)
+    WHERE m.found[1] ~ '[A-Za-z]'
+$fn$
+"""
+
+#: The word index of a text (``content``): its words, then its identifiers' words (migration 124).
+#: A summary's generated column, what the message indexer computes, and what a search computes for
+#: a message not indexed yet.
+TSV = (
+    f"(to_tsvector('english'::regconfig, left(content, {TSV_CHARS})) || "
+    f"to_tsvector('english'::regconfig, lcm_identifier_words(left(content, {TSV_CHARS}))))"
+)
+#: The ``lcm_meta`` key of the messages still indexed without their identifiers' words: those with
+#: a ``message_id`` up to its value (the word indexer re-indexes them, newest first, in the background).
+REDO_KEY = "message_words_redo_below"
 
 _V1 = (
     "CREATE EXTENSION IF NOT EXISTS pg_trgm",
@@ -555,6 +602,20 @@ _V122 = (
 #: until rewritten; both read back the same.  (PostgreSQL only.)
 _V123 = ("ALTER TABLE messages ALTER COLUMN content SET STORAGE EXTERNAL",)
 
+#: Identifiers are indexed by their words too (see the module docstring).  Summaries' generated
+#: column is made again with the new expression (PostgreSQL before 17 cannot change one in place:
+#: the table is rewritten and its word index rebuilt inside the migration, as migration 122 built its
+#: indexes).  Messages keep their word index, and the background indexer re-indexes those that hold
+#: an identifier, in batches, newest first (:data:`REDO_KEY`); until then they are found by their
+#: words as before.  (PostgreSQL only: SQLite's companion index file is rebuilt instead.)
+_V124 = (
+    IDENTIFIER_WORDS_FUNCTION,
+    "ALTER TABLE summaries DROP COLUMN content_tsv",
+    f"ALTER TABLE summaries ADD COLUMN content_tsv tsvector GENERATED ALWAYS AS ({TSV}) STORED",
+    "CREATE INDEX summaries_tsv_gin_idx ON summaries USING gin (content_tsv)",
+    f"INSERT INTO lcm_meta (key, value) SELECT '{REDO_KEY}', coalesce(max(message_id), 0)::text FROM messages",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "expansion grants", _V2),
@@ -567,4 +628,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(116, "search vector counts", _V116),
     Migration(122, "message word index filled after the append", _V122),
     Migration(123, "message text stored uncompressed", _V123),
+    Migration(124, "identifiers indexed by their words", _V124),
 )

@@ -44,6 +44,9 @@ from lossless.stores.postgres.indexer import (
     BATCH,
     CLAIM_BATCH,
     COUNT_UNINDEXED,
+    REDO_BATCH,
+    REDO_IDS,
+    REDO_PENDING,
     WordIndexer,
 )
 from lossless.stores.postgres.maintenance import MaintenanceStatements
@@ -78,8 +81,9 @@ class PostgresStore(
         store = cls(database)
         async with database.read() as conn:
             row = await (await conn.execute(ANY_UNINDEXED)).fetchone()
-        if row is not None and row[0]:
-            store._indexer.notify()  # rows another process appended and did not index yet
+            redo = await (await conn.execute(REDO_PENDING)).fetchone()
+        if (row is not None and row[0]) or (redo is not None and redo[0]):
+            store._indexer.notify()  # rows another process appended and did not index yet, or older rows to redo
         return store
 
     def atomic(self) -> AbstractAsyncContextManager[None]:
@@ -123,8 +127,17 @@ class PostgresStore(
                 if (row is None or not row[0]) and indexed >= ANALYZE_AFTER:
                     await conn.execute(ANALYZE)
             if row is None or not row[0]:
-                return
+                break
             await anyio.sleep(0.01)  # the rows left are being indexed by another indexer right now
+        while True:  # messages indexed before identifiers were (see the indexer)
+            async with self._db.read() as conn:
+                step = await (await conn.execute(REDO_BATCH, (REDO_IDS, REDO_IDS))).fetchone()
+                if step is not None and step[0] is not None:
+                    continue
+                row = await (await conn.execute(REDO_PENDING)).fetchone()
+            if row is None or not row[0]:
+                return
+            await anyio.sleep(0.01)  # another indexer holds the mark right now
 
     def blob_store(self) -> DatabaseBlobStore:
         """Large-file bytes in this database (``large_files_storage = "database"``)."""

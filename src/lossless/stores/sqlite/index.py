@@ -22,6 +22,10 @@ Invariants:
   ``*_fts`` use ``porter unicode61`` (word search); ``*_trigram`` use the
   trigram tokenizer with ``detail=none`` (substring search for CJK text and
   regex pre-filtering), about a fifth of the size of a full-detail index.
+* **Identifiers by their words.**  The word tables index :func:`lossless.text.indexed_text` of a
+  text (the text, then the words of its identifiers: ``outputHookMessage`` is also ``output hook
+  message``), on every insert and delete alike, so a contentless delete removes exactly what was
+  inserted.  The trigram tables index the text itself (substrings and regexes match the original).
 * **NUL does not end the text.**  SQLite's trigram tokenizer stops at U+0000,
   which would hide everything after one from the substring pre-filter, so the
   trigram tables index the text with NUL replaced by a space (:func:`trigram_text`;
@@ -65,6 +69,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from lossless.text import indexed_text
+
 __all__ = ["INDEX_VERSION", "SOURCES", "Forgotten", "Rewritten", "SearchIndex", "index_path_for"]
 
 log = logging.getLogger("lossless.index")
@@ -84,7 +90,17 @@ def _trigram_text_sql(value: str | bytes | None) -> str | bytes | None:
     return trigram_text(value) if isinstance(value, str) else value
 
 
-INDEX_VERSION = 2  # 2: NUL is indexed as a space in the trigram tables
+#: What the word tables index for a text (:func:`lossless.text.indexed_text`): a Python function,
+#: called once per row of a batch.
+_WORD_TEXT_SQL = "lcm_indexed_text(content)"
+
+
+def _indexed_text_sql(value: str | bytes | None) -> str | bytes | None:
+    return indexed_text(value) if isinstance(value, str) else value
+
+
+#: The layout and text of the index; a file with another version is rebuilt (in the background).
+INDEX_VERSION = 3  # 2: NUL is indexed as a space in the trigram tables; 3: identifiers' words (word tables)
 _BATCH = 256
 #: The main file's WAL is checkpointed (PASSIVE) at most this often …
 _CHECKPOINT_SECONDS = 0.1
@@ -179,6 +195,7 @@ class SearchIndex:
         conn.execute(f"PRAGMA synchronous = {self._synchronous}")
         conn.execute("ATTACH DATABASE ? AS src", (f"{self.main_path.resolve().as_uri()}?mode=ro",))
         conn.create_function("lcm_trigram_text", 1, _trigram_text_sql, deterministic=True)
+        conn.create_function("lcm_indexed_text", 1, _indexed_text_sql, deterministic=True)
         return conn
 
     # -- set-up
@@ -254,7 +271,7 @@ class SearchIndex:
                         table = f"{source.name}_{suffix}"
                         index.executemany(
                             f"INSERT INTO {table}({table}, rowid, content) VALUES ('delete', ?, ?)",
-                            indexed if suffix == "fts" else [(key, trigram_text(text)) for key, text in indexed],
+                            [(key, (indexed_text if suffix == "fts" else trigram_text)(text)) for key, text in indexed],
                         )
                 index.execute("COMMIT")
             except BaseException:
@@ -288,7 +305,7 @@ class SearchIndex:
             indexed = [row for row in rows if mark is not None and row[0] <= mark[0]]
             for suffix in ("fts", "trigram"):
                 table = f"{source_name}_{suffix}"
-                shown = (lambda text: text) if suffix == "fts" else trigram_text
+                shown = indexed_text if suffix == "fts" else trigram_text
                 conn.executemany(
                     f"INSERT INTO {table}({table}, rowid, content) VALUES ('delete', ?, ?)",
                     [(key, shown(old)) for key, old, _ in indexed],
@@ -408,7 +425,7 @@ class SearchIndex:
                 ).fetchone()
                 if top[0] is not None:
                     for suffix in ("fts", "trigram"):
-                        text = "content" if suffix == "fts" else _TRIGRAM_TEXT_SQL
+                        text = _WORD_TEXT_SQL if suffix == "fts" else _TRIGRAM_TEXT_SQL
                         conn.execute(
                             f"INSERT INTO {source.name}_{suffix}(rowid, content) SELECT {source.key}, {text} "
                             f"FROM src.{source.table} WHERE {source.key} > ? AND {source.key} <= ?",

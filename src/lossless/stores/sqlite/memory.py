@@ -212,11 +212,17 @@ class SQLiteMemoryStore:
         return memory_id
 
     @staticmethod
-    def _put_vectors(conn: sqlite3.Connection, rowid: int | None, vectors: StoredVectors) -> None:
+    def _put_vectors(
+        conn: sqlite3.Connection, rowid: int | None, vectors: StoredVectors, *, keep_other_models: bool = False
+    ) -> None:
+        """Replace the memory's vectors (of every model: its content changed; or of ``vectors``' model only)."""
         model, blobs = vectors
         if not blobs:
             return
-        conn.execute("DELETE FROM memory_vectors WHERE memory_rowid = ?", (rowid,))
+        if keep_other_models:
+            conn.execute("DELETE FROM memory_vectors WHERE memory_rowid = ? AND model = ?", (rowid, model))
+        else:
+            conn.execute("DELETE FROM memory_vectors WHERE memory_rowid = ?", (rowid,))
         conn.executemany(
             "INSERT INTO memory_vectors (memory_rowid, chunk, model, dim, vector) VALUES (?, ?, ?, ?, ?)",
             [(rowid, i, model, len(blob) // 4, blob) for i, blob in enumerate(blobs)],
@@ -567,9 +573,7 @@ class SQLiteMemoryStore:
             row = conn.execute("SELECT memory_rowid FROM memories WHERE memory_id = ?", (memory_id,)).fetchone()
             if row is None:
                 raise NotFoundError("memory", memory_id)
-            model = vectors[0]
-            conn.execute("DELETE FROM memory_vectors WHERE memory_rowid = ? AND model = ?", (row[0], model))
-            self._put_vectors(conn, row[0], vectors)
+            self._put_vectors(conn, row[0], vectors, keep_other_models=True)
             _bump(conn)
 
         await self._db.write(run)

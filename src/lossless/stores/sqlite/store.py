@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
-from lossless.errors import InputError, NotFoundError
+from lossless.errors import InputError
 from lossless.ports import (
     AppendResult,
     IndexDiscrepancy,
@@ -54,8 +54,8 @@ from lossless.records import (
     format_timestamp,
     utcnow,
 )
-from lossless.stores.rows import FILE_COLUMNS, SUMMARY_COLUMNS, check_event, check_job, check_sources, dump_json
-from lossless.stores.sqlite import jobs, maintenance, retrieval, vectors
+from lossless.stores.rows import SUMMARY_COLUMNS, check_event, check_job, check_sources, dump_json
+from lossless.stores.sqlite import bootstrap, jobs, large_files, maintenance, retrieval, vectors
 from lossless.stores.sqlite.connection import Database
 from lossless.stores.sqlite.statements import (
     CONVERSATION_COLUMNS,
@@ -66,8 +66,6 @@ from lossless.stores.sqlite.statements import (
     chunks,
     compaction_events,
     conversation_from_row,
-    large_file_from_row,
-    large_file_row,
     replace_range,
     summary_from_row,
     table_bytes,
@@ -498,105 +496,25 @@ class SQLiteStore:
     # ------------------------------------------------------------ bootstrap state
 
     async def find_bootstrap_state(self, agent_id: str, path: str) -> BootstrapState | None:
-        def run(conn: sqlite3.Connection) -> BootstrapState | None:
-            row = conn.execute(
-                "SELECT b.conversation_id, b.last_seen_size, b.last_seen_mtime_ns, b.last_processed_offset, "
-                "b.last_processed_entry_hash, b.last_entry_key, b.updated_at, b.reconciled_seq "
-                "FROM conversation_bootstrap_state b JOIN conversations c USING (conversation_id) "
-                "WHERE c.agent_id = ? AND b.session_file_path = ? ORDER BY b.updated_at DESC LIMIT 1",
-                (agent_id, path),
-            ).fetchone()
-            if row is None:
-                return None
-            return BootstrapState(
-                conversation_id=row[0],
-                path=path,
-                size=row[1],
-                mtime_ns=row[2],
-                offset=row[3],
-                tail_hash=row[4],
-                last_entry_key=row[5],
-                reconciled_seq=row[7],
-                updated_at=datetime.fromisoformat(row[6]),
-            )
-
-        return await self._db.read(run)
+        return await self._db.read(lambda conn: bootstrap.find(conn, agent_id, path))
 
     async def put_bootstrap_state(self, state: BootstrapState) -> None:
-        def run(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "INSERT INTO conversation_bootstrap_state (conversation_id, session_file_path, last_seen_size, "
-                "last_seen_mtime_ns, last_processed_offset, last_processed_entry_hash, last_entry_key, updated_at, "
-                "reconciled_seq) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (conversation_id, session_file_path) DO UPDATE SET "
-                "last_seen_size = excluded.last_seen_size, last_seen_mtime_ns = excluded.last_seen_mtime_ns, "
-                "last_processed_offset = excluded.last_processed_offset, "
-                "last_processed_entry_hash = excluded.last_processed_entry_hash, "
-                "last_entry_key = excluded.last_entry_key, updated_at = excluded.updated_at, "
-                "reconciled_seq = excluded.reconciled_seq",
-                (
-                    state.conversation_id,
-                    state.path,
-                    state.size,
-                    state.mtime_ns,
-                    state.offset,
-                    state.tail_hash,
-                    state.last_entry_key,
-                    format_timestamp(state.updated_at),
-                    state.reconciled_seq,
-                ),
-            )
-            conn.execute(
-                "UPDATE conversations SET bootstrapped_at = ? WHERE conversation_id = ?",
-                (format_timestamp(state.updated_at), state.conversation_id),
-            )
-
-        await self._db.write(run)
+        await self._db.write(lambda conn: bootstrap.put(conn, state))
 
     # ------------------------------------------------------------ large files
 
     async def insert_large_files(self, files: Sequence[LargeFile]) -> int:
         if not files:
             return 0
-        rows = [large_file_row(f) for f in files]
-
-        def run(conn: sqlite3.Connection) -> int:
-            conversations = {f.conversation_id for f in files}
-            for conversation_id in conversations:
-                if (
-                    conn.execute("SELECT 1 FROM conversations WHERE conversation_id = ?", (conversation_id,)).fetchone()
-                    is None
-                ):
-                    raise NotFoundError("conversation", conversation_id)
-            before = conn.total_changes
-            conn.executemany(
-                f"INSERT INTO large_files ({FILE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (file_id) DO NOTHING",
-                rows,
-            )
-            return conn.total_changes - before
-
-        return await self._db.write(run)
+        return await self._db.write(lambda conn: large_files.insert(conn, files))
 
     async def get_large_file(self, file_id: str) -> LargeFile | None:
-        def run(conn: sqlite3.Connection) -> LargeFile | None:
-            row = conn.execute(f"SELECT {FILE_COLUMNS} FROM large_files WHERE file_id = ?", (file_id,)).fetchone()
-            return None if row is None else large_file_from_row(row)
-
-        return await self._db.read(run)
+        return await self._db.read(lambda conn: large_files.get(conn, file_id))
 
     async def list_large_files(
         self, conversation_id: int, *, limit: int | None = None, offset: int = 0
     ) -> list[LargeFile]:
-        def run(conn: sqlite3.Connection) -> list[LargeFile]:
-            rows = conn.execute(
-                f"SELECT {FILE_COLUMNS} FROM large_files WHERE conversation_id = ? "
-                "ORDER BY created_at, rowid LIMIT ? OFFSET ?",
-                (conversation_id, -1 if limit is None else limit, offset),
-            ).fetchall()
-            return [large_file_from_row(r) for r in rows]
-
-        return await self._db.read(run)
+        return await self._db.read(lambda conn: large_files.list_files(conn, conversation_id, limit, offset))
 
     # ------------------------------------------------------------ search
 
