@@ -540,7 +540,7 @@ async def grep(
     ``first_pages``: the rows of :func:`first_page_requests` for these options and conversations,
     read already (then the common case reads nothing more).
     ``rank_any_word`` ranks the any-word matches a full-text query falls back to (or is topped up with);
-    without it they come in the store's order of relevance (BM25 / ``ts_rank_cd``) alone.
+    without it they come in the store's order of relevance (BM25 on both backends) alone.
     """
     if options.scope == "files" or options.mode in SEMANTIC_MODES:
         raise InputError(

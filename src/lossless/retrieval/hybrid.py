@@ -3,8 +3,9 @@
 :func:`hybrid_hits` ranks the messages or the summaries of some conversations for a question:
 
 1. **Keywords.**  The question's keywords (:func:`~lossless.retrieval.ranking.keywords`: stopwords and
-   time words dropped), any of them, ranked by the store's full-text relevance (BM25 on SQLite,
-   ``ts_rank_cd`` on PostgreSQL), up to :data:`DEPTH` items.
+   time words dropped), any of them, ranked by the store's full-text relevance (BM25 on both
+   backends: FTS5's on SQLite, :mod:`lossless.stores.postgres.relevance` on PostgreSQL), up to
+   :data:`DEPTH` items.
 2. **Meaning.**  The :class:`~lossless.retrieval.semantic.SemanticSearch` port's ``semantic`` ranking,
    through its existing interface, up to :data:`DEPTH` items.
 3. **Fusion** of the two by normalised score (:func:`~lossless.retrieval.ranking.fuse`).
@@ -272,7 +273,7 @@ async def keyword_hits(
 ) -> tuple[list[GrepHit], bool]:
     """The any-word matches of a ``full_text`` query ranked for a question, best first, and whether there are more.
 
-    The ranking is :func:`hybrid_hits` on its keyword side alone: BM25 (``ts_rank_cd`` on PostgreSQL)
+    The ranking is :func:`hybrid_hits` on its keyword side alone: BM25
     of the question's words, function words dropped
     (:data:`~lossless.retrieval.ranking.FUNCTION_WORDS`), then neighbours, the substance prior and
     time; scopes merge by score.  :func:`~lossless.retrieval.grep.grep` calls it as ``rank_any_word``.
