@@ -242,3 +242,11 @@ async def test_memories_of_another_embedder_get_this_ones_vectors_in_the_backgro
     assert found.hits and found.hits[0].memory.content.startswith("The team shipped release 3")
     assert found.hits[0].stages  # ranked through the vector side too
     assert await engine.memory_vectors_step() == 0
+    # Done: another host's new memory waits for the next look, RESCAN_S later (no table read per poll).
+    await old.add(MemoryDraft(category="events", content="Another host stored this one later."))
+    assert await engine.memory_vectors_step() == 0
+    from lossless.engine.memory import RESCAN_S
+
+    part = engine.parts["memory"]
+    part._vectors_done_at -= RESCAN_S  # as if RESCAN_S had passed since the last empty look
+    assert await engine.memory_vectors_step() == 1

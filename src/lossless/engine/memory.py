@@ -55,6 +55,7 @@ class AgentMemory:
         self._services: dict[str, MemoryService] = {}  # by agent id: the engine's, and those session keys name
         self._mined_to = 0  # the backlog walk's cursor: every message id up to it was looked at
         self._last_rescan = time.monotonic()
+        self._vectors_done_at: float | None = None  # when a vectors step last found nothing to embed
         #: Why this engine mines no backlog (e.g. no embedder installed); ``None`` while it does.
         self.mining_off: str | None = None
 
@@ -97,15 +98,23 @@ class AgentMemory:
 
         Memories stored under another ``memory_embedder`` (a changed setting, an upgrade to a new
         default model) get the current model's vectors in the background, like the messages' search
-        vectors.  Without an embedder it stops as mining does.
+        vectors.  Without an embedder it stops as mining does.  Once nothing is left it looks again
+        only every :data:`RESCAN_S` seconds (this engine stores its own memories with vectors; only
+        another host with another embedder adds memories without them), so an idle worker does not
+        read the whole memory table at every poll.
         """
         if self.mining_off is not None:
             return 0
+        now = time.monotonic()
+        if self._vectors_done_at is not None and now - self._vectors_done_at < RESCAN_S:
+            return 0
         try:
-            return await self.memory().embed_missing(limit)
+            done = await self.memory().embed_missing(limit)
         except MissingDependencyError as exc:
             self._stop_mining(exc)
             return 0
+        self._vectors_done_at = now if done == 0 else None
+        return done
 
     async def mine_step(self, limit: int = MINE_BATCH) -> int:
         """Mine one batch of this agent's messages that nothing mined yet; how many were looked at (0: none left).
