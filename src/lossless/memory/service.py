@@ -284,7 +284,7 @@ class MemoryService:
             min_similarity=raw_min,
             only=only,
         )
-        return [VectorHit(h.memory_id, calibrate(h.similarity, floor)) for h in hits] if floor else hits, index
+        return [VectorHit(h.memory_id, calibrate(h.similarity, floor)) for h in hits], index
 
     # ------------------------------------------------------------------ writes
 

@@ -45,6 +45,7 @@ __all__ = [
     "SUMMARY_PROVIDERS",
     "GuardPolicy",
     "GuardedSummarizer",
+    "e5_installed",
     "embedder_for",
     "file_summarizer_for",
     "reranker_for",
@@ -175,7 +176,7 @@ def embedder_for(config: Config) -> Embedder:
             dimensions=config.memory_embedding_dimensions,
             similarity_floor=config.memory_embedding_similarity_floor,
         )
-    if config.memory_embedder == "e5" or (config.memory_embedder == "auto" and _e5_installed()):
+    if config.memory_embedder == "e5" or (config.memory_embedder == "auto" and e5_installed()):
         from lossless.providers.embeddings import E5Embedder
 
         return E5Embedder()
@@ -184,7 +185,7 @@ def embedder_for(config: Config) -> Embedder:
     return LocalEmbedder()
 
 
-def _e5_installed() -> bool:
+def e5_installed() -> bool:
     """Whether the e5 embedder can run here: its engine and NumPy (the ``embeddings`` or ``e5`` extra)."""
     import importlib.util
 
