@@ -43,6 +43,7 @@ from lossless.ports import IndexDiscrepancy, Job, JobKind, JobReason, JobState, 
 from lossless.records import JSONValue, utcnow
 from lossless.stores.postgres.connection import Connection, Database, translate
 from lossless.stores.postgres.statements import aware, lock_conversation
+from lossless.stores.postgres.term_stats import TermStatistics
 from lossless.stores.rows import check_job, dump_json, load_json, restore_position
 
 __all__ = ["MaintenanceStatements"]
@@ -335,6 +336,7 @@ class MaintenanceStatements:
     """Repairs, retention and jobs of :class:`~lossless.stores.postgres.store.PostgresStore` (see the module)."""
 
     _db: Database
+    _term_stats: TermStatistics
 
     # ------------------------------------------------------------ MaintainableStore
 
@@ -416,13 +418,15 @@ class MaintenanceStatements:
             return 0
         async with self._db.transaction() as conn:
             try:
-                return await _delete(conn, ids)
+                deleted = await _delete(conn, ids)
             except psycopg.errors.ForeignKeyViolation as exc:
                 # A fork started pointing at these rows after the check: its own row lock is not ours.
                 raise ConflictError(
                     "another conversation started referring to these conversations meanwhile; nothing was deleted, "
                     "plan the prune again"
                 ) from exc
+        self._term_stats.clear()  # relevance's word counts: recounted without the rows deleted
+        return deleted
 
     async def vacuum(self) -> tuple[int, int]:
         """``VACUUM (ANALYZE)`` the database; ``(pg_database_size before, after)``.

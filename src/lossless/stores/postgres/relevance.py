@@ -28,8 +28,19 @@ from collections.abc import Sequence
 from typing import Any
 
 from lossless.stores.postgres.schema import TSV
+from lossless.stores.postgres.term_stats import Counted, Known
 
-__all__ = ["AVGDL_SAMPLE", "BM25_B", "BM25_K1", "DF_CAP", "TOTAL_CAP", "bm25_sql", "weights_sql"]
+__all__ = [
+    "AVGDL_SAMPLE",
+    "BM25_B",
+    "BM25_K1",
+    "COUNTED_COLUMNS",
+    "DF_CAP",
+    "TOTAL_CAP",
+    "bm25_sql",
+    "read_counted",
+    "weights_sql",
+]
 
 #: A message's word index computed from its text, for rows the indexer has not reached yet.
 _TSV_OF_TEXT = TSV.replace("content", "t.content")
@@ -44,6 +55,9 @@ TOTAL_CAP = 10_000
 #: The oldest rows whose word-index lengths give the average length of the length normalisation.
 AVGDL_SAMPLE = 500
 
+#: The columns of the ``weights`` row a relevance search appends to each of its rows (see :func:`read_counted`).
+COUNTED_COLUMNS = ("n", "total", "avgdl", "edge", "fresh")
+
 #: A ``tsquery`` of one lexeme, neither a prefix nor a phrase (``'word'``), as ``::text`` writes it.
 _ONE_LEXEME = re.compile(r"'((?:[^']|'')*)'")
 
@@ -54,12 +68,15 @@ def _lexeme(term: str) -> str | None:
     return None if match is None else match.group(1).replace("''", "'")
 
 
-def weights_sql(table: str, terms: Sequence[str]) -> tuple[str, list[Any]]:
+def weights_sql(table: str, terms: Sequence[str], known: Known | None = None) -> tuple[str, list[Any]]:
     """The one row of BM25 weights for ``terms`` (``tsquery`` texts): their IDFs and the average length.
 
-    Columns ``q`` (the terms, ``tsquery[]``), ``idf`` (``float8[]``, in the same order) and ``avgdl``.
-    The statistics are the table's, as FTS5's ``bm25`` takes them from its whole index, and none
-    reads more than a bounded number of rows:
+    Columns ``q`` (the terms, ``tsquery[]``), ``idf`` (``float8[]``, in the same order), ``avgdl``,
+    then what they were computed from (:data:`COUNTED_COLUMNS`, read back into the store's
+    :class:`~lossless.stores.postgres.term_stats.TermStatistics`): ``n`` (each term's rows),
+    ``total`` (``N``), ``edge`` (the table's newest key, 0 when empty) and ``fresh`` (whether
+    ``known`` was used).  The statistics are the table's, as FTS5's ``bm25`` takes them from its
+    whole index, and none reads more than a bounded number of rows:
 
     * ``N``, the rows: counted (up to :data:`TOTAL_CAP`) while the planner's estimate
       (``pg_class.reltuples``) is below :data:`TOTAL_CAP`, the estimate above;
@@ -70,6 +87,11 @@ def weights_sql(table: str, terms: Sequence[str]) -> tuple[str, list[Any]]:
       rare word), plus, for messages, those the indexer has not reached (``messages_unindexed_idx``,
       their word index computed, so the weights never depend on the indexer's progress);
     * the average length: that of the :data:`AVGDL_SAMPLE` oldest rows (primary key order).
+
+    With ``known`` (values counted by an earlier statement), the statement uses them instead while
+    the table's newest key is at most ``known.limit``, and counts only the terms ``known`` lacks;
+    above it, it counts everything as without ``known`` (a ``CASE`` evaluates the counting
+    subqueries only when they are needed).
 
     The IDF is BM25's, never negative: ``ln(1 + (N - n + 0.5) / (n + 0.5))``.
     """
@@ -83,33 +105,62 @@ def weights_sql(table: str, terms: Sequence[str]) -> tuple[str, list[Any]]:
         counted += " + " + bounded(f"t.content_tsv IS NULL AND {_TSV_OF_TEXT} @@ %s::tsquery", DF_CAP)
         vector = f"coalesce(t.content_tsv, {_TSV_OF_TEXT})"
     lexemes = [_lexeme(term) for term in terms]
+    known_counts = [None] * len(terms) if known is None else list(known.counts)
     params: list[Any] = [list(terms)]
     counts = []
-    for term, lexeme in zip(terms, lexemes, strict=True):
-        counts.append(f"coalesce((r.common ->> %s)::float8 * r.rows, {counted})")
+    for term, lexeme, count in zip(terms, lexemes, known_counts, strict=True):
+        fresh_count = f"coalesce((r.common ->> %s)::float8 * r.rows, {counted})"
+        if count is None:
+            counts.append(fresh_count)
+        else:
+            counts.append(f"CASE WHEN r.fresh THEN %s::float8 ELSE {fresh_count} END")
+            params.append(count)
         params += [lexeme, *[term] * counted.count("%s")]
-    # The planner's most common lexemes of the column with their frequencies, for the terms' lexemes only.
+    key = "message_id" if table == "messages" else "summary_rowid"
+    total = f"greatest(1, CASE WHEN r.big THEN r.rows ELSE {bounded('true', TOTAL_CAP)} END)::float8"
+    avgdl = (
+        f"coalesce(nullif((SELECT avg(length(c.v)) FROM (SELECT {vector} AS v FROM {table} t "
+        f"ORDER BY t.{key} LIMIT {AVGDL_SAMPLE:d}) c), 0), 1)::float8"
+    )
+    if known is not None:
+        total = f"CASE WHEN r.fresh THEN %s::float8 ELSE {total} END"
+        avgdl = f"CASE WHEN r.fresh THEN %s::float8 ELSE {avgdl} END"
+        params += [known.total, known.avgdl]
+    # The planner's most common lexemes of the column with their frequencies, for the terms' lexemes
+    # only; not read when every term's count is known and fresh.
     common = (
         "(SELECT jsonb_object_agg(e.lexeme, e.freq) FROM pg_stats p, "
         "unnest(p.most_common_elems::text::text[], p.most_common_elem_freqs) AS e(lexeme, freq) "
-        "WHERE (p.schemaname, p.tablename) = (SELECT n.nspname, c.relname FROM pg_namespace n "
-        "WHERE n.oid = c.relnamespace) AND p.attname = 'content_tsv' AND e.lexeme = ANY(%s::text[]))"
+        "WHERE (p.schemaname, p.tablename) = (SELECT n.nspname, r0.relname FROM pg_namespace n "
+        "WHERE n.oid = r0.ns) AND p.attname = 'content_tsv' AND e.lexeme = ANY(%s::text[]))"
     )
+    fresh = "false"
+    need_common = "r0.big"
+    if known is not None:
+        fresh = "r0.edge <= %s::bigint"
+        params.append(known.limit)
+        if all(count is not None for count in known_counts):
+            need_common = "r0.big AND r0.edge > %s::bigint"
+            params.append(known.limit)
     params.append([lexeme for lexeme in lexemes if lexeme is not None])
-    key = "message_id" if table == "messages" else "summary_rowid"
     sql = (
         "SELECT s.q, ARRAY(SELECT ln(1 + (s.total - least(u.n, s.total) + 0.5) / (least(u.n, s.total) + 0.5)) "
-        "FROM unnest(s.n) WITH ORDINALITY AS u(n, i) ORDER BY u.i) AS idf, s.avgdl "
+        "FROM unnest(s.n) WITH ORDINALITY AS u(n, i) ORDER BY u.i) AS idf, s.avgdl, s.n, s.total, s.edge, s.fresh "
         "FROM (SELECT %s::tsquery[] AS q, "
-        f"ARRAY[{', '.join(counts)}]::float8[] AS n, "
-        f"greatest(1, CASE WHEN r.big THEN r.rows ELSE {bounded('true', TOTAL_CAP)} END)::float8 AS total, "
-        f"coalesce(nullif((SELECT avg(length(c.v)) FROM (SELECT {vector} AS v FROM {table} t "
-        f"ORDER BY t.{key} LIMIT {AVGDL_SAMPLE:d}) c), 0), 1)::float8 AS avgdl "
-        f"FROM (SELECT c.reltuples::float8 AS rows, c.reltuples >= {TOTAL_CAP:d} AS big, "
-        f"CASE WHEN c.reltuples >= {TOTAL_CAP:d} THEN {common} END AS common FROM pg_class c "
-        f"WHERE c.oid = '{table}'::regclass OFFSET 0) r OFFSET 0) s"
+        f"ARRAY[{', '.join(counts)}]::float8[] AS n, {total} AS total, {avgdl} AS avgdl, r.edge, r.fresh "
+        f"FROM (SELECT r0.rows, r0.big, r0.edge, {fresh} AS fresh, "
+        f"CASE WHEN {need_common} THEN {common} END AS common "
+        f"FROM (SELECT c.reltuples::float8 AS rows, c.reltuples >= {TOTAL_CAP:d} AS big, c.relname, "
+        f"c.relnamespace AS ns, coalesce((SELECT max(t.{key}) FROM {table} t), 0) AS edge "
+        f"FROM pg_class c WHERE c.oid = '{table}'::regclass OFFSET 0) r0 OFFSET 0) r OFFSET 0) s"
     )
     return sql, params
+
+
+def read_counted(row: Sequence[Any]) -> Counted:
+    """The :data:`COUNTED_COLUMNS` at the end of a relevance search's row, as a :class:`Counted`."""
+    n, total, avgdl, edge, fresh = row[-len(COUNTED_COLUMNS) :]
+    return Counted(tuple(float(x) for x in n), float(total), float(avgdl), int(edge), bool(fresh))
 
 
 def bm25_sql(vector: str, terms: int) -> str:

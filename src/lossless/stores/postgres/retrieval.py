@@ -55,9 +55,10 @@ from lossless.errors import InputError
 from lossless.ports import ReachPages, SearchRequest, SearchRow
 from lossless.records import Grant
 from lossless.stores.postgres.connection import Connection, Database
-from lossless.stores.postgres.relevance import bm25_sql, weights_sql
+from lossless.stores.postgres.relevance import COUNTED_COLUMNS, bm25_sql, read_counted, weights_sql
 from lossless.stores.postgres.schema import TSV
 from lossless.stores.postgres.statements import aware, chunks, grant_from_row, grant_params
+from lossless.stores.postgres.term_stats import Known, TermStatistics
 from lossless.stores.rows import GRANT_COLUMNS
 from lossless.text import identifier_words
 
@@ -410,11 +411,15 @@ def _terms(request: SearchRequest) -> list[WordTerm]:
 
 
 def _search_sql(
-    request: SearchRequest, resolved_terms: Mapping[WordTerm, str], newest: int | None = None
+    request: SearchRequest,
+    resolved_terms: Mapping[WordTerm, str],
+    newest: int | None = None,
+    known: Known | None = None,
 ) -> tuple[str, list[Any]]:
     """The one statement answering ``request`` (its word terms resolved in ``resolved_terms``).
 
-    ``newest``: the newest message id an earlier search read, if any (see :func:`_window_edge`).
+    ``newest``: the newest message id an earlier search read, if any (see :func:`_window_edge`);
+    ``known``: the cached BM25 statistics of a relevance search's terms (:func:`_ranking_terms`).
     """
     table, key, columns, time_from, time_to = _shape(request.scope)
     clauses = ["t.conversation_id = ANY(%s::bigint[])"]
@@ -480,7 +485,14 @@ def _search_sql(
             request.limit,
         ]
     assert words is not None
-    return _relevance_sql(request, clauses, params, arms, list(dict.fromkeys(words.query_params)))
+    return _relevance_sql(request, clauses, params, arms, list(dict.fromkeys(words.query_params)), known)
+
+
+def _ranking_terms(request: SearchRequest, resolved_terms: Mapping[WordTerm, str]) -> list[str]:
+    """The distinct ``tsquery`` texts a relevance search ranks by (those :func:`_relevance_sql` gets)."""
+    if request.order != "relevance" or request.words is None:
+        return []
+    return list(dict.fromkeys(_word_condition(request.words, resolved_terms).query_params))
 
 
 def _relevance_sql(
@@ -489,11 +501,14 @@ def _relevance_sql(
     params: list[Any],
     arms: list[tuple[str | None, list[Any], str]],
     terms: list[str],
+    known: Known | None = None,
 ) -> tuple[str, list[Any]]:
     """The statement of a relevance search: each arm's rows by BM25 over ``terms`` (distinct ``tsquery`` texts).
 
     Best first, ties newest first, from ``request.offset``; a query without a ``tsquery`` term (stop
-    words only, matched by regular expression) ranks every match 0.
+    words only, matched by regular expression) ranks every match 0.  With terms, each row ends with
+    the statistics its weights came from (:data:`~lossless.stores.postgres.relevance.COUNTED_COLUMNS`),
+    computed or taken from ``known`` (see :func:`~lossless.stores.postgres.relevance.weights_sql`).
     """
     table, key, columns, _, _ = _shape(request.scope)
     offset = max(0, request.offset)
@@ -514,7 +529,12 @@ def _relevance_sql(
     sql = f"SELECT * FROM ({' UNION ALL '.join(selects)}) u ORDER BY 9 DESC, 1 DESC LIMIT %s OFFSET %s"
     if not terms:
         return sql, [*sql_params, request.limit, offset]
-    weights, weight_params = weights_sql(table, terms)
+    weights, weight_params = weights_sql(table, terms, known)
+    counted = ", ".join(f"w.{c}" for c in COUNTED_COLUMNS)
+    sql = (
+        f"SELECT u.*, {counted} FROM ({' UNION ALL '.join(selects)}) u, weights w "
+        "ORDER BY 9 DESC, 1 DESC LIMIT %s OFFSET %s"
+    )
     return f"WITH weights AS MATERIALIZED ({weights}) {sql}", [*weight_params, *sql_params, request.limit, offset]
 
 
@@ -547,6 +567,16 @@ def _links(rows: Sequence[Sequence[Any]]) -> list[tuple[int, int | None, str | N
     return [(int(r[0]), None if r[1] is None else int(r[1]), r[2]) for r in rows]
 
 
+@dataclass(frozen=True, slots=True)
+class _Ranking:
+    """A relevance search's terms (``tsquery`` texts), the statistics it was sent with, and when."""
+
+    table: str
+    terms: list[str]
+    known: Known | None
+    asked_at: float
+
+
 # ---------------------------------------------------------------------- grants
 
 
@@ -558,6 +588,8 @@ class RetrievalStatements:
     _tsqueries: dict[WordTerm, str]
     #: The newest message id the last windowed search read (a hint for the next: see :func:`_window_edge`).
     _newest_message_id: int | None = None
+    #: The BM25 statistics relevance searches counted, for the next ones (:mod:`.term_stats`).
+    _term_stats: TermStatistics
 
     async def search(self, request: SearchRequest) -> list[SearchRow]:
         """One page of candidates (see :meth:`lossless.ports.Store.search`)."""
@@ -572,10 +604,10 @@ class RetrievalStatements:
 
         Word terms never resolved before take one more round trip first (once per store and term).
         """
-        statements = await self._search_statements(requests)
+        statements, plans = await self._search_statements(requests)
         # Never a prepared (generic) plan: the best plan depends on the pattern's selectivity.
         found = await self._db.read_all(statements, prepare=False) if statements else []
-        return self._found_pages(requests, found)
+        return self._found_pages(requests, found, plans)
 
     async def search_with_links(
         self,
@@ -591,7 +623,7 @@ class RetrievalStatements:
         searches are sent in one pipeline (:meth:`~lossless.stores.postgres.connection.Database.read_all`);
         word terms never resolved before take one more round trip first, as in :meth:`search_many`.
         """
-        searches = await self._search_statements(requests)
+        searches, plans = await self._search_statements(requests)
         statements: list[tuple[str, Any]] = [(_LINKS, (agent_id,))]
         if session_id is not None:
             statements.append(
@@ -612,11 +644,16 @@ class RetrievalStatements:
         return ReachPages(
             links=_links(found[0]),
             own=int(own[0][0]) if own else None,
-            pages=self._found_pages(requests, found[len(statements) :]),
+            pages=self._found_pages(requests, found[len(statements) :], plans),
         )
 
-    async def _search_statements(self, requests: Sequence[SearchRequest]) -> list[tuple[str, Any]]:
-        """The statements answering each request that asks for rows (see :func:`_search_pages`), terms resolved."""
+    async def _search_statements(
+        self, requests: Sequence[SearchRequest]
+    ) -> tuple[list[tuple[str, Any]], list[_Ranking | None]]:
+        """The statements answering each request that asks for rows (see :func:`_search_pages`), terms resolved.
+
+        With each, for a relevance search with terms, what its BM25 statistics came from (for :meth:`_found_pages`).
+        """
         for request in requests:
             if request.order == "relevance" and request.words is None:
                 raise InputError("relevance order needs a word query")
@@ -626,16 +663,33 @@ class RetrievalStatements:
         if len(resolved) < len(set(terms)):
             async with self._db.read() as conn:
                 resolved = dict(zip(terms, await _resolve_terms(conn, terms, self._tsqueries), strict=True))
-        return [_search_sql(r, resolved, self._newest_message_id) for r in asked]
+        statements: list[tuple[str, Any]] = []
+        plans: list[_Ranking | None] = []
+        for request in asked:
+            ranking = _ranking_terms(request, resolved)
+            plan = None
+            if ranking:
+                table = _shape(request.scope)[0]
+                plan = _Ranking(table, ranking, self._term_stats.known(table, ranking), self._term_stats.clock())
+            plans.append(plan)
+            statements.append(
+                _search_sql(request, resolved, self._newest_message_id, None if plan is None else plan.known)
+            )
+        return statements, plans
 
-    def _found_pages(self, requests: Sequence[SearchRequest], found: Sequence[Sequence[Any]]) -> list[list[SearchRow]]:
+    def _found_pages(
+        self, requests: Sequence[SearchRequest], found: Sequence[Sequence[Any]], plans: Sequence[_Ranking | None]
+    ) -> list[list[SearchRow]]:
         """Each request's page from the results of :meth:`_search_statements`' statements, in order.
 
         A windowed search's rows end with the newest message id: kept for the next search's window.
+        A relevance search's rows end with the BM25 statistics it used: kept for the next searches.
         """
-        for request, rows in zip([r for r in requests if _asks(r)], found, strict=True):
+        for request, rows, plan in zip([r for r in requests if _asks(r)], found, plans, strict=True):
             if _windowed(request) and rows and rows[0][-1] is not None:
                 self._newest_message_id = int(rows[0][-1])
+            if plan is not None and rows:
+                self._term_stats.learn(plan.table, plan.terms, plan.known, read_counted(rows[0]), plan.asked_at)
         return _search_pages(requests, found)
 
     # ------------------------------------------------------------ the DAG

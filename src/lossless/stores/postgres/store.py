@@ -52,6 +52,7 @@ from lossless.stores.postgres.indexer import (
 from lossless.stores.postgres.maintenance import MaintenanceStatements
 from lossless.stores.postgres.retrieval import RetrievalStatements
 from lossless.stores.postgres.summaries import SummaryRewrites
+from lossless.stores.postgres.term_stats import TermStatistics
 from lossless.stores.postgres.vectors import SearchVectors
 
 if TYPE_CHECKING:
@@ -72,6 +73,7 @@ class PostgresStore(
         self.url = database.url
         self._indexer = WordIndexer(database.url)
         self._tsqueries = {}
+        self._term_stats = TermStatistics()
 
     @classmethod
     async def open(cls, url: str, *, pool_size: int = 8, lock_timeout_ms: int = 10_000) -> PostgresStore:
