@@ -38,6 +38,12 @@ full-text and regex p50; ``--semantic-at=N`` also builds every vector at checkpo
 semantic grep there.  It prints each figure's fitted growth curve (``a·N^b``; size: bytes per
 message) and its value extrapolated to 10M messages — an estimate, printed as one.
 
+``--relevance [--messages=N]`` instead measures only the relevance greps, on a history of N = 100k
+[20k] messages: ``sort="relevance"`` for the word and the question, over every conversation and
+within one (N/100 messages), on SQLite, and on PostgreSQL with its cache of BM25 statistics off
+(every search counts its terms' rows, as before the cache) against on (the default: a repeated
+search reads them from the cache), interleaved on one engine (see :func:`relevance_cached`).
+
 ``--semantic-one=N [--real=M]`` instead measures semantic grep of one 10,000-message conversation in
 a history of N messages, ranked in one pass (every full vector) against two (half-precision copies,
 then the best few in full), in the same run, and how often the two agree (see :func:`semantic_one`).
@@ -51,6 +57,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -120,6 +127,76 @@ async def relevance_latency(url: str, word: str, repeats: int) -> tuple[float, f
                 )
             )
     return results[0], results[1]
+
+
+#: The relevance greps of ``--relevance``: (label, the pattern for a word, where).
+RELEVANCE_CASES = (
+    ("word, all conversations", False, {"all_conversations": True}),
+    ("question, all conversations", True, {"all_conversations": True}),
+    ("word, 1 conversation", False, {"conversation": "conv-0"}),
+    ("question, 1 conversation", True, {"conversation": "conv-0"}),
+)
+
+
+async def relevance_cached(url: str, word: str, repeats: int, rounds: int) -> dict[str, tuple[float, float]]:
+    """Per case of :data:`RELEVANCE_CASES`: p50 with the store's BM25 statistics cache off, and on.
+
+    One engine; ``rounds`` rounds, each one warm-up call and ``repeats`` timed calls with the cache
+    off (every search counts, as before it existed), then the same with it on (its warm-up counts
+    and fills the cache; the timed calls read it); the median of each side's round p50s.  On
+    SQLite (no such cache) the same cases give the plain p50 twice.
+    """
+    from lossless.stores.postgres.term_stats import TermStatistics
+
+    found: dict[str, tuple[float, float]] = {}
+    async with await ContextEngine.open(url) as engine:
+        store: Any = engine.store
+        sides = {"off": TermStatistics(fresh_s=0), "on": getattr(store, "_term_stats", None)}
+        for label, question, where in RELEVANCE_CASES:
+            pattern = relevance_question(word) if question else word
+            medians: dict[str, list[float]] = {"off": [], "on": []}
+            for _ in range(rounds):
+                for side, stats in sides.items():
+                    if stats is not None:
+                        store._term_stats = stats
+                        stats.clear()
+
+                    async def call(p: str = pattern, w: dict[str, Any] = where) -> None:
+                        await engine.grep(p, mode="full_text", sort="relevance", **w)
+
+                    await call()  # warm-up (with the cache on: its counts are taken here)
+                    medians[side].append(await p50(call, repeats))
+            found[label] = (statistics.median(medians["off"]), statistics.median(medians["on"]))
+    return found
+
+
+async def relevance_only(total: int, repeats: int, rounds: int, out: str | None) -> None:
+    """``--relevance``: the relevance greps alone, PostgreSQL's statistics cache off and on (see the docstring)."""
+    pool = load_messages()
+    history = realistic(total, pool, "h")
+    word = pick_word(history)
+    pg.prepare_environment()
+    server = pg.start()
+    try:
+        pg.prepare_template(server)
+        with tempfile.TemporaryDirectory() as tmp, pg.database(server) as pg_url:
+            sqlite_url = f"sqlite:///{Path(tmp) / 'bench.db'}"
+            await fill(sqlite_url, history)
+            await fill(pg_url, history)
+            sqlite = await relevance_cached(sqlite_url, word, repeats, rounds)
+            postgres = await relevance_cached(pg_url, word, repeats, rounds)
+    finally:
+        server.close()
+    figures = []
+    for label, question, _ in RELEVANCE_CASES:
+        off, on = postgres[label]
+        note = f"{relevance_question(word) if question else word!r}; {total:,} messages, {CONVERSATIONS} conversations"
+        figures += [
+            Figure(f"{label}, SQLite", statistics.mean(sqlite[label]), "ms", note=note),
+            Figure(f"{label}, PG counting", off, "ms", baseline=statistics.mean(sqlite[label])),
+            Figure(f"{label}, PG cached (vs counting)", on, "ms", baseline=off),
+        ]
+    report("postgres-relevance", figures, out)
 
 
 async def assemble_latency(url: str, messages: list[Message], repeats: int) -> float:
@@ -561,11 +638,16 @@ async def main() -> None:
         a
         for a in sys.argv[1:]
         if a.startswith(("--messages=", "--growth=", "--semantic-at=", "--semantic-one=", "--real="))
+        or a == "--relevance"
     ]
     for a in sizes:
         sys.argv.remove(a)
-    options = dict(a[2:].split("=", 1) for a in sizes)
+    options = dict([*a[2:].split("=", 1), ""][:2] for a in sizes)
     args = parse_args(__doc__ or "")
+    if "relevance" in options:
+        total = int(options.get("messages", "20000" if args.quick else "100000").replace("_", ""))
+        await relevance_only(total, 10 if args.quick else 15, 3 if args.quick else 5, args.json)
+        return
     if "semantic-one" in options:
         total = int(options["semantic-one"].replace("_", ""))
         await semantic_one(total, int(options.get("real", "0")), 15 if args.quick else 30, args.json)
