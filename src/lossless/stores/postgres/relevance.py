@@ -16,6 +16,10 @@ Invariants:
 * **No query scans the table for them**: each count is bounded (:data:`DF_CAP`, :data:`TOTAL_CAP`,
   :data:`AVGDL_SAMPLE`) and answered from an index or the planner's statistics; the weights are
   computed in the search statement itself (no extra round trip), about 1–2 ms of server time.
+* **Counted once, then cached**: the statement returns the counts it used (:data:`COUNTED_COLUMNS`)
+  and the store keeps them (:mod:`lossless.stores.postgres.term_stats`); a later statement gets them
+  as bound values, uses them only while the table grew by at most the cache's bound (it reads the
+  table's newest key itself) and otherwise counts as without them.
 * **The weights never depend on the indexer's progress**: a message not indexed yet is counted and
   measured by its word index computed in the query, as the search finds it.
 * No user text becomes SQL: terms are bound ``tsquery`` values, lexemes bound text.

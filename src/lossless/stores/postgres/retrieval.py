@@ -32,7 +32,8 @@ Invariants:
   ``offset``; ``rank`` is the negated score, so lower is better as with FTS5.
 * **Relevance is BM25, as FTS5's** ``bm25`` **on SQLite** (:mod:`lossless.stores.postgres.relevance`):
   rare terms weigh more; the word counts are the table's, bounded per query and computed in the
-  search statement itself (one round trip, as before).
+  search statement itself (one round trip, as before), then kept per store for the next searches
+  within a bound of staleness (:mod:`lossless.stores.postgres.term_stats`).
   ``since`` is inclusive and ``before`` exclusive; a summary is in range when the time span it
   covers overlaps the window.  Everything committed before the call is found: PostgreSQL updates
   its indexes inside the writing transaction.

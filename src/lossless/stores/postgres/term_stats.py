@@ -25,7 +25,8 @@ Invariants:
     ``N`` itself already come from those statistics, which lag by that much;
   - **age**: a generation is used for at most :data:`FRESH_S` seconds (this process's monotonic
     clock), which bounds what growth does not see: rows deleted by another host (retention,
-    ``lcm prune``) or added with explicit keys below the newest.  The store's own deletions drop
+    ``lcm prune``), a summary re-made in place (``lcm doctor --apply``), rows added with explicit
+    keys below the newest.  The store's own deletions drop
     its cache at once (:meth:`TermStatistics.clear`).
 
   A term counted later in a generation is at least as fresh as the generation, so it joins it.
