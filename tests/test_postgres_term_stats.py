@@ -13,6 +13,7 @@ No test sleeps or looks at timings.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import anyio
 import pytest
@@ -75,6 +76,19 @@ async def _plant(store: PostgresStore, term: str, count: float) -> None:
         stats.clock(),
     )
     assert stats.terms("messages")[term] == count
+
+
+def _count_round_trips(store: PostgresStore) -> list[int]:
+    """From now on, the number of statements of each pipelined read of ``store`` (one round trip each)."""
+    sent: list[int] = []
+    read_all = store._db.read_all
+
+    async def counting(statements: Any, **options: Any) -> list[list[Any]]:
+        sent.append(len(statements))
+        return await read_all(statements, **options)
+
+    store._db.read_all = counting  # type: ignore[method-assign]
+    return sent
 
 
 async def test_a_repeated_search_uses_the_counts_and_a_planted_count_moves_only_the_order(pg_url: str) -> None:
@@ -153,13 +167,39 @@ async def test_counts_are_recounted_when_the_table_grew_by_more_than_the_bound(p
         assert (await _ranked(store, (conversation,), query))[0][0] == ids[1]  # still the planted count
         assert store._term_stats._tables["messages"].number == generation
         await _conversation(store, "u", ["zebra three"])  # 3 rows since the count: beyond it
+        sent = _count_round_trips(store)
         fresh = await _ranked(store, (conversation,), query)
-        assert fresh[0][0] == ids[0]  # recounted in the same statement: the rare word leads again
+        assert fresh[0][0] == ids[0]  # recounted: the rare word leads again
+        assert sent == [1, 1]  # the statement said its counts were stale, and was sent again counting
+        await _ranked(store, (conversation,), query)
+        assert sent == [1, 1, 1]  # the new counts are used
         assert store._term_stats.terms("messages") == {"'parser'": 19.0, "'zebra'": 4.0}
         assert store._term_stats._tables["messages"].total == 23.0
         assert store._term_stats._tables["messages"].number > generation
     finally:
         await store.close()
+
+
+async def test_a_search_with_links_beyond_the_bound_is_sent_again_counting(pg_url: str) -> None:
+    """The engine's grep path (links and searches in one pipeline) recounts too, and keeps the links it read."""
+    store = await PostgresStore.open(pg_url)
+    plain = await PostgresStore.open(pg_url)
+    plain._term_stats = TermStatistics(fresh_s=0)
+    try:
+        conversation, ids = await _conversation(store, "s", TEXTS)
+        request = _request((conversation,), '"parser" OR "zebra"')
+        await store.search_with_links("main", [request], session_id="s")
+        await _plant(store, "'zebra'", 20.0)
+        await _conversation(store, "u", ["zebra", "zebra", "zebra"])
+        sent = _count_round_trips(store)
+        reach = await store.search_with_links("main", [request], session_id="s")
+        assert sent == [3, 1]  # links, own conversation, search; then the search again, counting
+        assert reach.own == conversation and len(reach.links) == 2
+        assert reach.pages[0] == await plain.search(request)
+        assert reach.pages[0][0].key == ids[0]
+    finally:
+        await store.close()
+        await plain.close()
 
 
 async def test_counts_are_recounted_after_the_time_bound_and_after_a_deletion(pg_url: str) -> None:

@@ -18,8 +18,9 @@ Invariants:
   computed in the search statement itself (no extra round trip), about 1–2 ms of server time.
 * **Counted once, then cached**: the statement returns the counts it used (:data:`COUNTED_COLUMNS`)
   and the store keeps them (:mod:`lossless.stores.postgres.term_stats`); a later statement gets them
-  as bound values, uses them only while the table grew by at most the cache's bound (it reads the
-  table's newest key itself) and otherwise counts as without them.
+  as bound values and reads the table's newest key itself, so the store can tell whether the table
+  grew beyond the cache's bound since the count (then the rows are not used: the search is sent
+  again, counting).
 * **The weights never depend on the indexer's progress**: a message not indexed yet is counted and
   measured by its word index computed in the query, as the search finds it.
 * No user text becomes SQL: terms are bound ``tsquery`` values, lexemes bound text.
@@ -92,10 +93,11 @@ def weights_sql(table: str, terms: Sequence[str], known: Known | None = None) ->
       their word index computed, so the weights never depend on the indexer's progress);
     * the average length: that of the :data:`AVGDL_SAMPLE` oldest rows (primary key order).
 
-    With ``known`` (values counted by an earlier statement), the statement uses them instead while
-    the table's newest key is at most ``known.limit``, and counts only the terms ``known`` lacks;
-    above it, it counts everything as without ``known`` (a ``CASE`` evaluates the counting
-    subqueries only when they are needed).
+    With ``known`` (values counted by an earlier statement), the statement takes ``N``, the average
+    length and the terms' counts it holds as bound values and counts only the terms it lacks (a
+    statement with every count known reads and plans no statistics at all); ``fresh`` is then
+    whether the table's newest key is at most ``known.limit``, and a caller must not use the rows
+    of a statement that says it is not (the store sends it again without ``known``).
 
     The IDF is BM25's, never negative: ``ln(1 + (N - n + 0.5) / (n + 0.5))``.
     """
@@ -113,47 +115,42 @@ def weights_sql(table: str, terms: Sequence[str], known: Known | None = None) ->
     params: list[Any] = [list(terms)]
     counts = []
     for term, lexeme, count in zip(terms, lexemes, known_counts, strict=True):
-        fresh_count = f"coalesce((r.common ->> %s)::float8 * r.rows, {counted})"
         if count is None:
-            counts.append(fresh_count)
+            counts.append(f"coalesce((r.common ->> %s)::float8 * r.rows, {counted})")
+            params += [lexeme, *[term] * counted.count("%s")]
         else:
-            counts.append(f"CASE WHEN r.fresh THEN %s::float8 ELSE {fresh_count} END")
+            counts.append("%s::float8")
             params.append(count)
-        params += [lexeme, *[term] * counted.count("%s")]
     key = "message_id" if table == "messages" else "summary_rowid"
     total = f"greatest(1, CASE WHEN r.big THEN r.rows ELSE {bounded('true', TOTAL_CAP)} END)::float8"
     avgdl = (
         f"coalesce(nullif((SELECT avg(length(c.v)) FROM (SELECT {vector} AS v FROM {table} t "
         f"ORDER BY t.{key} LIMIT {AVGDL_SAMPLE:d}) c), 0), 1)::float8"
     )
-    if known is not None:
-        total = f"CASE WHEN r.fresh THEN %s::float8 ELSE {total} END"
-        avgdl = f"CASE WHEN r.fresh THEN %s::float8 ELSE {avgdl} END"
-        params += [known.total, known.avgdl]
-    # The planner's most common lexemes of the column with their frequencies, for the terms' lexemes
-    # only; not read when every term's count is known and fresh.
-    common = (
-        "(SELECT jsonb_object_agg(e.lexeme, e.freq) FROM pg_stats p, "
-        "unnest(p.most_common_elems::text::text[], p.most_common_elem_freqs) AS e(lexeme, freq) "
-        "WHERE (p.schemaname, p.tablename) = (SELECT n.nspname, r0.relname FROM pg_namespace n "
-        "WHERE n.oid = r0.ns) AND p.attname = 'content_tsv' AND e.lexeme = ANY(%s::text[]))"
-    )
     fresh = "false"
-    need_common = "r0.big"
     if known is not None:
+        total = avgdl = "%s::float8"
+        params += [known.total, known.avgdl]
         fresh = "r0.edge <= %s::bigint"
         params.append(known.limit)
-        if all(count is not None for count in known_counts):
-            need_common = "r0.big AND r0.edge > %s::bigint"
-            params.append(known.limit)
-    params.append([lexeme for lexeme in lexemes if lexeme is not None])
+    # The planner's most common lexemes of the column with their frequencies, for the lexemes of the
+    # terms counted here only (none: not read, nor planned).
+    unknown = [lexeme for lexeme, count in zip(lexemes, known_counts, strict=True) if count is None]
+    common = "NULL::jsonb"
+    if unknown:
+        common = (
+            "CASE WHEN r0.big THEN (SELECT jsonb_object_agg(e.lexeme, e.freq) FROM pg_stats p, "
+            "unnest(p.most_common_elems::text::text[], p.most_common_elem_freqs) AS e(lexeme, freq) "
+            "WHERE (p.schemaname, p.tablename) = (SELECT n.nspname, r0.relname FROM pg_namespace n "
+            "WHERE n.oid = r0.ns) AND p.attname = 'content_tsv' AND e.lexeme = ANY(%s::text[])) END"
+        )
+        params.append([lexeme for lexeme in unknown if lexeme is not None])
     sql = (
         "SELECT s.q, ARRAY(SELECT ln(1 + (s.total - least(u.n, s.total) + 0.5) / (least(u.n, s.total) + 0.5)) "
         "FROM unnest(s.n) WITH ORDINALITY AS u(n, i) ORDER BY u.i) AS idf, s.avgdl, s.n, s.total, s.edge, s.fresh "
         "FROM (SELECT %s::tsquery[] AS q, "
         f"ARRAY[{', '.join(counts)}]::float8[] AS n, {total} AS total, {avgdl} AS avgdl, r.edge, r.fresh "
-        f"FROM (SELECT r0.rows, r0.big, r0.edge, {fresh} AS fresh, "
-        f"CASE WHEN {need_common} THEN {common} END AS common "
+        f"FROM (SELECT r0.rows, r0.big, r0.edge, {fresh} AS fresh, {common} AS common "
         f"FROM (SELECT c.reltuples::float8 AS rows, c.reltuples >= {TOTAL_CAP:d} AS big, c.relname, "
         f"c.relnamespace AS ns, coalesce((SELECT max(t.{key}) FROM {table} t), 0) AS edge "
         f"FROM pg_class c WHERE c.oid = '{table}'::regclass OFFSET 0) r0 OFFSET 0) r OFFSET 0) s"

@@ -45,6 +45,7 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections.abc import Mapping, Sequence
@@ -570,8 +571,13 @@ def _links(rows: Sequence[Sequence[Any]]) -> list[tuple[int, int | None, str | N
 
 @dataclass(frozen=True, slots=True)
 class _Ranking:
-    """A relevance search's terms (``tsquery`` texts), the statistics it was sent with, and when."""
+    """A relevance search: its terms (``tsquery`` texts), the statistics it was sent with, and when.
 
+    ``request`` and ``resolved`` make its statement again (see :meth:`RetrievalStatements._recount_stale`).
+    """
+
+    request: SearchRequest
+    resolved: Mapping[WordTerm, str]
     table: str
     terms: list[str]
     known: Known | None
@@ -608,7 +614,8 @@ class RetrievalStatements:
         statements, plans = await self._search_statements(requests)
         # Never a prepared (generic) plan: the best plan depends on the pattern's selectivity.
         found = await self._db.read_all(statements, prepare=False) if statements else []
-        return self._found_pages(requests, found, plans)
+        pages, plans = await self._recount_stale(found, plans)
+        return self._found_pages(requests, pages, plans)
 
     async def search_with_links(
         self,
@@ -642,10 +649,11 @@ class RetrievalStatements:
             )
         found = await self._db.read_all([*statements, *searches], prepare=False)
         own = found[1] if len(statements) > 1 else []
+        pages, plans = await self._recount_stale(found[len(statements) :], plans)
         return ReachPages(
             links=_links(found[0]),
             own=int(own[0][0]) if own else None,
-            pages=self._found_pages(requests, found[len(statements) :], plans),
+            pages=self._found_pages(requests, pages, plans),
         )
 
     async def _search_statements(
@@ -671,12 +679,44 @@ class RetrievalStatements:
             plan = None
             if ranking:
                 table = _shape(request.scope)[0]
-                plan = _Ranking(table, ranking, self._term_stats.known(table, ranking), self._term_stats.clock())
+                known = self._term_stats.known(table, ranking)
+                plan = _Ranking(request, resolved, table, ranking, known, self._term_stats.clock())
             plans.append(plan)
             statements.append(
                 _search_sql(request, resolved, self._newest_message_id, None if plan is None else plan.known)
             )
         return statements, plans
+
+    async def _recount_stale(
+        self, found: Sequence[Sequence[Any]], plans: Sequence[_Ranking | None]
+    ) -> tuple[list[Sequence[Any]], list[_Ranking | None]]:
+        """The results of :meth:`_search_statements`' statements, those ranked by stale statistics made again.
+
+        A relevance statement sent with cached statistics reports whether its table grew beyond their
+        bound since they were counted (:mod:`~lossless.stores.postgres.term_stats`); its rows are then
+        not used: it is sent again, counting everything (one more round trip, once per generation).
+        Its rows' set would be the same either way; only their order could differ.
+        """
+        found, plans = list(found), list(plans)
+        stale = [
+            i
+            for i, (rows, plan) in enumerate(zip(found, plans, strict=True))
+            if plan is not None and plan.known is not None and rows and not read_counted(rows[0]).fresh
+        ]
+        if not stale:
+            return found, plans
+        for i in stale:
+            plan = plans[i]
+            assert plan is not None
+            plans[i] = dataclasses.replace(plan, known=None, asked_at=self._term_stats.clock())
+        statements = [
+            _search_sql(plan.request, plan.resolved, self._newest_message_id)
+            for plan in (plans[i] for i in stale)
+            if plan is not None
+        ]
+        for i, rows in zip(stale, await self._db.read_all(statements, prepare=False), strict=True):
+            found[i] = rows
+        return found, plans
 
     def _found_pages(
         self, requests: Sequence[SearchRequest], found: Sequence[Sequence[Any]], plans: Sequence[_Ranking | None]

@@ -17,7 +17,10 @@ Invariants:
 
   - **growth**: a generation is used only while the table's newest key (``max(message_id)`` /
     ``max(summary_rowid)``, read by the search statement itself, in its own snapshot, through the
-    primary key) is at most :data:`GROWTH` × ``N`` above the newest key when ``N`` was counted.
+    primary key) is at most :data:`GROWTH` × ``N`` above the newest key when ``N`` was counted;
+    a statement that finds it above reports so, and its rows are not used: the store sends it
+    again without the cached values (``RetrievalStatements._recount_stale``), which starts the
+    next generation.
     Keys are never reused and grow with each row (a rolled-back insert also takes one), so at most
     10% more rows than ``N`` can have been added while a generation is used.  10% is the change
     at which PostgreSQL's autovacuum re-``ANALYZE``s a table by default
@@ -145,9 +148,10 @@ class TermStatistics:
         if self.fresh_s <= 0 or len(counted.counts) != len(terms):
             return
         current = self._current(table)
-        if counted.fresh and known is not None:
-            # The statement used ``known``'s generation; what it counted joins it if it is still current.
-            if current is not None and current.number == known.generation:
+        if known is not None:
+            # The statement used ``known``'s generation (not past its bound: else it was sent again
+            # without it); what it counted joins the generation if that is still current.
+            if counted.fresh and current is not None and current.number == known.generation:
                 pairs = zip(terms, counted.counts, known.counts, strict=True)
                 self._add(current, [(t, n) for t, n, k in pairs if k is None])
             return
