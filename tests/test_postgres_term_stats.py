@@ -21,7 +21,7 @@ import pytest
 from lossless import Message
 from lossless.ports import PreparedMessage, SearchRequest, SearchRow
 from lossless.stores.postgres import PostgresStore
-from lossless.stores.postgres.term_stats import Counted, TermStatistics
+from lossless.stores.postgres.term_stats import MAX_TERM_CHARS, Counted, TermStatistics
 
 pytestmark = pytest.mark.anyio
 
@@ -297,6 +297,15 @@ def test_least_recently_used_terms_go_first_beyond_the_bound() -> None:
     assert known is not None and known.counts == (None,)
     stats.learn("messages", ["d"], known, _counted((4.0,), 10, fresh=True), 1000.0)
     assert stats.terms("messages") == {"c": 3.0, "a": 1.0, "d": 4.0}
+
+
+def test_long_terms_are_never_kept() -> None:
+    stats = TermStatistics(clock=Clock())
+    long = "'" + "x" * MAX_TERM_CHARS + "'"
+    stats.learn("messages", ["a", long], None, _counted((1.0, 2.0), 10), 1000.0)
+    assert stats.terms("messages") == {"a": 1.0}
+    known = stats.known("messages", [long, "a"])
+    assert known is not None and known.counts == (None, 1.0)
 
 
 def test_the_bound_of_growth_is_the_share_of_rows_counted() -> None:

@@ -34,7 +34,8 @@ Invariants:
 
   A term counted later in a generation is at least as fresh as the generation, so it joins it.
 * **Bounded memory**: at most :data:`MAX_TERMS` terms per table (messages, summaries), the least
-  recently used dropped first; a generation that ends drops its terms.
+  recently used dropped first, none longer than :data:`MAX_TERM_CHARS` (a longer phrase is counted
+  by each search): about 3 MB at most per store; a generation that ends drops its terms.
 * **Safe under concurrency**: the store's tasks share one event loop and the cache changes only
   synchronously, between awaits.  A statement's counts are kept only if they are not older than
   the generation kept meanwhile (its newest key is at least the generation's), and counts of a
@@ -49,7 +50,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["FRESH_S", "GROWTH", "MAX_TERMS", "Counted", "Known", "TermStatistics"]
+__all__ = ["FRESH_S", "GROWTH", "MAX_TERMS", "MAX_TERM_CHARS", "Counted", "Known", "TermStatistics"]
 
 #: A generation of counts is used while the table grew by at most this share of its rows since.
 GROWTH = 0.10
@@ -57,6 +58,8 @@ GROWTH = 0.10
 FRESH_S = 300.0
 #: Terms kept per table (least recently used dropped first).
 MAX_TERMS = 4096
+#: Longer terms (``tsquery`` texts of long phrases) are never kept.
+MAX_TERM_CHARS = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +188,8 @@ class TermStatistics:
 
     def _add(self, generation: _Generation, pairs: list[tuple[str, float]]) -> None:
         for term, count in pairs:
+            if len(term) > MAX_TERM_CHARS:
+                continue
             generation.terms[term] = count
             generation.terms.move_to_end(term)
         while len(generation.terms) > max(0, self.max_terms):
