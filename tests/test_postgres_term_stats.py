@@ -107,6 +107,11 @@ async def test_a_repeated_search_uses_the_counts_and_a_planted_count_moves_only_
         await _ranked(store, (conversation,), '"zebra" OR "giraffe"')
         assert (stats.hits, stats.misses) == (3, 3)
         assert stats.terms("messages")["'giraff'"] == 1.0  # the stemmed lexeme
+        # A search that finds nothing teaches its counts too (its statement returns them alone).
+        assert await _ranked(store, (conversation,), '"okapi" OR "wombat"') == []
+        assert {"'okapi'": 0.0, "'wombat'": 0.0}.items() <= stats.terms("messages").items()
+        assert await _ranked(store, (conversation,), '"okapi"') == []
+        assert (stats.hits, stats.misses) == (4, 5)
         # The statement ranks by the cached count: planted as if zebra were everywhere, it weighs least.
         await _plant(store, "'zebra'", 20.0)
         planted = await _ranked(store, (conversation,), query)

@@ -510,7 +510,8 @@ def _relevance_sql(
     Best first, ties newest first, from ``request.offset``; a query without a ``tsquery`` term (stop
     words only, matched by regular expression) ranks every match 0.  With terms, each row ends with
     the statistics its weights came from (:data:`~lossless.stores.postgres.relevance.COUNTED_COLUMNS`),
-    computed or taken from ``known`` (see :func:`~lossless.stores.postgres.relevance.weights_sql`).
+    computed or taken from ``known`` (see :func:`~lossless.stores.postgres.relevance.weights_sql`);
+    when no row matches, one row of NULLs carries them.
     """
     table, key, columns, _, _ = _shape(request.scope)
     offset = max(0, request.offset)
@@ -532,10 +533,12 @@ def _relevance_sql(
     if not terms:
         return sql, [*sql_params, request.limit, offset]
     weights, weight_params = weights_sql(table, terms, known)
+    # The weights' row comes back even when nothing matches (one row of NULLs, then), so that the
+    # store learns the counts of every search; the page's own order is kept by the outer ORDER BY.
     counted = ", ".join(f"w.{c}" for c in COUNTED_COLUMNS)
     sql = (
-        f"SELECT u.*, {counted} FROM ({' UNION ALL '.join(selects)}) u, weights w "
-        "ORDER BY 9 DESC, 1 DESC LIMIT %s OFFSET %s"
+        f"SELECT u.*, {counted} FROM weights w LEFT JOIN (SELECT * FROM ({' UNION ALL '.join(selects)}) p "
+        "ORDER BY 9 DESC, 1 DESC LIMIT %s OFFSET %s) u ON true ORDER BY 9 DESC, 1 DESC"
     )
     return f"WITH weights AS MATERIALIZED ({weights}) {sql}", [*weight_params, *sql_params, request.limit, offset]
 
@@ -544,7 +547,7 @@ def _search_rows(request: SearchRequest, rows: Sequence[Sequence[Any]]) -> list[
     """The rows of :func:`_search_sql`'s statement as search rows (``rank`` for relevance order)."""
     if request.order == "recency":
         return [_row(request.scope, r, None) for r in rows]
-    return [_row(request.scope, r, -float(r[8])) for r in rows]
+    return [_row(request.scope, r, -float(r[8])) for r in rows if r[0] is not None]  # not the weights alone
 
 
 def _asks(request: SearchRequest) -> bool:
@@ -695,13 +698,18 @@ class RetrievalStatements:
         A relevance statement sent with cached statistics reports whether its table grew beyond their
         bound since they were counted (:mod:`~lossless.stores.postgres.term_stats`); its rows are then
         not used: it is sent again, counting everything (one more round trip, once per generation).
-        Its rows' set would be the same either way; only their order could differ.
+        Its rows' set would be the same either way; only their order could differ (a statement that
+        found nothing has nothing to order: not sent again).
         """
         found, plans = list(found), list(plans)
         stale = [
             i
             for i, (rows, plan) in enumerate(zip(found, plans, strict=True))
-            if plan is not None and plan.known is not None and rows and not read_counted(rows[0]).fresh
+            if plan is not None
+            and plan.known is not None
+            and rows
+            and rows[0][0] is not None
+            and not read_counted(rows[0]).fresh
         ]
         if not stale:
             return found, plans
