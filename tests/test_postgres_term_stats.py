@@ -17,11 +17,13 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lossless import Message
 from lossless.ports import PreparedMessage, SearchRequest, SearchRow
 from lossless.stores.postgres import PostgresStore
-from lossless.stores.postgres.term_stats import MAX_TERM_CHARS, Counted, TermStatistics
+from lossless.stores.postgres.term_stats import MAX_TERM_CHARS, Counted, Known, TermStatistics
 
 pytestmark = pytest.mark.anyio
 
@@ -344,3 +346,53 @@ def test_a_cache_that_is_off_keeps_nothing() -> None:
     stats.learn("messages", ["a"], None, _counted((1.0,), 10), 0.0)
     assert stats.known("messages", ["a"]) is None
     assert stats.terms("messages") == {}
+
+
+_STEP = st.tuples(
+    st.sampled_from(["known", "learn", "tick"]),
+    st.lists(st.sampled_from(["a", "b", "c", "d", "e"]), min_size=1, max_size=3, unique=True),
+    st.integers(min_value=0, max_value=60),  # the newest key a statement saw
+    st.booleans(),  # whether a statement with known values found them fresh
+    st.integers(min_value=0, max_value=200),  # seconds that pass
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_STEP, max_size=40))
+def test_the_cache_keeps_its_bounds_in_any_interleaving(steps: list[tuple[str, list[str], int, bool, int]]) -> None:
+    """Searches answered out of order (their statements' snapshots interleaved) never break the bounds.
+
+    Whatever order results come back in: no more than ``max_terms`` terms; nothing served older
+    than ``fresh_s``; the kept generation's newest key never goes back while it lives; a term's
+    count is only ever one a statement reported.
+    """
+    clock = Clock()
+    stats = TermStatistics(clock=clock, max_terms=3, fresh_s=300)
+    outstanding: list[tuple[list[str], Known | None, float]] = []
+    reported: dict[str, set[float]] = {}
+    previous: tuple[int, int, float] | None = None  # the kept generation: number, newest key, counted at
+    for action, terms, edge, fresh, seconds in steps:
+        if action == "tick":
+            clock.now += seconds
+        elif action == "known":
+            known = stats.known("messages", terms)
+            if known is not None:
+                assert clock() - stats._tables["messages"].counted_at <= 300
+            outstanding.append((terms, known, clock()))
+        elif outstanding:
+            asked, known, asked_at = outstanding.pop(seconds % len(outstanding))
+            counts = tuple(float(edge + i) for i in range(len(asked)))
+            for term, count in zip(asked, counts, strict=True):
+                reported.setdefault(term, set()).add(count)
+            stats.learn("messages", asked, known, Counted(counts, 50.0, 4.0, edge, fresh), asked_at)
+        kept = stats.terms("messages")
+        assert len(kept) <= 3
+        assert all(count in reported[term] for term, count in kept.items())
+        generation = stats._tables.get("messages")
+        if generation is None:
+            continue
+        if previous is not None and previous[0] == generation.number:
+            assert generation.edge == previous[1]
+        elif previous is not None and clock() - previous[2] <= 300:
+            assert generation.edge > previous[1]  # a live generation gives way only to a newer snapshot
+        previous = (generation.number, generation.edge, generation.counted_at)
