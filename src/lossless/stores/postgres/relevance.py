@@ -1,9 +1,9 @@
 """BM25 relevance on PostgreSQL: the score of a word search's rows, computed in SQL over their ``tsvector``.
 
-:mod:`lossless.stores.postgres.retrieval` ranks a ``sort="relevance"`` word search with these
-pieces: :func:`weights_sql`, a one-row query of each term's IDF and the average length (a
-``MATERIALIZED`` CTE named ``weights`` in the search statement), and :func:`bm25_sql`, each
-matching row's score from them.  SQLite ranks the same searches with FTS5's ``bm25``.
+:mod:`lossless.stores.postgres.retrieval` ranks a ``sort="relevance"`` word search with
+:func:`ranked_sql`, made of :func:`weights_sql`, a one-row query of each term's IDF and the
+average length (a ``MATERIALIZED`` CTE named ``weights`` in the search statement), and
+:func:`bm25_sql`, each matching row's score from them.  SQLite ranks the same searches with FTS5's ``bm25``.
 
 Invariants:
 
@@ -43,6 +43,7 @@ __all__ = [
     "DF_CAP",
     "TOTAL_CAP",
     "bm25_sql",
+    "ranked_sql",
     "read_counted",
     "weights_sql",
 ]
@@ -156,6 +157,55 @@ def weights_sql(table: str, terms: Sequence[str], known: Known | None = None) ->
         f"FROM pg_class c WHERE c.oid = '{table}'::regclass OFFSET 0) r0 OFFSET 0) r OFFSET 0) s"
     )
     return sql, params
+
+
+def ranked_sql(
+    table: str,
+    key: str,
+    columns: str,
+    clauses: list[str],
+    params: list[Any],
+    arms: list[tuple[str | None, list[Any], str]],
+    terms: list[str],
+    limit: int,
+    offset: int,
+    known: Known | None = None,
+) -> tuple[str, list[Any]]:
+    """A relevance search's statement: each arm's rows by BM25 over ``terms`` (distinct ``tsquery`` texts).
+
+    ``columns`` (eight) of ``table``'s rows ``t`` that meet ``clauses`` (with ``params``) and one arm's
+    condition (the arms: ``lossless.stores.postgres.retrieval``), then the score; best first, ties
+    newest first (``key``), ``limit`` rows from ``offset``.  A query without a ``tsquery`` term (stop
+    words only, matched by regular expression) ranks every match 0.  With terms, each row ends with
+    the statistics its weights came from (:data:`COUNTED_COLUMNS`), computed or taken from ``known``
+    (see :func:`weights_sql`); when no row matches, one row of NULLs carries them.
+    """
+    selects = []
+    sql_params: list[Any] = []
+    for arm, arm_params, vector in arms:
+        # With several terms, the row's word index is read once (decompressed, or computed for a row
+        # not indexed yet) rather than once per term.
+        once = len(terms) > 1
+        rank_sql = bm25_sql("d.v" if once else vector, len(terms)) if terms else "0::float8"
+        lateral = f" CROSS JOIN LATERAL (SELECT {vector} || ''::tsvector AS v OFFSET 0) d" if once else ""
+        where = " AND ".join([*clauses, *([arm] if arm else [])])
+        selects.append(
+            f"(SELECT {columns}, {rank_sql} AS score FROM {table} t{lateral} WHERE {where} "
+            f"ORDER BY score DESC, t.{key} DESC LIMIT %s)"
+        )
+        sql_params += [*params, *arm_params, offset + limit]
+    union = " UNION ALL ".join(selects)
+    if not terms:
+        return f"SELECT * FROM ({union}) u ORDER BY 9 DESC, 1 DESC LIMIT %s OFFSET %s", [*sql_params, limit, offset]
+    weights, weight_params = weights_sql(table, terms, known)
+    # The weights' row comes back even when nothing matches (one row of NULLs, then), so that the
+    # store learns the counts of every search; the page's own order is kept by the outer ORDER BY.
+    counted = ", ".join(f"w.{c}" for c in COUNTED_COLUMNS)
+    sql = (
+        f"WITH weights AS MATERIALIZED ({weights}) SELECT u.*, {counted} FROM weights w LEFT JOIN "
+        f"(SELECT * FROM ({union}) p ORDER BY 9 DESC, 1 DESC LIMIT %s OFFSET %s) u ON true ORDER BY 9 DESC, 1 DESC"
+    )
+    return sql, [*weight_params, *sql_params, limit, offset]
 
 
 def read_counted(row: Sequence[Any]) -> Counted:

@@ -57,7 +57,7 @@ from lossless.errors import InputError
 from lossless.ports import ReachPages, SearchRequest, SearchRow
 from lossless.records import Grant
 from lossless.stores.postgres.connection import Connection, Database
-from lossless.stores.postgres.relevance import COUNTED_COLUMNS, bm25_sql, read_counted, weights_sql
+from lossless.stores.postgres.relevance import ranked_sql, read_counted
 from lossless.stores.postgres.schema import TSV
 from lossless.stores.postgres.statements import aware, chunks, grant_from_row, grant_params
 from lossless.stores.postgres.term_stats import Known, TermStatistics
@@ -487,60 +487,16 @@ def _search_sql(
             request.limit,
         ]
     assert words is not None
-    return _relevance_sql(request, clauses, params, arms, list(dict.fromkeys(words.query_params)), known)
+    terms = list(dict.fromkeys(words.query_params))
+    offset = max(0, request.offset)
+    return ranked_sql(table, key, columns, clauses, params, arms, terms, request.limit, offset, known)
 
 
 def _ranking_terms(request: SearchRequest, resolved_terms: Mapping[WordTerm, str]) -> list[str]:
-    """The distinct ``tsquery`` texts a relevance search ranks by (those :func:`_relevance_sql` gets)."""
+    """The distinct ``tsquery`` texts a relevance search ranks by (those :func:`_search_sql` ranks by)."""
     if request.order != "relevance" or request.words is None:
         return []
     return list(dict.fromkeys(_word_condition(request.words, resolved_terms).query_params))
-
-
-def _relevance_sql(
-    request: SearchRequest,
-    clauses: list[str],
-    params: list[Any],
-    arms: list[tuple[str | None, list[Any], str]],
-    terms: list[str],
-    known: Known | None = None,
-) -> tuple[str, list[Any]]:
-    """The statement of a relevance search: each arm's rows by BM25 over ``terms`` (distinct ``tsquery`` texts).
-
-    Best first, ties newest first, from ``request.offset``; a query without a ``tsquery`` term (stop
-    words only, matched by regular expression) ranks every match 0.  With terms, each row ends with
-    the statistics its weights came from (:data:`~lossless.stores.postgres.relevance.COUNTED_COLUMNS`),
-    computed or taken from ``known`` (see :func:`~lossless.stores.postgres.relevance.weights_sql`);
-    when no row matches, one row of NULLs carries them.
-    """
-    table, key, columns, _, _ = _shape(request.scope)
-    offset = max(0, request.offset)
-    selects = []
-    sql_params: list[Any] = []
-    for arm, arm_params, vector in arms:
-        # With several terms, the row's word index is read once (decompressed, or computed for a row
-        # not indexed yet) rather than once per term.
-        once = len(terms) > 1
-        rank_sql = bm25_sql("d.v" if once else vector, len(terms)) if terms else "0::float8"
-        lateral = f" CROSS JOIN LATERAL (SELECT {vector} || ''::tsvector AS v OFFSET 0) d" if once else ""
-        where = " AND ".join([*clauses, *([arm] if arm else [])])
-        selects.append(
-            f"(SELECT {columns}, {rank_sql} AS score FROM {table} t{lateral} WHERE {where} "
-            f"ORDER BY score DESC, t.{key} DESC LIMIT %s)"
-        )
-        sql_params += [*params, *arm_params, offset + request.limit]
-    sql = f"SELECT * FROM ({' UNION ALL '.join(selects)}) u ORDER BY 9 DESC, 1 DESC LIMIT %s OFFSET %s"
-    if not terms:
-        return sql, [*sql_params, request.limit, offset]
-    weights, weight_params = weights_sql(table, terms, known)
-    # The weights' row comes back even when nothing matches (one row of NULLs, then), so that the
-    # store learns the counts of every search; the page's own order is kept by the outer ORDER BY.
-    counted = ", ".join(f"w.{c}" for c in COUNTED_COLUMNS)
-    sql = (
-        f"SELECT u.*, {counted} FROM weights w LEFT JOIN (SELECT * FROM ({' UNION ALL '.join(selects)}) p "
-        "ORDER BY 9 DESC, 1 DESC LIMIT %s OFFSET %s) u ON true ORDER BY 9 DESC, 1 DESC"
-    )
-    return f"WITH weights AS MATERIALIZED ({weights}) {sql}", [*weight_params, *sql_params, request.limit, offset]
 
 
 def _search_rows(request: SearchRequest, rows: Sequence[Sequence[Any]]) -> list[SearchRow]:
