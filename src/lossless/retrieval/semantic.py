@@ -49,6 +49,7 @@ from lossless.retrieval.grep import (
 )
 from lossless.retrieval.hybrid import hybrid_hits
 from lossless.retrieval.query import FullTextQuery, QuerySyntax, parse_full_text
+from lossless.retrieval.ranking import FUNCTION_WORDS, STOPWORDS
 
 __all__ = ["SemanticHit", "SemanticSearch", "SemanticSummaryHit", "grep_semantic"]
 
@@ -298,7 +299,16 @@ async def grep_semantic(
     for scope in scopes:
         if options.mode == "hybrid" or partial is not None:
             hits, extra = await hybrid_hits(
-                store, options, conversation_ids, search, scope, keyword=query is not None, agent=agent
+                store,
+                options,
+                conversation_ids,
+                search,
+                scope,
+                keyword=query is not None,
+                agent=agent,
+                # By words alone, a question's glue words ("finally get through") are all that may match: keep them,
+                # as the any-word ranking of a full_text question does.
+                stopwords=STOPWORDS if search is not None else FUNCTION_WORDS,
             )
             found += hits
             more = more or extra
