@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -17,6 +18,8 @@ from lossless.retrieval.ranking import (
     best_first,
     fuse,
     keywords,
+    question_intent,
+    shows,
     time_window,
     with_neighbours,
 )
@@ -175,3 +178,59 @@ def test_times_relative_to_an_event() -> None:
 
 def test_text_without_spaces_is_not_taken_for_one_word() -> None:
     assert ranking.substance("バックアップが失敗しました", enough=6) == 1.0
+
+
+def test_what_an_agents_question_asks_for() -> None:
+    asks_file = [
+        "Which file did we change to fix the flaky login test?",
+        "where did we put the retry limit code?",
+        "In which file is the new parse_config defined?",
+        "What files did you edit for the migration?",
+        "Where was it implemented, the rate limiter?",
+    ]
+    asks_failure = [
+        "Why did the migration fail?",
+        "What was the error from go test?",
+        "What went wrong when we ran mise run lint?",
+        "did the build crash again?",
+    ]
+    neither = ["Is Maya still avoiding meat?", "Where did Maya go on holiday?", "What did Tom cook on Friday?"]
+    assert [question_intent(q) for q in asks_file] == ["file_change"] * len(asks_file)
+    assert [question_intent(q) for q in asks_failure] == ["failure"] * len(asks_failure)
+    assert [question_intent(q) for q in neither] == [None] * len(neither)
+    assert question_intent("which file failed to compile?") == "file_change"  # the file is what it asks for
+
+
+def test_which_messages_are_records_of_a_file_change_or_a_failure() -> None:
+    edit = '[tool call: Edit] {"file_path": "src/app.py", "old_string": "a", "new_string": "b"}'
+    assert shows("file_change", "assistant", edit)
+    assert shows("file_change", "assistant", '[tool call: mcp__fs__write_file] {"path": "a.txt"}')
+    assert shows("file_change", "assistant", "[reasoning] let me look\n[tool call: apply_patch] *** Begin Patch")
+    assert shows("file_change", "assistant", "[patch] src/app.py, src/db.py")
+    assert not shows("file_change", "assistant", '[tool call: Read] {"file_path": "src/app.py"}')
+    assert not shows("file_change", "assistant", "I will edit src/app.py next")
+    assert shows("failure", "tool", "[tool error] Exit code 1\nmodule not found")
+    assert shows("failure", "tool", "=== RUN TestLogin\n--- FAIL: TestLogin (0.01s)\nFAIL")
+    assert shows("failure", "tool", "Traceback (most recent call last):\n  File 'x.py'\nValueError: bad")
+    assert shows("failure", "assistant", '[tool call: Bash] {"command": "make"}\n[tool error] make: *** Error 2')
+    assert not shows("failure", "tool", "ok  \tentire.io/cli\t2.1s\nPASS")
+    assert not shows("failure", "assistant", "error: the build is broken, I think")  # said, not a tool's output
+    assert not shows("failure", "user", "Exit code 1 again?")
+
+
+def test_a_tools_output_inherits_from_its_call_with_the_tool_shares() -> None:
+    # 1 a chat turn, 2 a tool call, 3 its output, 4 the assistant's next words.
+    scores = {1: 1.0, 2: 1.0, 3: 0.0, 4: 0.0}
+    neighbours = {1: (None, 2), 2: (1, 3), 3: (2, 4), 4: (3, None)}
+    out = ranking.with_neighbours(
+        scores, neighbours, before=0.0, after=0.5, tools={2, 3}, tool_before=0.3, tool_after=0.1
+    )
+    assert out[3] == pytest.approx(0.3)  # the output, from its call (a tool pair: tool_before)
+    assert out[2] == pytest.approx(1.0 + 0.3 * 1.0)  # the call, from the chat turn before it (a pair with a tool)
+    assert out[1] == pytest.approx(1.0 + 0.1 * 1.0)  # the chat turn, from the call after it (tool_after)
+    assert out[4] == pytest.approx(0.3 * 0.0)  # after a tool's output: tool shares; the output scored 0
+    plain = ranking.with_neighbours(scores, neighbours, before=0.0, after=0.5)  # no tools: chat shares only
+    assert plain[3] == 0.0 and plain[1] == pytest.approx(1.5)
+    assert ranking.is_tool_record("tool", "ok")
+    assert ranking.is_tool_record("assistant", '[reasoning] check\n[tool call: Bash] {"command": "ls"}')
+    assert not ranking.is_tool_record("assistant", "I will call the tool next")
