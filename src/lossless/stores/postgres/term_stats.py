@@ -6,6 +6,10 @@ Counting them costs a few bounded index reads per term and statement; they chang
 :class:`~lossless.stores.postgres.store.PostgresStore` keeps what its searches counted in a
 :class:`TermStatistics` and sends the known values as bound parameters next time.
 
+Per store, not per module: counts belong to one database, and a process may hold stores of several
+(tests, benchmarks, a server with more than one); the cache lives and dies with its store, as the
+store's resolved terms (``_tsqueries``) and newest-id hint do.
+
 Invariants:
 
 * **Only the order can change, never the rows**: the statistics feed the ``weights`` row of the
