@@ -17,7 +17,7 @@ Invariants:
   ranking is the one an uncached search of the same moment would give up to that staleness; with
   nothing changed since the count, it is exactly the same (the same numbers reach the same SQL).
 * **How stale they may get** (whichever comes first ends a *generation* of counts, and the next
-  search counts afresh in its own statement):
+  search counts afresh):
 
   - **growth**: a generation is used only while the table's newest key (``max(message_id)`` /
     ``max(summary_rowid)``, read by the search statement itself, in its own snapshot, through the
@@ -33,13 +33,13 @@ Invariants:
   - **age**: a generation is used for at most :data:`FRESH_S` seconds (this process's monotonic
     clock), which bounds what growth does not see: rows deleted by another host (retention,
     ``lcm prune``), a summary re-made in place (``lcm doctor --apply``), rows added with explicit
-    keys below the newest.  The store's own deletions drop
-    its cache at once (:meth:`TermStatistics.clear`).
+    keys below the newest.  The store's own deletions drop its cache at once
+    (:meth:`TermStatistics.clear`).
 
   A term counted later in a generation is at least as fresh as the generation, so it joins it.
 * **Bounded memory**: at most :data:`MAX_TERMS` terms per table (messages, summaries), the least
   recently used dropped first, none longer than :data:`MAX_TERM_CHARS` (a longer phrase is counted
-  by each search): about 3 MB at most per store; a generation that ends drops its terms.
+  by each search): a few MB at most per store; a generation that ends drops its terms.
 * **Safe under concurrency**: the store's tasks share one event loop and the cache changes only
   synchronously, between awaits.  A statement's counts are kept only if they are not older than
   the generation kept meanwhile (its newest key is at least the generation's), and counts of a
