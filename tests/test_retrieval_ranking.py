@@ -17,6 +17,8 @@ from lossless.retrieval.ranking import (
     best_first,
     fuse,
     keywords,
+    question_intent,
+    shows,
     time_window,
     with_neighbours,
 )
@@ -175,3 +177,41 @@ def test_times_relative_to_an_event() -> None:
 
 def test_text_without_spaces_is_not_taken_for_one_word() -> None:
     assert ranking.substance("バックアップが失敗しました", enough=6) == 1.0
+
+
+def test_what_an_agents_question_asks_for() -> None:
+    asks_file = [
+        "Which file did we change to fix the flaky login test?",
+        "where did we put the retry limit code?",
+        "In which file is the new parse_config defined?",
+        "What files did you edit for the migration?",
+        "Where was it implemented, the rate limiter?",
+    ]
+    asks_failure = [
+        "Why did the migration fail?",
+        "What was the error from go test?",
+        "What went wrong when we ran mise run lint?",
+        "did the build crash again?",
+    ]
+    neither = ["Is Maya still avoiding meat?", "Where did Maya go on holiday?", "What did Tom cook on Friday?"]
+    assert [question_intent(q) for q in asks_file] == ["file_change"] * len(asks_file)
+    assert [question_intent(q) for q in asks_failure] == ["failure"] * len(asks_failure)
+    assert [question_intent(q) for q in neither] == [None] * len(neither)
+    assert question_intent("which file failed to compile?") == "file_change"  # the file is what it asks for
+
+
+def test_which_messages_are_records_of_a_file_change_or_a_failure() -> None:
+    edit = '[tool call: Edit] {"file_path": "src/app.py", "old_string": "a", "new_string": "b"}'
+    assert shows("file_change", "assistant", edit)
+    assert shows("file_change", "assistant", '[tool call: mcp__fs__write_file] {"path": "a.txt"}')
+    assert shows("file_change", "assistant", "[reasoning] let me look\n[tool call: apply_patch] *** Begin Patch")
+    assert shows("file_change", "assistant", "[patch] src/app.py, src/db.py")
+    assert not shows("file_change", "assistant", '[tool call: Read] {"file_path": "src/app.py"}')
+    assert not shows("file_change", "assistant", "I will edit src/app.py next")
+    assert shows("failure", "tool", "[tool error] Exit code 1\nmodule not found")
+    assert shows("failure", "tool", "=== RUN TestLogin\n--- FAIL: TestLogin (0.01s)\nFAIL")
+    assert shows("failure", "tool", "Traceback (most recent call last):\n  File 'x.py'\nValueError: bad")
+    assert shows("failure", "assistant", '[tool call: Bash] {"command": "make"}\n[tool error] make: *** Error 2')
+    assert not shows("failure", "tool", "ok  \tentire.io/cli\t2.1s\nPASS")
+    assert not shows("failure", "assistant", "error: the build is broken, I think")  # said, not a tool's output
+    assert not shows("failure", "user", "Exit code 1 again?")

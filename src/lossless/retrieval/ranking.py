@@ -17,6 +17,9 @@ Invariants:
 * **Time expressions boost, never filter.**  "in May 2024", "last May", "in 2023", "last month",
   "two weeks ago" become a window; items inside it get :data:`TIME_BOOST` added.  A misread
   expression can only reorder, never hide, a match.
+* **What an agent's question asks for.**  :func:`question_intent` reads whether a question asks which
+  file a change went to or what failed; :func:`shows` tells whether a message is such a record (a
+  file-changing tool call, a failed tool result).  Rankers only *add* to such messages' scores.
 * **Neighbour context.**  :func:`with_neighbours` lets a turn inherit a share of the scores of the
   turns before and after it (an answer such as "Yes, we went there last week" is found by what the
   question before it named); it only adds, never removes.
@@ -29,8 +32,9 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TypeVar
+from typing import Literal, TypeVar
 
+from lossless.parts import EDIT_TOOLS, WRITE_TOOLS
 from lossless.text import CJK_CHAR
 
 __all__ = [
@@ -40,11 +44,14 @@ __all__ = [
     "STOPWORDS",
     "TIME_BOOST",
     "EventOffset",
+    "Intent",
     "TimeWindow",
     "any_word_expression",
     "event_offset",
     "fuse",
     "keywords",
+    "question_intent",
+    "shows",
     "time_window",
     "with_neighbours",
 ]
@@ -296,6 +303,66 @@ def substance(text: str, enough: int | None = None) -> float:
             count += 1
     share: float = max(1, min(count, enough)) / enough
     return float(share**SUBSTANCE_POWER)
+
+
+#: What a question about an agent's work asks for: the file a change went to, or what went wrong.
+Intent = Literal["file_change", "failure"]
+
+_ASKS_FILE = re.compile(
+    r"\b(?:which|what) (?:source )?files?\b|\bin which file\b|\bwhere (?:did|do|have|had|was|were|is) "
+    r"(?:we|you|i|they|it|that)\b[^?]{0,80}?\b(?:put|add|added|change|changed|define|defined|edit|edited|"
+    r"implement|implemented|write|wrote|written|move|moved|fix|fixed|create|created|patch|patched)\b",
+    re.I,
+)
+_ASKS_FAILURE = re.compile(
+    r"\berrors?\b|\bfail(?:ed|s|ing|ure)?\b|\bwent wrong\b|\bbroke\b|\bcrash(?:ed|es)?\b|\bexception\b|"
+    r"\btraceback\b|\bstack ?trace\b",
+    re.I,
+)
+_TOOL_CALL = re.compile(r"^\[tool call: ([^\]\n]{1,120})\]", re.M)
+#: A tool's output that reports a failure: the harness's error mark, a non-zero exit, a test runner's FAIL,
+#: a Python traceback, a Go panic, or a line opening with "error"/"fatal".
+_FAILED = re.compile(
+    r"^\[tool error\]|\b[Ee]xit (?:code|status):? [1-9]|^(?:--- )?FAIL\b|Traceback \(most recent call last\)|"
+    r"\bpanic: |^(?:error|Error|ERROR|fatal|FATAL)\b[:\[ ]",
+    re.M,
+)
+_SCANNED = 4000  # characters of a message read for its kind
+
+
+def question_intent(text: str) -> Intent | None:
+    """Whether ``text`` asks which file a change went to (``file_change``) or what failed (``failure``).
+
+    "Which file did we change to fix the login test?", "where did we put the retry code?" ask for a
+    file change; "why did the migration fail?", "what was the error from go test?" for a failure.  A
+    question that reads as both asks for the file.
+    """
+    if _ASKS_FILE.search(text):
+        return "file_change"
+    if _ASKS_FAILURE.search(text):
+        return "failure"
+    return None
+
+
+def _tool_name(label: str) -> str:
+    return label.strip().lower().rsplit("__", 1)[-1].rsplit(".", 1)[-1]  # mcp__fs__write_file, functions.edit
+
+
+def shows(intent: Intent, role: str, content: str) -> bool:
+    """Whether a message is a record of what ``intent`` asks for.
+
+    ``file_change``: a call of a tool that writes or edits a file (:data:`~lossless.parts.EDIT_TOOLS`,
+    :data:`~lossless.parts.WRITE_TOOLS`, as the message renders it: ``[tool call: Edit] {…}``), or a
+    patch.  ``failure``: a tool's output (a ``tool`` message, or a rendered ``[tool result]`` /
+    ``[tool error]``) that reports a failure (an error mark, a non-zero exit code, FAIL, a traceback).
+    """
+    head = content[:_SCANNED]
+    if intent == "file_change":
+        if head.startswith("[patch] "):
+            return True
+        return any(_tool_name(label) in EDIT_TOOLS | WRITE_TOOLS for label in _TOOL_CALL.findall(head))
+    output = role == "tool" or "[tool result]" in head or "[tool error]" in head
+    return output and _FAILED.search(head) is not None
 
 
 def best_first(scores: Mapping[K, float]) -> list[tuple[K, float]]:

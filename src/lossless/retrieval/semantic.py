@@ -20,6 +20,9 @@ Invariants:
 * **No search waits for embedding.**  While the build has not covered everything searched, a
   ``semantic`` search runs as ``hybrid`` (the built vectors by meaning, every item by its words) and
   its result carries a note saying how much is built (the port's optional ``coverage``).
+* **Hybrid without an embedder ranks by words.**  Where no embedder can run (the base install, without
+  the ``embeddings`` extra), ``hybrid`` ranks by the question's words alone (BM25, neighbouring turns,
+  time) and its result says so and what to install; ``semantic`` raises the missing-dependency error.
 * Stored files are not embedded: ``scope="files"`` with these modes is refused by
   :class:`~lossless.retrieval.grep.GrepOptions`.
 * ``since`` / ``before`` filter the ranked items by time exactly as the full-text path does (a
@@ -46,6 +49,7 @@ from lossless.retrieval.grep import (
 )
 from lossless.retrieval.hybrid import hybrid_hits
 from lossless.retrieval.query import FullTextQuery, QuerySyntax, parse_full_text
+from lossless.retrieval.ranking import FUNCTION_WORDS, STOPWORDS
 
 __all__ = ["SemanticHit", "SemanticSearch", "SemanticSummaryHit", "grep_semantic"]
 
@@ -248,16 +252,21 @@ async def grep_semantic(
     store: Store,
     options: GrepOptions,
     conversation_ids: tuple[int, ...],
-    search: SemanticSearch,
+    search: SemanticSearch | None,
     *,
     agent: str | None = None,
+    without_meaning: str | None = None,
 ) -> GrepResult:
     """Rank the messages and/or summaries of ``conversation_ids`` by meaning, or meaning and words (``hybrid``).
 
     ``agent``: the caller, whose long-term memories (of those conversations only) ``hybrid`` fuses.
+    ``search=None`` (``hybrid`` only): no embedder can run, so the question is ranked by its words alone
+    and the result says so, with ``without_meaning`` (why; what to install).
     """
     if options.mode not in SEMANTIC_MODES or options.scope not in ("messages", "summaries", "both"):
         raise InputError("grep_semantic runs semantic and hybrid searches of messages and summaries")
+    if search is None and options.mode != "hybrid":
+        raise InputError("a semantic search needs an embedder; only hybrid ranks by words alone without one")
     conversations = len(conversation_ids)
     if not conversation_ids:
         return GrepResult(options, message=no_matches(options, conversations), conversations=conversations)
@@ -272,7 +281,9 @@ async def grep_semantic(
             notes.append(f"(the keyword half of hybrid search was skipped: {parsed.message})")
         else:
             query = parsed
-    partial = await _partial_index(search, conversation_ids, scopes)
+    if search is None:
+        notes.append(f"(ranked by words only, not by meaning: {without_meaning or 'no embedder is configured'})")
+    partial = None if search is None else await _partial_index(search, conversation_ids, scopes)
     if partial is not None:
         # Vectors are built in the background, never by a search: while the build is under way a semantic
         # search runs as hybrid (what is built by meaning, everything by its words) and says how much is built.
@@ -288,11 +299,21 @@ async def grep_semantic(
     for scope in scopes:
         if options.mode == "hybrid" or partial is not None:
             hits, extra = await hybrid_hits(
-                store, options, conversation_ids, search, scope, keyword=query is not None, agent=agent
+                store,
+                options,
+                conversation_ids,
+                search,
+                scope,
+                keyword=query is not None,
+                agent=agent,
+                # By words alone, a question's glue words ("finally get through") are all that may match: keep them,
+                # as the any-word ranking of a full_text question does.
+                stopwords=STOPWORDS if search is not None else FUNCTION_WORDS,
             )
             found += hits
             more = more or extra
             continue
+        assert search is not None  # semantic mode without an embedder was refused above
         run = _message_hits if scope == "messages" else _summary_hits
         hits, extra = await run(store, options, conversation_ids, search, window, words, None)
         found += hits

@@ -37,7 +37,7 @@ from datetime import datetime
 
 import anyio
 
-from lossless.errors import InputError, NotFoundError, check_integer, check_unicode
+from lossless.errors import InputError, MissingDependencyError, NotFoundError, check_integer, check_unicode
 from lossless.large_files import DEFAULT_PAGE_BYTES, Page, page_lines
 from lossless.ports import ReachSearchStore, SearchRow, Store
 from lossless.records import JSONValue, LargeFile, MessageRecord, Summary, format_timestamp, utcnow
@@ -143,6 +143,8 @@ class Retriever:
         self._clock = clock
         self._make_semantic = semantic
         self._semantic: SemanticSearch | None = None
+        #: Why no embedder can run here (a package missing), once a search found out: hybrid then ranks by words.
+        self._no_embedder: str | None = None
         #: The reach each kind of grep call had last time: a guess, checked before it is used (:meth:`_grep_reach`).
         self._reach_guesses: dict[tuple[str, str | None, str | None, int | None, bool], tuple[int, ...]] = {}
 
@@ -197,9 +199,7 @@ class Retriever:
             result = await grep_files(self.store, options, reach.conversation_ids, self._read_file)
         else:
             if options.mode in SEMANTIC_MODES:
-                found = await grep_semantic(
-                    self.store, options, reach.conversation_ids, self.semantic_search(), agent=caller.agent_id
-                )
+                found = await self._grep_semantic(caller, options, reach.conversation_ids)
             else:
                 found = await grep(
                     self.store, options, reach.conversation_ids, first_pages=first_pages, rank_any_word=keyword_hits
@@ -223,6 +223,23 @@ class Retriever:
             "answer with what was read)"
         )
         return replace(result, hits=result.hits[:kept], more=True, notes=(*result.notes, note))
+
+    async def _grep_semantic(
+        self, caller: Caller, options: GrepOptions, conversation_ids: tuple[int, ...]
+    ) -> GrepResult:
+        """A semantic or hybrid grep; hybrid ranks by words alone, with a note, where no embedder can run."""
+        if self._no_embedder is None or options.mode != "hybrid":
+            try:
+                return await grep_semantic(
+                    self.store, options, conversation_ids, self.semantic_search(), agent=caller.agent_id
+                )
+            except MissingDependencyError as exc:
+                if options.mode != "hybrid":
+                    raise
+                self._no_embedder = str(exc)  # the package stays missing until the process restarts
+        return await grep_semantic(
+            self.store, options, conversation_ids, None, agent=caller.agent_id, without_meaning=self._no_embedder
+        )
 
     async def _grep_reach(
         self, caller: Caller, options: GrepOptions, conversation_id: int | None, all_conversations: bool
