@@ -237,6 +237,14 @@ def test_a_change_of_a_change_quotes_only_the_last_statement() -> None:
     assert told.source_message_ids == (9, 3, 1)
 
 
+@given(st.text(min_size=1, max_size=500).filter(str.strip), st.lists(st.integers(1, 50), max_size=4, unique=True))
+def test_the_change_keeps_its_own_words_and_sources_first(earlier: str, sources: list[int]) -> None:
+    told = with_history(_change(), _memory("e", earlier, sources=tuple(sources) or (1,)))
+    assert told.content.startswith(_change().content + " This changes what Maya said before: ")
+    assert told.source_message_ids[0] == 9 and len(set(told.source_message_ids)) == len(told.source_message_ids)
+    assert set(told.source_message_ids) == {9, *(sources or [1])}
+
+
 def test_a_long_earlier_statement_is_quoted_in_part() -> None:
     long = "Maya is going vegetarian. " + "She has a plan for every meal of the week and a list. " * 12
     told = with_history(_change(), _memory("l", long))

@@ -18,7 +18,9 @@ Invariants:
   :class:`~lossless.memory.ports.DedupJudge`'s under the same category rules;
   superseded and contradicted memories stay queryable with ``as_of``.  A
   statement older than the memory it would supersede or contradict is skipped
-  (mining old history never overwrites a newer value).
+  (mining old history never overwrites a newer value).  A change of mind (a draft
+  flagged ``revises``) is first told with the same speaker's earlier statement it
+  takes back, when one is alike enough by topic (:mod:`lossless.memory.changes`).
 * The judge is a side line: any failure of it (timeout, garbage, refusal) is
   logged and the rules decide (the rules' merge text, utility 0.5) — a
   candidate is never lost to it and no error reaches the caller.
