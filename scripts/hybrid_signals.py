@@ -114,12 +114,12 @@ def main() -> int:
                 break
 
     setattr(semantic, "hybrid_hits", traced)  # noqa: B010 - patched for this run only
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, recall.store_url("sqlite", Path(tmp)) as url:
         results = anyio.run(
             recall.evaluate,
             dataset,
             ["baseline", "hybrid"],
-            Path(tmp),
+            url,
             padding,
             args.embedder or recall.default_embedder(),
             args.embed_cache,
