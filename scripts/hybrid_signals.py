@@ -4,10 +4,11 @@
 
 Runs the recall benchmark's setup (:func:`recall.evaluate`, ``hybrid`` only) and, for every question asked
 through ``engine.grep(…, mode="hybrid")``, records what the hybrid ranker sees before it combines anything:
-each candidate's raw keyword score (BM25), cosine of the keywords and of the question as written, memory-lead
-score, its neighbouring turns, its substance word count, whether it lies in the question's time window, and
-whether it is evidence.  ``scripts/fit_hybrid.py`` fits the combination on that file.  Only the dev split is
-ever dumped for fitting; the test split is reported by ``recall.py`` alone.
+each candidate's raw keyword score (BM25), cosine of what hybrid embeds (``sem``: the embedder's query form) and
+of the question as written, memory-lead score, its neighbouring turns, its substance word count, whether it lies
+in the question's time window, whether it is a tool's call or output, whether it is the record the question asks
+for (intent), and whether it is evidence.  ``scripts/fit_hybrid.py`` fits the combination on that file.  Only the
+dev split is ever dumped for fitting; the test split is reported by ``recall.py`` alone.
 """
 
 from __future__ import annotations
@@ -75,9 +76,10 @@ def main() -> int:
         mem = {lead.message_id: lead.score for lead in leads}
         core = set(kw) | set(sem) | set(mem)
         records = {m.id: m for m in await store.get_messages_by_id(sorted(int(k) for k in core))}
-        near = await hybrid._neighbours(store, list(records.values()))
+        near, _ = await hybrid._neighbours(store, list(records.values()))
         extra = {int(n) for ns in near.values() for n in ns if n is not None} - set(records)
         records |= {m.id: m for m in await store.get_messages_by_id(sorted(extra))}
+        intent = ranking.question_intent(options.pattern)
         when = {k: m.created_at for k, m in records.items()}
         window = time_window(options.pattern, max(when.values())) if when else None
         if window is None and offset is not None:
@@ -99,6 +101,8 @@ def main() -> int:
                 "role": m.role,
                 "window": bool(window is not None and window.contains(m.created_at)),
                 "cover": _cover(words, m.content),
+                "tool": ranking.is_tool_record(m.role, m.content),
+                "intent": intent is not None and ranking.shows(intent, m.role, m.content),
             }
         for (conversation, text), q in evidence.items():
             if text == options.pattern and q["id"] not in dumped:

@@ -650,3 +650,197 @@ PEOPLE = [
     ("Grace", "Yusuf"),
     ("Ines", "Oliver"),
 ]
+
+# The conversation a fact starts (dataset format 2): the friend picks the topic up and the teller talks
+# on about it, as people do, without restating what a question asks ({A} the teller, {B} the friend;
+# lines alternate B, A, B, A and a fact is followed by the first two or all four).  These turns share
+# the fact's subject, and often its words, so the turn that holds the answer has neighbours on the
+# same subject to be told apart from.
+TALK: dict[str, list[str]] = {
+    "pet": [
+        "Oh my goodness, a dog! How are the kids taking it?",
+        "They fight over who gets to walk her. I give it a month before that novelty wears off.",
+        "Is she house-trained yet?",
+        "Mostly. We had one accident on the rug, but she's learning fast. The rescue centre said she's about two.",
+    ],
+    "job": [
+        "Congratulations!! That's a big step. How did the interviews go in the end?",
+        "Four rounds, the last one with the whole team. I was shaking, but they seemed to like me.",
+        "Will the commute be worse than now?",
+        "A bit longer, but I can work from home on Fridays, so it evens out.",
+    ],
+    "trip": [
+        "Welcome back! Was the weather kind to you?",
+        "Mostly sunny, one day of rain where we hid in a museum. The food alone was worth the flight.",
+        "Did you get any good photos of {city}?",
+        "Hundreds. I'll send you the best ones once I've sorted through them.",
+    ],
+    "gear": [
+        "Ooh, shopping before a trip is the best part.",
+        "It was on sale too. The staff talked me out of the expensive one.",
+        "Smart. You always overpack though.",
+        "Not this time, I'm going carry-on only. Wish me luck.",
+    ],
+    "instrument": [
+        "No way, that's brilliant. Have you played anything before?",
+        "A bit of recorder at school, so basically nothing. My fingers don't do what I tell them yet.",
+        "Is the teacher nice?",
+        "Very patient. She laughs at my mistakes but in a kind way, and she makes me practise scales.",
+    ],
+    "vehicle": [
+        "Really? I thought you loved that thing.",
+        "I do, but the garage bills keep coming. Last month it was the brakes, this month the exhaust.",
+        "Would you get another one or go without?",
+        "No idea yet. The bus is fine for work, it's the weekends that worry me.",
+    ],
+    "cuisine": [
+        "Ha, you and your spicy food. Remember when you made me try that chilli?",
+        "I still maintain it was mild. You cried a little.",
+        "I did not cry, my eyes were watering. Big difference.",
+        "Sure. Next time I'm choosing the restaurant and you can order something plain.",
+    ],
+    "hate": [
+        "Noted! Is it the taste or the texture?",
+        "Both, honestly. Even a tiny bit ruins the whole plate for me.",
+        "My mum puts it in everything, you'd hate her cooking.",
+        "Then I'll bring my own sandwich when we visit, no offence to her.",
+    ],
+    "book": [
+        "Oh, what's it about? I need something new to read.",
+        "A family that runs a lighthouse, told from three points of view. The middle drags, then it grabs you.",
+        "Is it sad? I can't do sad right now.",
+        "A little bittersweet, but the ending is hopeful. I'll lend it to you when I'm done.",
+    ],
+    "injury": [
+        "Ouch!! Have you seen a doctor?",
+        "Went to urgent care, they said nothing is broken, just a bad sprain. Ice and rest for two weeks.",
+        "So no more games for a while then.",
+        "Nope, benched. The team is already short of players, they're not happy with me.",
+    ],
+    "move": [
+        "Amazing news!! Is it bigger than your current place?",
+        "An extra bedroom and a tiny balcony. The kitchen is old but we can live with it.",
+        "Do you need help carrying boxes?",
+        "Yes please, I'll bribe you with pizza. We're hiring a van for the big furniture.",
+    ],
+    "wedding": [
+        "Aww, congratulations to them! Do you have to give a speech?",
+        "I do, and I'm terrified. I've started collecting embarrassing childhood stories.",
+        "Keep it short, nobody remembers the long ones.",
+        "Good advice. Three minutes, two jokes, one sentimental bit, done.",
+    ],
+    "indirect": [
+        "I've been meaning to try it, is it expensive?",
+        "Not bad at all, and the portions are huge. We took leftovers home.",
+        "Did you have to book a table?",
+        "We walked in on a Tuesday, but I'd book for a weekend. It was packed when we left.",
+    ],
+    "gift": [
+        "Aww, that's so sweet. Was it hard to find?",
+        "I looked in three shops before giving up and ordering it online. It arrived the day before, just in time.",
+        "Did the rest of the family chip in?",
+        "My brother promised to pay half. Still waiting on that, as usual.",
+    ],
+    "allergy": [
+        "Oh no, that must be a relief and a pain at the same time.",
+        "Exactly. At least I know why I've felt rubbish for months. The doctor gave me a list of things to avoid.",
+        "Do you need to carry medication now?",
+        "Antihistamines in my bag at all times, and an inhaler just in case.",
+    ],
+    "course": [
+        "Good for you! How many evenings a week?",
+        "Just Wednesdays, two hours. There's homework though, which I did not expect at my age.",
+        "Are the other people in the class nice?",
+        "A real mix, a retired teacher, two students and a guy who works nights. We go for a drink after.",
+    ],
+    "volunteer": [
+        "That's lovely. How did you get into it?",
+        "A friend asked me to cover for her once and I just kept going back. The people there are wonderful.",
+        "Is it tiring?",
+        "Some weeks, yes. But I always leave in a better mood than I arrived.",
+    ],
+    "plant": [
+        "After three years! What did you change?",
+        "Moved it to the kitchen window and stopped drowning it. Apparently I was the problem all along.",
+        "Send me a photo!",
+        "Will do, it's honestly the proudest I've been of anything this year.",
+    ],
+    "show": [
+        "Oh, is it worth starting? Everyone keeps talking about it.",
+        "The first two episodes are slow, but stick with it. The last season is the best one.",
+        "No spoilers please!",
+        "My lips are sealed. Just know you'll want the whole weekend free.",
+    ],
+    "nursery": [
+        "That sounds beautiful. Did you do it yourselves?",
+        "Two coats, two very sore backs. We also put up shelves, one of them is slightly wonky.",
+        "How long until the baby arrives?",
+        "Seven weeks. The cot is built, the wardrobe is next on the list.",
+    ],
+    "race": [
+        "Wow, how far have you run before?",
+        "Ten kilometres once, two years ago, and I walked some of it. So this will be a stretch.",
+        "Do you have a training plan?",
+        "Three runs a week, one long one on Sundays. My legs already hate me.",
+    ],
+    "tooth": [
+        "Aww, a milestone! Was she brave about it?",
+        "She was thrilled, kept showing the gap to everyone at school. Very proud of herself.",
+        "What's the going rate from the tooth fairy these days?",
+        "Apparently a pound is not enough anymore according to her classmates. Inflation hits everyone.",
+    ],
+    "lost": [
+        "Again?! You need a checklist before you get off.",
+        "I know, I know. I was half asleep and my stop came up faster than I expected.",
+        "At least people hand things in.",
+        "True, I got lucky. I had to fill in a form and describe it in detail to get it back.",
+    ],
+    "concert": [
+        "Jealous! How was the sound?",
+        "Loud in the best way. They played all the old songs and two new ones.",
+        "Did you get a t-shirt?",
+        "Of course, and a poster. The queue for the merch stand was longer than the one for drinks.",
+    ],
+    "recipe": [
+        "That's so special. Did you have her written recipe?",
+        "Only half of it, the rest I pieced together from memory and a phone call with my aunt.",
+        "What was the secret in the end?",
+        "Patience, mostly. Cooking it slowly on low heat, just like she always said.",
+    ],
+    "language": [
+        "Impressive! Can you hold a conversation yet?",
+        "Ordering coffee and asking for directions, that's about it. The grammar is hard work.",
+        "Are you planning to travel there?",
+        "That's the dream. Practising with the app until then, and maybe a tutor later.",
+    ],
+    "vegetarian": [
+        "Wow, big change. What made you decide?",
+        "Partly health, partly the environment. I've been reading a lot about it.",
+        "What will you do about barbecues?",
+        "Halloumi and veggie skewers, and a lot of willpower. We'll see how long it lasts.",
+    ],
+    "device": [
+        "Oh no, did you lose anything?",
+        "Most of it was backed up, thank goodness. A few photos from last month are gone though.",
+        "Refurbished is smart, they're half the price.",
+        "And it comes with a year of warranty, so I'm not too worried.",
+    ],
+    "anniversary": [
+        "Happy anniversary in advance! Any gifts planned?",
+        "I framed a photo from our first holiday together. Cheesy, but it works every time.",
+        "Where was that holiday again?",
+        "A tiny island with one shop and no phone signal. Still our favourite trip.",
+    ],
+    "boardgame": [
+        "Finally! Who usually wins?",
+        "My brother-in-law, every single time. He reads the rulebook like it's a legal contract.",
+        "How long did the game take?",
+        "Almost three hours with all the arguing about rules. Worth it to see his face.",
+    ],
+    "degree": [
+        "Really? That's a brave move. Full time or part time?",
+        "Part time if I can, so I can keep working. It would take about four years.",
+        "What does your partner think?",
+        "Supportive, if a bit worried about money. We're going through the numbers this weekend.",
+    ],
+}

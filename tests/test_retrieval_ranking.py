@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -215,3 +216,21 @@ def test_which_messages_are_records_of_a_file_change_or_a_failure() -> None:
     assert not shows("failure", "tool", "ok  \tentire.io/cli\t2.1s\nPASS")
     assert not shows("failure", "assistant", "error: the build is broken, I think")  # said, not a tool's output
     assert not shows("failure", "user", "Exit code 1 again?")
+
+
+def test_a_tools_output_inherits_from_its_call_with_the_tool_shares() -> None:
+    # 1 a chat turn, 2 a tool call, 3 its output, 4 the assistant's next words.
+    scores = {1: 1.0, 2: 1.0, 3: 0.0, 4: 0.0}
+    neighbours = {1: (None, 2), 2: (1, 3), 3: (2, 4), 4: (3, None)}
+    out = ranking.with_neighbours(
+        scores, neighbours, before=0.0, after=0.5, tools={2, 3}, tool_before=0.3, tool_after=0.1
+    )
+    assert out[3] == pytest.approx(0.3)  # the output, from its call (a tool pair: tool_before)
+    assert out[2] == pytest.approx(1.0 + 0.3 * 1.0)  # the call, from the chat turn before it (a pair with a tool)
+    assert out[1] == pytest.approx(1.0 + 0.1 * 1.0)  # the chat turn, from the call after it (tool_after)
+    assert out[4] == pytest.approx(0.3 * 0.0)  # after a tool's output: tool shares; the output scored 0
+    plain = ranking.with_neighbours(scores, neighbours, before=0.0, after=0.5)  # no tools: chat shares only
+    assert plain[3] == 0.0 and plain[1] == pytest.approx(1.5)
+    assert ranking.is_tool_record("tool", "ok")
+    assert ranking.is_tool_record("assistant", '[reasoning] check\n[tool call: Bash] {"command": "ls"}')
+    assert not ranking.is_tool_record("assistant", "I will call the tool next")

@@ -83,19 +83,25 @@ SEMANTIC_QUERY = "keywords"
 #: ``full_text`` questions and summaries keep :mod:`~lossless.retrieval.ranking`'s hand-set constants.
 #:
 #: Keyword side's weight in the fusion (the meaning side gets ``1 - KEYWORD_WEIGHT``).
-KEYWORD_WEIGHT = 0.2
+KEYWORD_WEIGHT = 0.15
 #: Memory leads: the source messages of the best-matching long-term memory gain this share of the best
 #: message's score (others in proportion to their memory's score), from the :data:`MEMORY_LIMIT` best
 #: memories of the conversations searched.
-MEMORY_SHARE = 0.8
+MEMORY_SHARE = 0.4
 MEMORY_LIMIT = 40
 #: Shares of the scores of the turn before and of the turn after a message that it inherits, and whether
-#: it inherits the larger of the two only (True) or both added (False).
-NEIGHBOUR_BEFORE = 0.6
+#: it inherits the larger of the two only (True) or both added (False).  In a chat a turn inherits nothing
+#: from the turn before it (a reply that picks a subject up is not the answer; what it refers to is in its
+#: context chunk already) and a share of the turn after it (a turn that the next one goes on about).
+NEIGHBOUR_BEFORE = 0.0
 NEIGHBOUR_AFTER = 0.45
 NEIGHBOUR_BEST_ONLY = False
+#: The same shares for a pair of turns of which either is a tool's call or its output
+#: (:func:`~lossless.retrieval.ranking.is_tool_record`): a tool's output is found by its call.
+TOOL_NEIGHBOUR_BEFORE = 0.3
+TOOL_NEIGHBOUR_AFTER = 0.15
 #: Topic words from which a message counts as saying something (:func:`~lossless.retrieval.ranking.substance`).
-SUBSTANCE_WORDS = 8
+SUBSTANCE_WORDS = 6
 #: Added to the score of a message inside the question's time window.
 TIME_BOOST = 0.5
 #: Added to the score of a message that is the kind of record the question asks for
@@ -207,15 +213,21 @@ async def hybrid_hits(
             await _lifted(store, options, conversation_ids, search, words, agent, scores)
         ranked = best_first(scores)[: DEPTH * 2]
         records = {m.id: m for m in await store.get_messages_by_id([int(k) for k, _ in ranked])}
-        neighbours = await _neighbours(store, list(records.values()))
-        before, after = (NEIGHBOUR_BEFORE, NEIGHBOUR_AFTER) if fitted else (ranking.NEIGHBOUR_SHARE,) * 2
-        scores = with_neighbours(
-            {k: s for k, s in ranked if int(k) in records},
-            neighbours,
-            before=before,
-            after=after,
-            best_only=NEIGHBOUR_BEST_ONLY if fitted else True,
-        )
+        neighbours, tools = await _neighbours(store, list(records.values()))
+        kept = {k: s for k, s in ranked if int(k) in records}
+        if fitted:
+            scores = with_neighbours(
+                kept,
+                neighbours,
+                before=NEIGHBOUR_BEFORE,
+                after=NEIGHBOUR_AFTER,
+                best_only=NEIGHBOUR_BEST_ONLY,
+                tools=tools,
+                tool_before=TOOL_NEIGHBOUR_BEFORE,
+                tool_after=TOOL_NEIGHBOUR_AFTER,
+            )
+        else:  # the any-word ranking of a full_text question: its own hand-set share, the better side only
+            scores = with_neighbours(kept, neighbours, best_only=True)
         extra = [int(k) for k in scores if int(k) not in records]
         records |= {m.id: m for m in await store.get_messages_by_id(extra)}
         when: dict[int | str, datetime] = {key: m.created_at for key, m in records.items()}
@@ -383,11 +395,13 @@ async def _memory_first(
 
 async def _neighbours(
     store: Store, records: Sequence[object]
-) -> dict[int | str, tuple[int | str | None, int | str | None]]:
-    """For each message, the ids of the turns right before and right after it in its conversation (or None)."""
+) -> tuple[dict[int | str, tuple[int | str | None, int | str | None]], set[int | str]]:
+    """For each message, the ids of the turns right before and right after it in its conversation (or None);
+    and which of them all are a tool's call or output (:func:`~lossless.retrieval.ranking.is_tool_record`)."""
     messages = [r for r in records if isinstance(r, MessageRecord)]
     around = {m.id + d for m in messages for d in (-1, 1)}
     found = {m.id: m for m in await store.get_messages_by_id(sorted(around))} | {m.id: m for m in messages}
+    tools: set[int | str] = {key for key, m in found.items() if ranking.is_tool_record(m.role, m.content)}
     out: dict[int | str, tuple[int | str | None, int | str | None]] = {}
     for m in messages:
         near: list[int | str | None] = []
@@ -396,7 +410,7 @@ async def _neighbours(
             same = other is not None and other.conversation_id == m.conversation_id and abs(other.seq - m.seq) == 1
             near.append(other_id if same else None)
         out[m.id] = (near[0], near[1])
-    return out
+    return out, tools
 
 
 def _locate(text: str, words: Sequence[str]) -> tuple[int, int]:

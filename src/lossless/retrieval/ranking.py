@@ -30,6 +30,7 @@ from __future__ import annotations
 import calendar
 import re
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal, TypeVar
@@ -49,6 +50,7 @@ __all__ = [
     "any_word_expression",
     "event_offset",
     "fuse",
+    "is_tool_record",
     "keywords",
     "question_intent",
     "shows",
@@ -253,10 +255,16 @@ def with_neighbours(
     before: float = NEIGHBOUR_SHARE,
     after: float = NEIGHBOUR_SHARE,
     best_only: bool = False,
+    tools: AbstractSet[K] = frozenset(),
+    tool_before: float | None = None,
+    tool_after: float | None = None,
 ) -> dict[K, float]:
     """Each item's score plus ``before`` times the score of the turn before it and ``after`` times the turn after.
 
     ``best_only``: add only the larger of the two (the any-word ranking of a ``full_text`` question).
+    ``tools``: the items that are a tool's call or its output (:func:`is_tool_record`); a pair of turns of
+    which either is one inherits ``tool_before`` / ``tool_after`` instead (a tool's output is understood
+    by its call, as a reply in a chat is not by the turn it follows).
 
     ``neighbours`` maps an item to ``(the turn before it, the turn after it)`` (``None``: none; turns not
     scored count 0; the relation is read both ways: the turn after ``a`` has ``a`` before it).
@@ -277,10 +285,17 @@ def with_neighbours(
     for key in scores:
         targets.update((n, None) for n in (previous_of.get(key), next_of.get(key)) if n is not None)
     out: dict[K, float] = {}
+    tool_before = before if tool_before is None else tool_before
+    tool_after = after if tool_after is None else tool_after
     for key in targets:
         previous, following = previous_of.get(key), next_of.get(key)
-        from_before = before * scores.get(previous, 0.0) if previous is not None else 0.0
-        from_after = after * scores.get(following, 0.0) if following is not None else 0.0
+        from_before = from_after = 0.0
+        if previous is not None:
+            share = tool_before if key in tools or previous in tools else before
+            from_before = share * scores.get(previous, 0.0)
+        if following is not None:
+            share = tool_after if key in tools or following in tools else after
+            from_after = share * scores.get(following, 0.0)
         inherited = max(from_before, from_after) if best_only else from_before + from_after
         out[key] = scores.get(key, 0.0) + inherited
     return out
@@ -346,6 +361,11 @@ def question_intent(text: str) -> Intent | None:
 
 def _tool_name(label: str) -> str:
     return label.strip().lower().rsplit("__", 1)[-1].rsplit(".", 1)[-1]  # mcp__fs__write_file, functions.edit
+
+
+def is_tool_record(role: str, content: str) -> bool:
+    """Whether a message is a tool's call or a tool's output (a ``tool`` message, or ``[tool call: …]`` in it)."""
+    return role == "tool" or "[tool call: " in content[:_SCANNED]
 
 
 def shows(intent: Intent, role: str, content: str) -> bool:
