@@ -8,6 +8,7 @@ import pytest
 
 from lossless.memory.extraction import extract
 from lossless.memory.fragments import fragment_reason
+from lossless.memory.records import Memory
 from lossless.ports import Store
 from lossless.records import MessageRecord
 
@@ -89,9 +90,114 @@ async def test_a_change_of_mind_supersedes_what_the_same_person_said(store: Stor
     messages = await store.get_messages(conversation.id)
     for message in messages:
         await service.remember(conversation.id, [message])
-    current = [m.content for _, m in await service.list()]
-    assert any("keeping the old hatchback" in text for text in current)
-    assert not any("Tom is selling" in text for text in current)
-    assert "Ana is selling their bike too." in current  # another person's statement stays, on its own
+    current = {m.content: m for _, m in await service.list()}
+    keeping = (
+        "Change of plan, Tom is keeping the old hatchback after all, it is not too old now (said on 10 May 2023). "
+        "This changes what Tom said before: Tom is selling the old hatchback, it is too old now (said on 8 May 2023)."
+    )
+    assert set(current) == {keeping, "Ana is selling their bike too."}  # Ana's statement stays, on its own
+    # the change cites its own message first, then the one it takes back: a search finds both
+    assert current[keeping].source_message_ids == (messages[2].id, messages[0].id)
     history = [m for _, m in await service.list(include_superseded=True) if not m.current]
     assert [m.content for m in history] == ["Tom is selling the old hatchback, it is too old now."]
+    assert history[0].superseded_by == current[keeping].memory_id
+    assert history[0].source_message_ids == (messages[0].id,)  # history keeps its own provenance
+
+
+def test_a_change_of_mind_is_remembered_whole_in_the_speakers_name() -> None:
+    (draft,) = extract(1, [_record(1, "user", "Maya: The veggie experiment is over. salami won.")])
+    assert draft.content == "Maya said: The veggie experiment is over. Salami won (said on 8 May 2023)."
+    assert draft.category == "events" and draft.metadata == {"speaker": "Maya", "revises": True}
+    (draft,) = extract(1, [_record(2, "user", "Ben: Okay I caved, I missed bacon way too much. Back to eating meat.")])
+    assert draft.content == "Ben caved, Ben missed bacon way too much. Ben is back to eating meat (said on 8 May 2023)."
+    (draft,) = extract(1, [_record(3, "user", "I'm not drinking coffee anymore, it wrecks my sleep.")])
+    assert draft.content == "The user is not drinking coffee anymore, it wrecks their sleep (said on 8 May 2023)."
+    assert draft.metadata == {"speaker": "the user", "revises": True}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Maya: The game is over, we lost three to one.",
+        "Maya: I never stopped loving jazz, it was my first love.",
+        "Maya: My sister quit her job at the bank.",
+        "Maya: I stopped by the bakery on the way home.",
+    ],
+)
+def test_what_only_sounds_like_a_change_of_mind_revises_nothing(text: str) -> None:
+    drafts = extract(1, [_record(1, "user", text)])
+    assert drafts and not any((d.metadata or {}).get("revises") for d in drafts)
+
+
+async def _remembered(store: Store, turns: list[tuple[str, str]]) -> tuple[list[int], list[Memory]]:
+    """Each turn (a day apart) mined in order, as a chat is; the message ids and every memory, history too."""
+    from datetime import timedelta
+
+    from lossless.memory.hashing import HashEmbedder
+    from lossless.memory.scopes import MemoryCaller
+    from lossless.memory.service import MemoryService
+    from lossless.ports import PreparedMessage
+    from lossless.records import Message
+    from lossless.stores import memory_store_for
+
+    service = MemoryService(memory_store_for(store), HashEmbedder(), MemoryCaller.agent("main"))
+    conversation = await store.get_or_create_conversation(agent_id="main", session_id="maya")
+    await store.append_messages(
+        conversation.id,
+        [PreparedMessage(Message(role=r, content=c), 9, SAID + timedelta(days=i)) for i, (r, c) in enumerate(turns)],
+    )
+    messages = await store.get_messages(conversation.id)
+    for message in messages:
+        await service.remember(conversation.id, [message])
+    return [m.id for m in messages], [m for _, m in await service.list(include_superseded=True)]
+
+
+@pytest.mark.anyio
+async def test_a_preference_taken_back_is_superseded_and_stays_as_history(store: Store) -> None:
+    ids, memories = await _remembered(
+        store,
+        [
+            ("user", "Maya: I love coffee, two cups every morning."),
+            ("user", "Maya: I no longer love coffee, not even one cup in the morning."),
+        ],
+    )
+    (old,) = [m for m in memories if not m.current]
+    (new,) = [m for m in memories if m.current]
+    assert old.content == "Maya loves coffee, two cups every morning." and old.source_message_ids == (ids[0],)
+    assert new.content == (
+        "Maya no longer loves coffee, not even one cup in the morning (said on 9 May 2023). "
+        "This changes what Maya said before: Maya loves coffee, two cups every morning (said on 8 May 2023)."
+    )
+    assert (new.category, new.fact_key) == ("preferences", "preferences:maya:drink")
+    assert new.supersedes == old.memory_id and new.source_message_ids == (ids[1], ids[0])
+
+
+@pytest.mark.anyio
+async def test_a_change_stands_beside_the_event_it_takes_back(store: Store) -> None:
+    ids, memories = await _remembered(
+        store,
+        [
+            ("user", "Maya: I started eating vegetarian food every day this month."),
+            ("assistant", "Ana: Good luck, I could never give up bacon."),
+            ("user", "Maya: I stopped eating vegetarian food every day, I missed bacon too much."),
+        ],
+    )
+    assert all(m.current for m in memories)  # a record of what happened is never superseded
+    (change,) = [m for m in memories if (m.metadata or {}).get("changes")]
+    (started,) = [m for m in memories if m.source_message_ids == (ids[0],)]
+    assert change.metadata is not None and change.metadata["changes"] == started.memory_id
+    assert change.source_message_ids == (ids[2], ids[0])
+    assert "This changes what Maya said before: Maya started eating vegetarian food" in change.content
+    assert not any("Ana" in m.content and (m.metadata or {}).get("revises") for m in memories)
+
+
+@pytest.mark.anyio
+async def test_a_change_about_something_never_said_takes_nothing_back(store: Store) -> None:
+    ids, memories = await _remembered(
+        store,
+        [("user", "Maya: I love hiking in the hills every weekend."), ("user", "Maya: I quit my job at the bank.")],
+    )
+    assert all(m.current for m in memories)
+    (quit,) = [m for m in memories if (m.metadata or {}).get("revises")]
+    assert quit.content == "Maya quit their job at the bank (said on 9 May 2023)."
+    assert quit.source_message_ids == (ids[1],) and "changes" not in (quit.metadata or {})

@@ -7,7 +7,7 @@ import pytest
 from lossless.errors import InputError
 from lossless.memory.hashing import HashEmbedder
 from lossless.memory.message_index import VectorBuilder
-from lossless.memory.messages import MessageSearch, reciprocal_rank_fusion
+from lossless.memory.messages import QUOTED_SHARE, MessageSearch, reciprocal_rank_fusion
 from lossless.memory.records import MemoryDraft
 from lossless.memory.scopes import MemoryCaller
 from lossless.memory.service import MemoryService
@@ -161,6 +161,21 @@ async def test_memory_leads(store: Store) -> None:
     assert await search.memory_leads("moving", [a.id], agent="nobody") == []  # no memory of its own
     assert await search.memory_leads("moving", [a.id], agent="not an id!") == []  # refused by the memory layer
     assert await MessageSearch(store, service).memory_leads("moving", [a.id], agent="other") == []
+
+
+async def test_a_quoted_source_is_led_to_less_than_the_memorys_own(store: Store) -> None:
+    """A change of mind cites the statement it takes back: that message gains half the change's lead."""
+    service = MemoryService(memory_store_for(store), HashEmbedder(), MemoryCaller.agent("main"))
+    search = MessageSearch(store, service)
+    a = await store.get_or_create_conversation(agent_id="main", session_id="a")
+    texts = ["I'm going vegetarian", "the veggie experiment is over, bacon won"]
+    await store.append_messages(a.id, [PreparedMessage(Message("user", t), 5, utcnow()) for t in texts])
+    first, later = [m.id for m in await store.get_messages(a.id)]
+    told = "The veggie experiment is over. This changes what the user said before: the user is going vegetarian."
+    meta = {"speaker": "the user", "revises": True, "quoted_sources": [first]}
+    await service.add(MemoryDraft(told, conversation_id=a.id, source_message_ids=(later, first), metadata=meta))
+    leads = {lead.message_id: lead.score for lead in await search.memory_leads("is the veggie experiment over", [a.id])}
+    assert set(leads) == {first, later} and leads[first] == pytest.approx(QUOTED_SHARE * leads[later])
 
 
 async def test_memory_leads_are_not_crowded_out_by_other_conversations(store: Store) -> None:

@@ -49,6 +49,8 @@ def test_format_date() -> None:
         ("I really enjoy pottery.", "Caroline really enjoys pottery."),
         ("I went to the group with you.", "Caroline went to the group with Melanie."),
         ("We need a plan.", "Caroline and Melanie need a plan."),
+        ("I no longer eat meat.", "Caroline no longer eats meat."),
+        ("I no longer.", "Caroline no longer."),
     ],
 )
 def test_third_person(text: str, expected: str) -> None:

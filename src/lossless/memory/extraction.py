@@ -25,8 +25,11 @@ Invariants:
   ``preferences`` and ``entities`` are temporally versioned (a new value for the
   same fact key *supersedes* the old one, which stays as history); ``events``
   and ``cases`` are append-only (create or skip); ``patterns`` merge when
-  nearly identical.  A change of mind ("… after all", "no longer …")
-  supersedes the speaker's nearest versioned memory.  A near-duplicate is
+  nearly identical.  A change of mind (:mod:`lossless.memory.changes`: "I quit…",
+  "the diet is over", "… after all") is kept whole, in the speaker's name and
+  dated; told with the earlier statement it takes back (found by the memory
+  service) it supersedes that one when it is a profile, preference or entity
+  fact, and stands beside an event, case or pattern.  A near-duplicate is
   ``skip`` or ``support``.  No candidate ever falls back to creating a
   duplicate of a memory it matched at ≥ 0.95 similarity.
 """
@@ -36,10 +39,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from lossless.errors import InputError
+from lossless.memory.changes import VERSIONED, is_change
 from lossless.memory.fragments import fragment_reason
 from lossless.memory.records import Category, Decision, Memory, MemoryDraft
 from lossless.memory.statements import (
@@ -59,12 +63,10 @@ __all__ = ["MAX_PER_EXTRACTION", "MAX_PER_MESSAGE", "Decision", "decide", "extra
 MAX_PER_EXTRACTION = 5
 MAX_PER_MESSAGE = 3
 MAX_STATEMENT_CHARS = 400
-REVISION_SIMILARITY = 0.7  # the prefilter's: every neighbour passed in qualifies
-_REVISION = re.compile(
-    r"\b(?:change of plans?|changed (?:my|our) minds?|after all|no longer|not \w+ any ?more|any ?more\b|"
-    r"(?:is|are|'s) over|stopped|gave up|switched (?:back )?to|instead)\b",
-    re.I,
-)
+#: A change of mind's sentences are kept first (see :mod:`lossless.memory.changes`).
+CHANGE_BONUS = 10.0
+_BACK_TO = re.compile(r"^back to\b", re.I)
+_LIKING = re.compile(r"\b(?:prefer|like|love|hate|dislike|enjoy|favou?rite)", re.I)
 
 # (category, pattern, topic group) — the topic names the fact a preference or entity is about.
 _RULES: tuple[tuple[Category, re.Pattern[str]], ...] = (
@@ -369,11 +371,55 @@ def extract(conversation_id: int, messages: Sequence[MessageRecord]) -> list[Mem
         best = sorted(sorted(found, key=lambda s: (-s.score, s.position))[:MAX_PER_MESSAGE], key=lambda s: s.position)
         if not best:
             continue
+        best = _with_change(best, text, speaker, other, named, message.created_at)
         for group in _groups(best):
             draft = _draft(group, speaker if named else None, message, conversation_id)
             if draft is not None:
                 drafts.append(draft)
     return drafts
+
+
+def _with_change(
+    best: Sequence[_Said], text: str, speaker: str, other: str | None, named: bool, when: datetime
+) -> list[_Said]:
+    """A message that changes the speaker's mind is remembered whole: the change and the words around it.
+
+    "The veggie experiment is over. Salami won." is one statement (its second sentence alone is too
+    short to keep); a versioned fact the message also states (a preference with a fact key) stays apart.
+    """
+    change = next((s for s in best if s.change and fact_key_for(s.category, s.source) is None), None)
+    if change is None:
+        return list(best)
+    told: list[str] = []
+    for sentence in prose_sentences(text):
+        sentence = " ".join(sentence.split())
+        if sentence.endswith(("?", "？")) or _SKIP.match(sentence) or len(sentence) > MAX_STATEMENT_CHARS:
+            continue
+        if named:
+            sentence = with_subject(sentence)
+        if fact_key_for(next((c for c, r in _RULES if r.search(sentence)), "events"), sentence) is not None:
+            continue  # a versioned fact is its own memory
+        if is_change(sentence):
+            told.append(_changed(sentence, speaker, other, named, when))
+        else:
+            told.append(_told(sentence, speaker, other, named, when)[0])
+    whole = " ".join(told)
+    if not told or len(whole) > MAX_STATEMENT_CHARS or fragment_reason(whole) is not None:
+        return list(best)
+    dated = change.dated or any(s.dated for s in best if fact_key_for(s.category, s.source) is None)
+    kept = [s for s in best if fact_key_for(s.category, s.source) is not None]
+    merged = replace(change, text=whole, dated=dated, position=min(s.position for s in best))
+    return sorted([*kept, merged], key=lambda s: s.position)
+
+
+def _changed(sentence: str, speaker: str, other: str | None, named: bool, when: datetime) -> str:
+    """A change-of-mind sentence told so that it names its speaker ("Maya said: The veggie experiment is over.")."""
+    if _BACK_TO.match(sentence):
+        sentence = "I'm " + sentence[0].lower() + sentence[1:]
+    statement = _told(sentence, speaker, other, named, when)[0]
+    if speaker.lower() not in statement.lower():
+        statement = f"{speaker[0].upper()}{speaker[1:]} said: {statement}"
+    return statement
 
 
 def _groups(said: Sequence[_Said]) -> list[list[_Said]]:
@@ -415,6 +461,7 @@ class _Said:
     dated: bool
     source: str
     position: int
+    change: bool = False
 
 
 def _draft(
@@ -427,12 +474,13 @@ def _draft(
     category = ranked[0].category
     text = " ".join(s.text for s in group)
     dated = category == "events" or (person is not None and category not in ("profile", "preferences"))
+    dated = dated or any(s.change for s in group)  # a change of mind is dated, whatever it changes
     if dated and not any(s.dated for s in group) and not _HAS_DATE.search(text):
         text = f"{text[:-1]} (said on {format_date(message.created_at)}){text[-1]}"
     if fragment_reason(text) is not None:
         return None
     meta: dict[str, object] = {"speaker": person or ("the user" if message.role == "user" else "the assistant")}
-    if any(_REVISION.search(s.source) for s in group):
+    if any(s.change for s in group):
         meta["revises"] = True
     try:
         return MemoryDraft(
@@ -481,6 +529,11 @@ def _statement(
     if named:
         sentence = with_subject(sentence)
     category = next((cat for cat, rule in _RULES if rule.search(sentence)), None)
+    change = not worker and is_change(sentence)
+    if change and not (category is not None and category in VERSIONED and fact_key_for(category, sentence)):
+        # "I no longer love coffee" is the preference's next value; else what they stopped, on the day they said so
+        liking = _LIKING.search(sentence) and fact_key_for("preferences", sentence) is not None
+        category = "preferences" if liking else "events"
     personal = bool(_PERSONAL.search(sentence))
     if worker:
         if _NARRATION.match(sentence) or not _END.search(sentence):
@@ -501,11 +554,13 @@ def _statement(
         if category == "profile" and not _PROFILE_HINT.search(sentence):
             category = "entities"
     statement, dated = _told(sentence, speaker, other, named, when)
+    if change:
+        statement = _changed(sentence, speaker, other, named, when)
     if fragment_reason(statement) is not None:
         return None  # each sentence must stand on its own, before any is joined to another
-    score = len(set(informative)) + 3 * bool(_RULE_HIT.search(sentence)) + 2 * dated
-    score += 2 * len(_PROPER.findall(sentence[1:]))
-    return _Said(statement, category, float(score), dated, sentence, position)
+    score = float(len(set(informative)) + 3 * bool(_RULE_HIT.search(sentence)) + 2 * dated)
+    score += 2 * len(_PROPER.findall(sentence[1:])) + CHANGE_BONUS * change
+    return _Said(statement, category, score, dated, sentence, position, change)
 
 
 def _keyed(fact_key: str | None, speaker: str | None) -> str | None:
@@ -551,18 +606,17 @@ def decide(draft: MemoryDraft, neighbours: Sequence[tuple[Memory, float]]) -> De
 
 
 def _revised(draft: MemoryDraft, neighbours: Sequence[tuple[Memory, float]]) -> Decision | None:
-    """A change of mind ("… after all", "no longer …") supersedes what the same person said before.
-
-    Only a versioned memory (profile, preferences, entities) of the same speaker at similarity ≥
-    :data:`REVISION_SIMILARITY` is superseded (it stays as history); events and cases stay append-only.
+    """A change of mind about an earlier memory (``metadata["changes"]``, set by
+    :func:`~lossless.memory.changes.with_history`): a versioned one (profile, preferences, entities) is
+    superseded and stays as history; beside an event, case or pattern the change is created.
     """
     meta = draft.metadata or {}
-    if not meta.get("revises"):
+    earlier = meta.get("changes")
+    if not meta.get("revises") or not earlier:
         return None
-    for memory, similarity in neighbours:
-        if similarity < REVISION_SIMILARITY or (memory.metadata or {}).get("speaker") != meta.get("speaker"):
-            continue
-        if memory.category in ("profile", "preferences", "entities"):
-            return Decision("supersede", memory.memory_id, f"a change of mind about {memory.memory_id}")
+    target = next((memory for memory, _ in neighbours if memory.memory_id == earlier), None)
+    if target is None:
         return None
-    return None
+    if target.category in VERSIONED:
+        return Decision("supersede", target.memory_id, f"a change of mind about {target.memory_id}")
+    return Decision("create", reason=f"a change of mind about {target.memory_id} ({target.category} stay current)")

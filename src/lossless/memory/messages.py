@@ -23,7 +23,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Hashable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -61,6 +61,17 @@ class MemoryLead:
     message_id: int
     conversation_id: int
     score: float
+
+
+#: A source a memory cites only for what it quotes (the earlier statement a change of mind takes
+#: back, :func:`lossless.memory.changes.with_history`) is led to with this share of the memory's score.
+QUOTED_SHARE = 0.5
+
+
+def _quoted(metadata: Mapping[str, Any] | None) -> frozenset[int]:
+    """The sources a memory cites for what it quotes, not for what it says itself."""
+    ids = (metadata or {}).get("quoted_sources")
+    return frozenset(i for i in ids if isinstance(i, int)) if isinstance(ids, list) else frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,9 +231,11 @@ class MessageSearch:
             conversation_id = hit.memory.conversation_id
             if conversation_id is None or conversation_id not in allowed:
                 continue
+            quoted = _quoted(hit.memory.metadata)
             for message_id in hit.memory.source_message_ids:
-                if message_id not in out or hit.score > out[message_id].score:
-                    out[message_id] = MemoryLead(message_id, conversation_id, hit.score)
+                score = hit.score * (QUOTED_SHARE if message_id in quoted else 1.0)
+                if message_id not in out or score > out[message_id].score:
+                    out[message_id] = MemoryLead(message_id, conversation_id, score)
         return sorted(out.values(), key=lambda lead: (-lead.score, lead.message_id))
 
     async def _has_memories(self, service: MemoryService) -> bool:

@@ -18,7 +18,9 @@ Invariants:
   :class:`~lossless.memory.ports.DedupJudge`'s under the same category rules;
   superseded and contradicted memories stay queryable with ``as_of``.  A
   statement older than the memory it would supersede or contradict is skipped
-  (mining old history never overwrites a newer value).
+  (mining old history never overwrites a newer value).  A change of mind (a draft
+  flagged ``revises``) is first told with the same speaker's earlier statement it
+  takes back, when one is alike enough by topic (:mod:`lossless.memory.changes`).
 * The judge is a side line: any failure of it (timeout, garbage, refusal) is
   logged and the rules decide (the rules' merge text, utility 0.5) — a
   candidate is never lost to it and no error reaches the caller.
@@ -39,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from lossless.errors import InputError, NotFoundError, ProviderError
 from lossless.memory import admission as amac
-from lossless.memory import decay, extraction, llm_dedup, querying
+from lossless.memory import changes, decay, extraction, llm_dedup, querying
 from lossless.memory.admission import AdmissionConfig
 from lossless.memory.ports import (
     DedupJudge,
@@ -80,6 +82,8 @@ log = logging.getLogger("lossless.memory")
 BATCH_DEDUP_SIMILARITY = 0.85
 PREFILTER_SIMILARITY = 0.7
 PREFILTER_NEIGHBOURS = 3
+#: A change of mind looks for the statement it takes back among this many nearest memories.
+CHANGE_CANDIDATES = 48
 #: Messages are mined in segments of about this many characters (an extraction yields at most five memories).
 MINING_SEGMENT_CHARS = 6000
 MAX_LIMIT = 100
@@ -582,13 +586,51 @@ class MemoryService:
                 vector, limit=PREFILTER_NEIGHBOURS, scopes=[scope], min_similarity=PREFILTER_SIMILARITY
             )
             found = {m.memory_id: m for m in await self.store.get([h.memory_id for h in hits])}
-            neighbours = [(found[h.memory_id], h.similarity) for h in hits if h.memory_id in found]
+            neighbours: Sequence[tuple[Memory, float]] = [
+                (found[h.memory_id], h.similarity) for h in hits if h.memory_id in found
+            ]
+            if (draft.metadata or {}).get("revises"):
+                draft, neighbours = await self._with_earlier(draft, vector, scope, neighbours)
             decision = await self._decide(draft, neighbours)
             if decision.by == "model" and decision.kind == "create":
                 draft = llm_dedup.keyless(draft, neighbours)
             touched = await self._apply(draft, decision)
             out.append((draft, decision, touched))
         return Remembered(tuple(out))
+
+    async def _with_earlier(
+        self, draft: MemoryDraft, vector: F32, scope: str, neighbours: Sequence[tuple[Memory, float]]
+    ) -> tuple[MemoryDraft, Sequence[tuple[Memory, float]]]:
+        """A change of mind told with the earlier statement it takes back, which leads its neighbours.
+
+        The statement is the same speaker's, older and current: of the :data:`CHANGE_CANDIDATES`
+        memories nearest the draft (in the draft's own conversation first, then anywhere in
+        ``scope``), the one most alike by topic — names and dates left out, both embedded as queries
+        (:func:`~lossless.memory.changes.topic`, :func:`~lossless.memory.changes.earlier_statement`).
+        None found: the draft and neighbours as they were.
+        """
+        speaker = (draft.metadata or {}).get("speaker")
+        speaker = speaker if isinstance(speaker, str) else None
+        floor = similarity_floor(self.embedder)
+        looks: list[Collection[str] | None] = []
+        if draft.conversation_id is not None:
+            own = await self.store.memory_ids_from([draft.conversation_id])
+            if own:
+                looks.append(own)
+        looks.append(None)
+        for only in looks:
+            hits, _ = await self._nearest(vector, limit=CHANGE_CANDIDATES, scopes=[scope], only=only)
+            pool = changes.candidates(draft, await self.store.get([h.memory_id for h in hits]))
+            if not pool:
+                continue
+            texts = [changes.topic(t, speaker) for t in (draft.content, *(m.content for m in pool))]
+            mine, *theirs = await self.embed(texts, task="query")
+            scored = [(m, calibrate(float(mine @ v), floor)) for m, v in zip(pool, theirs, strict=True)]
+            link = changes.earlier_statement(draft, scored)
+            if link is not None:
+                rest = [(m, s) for m, s in neighbours if m.memory_id != link[0].memory_id]
+                return changes.with_history(draft, link[0]), [link, *rest]
+        return draft, neighbours
 
     async def mine(self, messages: Sequence[MessageRecord]) -> Remembered:
         """:meth:`remember` over the messages never mined before, in segments, recording them as mined.

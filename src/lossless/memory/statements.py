@@ -287,9 +287,17 @@ def _third(verb: str) -> str:
 def _agree(match: re.Match[str], name: str) -> str:
     words = match.group(1).split(" ")
     index = 0
-    while index < len(words) - 1 and words[index].lower() in _ADVERBS:
-        index += 1
-    words[index] = _third(words[index])
+    while index < len(words) - 1:
+        word = words[index].lower()
+        if word == "no" and words[index + 1].lower() == "longer":  # "I no longer drink" → "Maya no longer drinks"
+            index += 2
+        elif word in _ADVERBS:
+            index += 1
+        else:
+            break
+    index = min(index, len(words) - 1)
+    if words[index].lower().strip(".,!?") not in _ADVERBS | {"longer"}:  # the verb is past the three words
+        words[index] = _third(words[index])
     return f"{name} " + " ".join(words)
 
 
