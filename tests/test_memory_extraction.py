@@ -67,41 +67,24 @@ def test_the_user_of_an_agent_session() -> None:
 
 @pytest.mark.anyio
 async def test_a_change_of_mind_supersedes_what_the_same_person_said(store: Store) -> None:
-    from datetime import timedelta
-
-    from lossless.memory.hashing import HashEmbedder
-    from lossless.memory.scopes import MemoryCaller
-    from lossless.memory.service import MemoryService
-    from lossless.ports import PreparedMessage
-    from lossless.records import Message
-    from lossless.stores import memory_store_for
-
-    service = MemoryService(memory_store_for(store), HashEmbedder(), MemoryCaller.agent("main"))
-    conversation = await store.get_or_create_conversation(agent_id="main", session_id="tom")
     turns = [
         ("user", "Tom: I'm selling the old hatchback, it is too old now."),
         ("assistant", "Ana: I'm selling my bike too."),
         ("user", "Tom: Change of plan, I'm keeping the old hatchback after all, it is not too old now."),
     ]
-    await store.append_messages(
-        conversation.id,
-        [PreparedMessage(Message(role=r, content=c), 9, SAID + timedelta(days=i)) for i, (r, c) in enumerate(turns)],
-    )
-    messages = await store.get_messages(conversation.id)
-    for message in messages:
-        await service.remember(conversation.id, [message])
-    current = {m.content: m for _, m in await service.list()}
+    ids, memories = await _remembered(store, turns)
+    current = {m.content: m for m in memories if m.current}
     keeping = (
         "Change of plan, Tom is keeping the old hatchback after all, it is not too old now (said on 10 May 2023). "
         "This changes what Tom said before: Tom is selling the old hatchback, it is too old now (said on 8 May 2023)."
     )
     assert set(current) == {keeping, "Ana is selling their bike too."}  # Ana's statement stays, on its own
     # the change cites its own message first, then the one it takes back: a search finds both
-    assert current[keeping].source_message_ids == (messages[2].id, messages[0].id)
-    history = [m for _, m in await service.list(include_superseded=True) if not m.current]
+    assert current[keeping].source_message_ids == (ids[2], ids[0])
+    history = [m for m in memories if not m.current]
     assert [m.content for m in history] == ["Tom is selling the old hatchback, it is too old now."]
     assert history[0].superseded_by == current[keeping].memory_id
-    assert history[0].source_message_ids == (messages[0].id,)  # history keeps its own provenance
+    assert history[0].source_message_ids == (ids[0],)  # history keeps its own provenance
 
 
 def test_a_change_of_mind_is_remembered_whole_in_the_speakers_name() -> None:

@@ -96,8 +96,6 @@ _TENTATIVE = re.compile(
 _FOOTER = re.compile(r"^Expand for details about:\s*(.*)$", re.M)
 _LABELS = ("Timeline", "Asked", "Decision", "Error", "Done", "Open", "Ran", "Files", "Refs", "Note")
 
-_WRITE = WRITE_TOOLS
-_EDIT = EDIT_TOOLS
 _READ = {"read", "view", "open", "cat", "read_file", "readfile", "open_file", "glob", "ls", "grep", "search"}
 _SHELL = {"bash", "shell", "sh", "run", "exec", "execute", "terminal", "run_command", "command"}
 _PATH_KEYS = ("file_path", "path", "filename", "file", "notebook_path", "target_file", "target", "source")
@@ -222,9 +220,9 @@ def _file_operation(name: str, args: dict[str, object], files: dict[str, str]) -
         return
     if path is None:
         return
-    if key in _WRITE:
+    if key in WRITE_TOOLS:
         files[path] = "modified" if files.get(path) in ("created", "modified") else "created"
-    elif key in _EDIT:
+    elif key in EDIT_TOOLS:
         files[path] = "created" if files.get(path) == "created" else "modified"
     elif key in ("delete", "remove", "delete_file", "rm"):
         files[path] = "deleted"
@@ -276,7 +274,7 @@ def _scan_message(item: SegmentItem, notes: _Notes) -> None:  # noqa: C901 - one
     if item.role == "tool" or text.startswith(("[tool result]", "[tool error]")):
         notes.counts["tool results"] += 1
         tools = {t.strip().lower() for t in (item.tool or "").split(",")}
-        if tools and tools <= _READ | _WRITE | _EDIT and not text.startswith("[tool error]"):
+        if tools and tools <= _READ | WRITE_TOOLS | EDIT_TOOLS and not text.startswith("[tool error]"):
             return  # file contents, search hits, edit confirmations: their words are data, not events
         _error_names(text, notes.refs)
         errors = [line.strip() for line in prose if _ERROR.search(line) and len(line.strip()) > 3]

@@ -335,6 +335,7 @@ _ASKS_FAILURE = re.compile(
     re.I,
 )
 _TOOL_CALL = re.compile(r"^\[tool call: ([^\]\n]{1,120})\]", re.M)
+_FILE_TOOLS = EDIT_TOOLS | WRITE_TOOLS
 #: A tool's output that reports a failure: the harness's error mark, a non-zero exit, a test runner's FAIL,
 #: a Python traceback, a Go panic, or a line opening with "error"/"fatal".
 _FAILED = re.compile(
@@ -380,7 +381,7 @@ def shows(intent: Intent, role: str, content: str) -> bool:
     if intent == "file_change":
         if head.startswith("[patch] "):
             return True
-        return any(_tool_name(label) in EDIT_TOOLS | WRITE_TOOLS for label in _TOOL_CALL.findall(head))
+        return any(_tool_name(label) in _FILE_TOOLS for label in _TOOL_CALL.findall(head))
     output = role == "tool" or "[tool result]" in head or "[tool error]" in head
     return output and _FAILED.search(head) is not None
 
