@@ -401,6 +401,13 @@ def main() -> int:
     parser.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated, of {', '.join(METHODS)}")
     parser.add_argument("--per-conversation", action="store_true", help="print a table per conversation too")
     parser.add_argument(
+        "--wording",
+        choices=("paraphrase", "literal"),
+        default="paraphrase",
+        help="ask each question as written (paraphrase: few of the evidence's words) or its 'literal' wording "
+        "(reusing the evidence's words, as public benchmarks' annotators write; questions without one as written)",
+    )
+    parser.add_argument(
         "--embedder",
         choices=("local", "e5", "hash", "none"),
         help="default: as the product's auto: e5, else local, else none (the base install: no embedder, so "
@@ -434,6 +441,8 @@ def main() -> int:
     dataset = json.loads(path.read_text(encoding="utf-8"))
     if args.quick:
         dataset = quick_subset(dataset)
+    if args.wording == "literal":
+        dataset["questions"] = [q | {"question": q.get("literal", q["question"])} for q in dataset["questions"]]
     embedder = args.embedder or default_embedder()
     if embedder == "none":
         hide_model_packages()
@@ -448,7 +457,8 @@ def main() -> int:
         results = anyio.run(evaluate, dataset, methods, url, padding, embedder, args.embed_cache)
     counts, timings = results["counts"], results["timings"]
     print(
-        f"\nrecall — {path.name}{' (quick)' if args.quick else ''}: {counts['questions']} questions, "
+        f"\nrecall — {path.name}{' (quick)' if args.quick else ''}, {args.wording} wording: "
+        f"{counts['questions']} questions, "
         f"{counts['messages']:,} messages in {counts['conversations']} conversations ({counts['stored_messages']:,} "
         f"stored in all); each question asked within its conversation; embedder {embedder}; backend {args.backend}"
     )
@@ -494,6 +504,7 @@ def main() -> int:
         payload |= {
             "results": results,
             "dataset": path.name,
+            "wording": args.wording,
             "quick": args.quick,
             "embedder": embedder,
             "backend": args.backend,

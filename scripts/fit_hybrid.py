@@ -1,7 +1,7 @@
 """Fit the weights of hybrid search's message ranking on the dev split's dumped signals (``scripts/hybrid_signals.py``).
 
 ``python scripts/hybrid_signals.py --pad-with test --embed-cache FILE --out signals.json``
-``python scripts/fit_hybrid.py signals.json [--loco]``
+``python scripts/fit_hybrid.py signals.json [more.json …] [--loco]``
 
 The ranking (``lossless.retrieval.hybrid``) scores each candidate message as
 
@@ -18,7 +18,9 @@ by coordinate ascent over small grids, maximising ``R@5 + R@10 / 2 + R@1 / 10`` 
 starting from :data:`START` (the shipped constants).  There is no randomness: a run is the same every time.
 ``--loco`` checks the fit by leaving one conversation out: fit on the others, score the one left out, and
 compare with the starting constants on the same questions.  Fit on the dev split only; the test split is
-reported by ``recall.py`` and never dumped or fitted.
+reported by ``recall.py`` and never dumped or fitted.  Several dumps (e.g. the paraphrased and the literal
+wording of the dev questions, ``hybrid_signals.py --wording literal``) are fitted together, each question
+counting once; ``--loco`` leaves a conversation out of all of them at once.
 """
 
 from __future__ import annotations
@@ -69,11 +71,13 @@ def _scaled(values: np.ndarray) -> np.ndarray:
     return out
 
 
-def load(path: Path) -> list[dict[str, Any]]:
-    """Each dumped question as arrays over its candidates."""
-    questions = json.loads(path.read_text(encoding="utf-8"))["questions"]
+def load(*paths: Path) -> list[dict[str, Any]]:
+    """Each dumped question (of every file) as arrays over its candidates."""
+    questions = [
+        q for path in paths for _, q in sorted(json.loads(path.read_text(encoding="utf-8"))["questions"].items())
+    ]
     out = []
-    for _, q in sorted(questions.items()):
+    for q in questions:
         keys = list(q["items"])
         index = {k: i for i, k in enumerate(keys)}
         items = [q["items"][k] for k in keys]
@@ -182,11 +186,11 @@ def _row(label: str, figures: np.ndarray) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("signals", type=Path, help="the dev split's dump from scripts/hybrid_signals.py")
+    parser.add_argument("signals", type=Path, nargs="+", help="the dev split's dumps from scripts/hybrid_signals.py")
     parser.add_argument("--loco", action="store_true", help="also fit leaving each conversation out in turn")
     parser.add_argument("--fix", action="append", default=[], metavar="NAME=VALUE", help="hold a weight fixed")
     args = parser.parse_args()
-    questions = load(args.signals)
+    questions = load(*args.signals)
     for pin in args.fix:
         name, value = pin.split("=")
         GRIDS[name] = [float(value)]

@@ -1,6 +1,7 @@
 """Dump the signals hybrid search computes for each candidate message of each recall question (to fit its weights).
 
-``python scripts/hybrid_signals.py --split dev [--pad-with test] [--embedder e5] --embed-cache FILE --out signals.json``
+``python scripts/hybrid_signals.py --split dev [--pad-with test] [--embedder e5] [--wording literal] --embed-cache FILE
+--out signals.json``
 
 Runs the recall benchmark's setup (:func:`recall.evaluate`, ``hybrid`` only) and, for every question asked
 through ``engine.grep(…, mode="hybrid")``, records what the hybrid ranker sees before it combines anything:
@@ -46,9 +47,12 @@ def main() -> int:
     parser.add_argument("--pad-with", choices=tuple(recall.SPLITS))
     parser.add_argument("--embed-cache", type=Path)
     parser.add_argument("--embedder", choices=("local", "e5", "hash"), help="default: recall.py's default")
+    parser.add_argument("--wording", choices=("paraphrase", "literal"), default="paraphrase", help="as recall.py's")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     dataset = json.loads(recall.SPLITS[args.split].read_text(encoding="utf-8"))
+    if args.wording == "literal":
+        dataset["questions"] = [q | {"question": q.get("literal", q["question"])} for q in dataset["questions"]]
     padding = (
         json.loads(recall.SPLITS[args.pad_with].read_text(encoding="utf-8"))["conversations"] if args.pad_with else []
     )

@@ -12,7 +12,9 @@ Two kinds of conversations:
   (same breed, same city, same band) sit in other sessions; small talk fills the rest.  Questions
   paraphrase the fact (single fact, multi-session, temporal "when", time-anchored "in May 2024",
   relative "two weeks before the trip to Porto", preferences, changes of mind, and indirect answers
-  such as "Yes! We went there last week" whose subject is only in the turn before).  Most facts
+  such as "Yes! We went there last week" whose subject is only in the turn before); each also has a
+  ``literal`` wording that reuses the statement's words, as public benchmarks' annotators write
+  (:data:`recall_topics.LITERAL`; ``recall.py --wording literal`` asks it).  Most facts
   start a short exchange on the same subject (:data:`TALK_SHARE`; "How did the interviews go?" —
   "Four rounds, the last one with the whole team…"), so the turn with the answer sits among turns
   about the same thing, as in people's chats (format 2; format 1, before 2026-11-26, had a one-line
@@ -40,7 +42,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from recall_topics import CLOSERS, OPENERS, PEOPLE, REACTIONS, SIBLING_REL, SLOTS, SMALL_TALK, TALK, TOPICS
+from recall_topics import CLOSERS, LITERAL, OPENERS, PEOPLE, REACTIONS, SIBLING_REL, SLOTS, SMALL_TALK, TALK, TOPICS
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "data"
@@ -214,7 +216,7 @@ class Conversation:
         for instance in self.instances:
             topic, slots = instance["topic"], dict(instance["slots"])
             slots["month"] = _month(instance["dates"]["say"], rng)
-            for kind, template, parts in topic["questions"]:
+            for (kind, template, parts), literal in zip(topic["questions"], LITERAL[topic["id"]], strict=True):
                 evidence = [instance["ids"][p] for p in parts]
                 when = instance["dates"][parts[-1]]
                 answer = {
@@ -227,6 +229,7 @@ class Conversation:
                         "id": "",
                         "conversation_id": self.id,
                         "question": _fill(template, slots),
+                        "literal": _fill(literal, slots),
                         "answer": answer,
                         "evidence": evidence,
                         "type": kind,

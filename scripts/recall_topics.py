@@ -844,3 +844,71 @@ TALK: dict[str, list[str]] = {
         "Supportive, if a bit worried about money. We're going through the numbers this weekend.",
     ],
 }
+
+#: A second wording of every topic question (aligned with its ``questions``), written the way annotators of public
+#: conversational-memory benchmarks write: from the statement, reusing its words ("Which band did Ana see live?"
+#: for "Saw Big Thief live at the Roundhouse").  ``make_recall_data`` stores it as each question's ``literal``;
+#: ``benchmarks/recall.py --wording literal`` asks it instead.  The paraphrased wording (the default) keeps the
+#: keyword side weak; this one makes it strong, so weights chosen on one wording can be checked on the other.
+LITERAL: dict[str, list[str]] = {
+    "pet": [
+        "What did {A} and the kids name the {breed}?",
+        "What breed is {A}'s dog {pet}?",
+        "What is the name of the {breed} {A} adopted?",
+    ],
+    "job": [
+        "Which company did {A} sign with to lead the {team} team?",
+        "Which team will {A} be leading at {company}?",
+        "When did {A} say yes to the job at {company}?",
+    ],
+    "trip": [
+        "Which city did {A} come back from {month}, where the {sight} was the highlight?",
+        "What was the highlight of {A}'s trip to {city}?",
+        "When did {A} get home from the trip to {city}?",
+    ],
+    "gear": ["What new travel gear did {A} buy {gap} before the trip to {city}?"],
+    "instrument": [
+        "What lessons did {A} sign up for, and which song did they finally play all the way through?",
+        "Which song can {A} finally play all the way through on the {instrument}?",
+        "Which evening are {A}'s {instrument} lessons?",
+    ],
+    "vehicle": [
+        "Did {A} end up selling the {vehicle}?",
+        "What did {A} decide about selling the {vehicle} after the repairs?",
+    ],
+    "cuisine": ["What food could {A} eat every day?", "Which cooking is {A}'s comfort food?"],
+    "hate": ["What can't {A} stand the taste of?"],
+    "book": ["Which book by {author} is {A} reading?", "Who is the author of {book}, which {A} is reading?"],
+    "injury": ["How did {A} hurt their {bodypart}?", "What did {A} hurt playing {sport}?"],
+    "move": ["Which neighbourhood is {A} moving to?", "When did {A} sign the lease on the new flat?"],
+    "wedding": ["Which of {A}'s siblings is getting married?", "Which {sibling_rel} of {A}'s just got engaged?"],
+    "indirect": [
+        "Did {A} go to the new {place} on {street}, and what did they think of it?",
+        "What dish did {A} order at the {place} on {street}?",
+    ],
+    "gift": ["What did {A} get their dad for his birthday?"],
+    "allergy": ["What is {A} allergic to?", "What did {A}'s allergy tests show?"],
+    "course": ["What evening class did {A} enrol in?"],
+    "volunteer": ["Where does {A} volunteer on Sunday mornings?"],
+    "plant": ["Which of {A}'s plants finally flowered?"],
+    "show": ["Which show did {A} binge over the weekend?"],
+    "nursery": ["What colour did {A} paint the baby's room?"],
+    "race": [
+        "What was {A}'s finishing time in the {race}?",
+        "Which race did {A} sign up for, and what was their time?",
+        "When did {A} finish the {race}?",
+    ],
+    "tooth": ["Which of {A}'s kids lost a tooth?"],
+    "lost": ["What did {A} lose or leave behind?"],
+    "concert": ["Which band did {A} see live {month}?", "Where did {A} see {band} live?"],
+    "recipe": ["Which of Grandma's recipes did {A} finally nail?"],
+    "language": ["Which language is {A} learning on an app?"],
+    "vegetarian": ["Is {A} still vegetarian?", "Why did {A} go back to eating meat?"],
+    "device": ["Which of {A}'s devices died?"],
+    "anniversary": [
+        "Where did {partner} book a table for {A}'s anniversary?",
+        "Which anniversary are {A} and {partner} celebrating at {restaurant}?",
+    ],
+    "boardgame": ["Which board game does {A} play on game night?"],
+    "degree": ["What degree is {A} thinking of going back to uni for?", "Did {A} apply for the {degree} course?"],
+}
