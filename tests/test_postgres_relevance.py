@@ -8,14 +8,17 @@ differs), page without gaps or repeats, and break ties newest first.  No test he
 
 from __future__ import annotations
 
+import dataclasses
+import random
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import psycopg
 import pytest
 
 from lossless import Message
 from lossless.ports import PreparedMessage, SearchRequest
-from lossless.stores.postgres import PostgresStore
+from lossless.stores.postgres import PostgresStore, relevance
 
 pytestmark = pytest.mark.anyio
 
@@ -148,5 +151,132 @@ async def test_the_old_ranking_would_not_put_the_rare_word_first(pg_url: str) ->
             row = await cursor.fetchone()
         assert row is not None and int(row[0]) == ids[1]
         assert (await _ranked(store, (conversation,), '"parser" OR "zebra"'))[0] == ids[0]
+    finally:
+        await store.close()
+
+
+# ---------------------------------------------------------------------- bounded any-word searches
+
+
+def _corpus(seed: int, count: int) -> list[str]:
+    """Messages of words with very different frequencies (a few rare, some middling, two in most)."""
+    rng = random.Random(seed)
+    rare, middling, common = ["zebra", "quokka", "tapir"], ["parser", "deploy", "cache", "token"], ["error", "test"]
+    texts = []
+    for _ in range(count):
+        words = [w for w in common if rng.random() < 0.6]
+        words += [w for w in middling if rng.random() < 0.15]
+        words += [w for w in rare if rng.random() < 0.03]
+        words += [rng.choice(["note", "line", "step", "run"]) for _ in range(rng.randint(0, 12))]
+        rng.shuffle(words)
+        texts.append(" ".join(words) or "empty")
+    return texts
+
+
+async def _page(store: PostgresStore, request: SearchRequest) -> list[tuple[str, float | None]]:
+    return [(str(r.ref), r.rank) for r in await store.search(request)]
+
+
+async def test_a_bounded_search_returns_exactly_what_scoring_every_match_returns(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Any-word relevance searches score only the rows that can reach the page: the same rows, ranks and order."""
+    monkeypatch.setattr(relevance, "BOUND_ROWS", 20)  # the levels run on this small store too
+    bounded, every = await PostgresStore.open(pg_url), await PostgresStore.open(pg_url)
+    every._bound_relevance = False
+    try:
+        a, _ = await _conversation(bounded, "a", _corpus(1, 150))
+        b, _ = await _conversation(bounded, "b", _corpus(2, 90))
+        c, _ = await _conversation(bounded, "c", _corpus(3, 12))  # fewer rows than BOUND_ROWS: not bounded
+        await bounded.wait_indexed()
+        queries = [
+            '"zebra" OR "error"',
+            '"zebra" OR "parser" OR "error" OR "test"',
+            '"quokka" OR "tapir" OR "deploy" OR "cache" OR "token" OR "test"',
+            '"error" OR "test"',  # common words only
+            '"absentword" OR "parser" OR "test"',
+            '"tapir" OR "zebra" OR "quokka"',  # rare words only: fewer rows than most pages
+        ]
+        plans = 0
+        for words in queries:
+            for ids in ((a, b, c), (a,), (c,), (b, c)):
+                for limit, offset in ((1, 0), (5, 0), (5, 5), (40, 0), (300, 0)):
+                    request = SearchRequest("messages", ids, words=words, order="relevance", limit=limit, offset=offset)
+                    await bounded.search(request)  # counts the words (the order of the levels needs them)
+                    assert await _page(bounded, request) == await _page(every, request), (words, ids, limit, offset)
+                    plans += "lvl1" in await _statement(bounded, request)
+        assert plans >= len(queries) * 4 * 5 - 10  # the bounded statement was the one compared
+    finally:
+        await bounded.close()
+        await every.close()
+
+
+async def _statement(store: PostgresStore, request: SearchRequest) -> str:
+    statements, _ = await store._search_statements([request])
+    return str(statements[0][0])
+
+
+async def _tables_read(pg_url: str, statement: tuple[str, Any]) -> dict[str, int]:
+    """Per CTE of ``statement``, how many of its scans of ``messages`` ran (EXPLAIN ANALYZE)."""
+    async with await psycopg.AsyncConnection.connect(pg_url) as conn:
+        cursor = await conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + statement[0], statement[1])
+        row = await cursor.fetchone()
+    assert row is not None
+    plan = row[0][0]["Plan"]
+    found: dict[str, int] = {}
+
+    def walk(node: dict[str, Any], cte: str) -> None:
+        name = node.get("Subplan Name", "")
+        cte = name.removeprefix("CTE ") if name.startswith("CTE ") else cte
+        if node.get("Relation Name") == "messages" and node.get("Actual Loops", 0) > 0:
+            found[cte] = found.get(cte, 0) + 1
+        for child in node.get("Plans", []):
+            walk(child, cte)
+
+    walk(plan, "")
+    return found
+
+
+async def test_a_level_no_row_of_which_can_reach_the_page_is_not_read(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A word in most rows adds little to a score: once the rarer word fills the page, its rows are not read."""
+    monkeypatch.setattr(relevance, "BOUND_ROWS", 20)
+    store = await PostgresStore.open(pg_url)
+    try:
+        texts = [f"zebra sighting {i}" for i in range(10)] + [f"common note {i}" for i in range(200)]
+        conversation, ids = await _conversation(store, "s", texts)
+        await store.wait_indexed()
+        request = SearchRequest("messages", (conversation,), words='"zebra" OR "common"', order="relevance", limit=5)
+        await store.search(request)  # counts the words
+        statements, _ = await store._search_statements([request])
+        read = await _tables_read(pg_url, statements[0])
+        assert read.get("lvl1", 0) >= 1  # the zebras
+        assert read.get("lvl2", 0) == 0  # "common" alone: its bound is below the fifth zebra's score
+        assert [int(r.ref) for r in await store.search(request)] == ids[9:4:-1]
+        # A page the zebras cannot fill reads the common word's rows after all.
+        more = await store.search(dataclasses.replace(request, limit=15))
+        assert [int(r.ref) for r in more][:10] == ids[9::-1]
+        assert len(more) == 15
+    finally:
+        await store.close()
+
+
+async def test_a_search_of_common_words_only_still_finds_their_rows(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(relevance, "BOUND_ROWS", 20)
+    store = await PostgresStore.open(pg_url)
+    try:
+        texts = ["error in test", "test passed", "error again", "unrelated words"] * 20
+        conversation, _ = await _conversation(store, "s", texts)
+        await store.wait_indexed()
+        request = SearchRequest("messages", (conversation,), words='"error" OR "test"', order="relevance", limit=200)
+        newest = await store.search(dataclasses.replace(request, order="recency"))
+        for _ in range(2):  # counting, then bounded
+            ranked = await store.search(request)
+            assert sorted(int(r.ref) for r in ranked) == sorted(int(r.ref) for r in newest)
+            assert len(ranked) == 60
+        assert "lvl1" in await _statement(store, request)
     finally:
         await store.close()

@@ -39,10 +39,14 @@ __all__ = [
     "AVGDL_SAMPLE",
     "BM25_B",
     "BM25_K1",
+    "BOUND_LEVELS",
+    "BOUND_ROWS",
+    "BOUND_TERMS",
     "COUNTED_COLUMNS",
     "DF_CAP",
     "TOTAL_CAP",
     "bm25_sql",
+    "bound_sql",
     "ranked_sql",
     "read_counted",
     "weights_sql",
@@ -60,6 +64,15 @@ DF_CAP = 500
 TOTAL_CAP = 10_000
 #: The oldest rows whose word-index lengths give the average length of the length normalisation.
 AVGDL_SAMPLE = 500
+
+#: A bounded any-word search ranks at most this many terms (a question with more scores every match).
+BOUND_TERMS = 8
+#: The rarest terms that each make a level of their own in a bounded search (see :func:`bound_sql`).
+BOUND_LEVELS = 3
+#: A search is bounded only where the conversations searched hold at least this many rows.
+BOUND_ROWS = 5_000
+#: The relative margin by which the score bounds are widened (floating-point rounding never drops a row).
+_SLACK = 1e-9
 
 #: The columns of the ``weights`` row a relevance search appends to each of its rows (see :func:`read_counted`).
 COUNTED_COLUMNS = ("n", "total", "avgdl", "edge", "fresh")
@@ -170,6 +183,9 @@ def ranked_sql(
     limit: int,
     offset: int,
     known: Known | None = None,
+    *,
+    bare: tuple[str, list[Any]] | None = None,
+    bounded: bool = True,
 ) -> tuple[str, list[Any]]:
     """A relevance search's statement: each arm's rows by BM25 over ``terms`` (distinct ``tsquery`` texts).
 
@@ -182,6 +198,8 @@ def ranked_sql(
     """
     selects = []
     sql_params: list[Any] = []
+    bound: tuple[str, list[Any]] | None = None
+    rarity = _rarity(terms, known) if bounded and bare is not None else None
     for arm, arm_params, vector in arms:
         # With several terms, the row's word index is read once (decompressed, or computed for a row
         # not indexed yet) rather than once per term.
@@ -189,11 +207,33 @@ def ranked_sql(
         rank_sql = bm25_sql("d.v" if once else vector, len(terms)) if terms else "0::float8"
         lateral = f" CROSS JOIN LATERAL (SELECT {vector} || ''::tsvector AS v OFFSET 0) d" if once else ""
         where = " AND ".join([*clauses, *([arm] if arm else [])])
+        where_params = [*params, *arm_params]
+        if rarity is not None and bare is not None and bound is None and vector == "t.content_tsv":
+            # The indexed rows (one arm per statement) are bounded (bound_sql) where the rows searched
+            # are BOUND_ROWS or more ("wide"), else scored as without a bound (this arm, then).
+            scope = (
+                f"scope AS MATERIALIZED (SELECT count(*) >= {BOUND_ROWS:d} AS wide FROM (SELECT 1 FROM {table} t "
+                f"WHERE {' AND '.join(clauses) or 'true'} LIMIT {BOUND_ROWS:d}) c)"
+            )
+            ctes, cte_params, rows_sql = bound_sql(
+                f"{table} t{lateral}",
+                columns,
+                key,
+                rank_sql,
+                " AND ".join([*clauses, bare[0], "(SELECT s.wide FROM scope s)"]),
+                [*params, *bare[1]],
+                terms,
+                rarity,
+                offset + limit,
+            )
+            bound = (f"{scope}, {ctes}", [*params, *cte_params])
+            selects.append(rows_sql)
+            where += " AND NOT (SELECT s.wide FROM scope s)"
         selects.append(
             f"(SELECT {columns}, {rank_sql} AS score FROM {table} t{lateral} WHERE {where} "
             f"ORDER BY score DESC, t.{key} DESC LIMIT %s)"
         )
-        sql_params += [*params, *arm_params, offset + limit]
+        sql_params += [*where_params, offset + limit]
     union = " UNION ALL ".join(selects)
     if not terms:
         return f"SELECT * FROM ({union}) u ORDER BY 9 DESC, 1 DESC LIMIT %s OFFSET %s", [*sql_params, limit, offset]
@@ -201,11 +241,115 @@ def ranked_sql(
     # The weights' row comes back even when nothing matches (one row of NULLs, then), so that the
     # store learns the counts of every search; the page's own order is kept by the outer ORDER BY.
     counted = ", ".join(f"w.{c}" for c in COUNTED_COLUMNS)
+    ctes, cte_params = "", []
+    if bound is not None:
+        ctes, cte_params = ", " + bound[0], bound[1]
     sql = (
-        f"WITH weights AS MATERIALIZED ({weights}) SELECT u.*, {counted} FROM weights w LEFT JOIN "
+        f"WITH weights AS MATERIALIZED ({weights}){ctes} SELECT u.*, {counted} FROM weights w LEFT JOIN "
         f"(SELECT * FROM ({union}) p ORDER BY 9 DESC, 1 DESC LIMIT %s OFFSET %s) u ON true ORDER BY 9 DESC, 1 DESC"
     )
-    return sql, [*weight_params, *sql_params, limit, offset]
+    return sql, [*weight_params, *cte_params, *sql_params, limit, offset]
+
+
+def _rarity(terms: Sequence[str], known: Known | None) -> list[int] | None:
+    """The terms' indexes, rarest first (fewest rows; ties in query order), if a search of them is bounded.
+
+    It is when there are 2 to :data:`BOUND_TERMS` terms, each one lexeme (for a phrase or a prefix,
+    ``@@`` and ``ts_rank_cd`` could disagree on whether a row holds it), every count is known (the
+    store's cache: the order needs them) and the table holds :data:`BOUND_ROWS` rows or more.
+    """
+    if not 2 <= len(terms) <= BOUND_TERMS or any(_lexeme(term) is None for term in terms):
+        return None
+    if known is None or known.total < BOUND_ROWS or any(count is None for count in known.counts):
+        return None
+    counts = [float(count or 0) for count in known.counts]
+    return sorted(range(len(counts)), key=lambda i: (counts[i], i))
+
+
+def bound_sql(
+    source: str,
+    columns: str,
+    key: str,
+    rank_sql: str,
+    where: str,
+    params: list[Any],
+    terms: list[str],
+    rarity: Sequence[int],
+    k: int,
+) -> tuple[str, list[Any], str]:
+    """A bounded any-word arm: its CTEs (``lvl1``, ``floor2``, ``lvl2``, …) and its rows' statement.
+
+    ``source`` and ``where`` (with ``params``) are the arm's rows (word condition: any of ``terms``,
+    two or more), ``columns`` and ``rank_sql`` what each row gives, ``rarity`` the terms' indexes,
+    rarest first (from their counts), ``k`` the rows the page needs (offset + limit).
+
+    The rows are split into levels, each row in exactly one: level ``i`` (up to :data:`BOUND_LEVELS`)
+    holds the rows with the ``i``-th rarest term and none rarer; the last level, the rows with none
+    of those.  Each level keeps its best ``k`` rows, so the best ``k`` of all the levels are the
+    arm's best ``k``.  A term adds less than ``(k1 + 1) × idf`` to any row's score (its *bound*), so
+    once the levels before hold ``k`` rows, the ``k``-th best of them (the *floor*) is at most the
+    arm's ``k``-th best score and a row whose terms' bounds add up to no more than the floor cannot
+    reach the page: a level none of whose rows can is not read at all (its terms' bounds add up to
+    no more), and a level that is read scores only the rows that hold a set of terms whose bounds
+    add up to more (the OR of the minimal such sets, a ``tsquery`` made in the statement).
+    """
+    m = len(terms)
+    order = list(rarity)
+    levels = min(m - 1, BOUND_LEVELS)
+    upper = f"{BM25_K1 + 1!r} * {1 + _SLACK!r}"
+    ctes: list[str] = []
+    cte_params: list[Any] = []
+    for level in range(levels + 1):
+        # The level's own term (none for the last level), the rarer terms it excludes, the terms its rows may hold.
+        own = order[level] if level < levels else None
+        rarer = order[:level]
+        allowed = order[level:]
+        condition = (
+            "t.content_tsv @@ %s::tsquery"
+            if own is not None
+            else ("t.content_tsv @@ (" + " || ".join(["%s::tsquery"] * len(allowed)) + ")")
+        )
+        condition_params = [terms[own]] if own is not None else [terms[i] for i in allowed]
+        if rarer:
+            condition += " AND NOT t.content_tsv @@ (" + " || ".join(["%s::tsquery"] * len(rarer)) + ")"
+            condition_params += [terms[i] for i in rarer]
+        gate = ""
+        if level:
+            # The floor: the k-th best score of the levels before (NULL while they hold fewer than k rows).
+            before = " UNION ALL ".join(f"SELECT score FROM lvl{i}" for i in range(1, level + 1))
+            indexes = "ARRAY[" + ", ".join(str(i + 1) for i in allowed) + "]"
+            required = f"bool_or(g.i = {own + 1:d}) AND " if own is not None else ""
+            others = f" FILTER (WHERE g.i <> {own + 1:d})" if own is not None else ""
+            sets = (
+                "SELECT string_agg(x.c, ' | ')::tsquery FROM "
+                "(SELECT string_agg('(' || w.q[g.i]::text || ')', ' & ') AS c "
+                f"FROM weights w, generate_series(1, {(1 << len(allowed)) - 1:d}) AS s(mask), "
+                f"unnest({indexes}) WITH ORDINALITY AS g(i, bit) WHERE s.mask & (1 << (g.bit::int - 1)) <> 0 "
+                f"GROUP BY s.mask HAVING {required}{upper} * sum(w.idf[g.i]) > f.floor AND coalesce("
+                f"{upper} * (sum(w.idf[g.i]) - min(w.idf[g.i]){others}) <= f.floor + {_SLACK!r} * "
+                f"(f.floor + {upper} * sum(w.idf[g.i])), true)) x"
+            )
+            # ``open``: whether any row of the level can reach the page; ``q``: the rows that can (with
+            # no floor yet, any of the level's terms).
+            ctes.append(
+                f"floor{level + 1} AS MATERIALIZED (SELECT f.floor IS NULL OR "
+                f"{upper} * (SELECT sum(w.idf[a]) FROM weights w, unnest({indexes}) AS a) > f.floor AS open, "
+                f"CASE WHEN f.floor IS NOT NULL THEN ({sets}) ELSE (SELECT string_agg('(' || w.q[a]::text || ')', "
+                f"' | ')::tsquery FROM weights w, unnest({indexes}) AS a) END AS q FROM (SELECT (SELECT y.score "
+                f"FROM ({before}) y ORDER BY 1 DESC OFFSET {k - 1:d} LIMIT 1) AS floor) f)"
+            )
+            # A condition the word index answers (the planner takes its value for a selective one).
+            gate = (
+                f" AND (SELECT f.open FROM floor{level + 1} f) "
+                f"AND t.content_tsv @@ (SELECT f.q FROM floor{level + 1} f)"
+            )
+        ctes.append(
+            f"lvl{level + 1} AS MATERIALIZED (SELECT {columns}, {rank_sql} AS score FROM {source} WHERE {where} "
+            f"AND {condition}{gate} ORDER BY score DESC, t.{key} DESC LIMIT {k:d})"
+        )
+        cte_params += [*params, *condition_params]
+    rows = " UNION ALL ".join(f"(SELECT * FROM lvl{i})" for i in range(1, levels + 2))
+    return ", ".join(ctes), cte_params, rows
 
 
 def read_counted(row: Sequence[Any]) -> Counted:

@@ -241,6 +241,8 @@ class _WordCondition:
     where_params: list[Any]
     query: str | None
     query_params: list[Any]
+    #: Whether the condition is exactly "any of the query's terms" (one ``tsquery`` term per group).
+    any_word: bool = False
 
 
 #: Resolved terms kept per store (a term's ``tsquery`` depends only on its text and the server's
@@ -280,6 +282,7 @@ def _word_condition(expression: str, resolved_terms: Mapping[WordTerm, str]) -> 
     query_groups: list[str] = []
     query_params: list[Any] = []
     plain = True  # whether every group is a tsquery alone (then one GIN-indexable @@ serves)
+    single = True  # whether every group is one term
     for group in groups:
         tsqueries: list[str] = []
         regexes: list[str | None] = []
@@ -302,12 +305,13 @@ def _word_condition(expression: str, resolved_terms: Mapping[WordTerm, str]) -> 
             conditions.append("t.content ~ %s")
             group_params.append(regex)
         plain = plain and not regexes
+        single = single and len(group) == 1
         group_sql.append("(" + " AND ".join(conditions) + ")")
     if not group_sql:
         return _WordCondition("false", [], None, [])
     query = "(" + " || ".join(query_groups) + ")" if query_groups else None
     if plain and query is not None:
-        return _WordCondition(f"t.content_tsv @@ {query}", list(query_params), query, query_params)
+        return _WordCondition(f"t.content_tsv @@ {query}", list(query_params), query, query_params, single)
     return _WordCondition("(" + " OR ".join(group_sql) + ")", group_params, query, query_params)
 
 
@@ -417,11 +421,14 @@ def _search_sql(
     resolved_terms: Mapping[WordTerm, str],
     newest: int | None = None,
     known: Known | None = None,
+    bounded: bool = True,
 ) -> tuple[str, list[Any]]:
     """The one statement answering ``request`` (its word terms resolved in ``resolved_terms``).
 
     ``newest``: the newest message id an earlier search read, if any (see :func:`_window_edge`);
-    ``known``: the cached BM25 statistics of a relevance search's terms (:func:`_ranking_terms`).
+    ``known``: the cached BM25 statistics of a relevance search's terms (:func:`_ranking_terms`);
+    ``bounded``: whether an any-word relevance search scores only the rows that can reach its page
+    (:func:`~lossless.stores.postgres.relevance.bound_sql`; False scores every match).
     """
     table, key, columns, time_from, time_to = _shape(request.scope)
     clauses = ["t.conversation_id = ANY(%s::bigint[])"]
@@ -449,6 +456,8 @@ def _search_sql(
             text_clauses.append("false" if regex is None else "t.content ~ %s")
             text_params += [] if regex is None else [regex]
     words = None if request.words is None else _word_condition(request.words, resolved_terms)
+    # The indexed rows' condition without the words, for a bounded any-word search (it adds its own).
+    bare = (" AND ".join(["t.content_tsv IS NOT NULL", *text_clauses]), list(text_params))
     if words is not None:
         text_clauses.append(words.where)
         text_params += words.where_params
@@ -489,7 +498,20 @@ def _search_sql(
     assert words is not None
     terms = list(dict.fromkeys(words.query_params))
     offset = max(0, request.offset)
-    return ranked_sql(table, key, columns, clauses, params, arms, terms, request.limit, offset, known)
+    return ranked_sql(
+        table,
+        key,
+        columns,
+        clauses,
+        params,
+        arms,
+        terms,
+        request.limit,
+        offset,
+        known,
+        bare=bare if words.any_word else None,
+        bounded=bounded,
+    )
 
 
 def _ranking_terms(request: SearchRequest, resolved_terms: Mapping[WordTerm, str]) -> list[str]:
@@ -556,6 +578,10 @@ class RetrievalStatements:
     _newest_message_id: int | None = None
     #: The BM25 statistics relevance searches counted, for the next ones (:mod:`.term_stats`).
     _term_stats: TermStatistics
+    #: Whether an any-word relevance search scores only the rows that can reach its page (the same
+    #: rows and order either way: :func:`~lossless.stores.postgres.relevance.bound_sql`); False, for
+    #: measurements, scores every match.
+    _bound_relevance: bool = True
 
     async def search(self, request: SearchRequest) -> list[SearchRow]:
         """One page of candidates (see :meth:`lossless.ports.Store.search`)."""
@@ -642,7 +668,13 @@ class RetrievalStatements:
                 plan = _Ranking(request, resolved, table, ranking, known, self._term_stats.clock())
             plans.append(plan)
             statements.append(
-                _search_sql(request, resolved, self._newest_message_id, None if plan is None else plan.known)
+                _search_sql(
+                    request,
+                    resolved,
+                    self._newest_message_id,
+                    None if plan is None else plan.known,
+                    self._bound_relevance,
+                )
             )
         return statements, plans
 
@@ -674,7 +706,7 @@ class RetrievalStatements:
             assert plan is not None
             plans[i] = dataclasses.replace(plan, known=None, asked_at=self._term_stats.clock())
         statements = [
-            _search_sql(plan.request, plan.resolved, self._newest_message_id)
+            _search_sql(plan.request, plan.resolved, self._newest_message_id, bounded=self._bound_relevance)
             for plan in (plans[i] for i in stale)
             if plan is not None
         ]
