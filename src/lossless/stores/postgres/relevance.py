@@ -23,6 +23,13 @@ Invariants:
   again, counting).
 * **The weights never depend on the indexer's progress**: a message not indexed yet is counted and
   measured by its word index computed in the query, as the search finds it.
+* **Bounded any-word searches return exactly what scoring every match returns** (:func:`bound_sql`):
+  a search for any of 2 to :data:`BOUND_TERMS` one-lexeme terms whose counts are cached, over
+  conversations of :data:`BOUND_ROWS` rows or more, reads its matches in levels by their rarest
+  term and skips, by BM25's upper bound per term (``(k1 + 1) × idf``), the rows and levels that
+  cannot reach the page: the same rows, scores and order (ties newest first), pages included.
+  Such a statement also says whether its conversations were that wide (:func:`read_wide`), so
+  that the store sends the next search of narrow ones unbounded (cheaper to plan).
 * No user text becomes SQL: terms are bound ``tsquery`` values, lexemes bound text.
 """
 
@@ -49,6 +56,7 @@ __all__ = [
     "bound_sql",
     "ranked_sql",
     "read_counted",
+    "read_wide",
     "weights_sql",
 ]
 
@@ -244,6 +252,7 @@ def ranked_sql(
     ctes, cte_params = "", []
     if bound is not None:
         ctes, cte_params = ", " + bound[0], bound[1]
+        counted = f"(SELECT s.wide FROM scope s) AS wide, {counted}"  # see read_wide
     sql = (
         f"WITH weights AS MATERIALIZED ({weights}){ctes} SELECT u.*, {counted} FROM weights w LEFT JOIN "
         f"(SELECT * FROM ({union}) p ORDER BY 9 DESC, 1 DESC LIMIT %s OFFSET %s) u ON true ORDER BY 9 DESC, 1 DESC"
@@ -350,6 +359,17 @@ def bound_sql(
         cte_params += [*params, *condition_params]
     rows = " UNION ALL ".join(f"(SELECT * FROM lvl{i})" for i in range(1, levels + 2))
     return ", ".join(ctes), cte_params, rows
+
+
+def read_wide(row: Sequence[Any]) -> bool | None:
+    """Whether a bounded search's conversations held :data:`BOUND_ROWS` rows or more; None: not bounded.
+
+    A bounded statement's rows hold that flag just before the :data:`COUNTED_COLUMNS` (nine columns
+    of the row itself come first).
+    """
+    if len(row) != 9 + 1 + len(COUNTED_COLUMNS):
+        return None
+    return bool(row[-len(COUNTED_COLUMNS) - 1])
 
 
 def read_counted(row: Sequence[Any]) -> Counted:

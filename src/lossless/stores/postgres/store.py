@@ -74,6 +74,7 @@ class PostgresStore(
         self._indexer = WordIndexer(database.url)
         self._tsqueries = {}
         self._term_stats = TermStatistics()
+        self._narrow = {}
 
     @classmethod
     async def open(cls, url: str, *, pool_size: int = 8, lock_timeout_ms: int = 10_000) -> PostgresStore:
