@@ -51,7 +51,10 @@ __all__ = [
     "BOUND_TERMS",
     "COUNTED_COLUMNS",
     "DF_CAP",
+    "NARROW_KEPT",
+    "NARROW_S",
     "TOTAL_CAP",
+    "NarrowScopes",
     "bm25_sql",
     "bound_sql",
     "ranked_sql",
@@ -359,6 +362,40 @@ def bound_sql(
         cte_params += [*params, *condition_params]
     rows = " UNION ALL ".join(f"(SELECT * FROM lvl{i})" for i in range(1, levels + 2))
     return ", ".join(ctes), cte_params, rows
+
+
+#: How long a set of conversations a bounded search found narrow is searched unbounded (seconds): a
+#: conversation that grows past :data:`BOUND_ROWS` is bounded again after at most this long (the
+#: rows and order are the same either way; only the cost differs).
+NARROW_S = 300.0
+#: Sets of conversations remembered as narrow, at most (all forgotten when full).
+NARROW_KEPT = 1024
+
+
+class NarrowScopes:
+    """The sets of conversations (keys: table, conversations, time window) bounded searches found narrow.
+
+    A set is narrow when it holds fewer than :data:`BOUND_ROWS` rows (:func:`read_wide`): its
+    searches then cost less without levels, which still cost planning.  Per store, like its
+    :class:`~lossless.stores.postgres.term_stats.TermStatistics`; ``now`` is that cache's clock.
+    """
+
+    def __init__(self) -> None:
+        self._found: dict[tuple[Any, ...], float] = {}
+
+    def holds(self, key: tuple[Any, ...], now: float) -> bool:
+        """Whether ``key`` was found narrow in the last :data:`NARROW_S` seconds."""
+        found = self._found.get(key)
+        return found is not None and now - found <= NARROW_S
+
+    def learn(self, key: tuple[Any, ...], narrow: bool, now: float) -> None:
+        """Keep what a bounded search of ``key`` found (a wide one is forgotten as narrow)."""
+        if not narrow:
+            self._found.pop(key, None)
+            return
+        if len(self._found) >= NARROW_KEPT and key not in self._found:
+            self._found.clear()
+        self._found[key] = now
 
 
 def read_wide(row: Sequence[Any]) -> bool | None:

@@ -58,7 +58,7 @@ from lossless.errors import InputError
 from lossless.ports import ReachPages, SearchRequest, SearchRow
 from lossless.records import Grant
 from lossless.stores.postgres.connection import Connection, Database
-from lossless.stores.postgres.relevance import ranked_sql, read_counted, read_wide
+from lossless.stores.postgres.relevance import NarrowScopes, ranked_sql, read_counted, read_wide
 from lossless.stores.postgres.schema import TSV
 from lossless.stores.postgres.statements import aware, chunks, grant_from_row, grant_params
 from lossless.stores.postgres.term_stats import Known, TermStatistics
@@ -551,14 +551,6 @@ def _links(rows: Sequence[Sequence[Any]]) -> list[tuple[int, int | None, str | N
     return [(int(r[0]), None if r[1] is None else int(r[1]), r[2]) for r in rows]
 
 
-#: How long a set of conversations a bounded search found narrow is searched unbounded (seconds): a
-#: conversation that grows past ``BOUND_ROWS`` is bounded again after at most this long (the rows
-#: and order are the same either way; only the cost differs).
-NARROW_S = 300.0
-#: Sets of conversations remembered as narrow, at most (all forgotten when full).
-_NARROW_KEPT = 1024
-
-
 def _scope_key(request: SearchRequest) -> tuple[Any, ...]:
     """What decides how many rows a search reads before its words: table, conversations, time window."""
     return (request.scope, tuple(sorted(set(request.conversation_ids))), request.since, request.before)
@@ -596,9 +588,8 @@ class RetrievalStatements:
     #: rows and order either way: :func:`~lossless.stores.postgres.relevance.bound_sql`); False, for
     #: measurements, scores every match.
     _bound_relevance: bool = True
-    #: The sets of conversations (per table and time window) a bounded search found narrow (fewer
-    #: rows than ``BOUND_ROWS``), with when: searched unbounded for :data:`NARROW_S` seconds after.
-    _narrow: dict[tuple[Any, ...], float]
+    #: The sets of conversations a bounded search found narrow (searched unbounded for a while).
+    _narrow: NarrowScopes
 
     async def search(self, request: SearchRequest) -> list[SearchRow]:
         """One page of candidates (see :meth:`lossless.ports.Store.search`)."""
@@ -690,7 +681,7 @@ class RetrievalStatements:
                     resolved,
                     self._newest_message_id,
                     None if plan is None else plan.known,
-                    self._bound_relevance and not self._is_narrow(request),
+                    self._bound_relevance and not self._narrow.holds(_scope_key(request), self._term_stats.clock()),
                 )
             )
         return statements, plans
@@ -727,7 +718,8 @@ class RetrievalStatements:
                 plan.request,
                 plan.resolved,
                 self._newest_message_id,
-                bounded=self._bound_relevance and not self._is_narrow(plan.request),
+                bounded=self._bound_relevance
+                and not self._narrow.holds(_scope_key(plan.request), self._term_stats.clock()),
             )
             for plan in (plans[i] for i in stale)
             if plan is not None
@@ -751,22 +743,8 @@ class RetrievalStatements:
                 self._term_stats.learn(plan.table, plan.terms, plan.known, read_counted(rows[0]), plan.asked_at)
                 wide = read_wide(rows[0])
                 if wide is not None:
-                    self._learn_narrow(request, not wide)
+                    self._narrow.learn(_scope_key(request), not wide, self._term_stats.clock())
         return _search_pages(requests, found)
-
-    def _is_narrow(self, request: SearchRequest) -> bool:
-        """Whether a bounded search of ``request``'s conversations found them narrow in the last :data:`NARROW_S` s."""
-        learned = self._narrow.get(_scope_key(request))
-        return learned is not None and self._term_stats.clock() - learned <= NARROW_S
-
-    def _learn_narrow(self, request: SearchRequest, narrow: bool) -> None:
-        key = _scope_key(request)
-        if not narrow:
-            self._narrow.pop(key, None)
-            return
-        if len(self._narrow) >= _NARROW_KEPT and key not in self._narrow:
-            self._narrow.clear()
-        self._narrow[key] = self._term_stats.clock()
 
     # ------------------------------------------------------------ the DAG
 

@@ -50,6 +50,7 @@ from lossless.stores.postgres.indexer import (
     WordIndexer,
 )
 from lossless.stores.postgres.maintenance import MaintenanceStatements
+from lossless.stores.postgres.relevance import NarrowScopes
 from lossless.stores.postgres.retrieval import RetrievalStatements
 from lossless.stores.postgres.summaries import SummaryRewrites
 from lossless.stores.postgres.term_stats import TermStatistics
@@ -74,7 +75,7 @@ class PostgresStore(
         self._indexer = WordIndexer(database.url)
         self._tsqueries = {}
         self._term_stats = TermStatistics()
-        self._narrow = {}
+        self._narrow = NarrowScopes()
 
     @classmethod
     async def open(cls, url: str, *, pool_size: int = 8, lock_timeout_ms: int = 10_000) -> PostgresStore:
