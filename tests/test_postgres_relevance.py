@@ -18,6 +18,7 @@ import pytest
 
 from lossless import Message
 from lossless.ports import PreparedMessage, SearchRequest
+from lossless.records import Summary
 from lossless.stores.postgres import PostgresStore, relevance
 
 pytestmark = pytest.mark.anyio
@@ -304,3 +305,40 @@ async def test_a_search_of_common_words_only_still_finds_their_rows(
         assert "lvl1" in await _statement(store, request)
     finally:
         await store.close()
+
+
+async def test_bounded_summary_searches_return_what_scoring_every_match_returns(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(relevance, "BOUND_ROWS", 5)
+    bounded, every = await PostgresStore.open(pg_url), await PostgresStore.open(pg_url)
+    every._bound_relevance = False
+    try:
+        conversation = (await bounded.get_or_create_conversation(agent_id="main", session_id="s")).id
+        for i, text in enumerate(_corpus(6, 40)):
+            await bounded.append_messages(conversation, [PreparedMessage(Message.user(f"turn {i}"), 5, T0)])
+            entries = [e for e in await bounded.get_context(conversation) if e.kind == "message"]
+            summary = Summary(
+                id=f"sum_{i:016x}",
+                conversation_id=conversation,
+                kind="leaf",
+                depth=0,
+                content=text,
+                token_count=len(text.split()),
+                created_at=T0 + timedelta(minutes=i),
+                earliest_at=entries[0].created_at,
+                latest_at=entries[-1].created_at,
+                source_token_count=sum(e.token_count for e in entries),
+            )
+            await bounded.replace_with_summary(summary, entries)
+        for words in ('"zebra" OR "parser" OR "error" OR "test"', '"error" OR "test"', '"deploy" OR "cache" OR "run"'):
+            for limit, offset in ((1, 0), (3, 2), (10, 0), (100, 0)):
+                request = SearchRequest(
+                    "summaries", (conversation,), words=words, order="relevance", limit=limit, offset=offset
+                )
+                await bounded.search(request)  # counts the words
+                assert "lvl1" in await _statement(bounded, request)
+                assert await _page(bounded, request) == await _page(every, request), (words, limit, offset)
+    finally:
+        await bounded.close()
+        await every.close()
