@@ -528,6 +528,32 @@ async def test_a_time_relative_to_an_event_is_placed_from_the_event(engine: Cont
     assert order.index(later) < order.index(before)
 
 
+async def test_an_event_mentioned_several_times_places_the_window_from_each_mention(
+    engine: ContextEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    day = datetime(2024, 5, 1, 10, tzinfo=UTC)
+    texts = [
+        (day, "picked up a new sleeping bag at the outdoor shop today"),
+        (day + timedelta(days=10), "the weather is fine"),
+        (day + timedelta(days=21), "we are back from our week in Kyoto, the trip was wonderful and the temples calm"),
+        (day + timedelta(days=30), "the weather is fine"),
+        (day + timedelta(days=39), "picked up a new sleeping bag at the outdoor shop today!"),
+        (day + timedelta(days=60), "a friend is planning a trip to Kyoto"),  # the words' best match
+    ]
+    stored = (
+        await engine.ingest_batch("kyoto", [Message("user", t, created_at=at) for at, t in texts], session_key="kk")
+    ).stored
+    taken, other = stored[0].id, stored[4].id
+    await build(engine)
+    question = "what did I buy at the outdoor shop three weeks before the trip to Kyoto?"
+    found = await engine.grep(question, mode="hybrid", scope="messages", conversation="kyoto")
+    assert {h.ref for h in found.hits[:2]} == {taken, other}  # three weeks before either mention
+    monkeypatch.setattr(hybrid, "EVENT_MENTIONS", 1)  # dated from the best match alone: the plan
+    found = await engine.grep(question, mode="hybrid", scope="messages", conversation="kyoto")
+    order = [h.ref for h in found.hits]
+    assert order[0] == other and order.index(taken) > 1
+
+
 async def test_turns_that_say_little_rank_below_the_ones_that_answer(engine: ContextEngine) -> None:
     texts = ["Maya: Nice one!", "Maya: I adopted a beagle puppy and we are calling her Noodle", "Maya: Nice one!"]
     stored = (await engine.ingest_batch("dog", [Message("user", t) for t in texts], session_key="kd")).stored
