@@ -299,11 +299,14 @@ async def test_hybrid_over_summaries_fuses_with_their_full_text_ranking(engine: 
 async def test_hybrid_finds_a_leaf_summary_by_the_messages_it_condenses(
     engine: ContextEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _, backup, password = await summarised(engine)
+    ids, backup, password = await summarised(engine)
     # The backup summary left the lunch out; the second message it condenses is about the ramen place.
     query = "ramen place lunch"
     found = await engine.grep(query, mode="hybrid", scope="summaries", limit=2)
     assert [h.ref for h in found.hits] == [backup.id, password.id]
+    # The hit names the message inside it that matched, the one to expand to.
+    assert found.hits[0].source == ids[1] and found.hits[0].to_dict()["source_message_id"] == ids[1]
+    assert f"best match inside: [msg#{ids[1]}]" in found.render()
     lifted, other = (h.score or 0.0 for h in found.hits)
     assert 1.0 >= lifted > other > 0  # (own + share * best message) / (1 + share): within the messages' range
     # By their own words alone (the share at 0) neither summary says anything of it: they tie.
@@ -311,6 +314,7 @@ async def test_hybrid_finds_a_leaf_summary_by_the_messages_it_condenses(
     plain = await engine.grep(query, mode="hybrid", scope="summaries", limit=2)
     assert {h.ref for h in plain.hits} == {backup.id, password.id}
     assert plain.hits[0].score == plain.hits[1].score < lifted
+    assert all(h.source is None for h in plain.hits) and "best match inside" not in plain.render()
     # semantic search of summaries reads their own text only, whatever the share.
     unlifted = await engine.grep("backup quota ramen", mode="semantic", scope="summaries", limit=2)
     monkeypatch.setattr(hybrid, "SOURCE_SHARE", 1.0)

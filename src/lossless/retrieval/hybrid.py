@@ -245,8 +245,9 @@ async def hybrid_hits(
     else:
         found = await store.get_summaries([str(k) for k in scores])
         summaries = {s.id: s for s in found}
+        sources: dict[str, int] = {}
         if options.mode == "hybrid" and SOURCE_SHARE > 0:
-            await _found_by_sources(store, options, conversation_ids, search, words, summaries, scores)
+            sources = await _found_by_sources(store, options, conversation_ids, search, words, summaries, scores)
         when = {key: s.latest_at or s.created_at for key, s in summaries.items()}
     allowed = set(conversation_ids)
     if when:
@@ -286,6 +287,7 @@ async def hybrid_hits(
                 kind=summary.kind,
                 depth=summary.depth,
                 score=score,
+                source=sources.get(summary.id),
             )
         if len(hits) == options.limit:
             return hits, True
@@ -370,8 +372,8 @@ async def _found_by_sources(
     words: Sequence[str],
     summaries: dict[str, Summary],
     scores: dict[int | str, float],
-) -> None:
-    """A leaf summary is found by what it condenses too (in place).
+) -> dict[str, int]:
+    """A leaf summary is found by what it condenses too (``scores`` in place); returns each lifted leaf's best message.
 
     Each summary's score becomes ``(own + SOURCE_SHARE * best) / (1 + SOURCE_SHARE)``, ``best`` being the
     fused score of the best-matching message a leaf condenses (0 for condensed summaries), so scores stay
@@ -381,9 +383,12 @@ async def _found_by_sources(
     weight = KEYWORD_WEIGHT if search is not None else ranking.KEYWORD_WEIGHT
     messages = await _fused(store, options, conversation_ids, search, "messages", words, weight) if leaves else {}
     sources = await store.get_summary_messages(leaves) if messages else {}
+    best_of: dict[str, int] = {}
     for key in scores:
-        best = max((messages.get(message_id, 0.0) for message_id in sources.get(str(key), ())), default=0.0)
+        matched = [(messages[m], m) for m in sources.get(str(key), ()) if messages.get(m, 0.0) > 0]
+        best, best_of[str(key)] = max(matched) if matched else (0.0, 0)
         scores[key] = (scores[key] + SOURCE_SHARE * best) / (1 + SOURCE_SHARE)
+    return {key: message_id for key, message_id in best_of.items() if message_id}
 
 
 async def _lifted(
