@@ -506,6 +506,14 @@ async def test_a_time_expression_in_the_question_prefers_items_of_that_time(engi
         assert found.hits[0].ref == first, question
 
 
+async def kyoto(engine: ContextEngine, texts: list[tuple[datetime, str]]) -> list[int]:
+    """Store dated ``texts`` as the conversation "kyoto", build its vectors, and give the messages' ids."""
+    messages = [Message("user", text, created_at=at) for at, text in texts]
+    stored = (await engine.ingest_batch("kyoto", messages, session_key="kk")).stored
+    await build(engine)
+    return [m.id for m in stored]
+
+
 async def test_a_time_relative_to_an_event_is_placed_from_the_event(engine: ContextEngine) -> None:
     day = datetime(2024, 5, 1, 10, tzinfo=UTC)
     texts = [
@@ -516,11 +524,8 @@ async def test_a_time_relative_to_an_event_is_placed_from_the_event(engine: Cont
         (day + timedelta(days=59), "the weather is fine"),
         (day + timedelta(days=60), "picked up a new sleeping bag at the outdoor shop today!"),
     ]
-    stored = (
-        await engine.ingest_batch("kyoto", [Message("user", t, created_at=at) for at, t in texts], session_key="kk")
-    ).stored
-    before, later = stored[1].id, stored[5].id
-    await build(engine)
+    stored = await kyoto(engine, texts)
+    before, later = stored[1], stored[5]
     question = "what did I buy at the outdoor shop three weeks before the trip to Kyoto?"
     found = await engine.grep(question, mode="hybrid", scope="messages", conversation="kyoto")
     # the two purchases say the same; the one about three weeks before the trip comes first
@@ -544,11 +549,8 @@ async def test_an_event_mentioned_several_times_places_the_window_from_each_ment
         (day + timedelta(days=39), "picked up a new sleeping bag at the outdoor shop today!"),
         (day + timedelta(days=60), "a friend is planning a trip to Kyoto"),  # the words' best match
     ]
-    stored = (
-        await engine.ingest_batch("kyoto", [Message("user", t, created_at=at) for at, t in texts], session_key="kk")
-    ).stored
-    taken, other = stored[0].id, stored[4].id
-    await build(engine)
+    stored = await kyoto(engine, texts)
+    taken, other = stored[0], stored[4]
     question = "what did I buy at the outdoor shop three weeks before the trip to Kyoto?"
     found = await engine.grep(question, mode="hybrid", scope="messages", conversation="kyoto")
     assert {h.ref for h in found.hits[:2]} == {taken, other}  # three weeks before either mention
