@@ -537,6 +537,18 @@ async def test_a_time_relative_to_an_event_is_placed_from_the_event(engine: Cont
     assert order.index(later) < order.index(before)
 
 
+async def test_a_day_named_in_the_question_picks_that_day_within_its_month(engine: ContextEngine) -> None:
+    may = datetime(2024, 5, 1, 12, tzinfo=UTC)
+    texts = [
+        (may + timedelta(days=7), "we ordered the blue paint for the hallway"),
+        (may + timedelta(days=19), "we ordered the blue paint for the hallway again"),
+    ]
+    early, late = await kyoto(engine, texts)
+    for question, first in (("what did we order on 8 May 2024?", early), ("what did we order on May 20th?", late)):
+        found = await engine.grep(question, mode="hybrid", scope="messages", conversation="kyoto")
+        assert found.hits[0].ref == first, question
+
+
 async def test_an_event_mentioned_several_times_places_the_window_from_each_mention(
     engine: ContextEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
