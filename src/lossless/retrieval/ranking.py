@@ -195,25 +195,26 @@ def _a_date(text: str, anchor: datetime) -> tuple[datetime, re.Match[str]] | Non
     found: list[tuple[int, datetime, re.Match[str]]] = []
     for match in _ISO_DAY.finditer(text):
         try:
-            found.append((match.start(), datetime(*map(int, match.groups()), tzinfo=UTC), match))
+            year, month, day = (int(part) for part in match.groups())
+            found.append((match.start(), datetime(year, month, day, tzinfo=UTC), match))
         except ValueError:
             continue
     for pattern, day_at, month_at in ((_DAY_MONTH, 1, 2), (_MONTH_DAY, 2, 1)):
         for match in pattern.finditer(text):
             name = match.group(month_at)
-            month = _MONTHS.get(name.lower())
-            if month is None or (name.lower() == "may" and name != "May"):  # "may 3 people come" is not a date
+            named = _MONTHS.get(name.lower())
+            if named is None or (name.lower() == "may" and name != "May"):  # "may 3 people come" is not a date
                 continue
-            day = int(match.group(day_at))
-            year = int(match.group(3)) if match.group(3) else _latest_year(anchor, month, day)
+            number = int(match.group(day_at))
+            year = int(match.group(3)) if match.group(3) else _latest_year(anchor, named, number)
             try:
-                found.append((match.start(), datetime(year, month, day, tzinfo=UTC), match))
+                found.append((match.start(), datetime(year, named, number, tzinfo=UTC), match))
             except ValueError:  # 31 June
                 continue
     if not found:
         return None
-    _, day, match = min(found, key=lambda item: item[0])
-    return day, match
+    _, when, match = min(found, key=lambda item: item[0])
+    return when, match
 
 
 def _around_a_date(text: str, anchor: datetime) -> TimeWindow | None:
