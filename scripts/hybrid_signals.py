@@ -86,8 +86,9 @@ def main() -> int:
         intent = ranking.question_intent(options.pattern)
         when = {k: m.created_at for k, m in records.items()}
         window = time_window(options.pattern, max(when.values())) if when else None
+        windows = [] if window is None else [window]
         if window is None and offset is not None:
-            window = await hybrid._event_window(store, options, conversation_ids, offset)
+            windows = await hybrid._event_windows(store, options, conversation_ids, offset)
         items = {}
         for key, m in records.items():
             prev, nxt = near.get(key, (None, None))
@@ -103,7 +104,7 @@ def main() -> int:
                 "words": _topic_words(m.content),
                 "chars": len(m.content),
                 "role": m.role,
-                "window": bool(window is not None and window.contains(m.created_at)),
+                "window": any(w.contains(m.created_at) for w in windows),
                 "cover": _cover(words, m.content),
                 "tool": ranking.is_tool_record(m.role, m.content),
                 "intent": intent is not None and ranking.shows(intent, m.role, m.content),
@@ -116,7 +117,7 @@ def main() -> int:
                     "type": q.get("type"),
                     "evidence": q["evidence"],
                     "words": words,
-                    "has_window": window is not None,
+                    "has_window": bool(windows),
                     "items": items,
                 }
                 break

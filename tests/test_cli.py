@@ -477,6 +477,10 @@ def test_the_base_install_runs_every_command_that_needs_no_extra(tmp_path: Path)
     ):
         done = _base("-d", db, *args, cwd=tmp_path)
         assert done.returncode == 0, (args, done.stderr)
+    # hybrid ranks by words alone there, summaries by their own words and the messages they condense
+    hybrid = _base("-d", db, "grep", "window", "--mode", "hybrid", "--scope", "summaries", cwd=tmp_path)
+    assert hybrid.returncode == 0 and "leaf summary" in hybrid.stdout, hybrid.stderr
+    assert "best match inside: [msg#" in hybrid.stdout and "pip install 'lossless-context[embeddings]'" in hybrid.stdout
     for args, extra in (
         (["memory", "search", "x"], "embeddings"),
         (["grep", "x", "--mode", "semantic"], "embeddings"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
 
@@ -180,3 +181,55 @@ async def test_extraction_and_dedup_through_an_anthropic_model(store: Store) -> 
         request = stub.requests[0]
         assert request.model == "claude-stub" and "relative times" in request.system
         assert request.path.endswith("/messages")
+
+
+def test_a_change_of_mind_is_flagged_for_the_memory_service() -> None:
+    records = _records()
+    answer = {
+        "memories": [
+            {"category": "preferences", "content": "Trinkt jetzt Kaffee, keinen Tee mehr.", "revises": True},
+            {"category": "profile", "content": "Spricht Deutsch.", "revises": "yes"},  # only true counts
+        ]
+    }
+    changed, plain = parse_memories(json.dumps(answer), 3, records)
+    assert changed.metadata == {"revises": True} and plain.metadata is None
+    assert '"revises": true' in SYSTEM_PROMPT
+
+
+async def test_a_model_memory_that_revises_takes_back_the_earlier_one(store: Store) -> None:
+    conversation = await store.get_or_create_conversation(agent_id="main", session_id="c")
+    now = utcnow()
+    said = [
+        ("Maya: I'm going vegetarian from this month.", now - timedelta(days=30)),
+        ("Maya: Okay I caved, I'm eating meat again.", now),
+    ]
+    await store.append_messages(conversation.id, [PreparedMessage(Message("user", t), 9, at) for t, at in said])
+    first, second = await store.get_messages(conversation.id)
+    went = {"category": "preferences", "content": "Maya is vegetarian.", "sources": [first.id]}
+    back = {
+        "category": "preferences",
+        "content": "Maya eats meat again and is no longer vegetarian.",
+        "sources": [second.id],
+        "revises": True,
+    }
+    replies = [StubReply.answer(json.dumps({"memories": [m]})) for m in (went, back)]
+    with StubProviderServer(*replies) as stub:
+        config = load_config(
+            {
+                "memory_extractor": "openai",
+                "memory_extraction_model": "stub-model",
+                "summary_base_url": stub.openai_base_url,
+                "summary_api_key": "sk-x",
+            }
+        )
+        service = MemoryService(
+            memory_store_for(store), HashEmbedder(), MemoryCaller.agent("main"), extractor=extractor_for(config)
+        )
+        ((_, made, old_id),) = (await service.remember(conversation.id, [first])).decisions
+        ((_, decision, new_id),) = (await service.remember(conversation.id, [second])).decisions
+    assert made.kind == "create" and (decision.kind, decision.target) == ("supersede", old_id)
+    old, new = await service.store.get([old_id or "", new_id or ""])
+    assert old.superseded_by == new.memory_id and not old.current
+    # Told with what it takes back, so a question about either finds both messages.
+    assert new.content.startswith("Maya eats meat again") and "Maya is vegetarian" in new.content
+    assert new.source_message_ids == (second.id, first.id)

@@ -79,6 +79,37 @@ def test_months_years_and_relative_expressions() -> None:
     assert time_window("which dog did they adopt", ANCHOR) is None
 
 
+def test_a_named_day_and_spans_next_to_it() -> None:
+    def span(question: str) -> tuple[str, str] | None:
+        window = time_window(question, ANCHOR)
+        return None if window is None else (window.start.date().isoformat(), window.end.date().isoformat())
+
+    # A day, however written: that day, one before (time zones) and three after (told later).
+    day = ("2023-10-19", "2023-10-24")
+    for question in (
+        "What did Melanie do on 20 October 2023?",
+        "what happened on October 20, 2023",
+        "what did we decide on the 20th of Oct 2023?",
+        "which tests failed on 2023-10-20?",
+    ):
+        assert span(question) == day, question
+    # Without a year: the latest such day not after the anchor (20 August 2024).
+    assert span("what did we ship on 8 May?") == ("2024-05-07", "2024-05-12")
+    assert span("what did we ship on 3 September?") == ("2023-09-02", "2023-09-07")
+    # Next to a day: "the week before", "two days after".
+    assert span("What did Jon do the week before 9 June 2023?") == ("2023-05-31", "2023-06-10")
+    assert span("what broke two days after 5th of March 2024") == ("2024-03-05", "2024-03-09")
+    # A span of months; the first month without a year is the one before the last.
+    assert span("what did John read between May and July 2023?") == ("2023-05-01", "2023-08-01")
+    assert span("what changed between November and February") == ("2023-11-01", "2024-03-01")
+    # The date's words are not keywords; the verb "may" and numbers that are no day stay out of it.
+    question = "What did Melanie paint on 20 October 2023?"
+    assert keywords(question, time_window(question, ANCHOR)) == ["Melanie", "paint"]
+    assert time_window("we may 3 times retry the build", ANCHOR) is None
+    assert span("the 3 dogs we adopted in May 2023") == ("2023-05-01", "2023-06-01")
+    assert span("no such day as 31 June 2023") == ("2023-06-01", "2023-07-01")  # its month, as before
+
+
 def test_any_word_expression_quotes_every_word() -> None:
     assert any_word_expression(["deploy", 'say "hi"', "deploy"]) == '"deploy" OR "say ""hi"""'
     assert any_word_expression([]) is None

@@ -299,11 +299,14 @@ async def test_hybrid_over_summaries_fuses_with_their_full_text_ranking(engine: 
 async def test_hybrid_finds_a_leaf_summary_by_the_messages_it_condenses(
     engine: ContextEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _, backup, password = await summarised(engine)
+    ids, backup, password = await summarised(engine)
     # The backup summary left the lunch out; the second message it condenses is about the ramen place.
     query = "ramen place lunch"
     found = await engine.grep(query, mode="hybrid", scope="summaries", limit=2)
     assert [h.ref for h in found.hits] == [backup.id, password.id]
+    # The hit names the message inside it that matched, the one to expand to.
+    assert found.hits[0].source == ids[1] and found.hits[0].to_dict()["source_message_id"] == ids[1]
+    assert f"best match inside: [msg#{ids[1]}]" in found.render()
     lifted, other = (h.score or 0.0 for h in found.hits)
     assert 1.0 >= lifted > other > 0  # (own + share * best message) / (1 + share): within the messages' range
     # By their own words alone (the share at 0) neither summary says anything of it: they tie.
@@ -311,6 +314,7 @@ async def test_hybrid_finds_a_leaf_summary_by_the_messages_it_condenses(
     plain = await engine.grep(query, mode="hybrid", scope="summaries", limit=2)
     assert {h.ref for h in plain.hits} == {backup.id, password.id}
     assert plain.hits[0].score == plain.hits[1].score < lifted
+    assert all(h.source is None for h in plain.hits) and "best match inside" not in plain.render()
     # semantic search of summaries reads their own text only, whatever the share.
     unlifted = await engine.grep("backup quota ramen", mode="semantic", scope="summaries", limit=2)
     monkeypatch.setattr(hybrid, "SOURCE_SHARE", 1.0)
@@ -502,6 +506,14 @@ async def test_a_time_expression_in_the_question_prefers_items_of_that_time(engi
         assert found.hits[0].ref == first, question
 
 
+async def kyoto(engine: ContextEngine, texts: list[tuple[datetime, str]]) -> list[int]:
+    """Store dated ``texts`` as the conversation "kyoto", build its vectors, and give the messages' ids."""
+    messages = [Message("user", text, created_at=at) for at, text in texts]
+    stored = (await engine.ingest_batch("kyoto", messages, session_key="kk")).stored
+    await build(engine)
+    return [m.id for m in stored]
+
+
 async def test_a_time_relative_to_an_event_is_placed_from_the_event(engine: ContextEngine) -> None:
     day = datetime(2024, 5, 1, 10, tzinfo=UTC)
     texts = [
@@ -512,11 +524,8 @@ async def test_a_time_relative_to_an_event_is_placed_from_the_event(engine: Cont
         (day + timedelta(days=59), "the weather is fine"),
         (day + timedelta(days=60), "picked up a new sleeping bag at the outdoor shop today!"),
     ]
-    stored = (
-        await engine.ingest_batch("kyoto", [Message("user", t, created_at=at) for at, t in texts], session_key="kk")
-    ).stored
-    before, later = stored[1].id, stored[5].id
-    await build(engine)
+    stored = await kyoto(engine, texts)
+    before, later = stored[1], stored[5]
     question = "what did I buy at the outdoor shop three weeks before the trip to Kyoto?"
     found = await engine.grep(question, mode="hybrid", scope="messages", conversation="kyoto")
     # the two purchases say the same; the one about three weeks before the trip comes first
@@ -526,6 +535,41 @@ async def test_a_time_relative_to_an_event_is_placed_from_the_event(engine: Cont
     found = await engine.grep(mirrored, mode="hybrid", scope="messages", conversation="kyoto")
     order = [h.ref for h in found.hits]
     assert order.index(later) < order.index(before)
+
+
+async def test_a_day_named_in_the_question_picks_that_day_within_its_month(engine: ContextEngine) -> None:
+    may = datetime(2024, 5, 1, 12, tzinfo=UTC)
+    texts = [
+        (may + timedelta(days=7), "we ordered the blue paint for the hallway"),
+        (may + timedelta(days=19), "we ordered the blue paint for the hallway again"),
+    ]
+    early, late = await kyoto(engine, texts)
+    for question, first in (("what did we order on 8 May 2024?", early), ("what did we order on May 20th?", late)):
+        found = await engine.grep(question, mode="hybrid", scope="messages", conversation="kyoto")
+        assert found.hits[0].ref == first, question
+
+
+async def test_an_event_mentioned_several_times_places_the_window_from_each_mention(
+    engine: ContextEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    day = datetime(2024, 5, 1, 10, tzinfo=UTC)
+    texts = [
+        (day, "picked up a new sleeping bag at the outdoor shop today"),
+        (day + timedelta(days=10), "the weather is fine"),
+        (day + timedelta(days=21), "we are back from our week in Kyoto, the trip was wonderful and the temples calm"),
+        (day + timedelta(days=30), "the weather is fine"),
+        (day + timedelta(days=39), "picked up a new sleeping bag at the outdoor shop today!"),
+        (day + timedelta(days=60), "a friend is planning a trip to Kyoto"),  # the words' best match
+    ]
+    stored = await kyoto(engine, texts)
+    taken, other = stored[0], stored[4]
+    question = "what did I buy at the outdoor shop three weeks before the trip to Kyoto?"
+    found = await engine.grep(question, mode="hybrid", scope="messages", conversation="kyoto")
+    assert {h.ref for h in found.hits[:2]} == {taken, other}  # three weeks before either mention
+    monkeypatch.setattr(hybrid, "EVENT_MENTIONS", 1)  # dated from the best match alone: the plan
+    found = await engine.grep(question, mode="hybrid", scope="messages", conversation="kyoto")
+    order = [h.ref for h in found.hits]
+    assert order[0] == other and order.index(taken) > 1
 
 
 async def test_turns_that_say_little_rank_below_the_ones_that_answer(engine: ContextEngine) -> None:

@@ -5,7 +5,9 @@ the six categories, each with three levels (one-line abstract, short overview,
 full content), in the conversation's dominant language, citing the ids of the
 messages it came from; each a self-contained statement naming who it is about,
 relative times turned into dates from the messages' dates (sent with each
-message), changes of mind written as such; and lists what never to extract (system or tool text,
+message), changes of mind written as such and flagged ``"revises": true`` (the memory service then
+links them to the earlier statement they take back, as it does the offline extractor's); and lists
+what never to extract (system or tool text,
 recall questions such as "do you remember…", greetings, small talk, anything
 the assistant merely suggested).
 
@@ -43,7 +45,8 @@ SYSTEM_PROMPT = f"""You maintain the long-term memory of an assistant. Read the 
 write down what is worth knowing weeks from now.
 
 Return JSON only, in this shape:
-{{"memories": [{{"category": "...", "abstract": "...", "overview": "...", "content": "...", "sources": [id, ...]}}]}}
+{{"memories": [{{"category": "...", "abstract": "...", "overview": "...", "content": "...", "sources": [id, ...],
+"revises": true}}]}}
 
 Rules:
 - At most {MAX_PER_EXTRACTION} memories; fewer is better than padding. Return {{"memories": []}} when nothing qualifies.
@@ -56,7 +59,8 @@ Rules:
 - Dates: turn relative times ("yesterday", "last week", "two months ago") into dates, counted from the date
   of the message that says them (the date attribute), written out like 7 May 2023.
 - When someone changes their mind, write the new state and say what it replaces ("… now prefers tea,
-  no longer coffee").
+  no longer coffee"), and add "revises": true (leave it out otherwise): stopping, quitting, cancelling
+  or going back on something said before counts.
 - abstract: one line that could serve as an index entry. overview: two or three sentences.
   content: the full statement with the details needed to act on it.
 - Write in the language the conversation mostly uses.
@@ -165,6 +169,7 @@ def parse_memories(text: str, conversation_id: int, messages: Sequence[MessageRe
                     source_message_ids=sources,
                     source="extraction",
                     valid_from=max((by_id[i].created_at for i in sources), default=None),
+                    metadata={"revises": True} if item.get("revises") is True else None,
                 )
             )
         except InputError:

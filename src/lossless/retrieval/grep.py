@@ -170,6 +170,8 @@ class GrepHit:
     score: float | None = None
     #: Neighbouring turns of a message hit (``context=N``), in conversation order, the hit itself left out.
     context: tuple[ContextTurn, ...] = ()
+    #: A summary hit of ``hybrid``: the message it condenses that matched best (the one to expand to), if any did.
+    source: int | None = None
 
     @property
     def citation(self) -> str:
@@ -185,6 +187,8 @@ class GrepHit:
         what = self.role if self.scope == "messages" else f"{self.kind} summary, depth {self.depth}"
         if self.score is not None:
             what = f"{what} · score {self.score:.3f}"
+        if self.source is not None:
+            what = f"{what} · best match inside: [msg#{self.source}]"
         text = f"- {self.citation} conversation {self.conversation_id} · {stamp} · {what}\n  {self.snippet}"
         if self.context:
             text += "".join(f"\n    {turn.render(self.ref)}" for turn in self.context)
@@ -208,6 +212,8 @@ class GrepHit:
             out["score"] = round(self.score, 6)
         if self.context:
             out["context"] = [turn.to_dict() for turn in self.context]
+        if self.source is not None:
+            out["source_message_id"] = self.source
         return out
 
 

@@ -22,7 +22,8 @@
    a share of the score of the turn after it in the same conversation (an answer is found by the
    question it answers); ``full_text`` questions add the better of the two only.
 7. **Time**: a time expression in the question ("in May 2024", "last month") boosts the items in
-   its window, relative to the newest candidate's date.
+   its window, relative to the newest candidate's date; "two weeks before the trip" boosts those two
+   weeks before any of the :data:`EVENT_MENTIONS` best keyword matches of the event.
 8. **What the question asks for** (messages only): a question about an agent's work that asks which
    file a change went to, or what failed, adds :data:`INTENT_BOOST` to the messages that are such
    records (a file-changing tool call; a failed tool result).
@@ -112,6 +113,8 @@ TOOL_NEIGHBOUR_AFTER = 0.15
 SUBSTANCE_WORDS = 6
 #: Added to the score of a message inside the question's time window.
 TIME_BOOST = 0.5
+#: "Two weeks before the trip": the window is placed from each of this many best keyword matches of the event.
+EVENT_MENTIONS = 3
 #: Added to the score of a message that is the kind of record the question asks for
 #: (:func:`~lossless.retrieval.ranking.question_intent`: a file-changing tool call for "which file did we
 #: change …", a failed tool result for "why did … fail"); chosen on the dev split's agent sessions.
@@ -163,13 +166,12 @@ async def _semantic_scores(
 
 
 def _boost(
-    scores: dict[int | str, float], when: dict[int | str, datetime], window: TimeWindow | None, boost: float
+    scores: dict[int | str, float], when: dict[int | str, datetime], windows: Sequence[TimeWindow], boost: float
 ) -> None:
-    if window is None:
-        return
+    """Add ``boost`` once to each item inside any of ``windows``."""
     for key in scores:
         moment = when.get(key)
-        if moment is not None and window.contains(moment):
+        if moment is not None and any(window.contains(moment) for window in windows):
             scores[key] += boost
 
 
@@ -243,15 +245,17 @@ async def hybrid_hits(
     else:
         found = await store.get_summaries([str(k) for k in scores])
         summaries = {s.id: s for s in found}
+        sources: dict[str, int] = {}
         if options.mode == "hybrid" and SOURCE_SHARE > 0:
-            await _found_by_sources(store, options, conversation_ids, search, words, summaries, scores)
+            sources = await _found_by_sources(store, options, conversation_ids, search, words, summaries, scores)
         when = {key: s.latest_at or s.created_at for key, s in summaries.items()}
     allowed = set(conversation_ids)
     if when:
         window = time_window(options.pattern, max(when.values()))
+        windows = [] if window is None else [window]
         if window is None and offset is not None and scope == "messages":
-            window = await _event_window(store, options, conversation_ids, offset)
-        _boost(scores, when, window, TIME_BOOST if fitted else ranking.TIME_BOOST)
+            windows = await _event_windows(store, options, conversation_ids, offset)
+        _boost(scores, when, windows, TIME_BOOST if fitted else ranking.TIME_BOOST)
     hits: list[GrepHit] = []
     for key, score in best_first(scores):
         if scope == "messages":
@@ -283,6 +287,7 @@ async def hybrid_hits(
                 kind=summary.kind,
                 depth=summary.depth,
                 score=score,
+                source=sources.get(summary.id),
             )
         if len(hits) == options.limit:
             return hits, True
@@ -329,15 +334,14 @@ async def keyword_hits(
     return found, more
 
 
-async def _event_window(
+async def _event_windows(
     store: Store, options: GrepOptions, conversation_ids: tuple[int, ...], offset: EventOffset
-) -> TimeWindow | None:
-    """The window of "N weeks before EVENT": when the message that best matches the event's words was written."""
+) -> list[TimeWindow]:
+    """The windows of "N weeks before EVENT", one from each of the :data:`EVENT_MENTIONS` messages that best match
+    the event's words (a trip is planned, taken and told about: which mention dates it is not known)."""
     found = best_first(await _keyword_scores(store, options, conversation_ids, offset.event, "messages"))
-    if not found:
-        return None
-    events = await store.get_messages_by_id([int(found[0][0])])
-    return offset.window(events[0].created_at) if events else None
+    events = await store.get_messages_by_id([int(key) for key, _ in found[:EVENT_MENTIONS]])
+    return [offset.window(event.created_at) for event in events]
 
 
 async def _summary_first(
@@ -368,8 +372,8 @@ async def _found_by_sources(
     words: Sequence[str],
     summaries: dict[str, Summary],
     scores: dict[int | str, float],
-) -> None:
-    """A leaf summary is found by what it condenses too (in place).
+) -> dict[str, int]:
+    """A leaf summary is found by what it condenses too (``scores`` in place); returns each lifted leaf's best message.
 
     Each summary's score becomes ``(own + SOURCE_SHARE * best) / (1 + SOURCE_SHARE)``, ``best`` being the
     fused score of the best-matching message a leaf condenses (0 for condensed summaries), so scores stay
@@ -379,9 +383,12 @@ async def _found_by_sources(
     weight = KEYWORD_WEIGHT if search is not None else ranking.KEYWORD_WEIGHT
     messages = await _fused(store, options, conversation_ids, search, "messages", words, weight) if leaves else {}
     sources = await store.get_summary_messages(leaves) if messages else {}
+    best_of: dict[str, int] = {}
     for key in scores:
-        best = max((messages.get(message_id, 0.0) for message_id in sources.get(str(key), ())), default=0.0)
+        matched = [(messages[m], m) for m in sources.get(str(key), ()) if messages.get(m, 0.0) > 0]
+        best, best_of[str(key)] = max(matched) if matched else (0.0, 0)
         scores[key] = (scores[key] + SOURCE_SHARE * best) / (1 + SOURCE_SHARE)
+    return {key: message_id for key, message_id in best_of.items() if message_id}
 
 
 async def _lifted(

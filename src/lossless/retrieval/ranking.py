@@ -124,11 +124,16 @@ def _month_span(year: int, month: int) -> tuple[datetime, datetime]:
 def time_window(text: str, anchor: datetime) -> TimeWindow | None:
     """The window a question's time expression points at, relative to ``anchor`` (the conversation's latest date).
 
-    Understands a month with or without a year ("in May 2024", "back in March", "last May": the latest
-    such month not after ``anchor``), a year ("in 2023"), "last week/month/year" and "N days/weeks/months
-    ago".  Anything else: None.
+    Understands a day ("on 20 October 2023", "Oct 20th", "2023-10-20", "on 8 May": the latest such day;
+    :data:`DAY_BEFORE` / :data:`DAYS_AFTER` around it) and a span next to one ("the week before 9 June"), a
+    month with or without a year ("in May 2024", "back in March", "last May": the latest such month not
+    after ``anchor``), a span of months ("between May and July 2023"), a year ("in 2023"),
+    "last week/month/year" and "N days/weeks/months ago".  Anything else: None.
     """
     lowered = text.lower()
+    dated = _around_a_date(text, anchor)
+    if dated is not None:
+        return dated
     found = re.search(r"\b(\d+|a|an|one|two|three|four|five|six|ten)\s+(day|week|month|year)s?\s+ago\b", lowered)
     if found:
         count = int(found.group(1)) if found.group(1).isdigit() else _NUMBERS[found.group(1)]
@@ -140,6 +145,14 @@ def time_window(text: str, anchor: datetime) -> TimeWindow | None:
     if found:
         days = {"week": 7, "month": 31, "year": 366}[found.group(1)]
         return TimeWindow(anchor - timedelta(days=2 * days), anchor + timedelta(days=1), ("last", found.group(1)))
+    between = _BETWEEN_MONTHS.search(lowered)
+    if between is not None and _MONTHS.get(between.group(1)) and _MONTHS.get(between.group(3)):
+        first, last = _MONTHS[between.group(1)], _MONTHS[between.group(3)]
+        last_year = int(between.group(4)) if between.group(4) else _latest_year(anchor, last)
+        first_year = int(between.group(2)) if between.group(2) else last_year - (first > last)
+        return TimeWindow(
+            _month_span(first_year, first)[0], _month_span(last_year, last)[1], tuple(between.group(0).split())
+        )
     for match in re.finditer(r"\b([a-z]+)\.?(?:\s+(?:of\s+)?((?:19|20)\d\d))?\b", lowered):
         month = _MONTHS.get(match.group(1))
         if month is None or (match.group(1) == "may" and not _may_is_month(lowered, match)):
@@ -155,6 +168,73 @@ def time_window(text: str, anchor: datetime) -> TimeWindow | None:
         year = int(found.group(1))
         return TimeWindow(datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC), (found.group(1),))
     return None
+
+
+_DAY_MONTH = re.compile(r"\b(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?([A-Za-z]+)\.?(?:,?\s+((?:19|20)\d\d))?\b")
+_MONTH_DAY = re.compile(r"\b([A-Za-z]+)\.?\s+(\d{1,2})(?:st|nd|rd|th)?\b(?:,?\s+((?:19|20)\d\d)\b)?")
+_ISO_DAY = re.compile(r"\b((?:19|20)\d\d)-(\d\d)-(\d\d)\b")
+_UNIT_DAYS = {"day": 1, "night": 1, "weekend": 7, "week": 7, "fortnight": 14, "month": 30, "year": 365}
+_AROUND = re.compile(
+    r"\b(?:(?:the|a)\s+|(\d+|one|two|three|four|five|six|ten|a\s+couple\s+of|a\s+few)\s+)"
+    r"(day|night|weekend|week|fortnight|month|year)s?\s+(before|after|prior\s+to|ahead\s+of)\s+(?:on\s+)?$",
+    re.I,
+)
+_BETWEEN_MONTHS = re.compile(r"\bbetween\s+([a-z]+)(?:\s+((?:19|20)\d\d))?\s+and\s+([a-z]+)(?:\s+((?:19|20)\d\d))?\b")
+#: A day named in a question ("on 20 October 2023") points at the messages of that day and a few after it (what
+#: happened is often told the next day or later), and one before (time zones).
+DAY_BEFORE, DAYS_AFTER = 1, 3
+
+
+def _latest_year(anchor: datetime, month: int, day: int = 1) -> int:
+    """The year of the latest ``month`` / ``day`` not after ``anchor`` (a date named without its year)."""
+    return anchor.year if (month, day) <= (anchor.month, anchor.day) else anchor.year - 1
+
+
+def _a_date(text: str, anchor: datetime) -> tuple[datetime, re.Match[str]] | None:
+    """The first calendar day named in ``text`` ("20 October 2023", "Oct 20th", "2023-10-20"), and where."""
+    found: list[tuple[int, datetime, re.Match[str]]] = []
+    for match in _ISO_DAY.finditer(text):
+        try:
+            year, month, day = (int(part) for part in match.groups())
+            found.append((match.start(), datetime(year, month, day, tzinfo=UTC), match))
+        except ValueError:
+            continue
+    for pattern, day_at, month_at in ((_DAY_MONTH, 1, 2), (_MONTH_DAY, 2, 1)):
+        for match in pattern.finditer(text):
+            name = match.group(month_at)
+            named = _MONTHS.get(name.lower())
+            if named is None or (name.lower() == "may" and name != "May"):  # "may 3 people come" is not a date
+                continue
+            number = int(match.group(day_at))
+            year = int(match.group(3)) if match.group(3) else _latest_year(anchor, named, number)
+            try:
+                found.append((match.start(), datetime(year, named, number, tzinfo=UTC), match))
+            except ValueError:  # 31 June
+                continue
+    if not found:
+        return None
+    _, when, match = min(found, key=lambda item: item[0])
+    return when, match
+
+
+def _around_a_date(text: str, anchor: datetime) -> TimeWindow | None:
+    """The window of a named day ("on 20 October 2023"), or of a span next to one ("the week before 9 June")."""
+    dated = _a_date(text, anchor)
+    if dated is None:
+        return None
+    day, match = dated
+    words = tuple(_WORD.findall(match.group(0).lower()))  # as keywords() compares them
+    near = _AROUND.search(text[: match.start()])
+    if near is None:
+        return TimeWindow(day - timedelta(days=DAY_BEFORE), day + timedelta(days=DAYS_AFTER + 1), words)
+    number = (near.group(1) or "one").lower()
+    count = int(number) if number.isdigit() else {"a couple of": 2, "a few": 3}.get(" ".join(number.split()), 0)
+    days = _UNIT_DAYS[near.group(2).lower()] * (count or _NUMBERS.get(number, 1))
+    slack = max(1, days // 3)
+    words = (*_WORD.findall(near.group(0).lower()), *words)
+    if near.group(3).lower() == "after":
+        return TimeWindow(day, day + timedelta(days=days + slack + 1), words)
+    return TimeWindow(day - timedelta(days=days + slack), day + timedelta(days=1), words)
 
 
 @dataclass(frozen=True, slots=True)
