@@ -31,6 +31,21 @@ def _records() -> list[MessageRecord]:
     ]
 
 
+def _stub_service(store: Store, stub: StubProviderServer) -> MemoryService:
+    """A memory service whose extractor is an OpenAI-compatible model served by ``stub``."""
+    config = load_config(
+        {
+            "memory_extractor": "openai",
+            "memory_extraction_model": "stub-model",
+            "summary_base_url": stub.openai_base_url,
+            "summary_api_key": "sk-x",
+        }
+    )
+    return MemoryService(
+        memory_store_for(store), HashEmbedder(), MemoryCaller.agent("main"), extractor=extractor_for(config)
+    )
+
+
 def test_prompt_states_the_requirements() -> None:
     for phrase in ("At most 5", "profile", "patterns", "abstract", "overview", "content", "language", "Never extract"):
         assert phrase in SYSTEM_PROMPT
@@ -85,18 +100,7 @@ async def test_remember_through_an_openai_compatible_model(store: Store) -> None
         ]
     }
     with StubProviderServer(StubReply.answer(json.dumps(answer)), StubReply.answer("sorry, no JSON")) as stub:
-        config = load_config(
-            {
-                "memory_extractor": "openai",
-                "memory_extraction_model": "stub-model",
-                "summary_base_url": stub.openai_base_url,
-                "summary_api_key": "sk-x",
-            }
-        )
-        extractor = extractor_for(config)
-        service = MemoryService(
-            memory_store_for(store), HashEmbedder(), MemoryCaller.agent("main"), extractor=extractor
-        )
+        service = _stub_service(store, stub)
         first = await service.remember(conversation.id, messages)
         ((draft, decision, touched),) = first.decisions
         assert draft.abstract == "Standup moved" and decision.kind == "create"
@@ -135,17 +139,7 @@ async def test_a_partial_model_answer_through_the_stub_server(store: Store) -> N
     whole = {"category": "profile", "content": "The user lives in Lisbon.", "sources": [messages[0].id]}
     partial = '```json\n{"memories": [' + json.dumps(whole) + ', {"category": "preferences", "content": "The us'
     with StubProviderServer(StubReply.answer(partial)) as stub:
-        config = load_config(
-            {
-                "memory_extractor": "openai",
-                "memory_extraction_model": "stub-model",
-                "summary_base_url": stub.openai_base_url,
-                "summary_api_key": "sk-x",
-            }
-        )
-        service = MemoryService(
-            memory_store_for(store), HashEmbedder(), MemoryCaller.agent("main"), extractor=extractor_for(config)
-        )
+        service = _stub_service(store, stub)
         done = await service.remember(conversation.id, messages)
         assert [d.content for d, _, _ in done.decisions] == ["The user lives in Lisbon."]
         assert 'date="' in stub.requests[0].user and "relative times" in stub.requests[0].system
@@ -214,17 +208,7 @@ async def test_a_model_memory_that_revises_takes_back_the_earlier_one(store: Sto
     }
     replies = [StubReply.answer(json.dumps({"memories": [m]})) for m in (went, back)]
     with StubProviderServer(*replies) as stub:
-        config = load_config(
-            {
-                "memory_extractor": "openai",
-                "memory_extraction_model": "stub-model",
-                "summary_base_url": stub.openai_base_url,
-                "summary_api_key": "sk-x",
-            }
-        )
-        service = MemoryService(
-            memory_store_for(store), HashEmbedder(), MemoryCaller.agent("main"), extractor=extractor_for(config)
-        )
+        service = _stub_service(store, stub)
         ((_, made, old_id),) = (await service.remember(conversation.id, [first])).decisions
         ((_, decision, new_id),) = (await service.remember(conversation.id, [second])).decisions
     assert made.kind == "create" and (decision.kind, decision.target) == ("supersede", old_id)
