@@ -440,7 +440,7 @@ async def test_word_queries_mean_the_same_on_every_backend(
 
 def test_postgres_query_translation_is_parameters_only() -> None:
     pytest.importorskip("psycopg")
-    from lossless.stores.postgres.retrieval import WordTerm, fragment_regex, parse_trigrams, parse_words
+    from lossless.stores.postgres.words import WordTerm, fragment_regex, parse_trigrams, parse_words
 
     assert parse_words('("deploy"*) OR ("exact ""phrase""" AND "NEAR")') == (
         (WordTerm("deploy", prefix=True),),

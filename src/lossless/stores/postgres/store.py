@@ -9,7 +9,8 @@ working through :class:`~lossless.stores.postgres.connection.Database` (``self._
   round trip;
 * :mod:`~lossless.stores.postgres.indexer` — the messages' word index, filled after the append;
 * :mod:`~lossless.stores.postgres.retrieval` — search (``tsvector`` + ``pg_trgm``),
-  DAG lookups for expansion, conversation links, delegation grants;
+  DAG lookups for expansion, conversation links, delegation grants (word queries made SQL by
+  :mod:`~lossless.stores.postgres.words`, ranked by :mod:`~lossless.stores.postgres.relevance`);
 * :mod:`~lossless.stores.postgres.maintenance` — integrity repairs, retention, the
   job queue (``FOR UPDATE SKIP LOCKED``);
 * :mod:`~lossless.stores.postgres.summaries` — re-made summaries (``lcm doctor --apply``);
