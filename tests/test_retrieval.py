@@ -438,23 +438,6 @@ async def test_word_queries_mean_the_same_on_every_backend(
     assert sorted(WORDY.index(h.snippet) for h in result.hits) == expected, result.message
 
 
-def test_postgres_query_translation_is_parameters_only() -> None:
-    pytest.importorskip("psycopg")
-    from lossless.stores.postgres.words import WordTerm, fragment_regex, parse_trigrams, parse_words
-
-    assert parse_words('("deploy"*) OR ("exact ""phrase""" AND "NEAR")') == (
-        (WordTerm("deploy", prefix=True),),
-        (WordTerm('exact "phrase"'), WordTerm("NEAR")),
-    )
-    for bad in ["deploy", '"a" "b"', '("a" OR "b")', '"a" AND', 'OR "a"', '(("a"))', '"a" AND ("b")']:
-        with pytest.raises(InputError):
-            parse_words(bad)
-    assert parse_trigrams('"a.b" AND "x\\y"') == ("a.b", "x\\y")
-    assert fragment_regex("σ.*") == "[Σςσ]\\.\\*"
-    assert fragment_regex("数据") == "数据"
-    assert fragment_regex("a\x00b") is None
-
-
 async def test_prefilter_never_hides_a_match(engine: ContextEngine) -> None:
     decomposed = "cafe\u0301 au lait, Straße, ΣΊΣΥΦΟΣ"  # NFD é, ß, Greek capitals
     await engine.ingest_batch("s1", [Message.user(decomposed)], session_key="key-s1")
