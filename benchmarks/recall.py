@@ -135,6 +135,13 @@ def summarise(rows: list[dict[str, float]], latencies: list[float]) -> dict[str,
     return out
 
 
+def worded(dataset: dict[str, Any], wording: str) -> dict[str, Any]:
+    """``dataset`` with each question asked in ``wording``: as written ("paraphrase") or its ``literal`` form."""
+    if wording != "literal":
+        return dataset
+    return dataset | {"questions": [q | {"question": q.get("literal", q["question"])} for q in dataset["questions"]]}
+
+
 def quick_subset(dataset: dict[str, Any]) -> dict[str, Any]:
     """Two chats and one agent session (CI): the first of each kind in file order."""
     chats = [c for c in dataset["conversations"] if c.get("kind") != "agent"][:2]
@@ -441,8 +448,7 @@ def main() -> int:
     dataset = json.loads(path.read_text(encoding="utf-8"))
     if args.quick:
         dataset = quick_subset(dataset)
-    if args.wording == "literal":
-        dataset["questions"] = [q | {"question": q.get("literal", q["question"])} for q in dataset["questions"]]
+    dataset = worded(dataset, args.wording)
     embedder = args.embedder or default_embedder()
     if embedder == "none":
         hide_model_packages()

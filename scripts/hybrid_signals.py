@@ -50,9 +50,7 @@ def main() -> int:
     parser.add_argument("--wording", choices=("paraphrase", "literal"), default="paraphrase", help="as recall.py's")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    dataset = json.loads(recall.SPLITS[args.split].read_text(encoding="utf-8"))
-    if args.wording == "literal":
-        dataset["questions"] = [q | {"question": q.get("literal", q["question"])} for q in dataset["questions"]]
+    dataset = recall.worded(json.loads(recall.SPLITS[args.split].read_text(encoding="utf-8")), args.wording)
     padding = (
         json.loads(recall.SPLITS[args.pad_with].read_text(encoding="utf-8"))["conversations"] if args.pad_with else []
     )

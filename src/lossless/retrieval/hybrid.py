@@ -192,6 +192,24 @@ async def _fused(
     return fuse(keyword, {key: score for key, (score, _) in semantic.items()}, keyword_weight=keyword_weight)
 
 
+async def _message_fusion(
+    store: Store,
+    options: GrepOptions,
+    conversation_ids: tuple[int, ...],
+    search: SemanticSearch | None,
+    words: Sequence[str],
+    shared: dict[str, dict[int | str, float]] | None,
+) -> dict[int | str, float]:
+    """The messages' fused ranking (step 3, with the hybrid message weights), from ``shared`` when made before."""
+    if shared is not None and "messages" in shared:
+        return shared["messages"]
+    weight = KEYWORD_WEIGHT if search is not None else ranking.KEYWORD_WEIGHT
+    fused = await _fused(store, options, conversation_ids, search, "messages", words, weight)
+    if shared is not None:
+        shared["messages"] = fused
+    return fused
+
+
 async def hybrid_hits(
     store: Store,
     options: GrepOptions,
@@ -202,13 +220,15 @@ async def hybrid_hits(
     keyword: bool = True,
     stopwords: frozenset[str] = STOPWORDS,
     agent: str | None = None,
+    shared: dict[str, dict[int | str, float]] | None = None,
 ) -> tuple[list[GrepHit], bool]:
     """Up to ``limit`` hits of ``scope``, best first, and whether more passed the filters.
 
     ``keyword=False`` ranks by meaning alone (the caller found the text unusable as a word query);
     ``search=None`` ranks by words alone (:func:`keyword_hits`).  ``stopwords``: the words the keyword
     side drops from the question.  ``agent``: whose long-term memories lead to messages (``hybrid``
-    messages only; ``None``: the port's own agent).
+    messages only; ``None``: the port's own agent).  ``shared``: kept by the caller across the calls for
+    each scope of one search, so the messages' fused ranking (step 3, which step 9 reads too) is made once.
     """
     probe = time_window(options.pattern, datetime.now(UTC))  # only its words matter here
     offset = event_offset(options.pattern) if probe is None else None
@@ -216,8 +236,10 @@ async def hybrid_hits(
         probe = TimeWindow(datetime.now(UTC), datetime.now(UTC), offset.words)
     words = keywords(options.pattern, probe, stopwords=stopwords) if keyword else []
     fitted = scope == "messages" and search is not None  # the hybrid message ranking's own weights
-    weight = KEYWORD_WEIGHT if fitted else ranking.KEYWORD_WEIGHT
-    scores = await _fused(store, options, conversation_ids, search, scope, words, weight)
+    if scope == "messages":  # a copy: the steps below change it
+        scores = dict(await _message_fusion(store, options, conversation_ids, search, words, shared))
+    else:  # summaries keep the hand-set fusion weight
+        scores = await _fused(store, options, conversation_ids, search, scope, words)
     if scope == "messages":
         if search is not None:
             await _lifted(store, options, conversation_ids, search, words, agent, scores)
@@ -247,7 +269,9 @@ async def hybrid_hits(
         summaries = {s.id: s for s in found}
         sources: dict[str, int] = {}
         if options.mode == "hybrid" and SOURCE_SHARE > 0:
-            sources = await _found_by_sources(store, options, conversation_ids, search, words, summaries, scores)
+            sources = await _found_by_sources(
+                store, options, conversation_ids, search, words, summaries, scores, shared
+            )
         when = {key: s.latest_at or s.created_at for key, s in summaries.items()}
     allowed = set(conversation_ids)
     if when:
@@ -372,6 +396,7 @@ async def _found_by_sources(
     words: Sequence[str],
     summaries: dict[str, Summary],
     scores: dict[int | str, float],
+    shared: dict[str, dict[int | str, float]] | None = None,
 ) -> dict[str, int]:
     """A leaf summary is found by what it condenses too (``scores`` in place); returns each lifted leaf's best message.
 
@@ -380,8 +405,7 @@ async def _found_by_sources(
     within the messages' range (a ``scope="both"`` merge by score stays fair).
     """
     leaves = [summary.id for summary in summaries.values() if summary.depth == 0]
-    weight = KEYWORD_WEIGHT if search is not None else ranking.KEYWORD_WEIGHT
-    messages = await _fused(store, options, conversation_ids, search, "messages", words, weight) if leaves else {}
+    messages = await _message_fusion(store, options, conversation_ids, search, words, shared) if leaves else {}
     sources = await store.get_summary_messages(leaves) if messages else {}
     best_of: dict[str, int] = {}
     for key in scores:

@@ -296,6 +296,7 @@ async def grep_semantic(
     words = [w for w in re.findall(r"\w+", options.pattern) if len(w) > 1]
     found: list[GrepHit] = []
     more = False
+    shared: dict[str, dict[int | str, float]] = {}  # one fused message ranking for both scopes
     for scope in scopes:
         if options.mode == "hybrid" or partial is not None:
             hits, extra = await hybrid_hits(
@@ -309,6 +310,7 @@ async def grep_semantic(
                 # By words alone, a question's glue words ("finally get through") are all that may match: keep them,
                 # as the any-word ranking of a full_text question does.
                 stopwords=STOPWORDS if search is not None else FUNCTION_WORDS,
+                shared=shared,
             )
             found += hits
             more = more or extra
