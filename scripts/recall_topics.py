@@ -912,3 +912,52 @@ LITERAL: dict[str, list[str]] = {
     "boardgame": ["Which board game does {A} play on game night?"],
     "degree": ["What degree is {A} thinking of going back to uni for?", "Did {A} apply for the {degree} course?"],
 }
+
+# Questions over everything one person said on a theme (dataset format 3), as in "What activities does
+# she do?": the evidence is every fact of these topics that person told (at least two, in different
+# sessions), so a ranking must find several turns, not the best one.  Each theme has paraphrased
+# wordings (one is picked) and one literal wording; {A} is the person.
+AGGREGATES: list[dict[str, Any]] = [
+    {
+        "id": "learning",
+        "topics": ["instrument", "course", "language", "degree"],
+        "ask": ["What has {A} been trying to learn?", "Which new skills is {A} working on?"],
+        "literal": "Which lessons, classes, courses or languages has {A} signed up for or started?",
+    },
+    {
+        "id": "pastimes",
+        "topics": ["boardgame", "volunteer", "plant", "show", "book", "race", "recipe"],
+        "ask": ["How does {A} like to spend free time?", "What does {A} do for fun?"],
+        "literal": "What activities and hobbies does {A} do in their spare time?",
+    },
+    {
+        "id": "family",
+        "topics": ["wedding", "tooth", "nursery", "anniversary", "pet", "gift"],
+        "ask": ["What family news has {A} shared?", "What's been going on at home for {A}?"],
+        "literal": "What has {A} said about their family: kids, partner, siblings, dad, pets?",
+    },
+    {
+        "id": "health",
+        "topics": ["injury", "allergy"],
+        "ask": ["What health problems has {A} had?", "Has {A} had any trouble with their health?"],
+        "literal": "What injuries or allergies has {A} had?",
+    },
+    {
+        "id": "food",
+        "topics": ["cuisine", "hate", "allergy"],
+        "ask": ["What should someone cooking for {A} keep in mind?", "What does {A} like and not like to eat?"],
+        "literal": "What food does {A} love, hate or have to avoid?",
+    },
+    {
+        "id": "travel",
+        "topics": ["trip"],
+        "ask": ["Which places has {A} visited?", "Where has {A} been on holiday?"],
+        "literal": "Which cities has {A} come back from trips to?",
+    },
+    {
+        "id": "music",
+        "topics": ["concert"],
+        "ask": ["Which artists has {A} seen perform?", "Who has {A} watched on stage?"],
+        "literal": "Which bands has {A} seen live?",
+    },
+]
