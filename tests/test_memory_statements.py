@@ -50,6 +50,9 @@ def test_format_date() -> None:
         ("I went to the group with you.", "Caroline went to the group with Melanie."),
         ("We need a plan.", "Caroline and Melanie need a plan."),
         ("I no longer eat meat.", "Caroline no longer eats meat."),
+        ("I barely slept.", "Caroline barely slept."),  # any "-ly" word before the verb is an adverb
+        ("I rarely reply to emails.", "Caroline rarely replies to emails."),
+        ("I apply for jobs daily.", "Caroline applies for jobs daily."),  # "-ly" verbs are verbs
         ("I no longer.", "Caroline no longer."),
     ],
 )
@@ -61,6 +64,7 @@ def test_a_missing_subject_is_the_speaker() -> None:
     assert with_subject("Made my grandmother's moussaka.") == "I made my grandmother's moussaka."
     assert with_subject("Still dreaming about the hike.") == "I'm still dreaming about the hike."
     assert with_subject("The hike was long.") == "The hike was long."
+    assert with_subject("Family came over on Sunday.") == "Family came over on Sunday."  # "-ly" but a noun
 
 
 def test_speaker_from_metadata_prefix_or_role() -> None:

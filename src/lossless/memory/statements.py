@@ -247,6 +247,33 @@ _ADVERBS = frozenset(
         "honestly",
     ]
 )
+#: Verbs that end in "-ly", so a word ending so is not always an adverb ("I barely slept" but "I apply").
+_LY_VERBS = frozenset(
+    [
+        "ally",
+        "apply",
+        "bully",
+        "comply",
+        "dally",
+        "fly",
+        "imply",
+        "multiply",
+        "rally",
+        "rely",
+        "reply",
+        "supply",
+        "tally",
+    ]
+)
+
+
+def _adverb(word: str) -> bool:
+    """An adverb between ``I`` and its verb: a listed one, or any "-ly" word but a verb (after ``I`` no noun
+    such as "family" can stand, so "-ly" is safe there; :func:`with_subject`, where no ``I`` is, uses the list)."""
+    word = word.lower().strip(".,!?")
+    return word in _ADVERBS or (len(word) > 4 and word.endswith("ly") and word not in _LY_VERBS)
+
+
 _PAST = re.compile(r"^(?:\w+(?<!e)ed|went|got|saw|made|took|gave|came|found|felt|left|met|ran|said|told|thought|bought|"
                    r"brought|began|became|wrote|read|spent|lost|won|kept|knew|heard|held|sent|sold|paid|built|"
                    r"ate|drank|drove|flew|grew|wore|sat|slept|swam|taught|caught|fought|chose|fell|forgot|let|put|"
@@ -291,12 +318,12 @@ def _agree(match: re.Match[str], name: str) -> str:
         word = words[index].lower()
         if word == "no" and words[index + 1].lower() == "longer":  # "I no longer drink" → "Maya no longer drinks"
             index += 2
-        elif word in _ADVERBS:
+        elif _adverb(word):
             index += 1
         else:
             break
     index = min(index, len(words) - 1)
-    if words[index].lower().strip(".,!?") not in _ADVERBS | {"longer"}:  # the verb is past the three words
+    if not _adverb(words[index]) and words[index].lower().strip(".,!?") != "longer":  # the verb is past the three
         words[index] = _third(words[index])
     return f"{name} " + " ".join(words)
 
@@ -305,7 +332,7 @@ def with_subject(sentence: str) -> str:
     """A chat sentence that leaves out its subject (``Made pasta.``, ``Still dreaming of it``) given ``I``."""
     words = sentence.split(" ")
     index = 0
-    while index < len(words) - 1 and words[index].lower() in _ADVERBS:
+    while index < len(words) - 1 and words[index].lower() in _ADVERBS:  # listed ones: "Family came" has no "I"
         index += 1
     head = re.sub(r"[^\w'-]", "", words[index]).lower()
     if not head or words[0][:1] in ("I", "'") or head in ("i", "we", "my", "our"):
