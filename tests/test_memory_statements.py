@@ -65,6 +65,11 @@ def test_a_missing_subject_is_the_speaker() -> None:
     assert with_subject("Still dreaming about the hike.") == "I'm still dreaming about the hike."
     assert with_subject("The hike was long.") == "The hike was long."
     assert with_subject("Family came over on Sunday.") == "Family came over on Sunday."  # "-ly" but a noun
+    assert with_subject("Shopping before a trip is the best part.") == "Shopping before a trip is the best part."
+    assert (
+        with_subject("Cooking for six was chaos.") == "Cooking for six was chaos."
+    )  # "-ing" phrase: subject
+    assert with_subject("Running late, is that ok?") == "I'm running late, is that ok?"  # not in the same clause
 
 
 def test_speaker_from_metadata_prefix_or_role() -> None:

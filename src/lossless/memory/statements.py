@@ -338,11 +338,16 @@ def with_subject(sentence: str) -> str:
     if not head or words[0][:1] in ("I", "'") or head in ("i", "we", "my", "our"):
         return sentence
     if head.endswith("ing") and len(head) > 5:
+        if _GERUND_SUBJECT.search(re.split(r"[,;:!?]", sentence, maxsplit=1)[0]):
+            return sentence  # "Shopping before a trip is the best part": the -ing phrase is the subject
         return "I'm " + sentence[0].lower() + sentence[1:]
     if _PAST.match(head) or head in _VERB_STARTS:
         return "I " + sentence[0].lower() + sentence[1:]
     return sentence
 
+
+#: A finite verb later in the clause: a sentence opening with an "-ing" word is then not "I'm …-ing".
+_GERUND_SUBJECT = re.compile(r"\s(?:is|was|are|were|has|had|makes|made|feels|felt|takes|took|seems|seemed)\s", re.I)
 
 _VERB_STARTS = frozenset(
     ["love", "hate", "like", "need", "want", "think", "miss", "finally", "signed", "booked", "adopted", "started"]
