@@ -73,6 +73,7 @@ KS = (1, 5, 10, 25, 50)
 DEPTH = 50
 #: How many summaries the summary path searches under (each by its time span), best first.
 SUMMARY_STRETCHES = 3
+WORDINGS = ("paraphrase", "literal", "terse")
 METHODS = ("baseline", "full_text", "semantic", "hybrid", "summary", "memory")
 #: The baseline's stopwords (a short standard English list; the product keeps its own).
 BASELINE_STOPWORDS = frozenset(
@@ -101,7 +102,7 @@ class Baseline:
         )
 
     def search(self, question: str, conversation: str) -> list[str]:
-        words = [w for w in re.findall(r"\w+", question.lower()) if w not in BASELINE_STOPWORDS]
+        words = [w.lower() for w in _content_words(question)]
         if not words:
             return []
         query = " OR ".join(f'"{w}"' for w in dict.fromkeys(words))
@@ -136,10 +137,20 @@ def summarise(rows: list[dict[str, float]], latencies: list[float]) -> dict[str,
 
 
 def worded(dataset: dict[str, Any], wording: str) -> dict[str, Any]:
-    """``dataset`` with each question asked in ``wording``: as written ("paraphrase") or its ``literal`` form."""
-    if wording != "literal":
+    """``dataset`` with each question asked in ``wording``: as written ("paraphrase"), its ``literal`` form, or
+    that form's words without the baseline's stopwords ("terse": as an agent types a grep, "Jonas piano lessons
+    evening"; the baseline's own query is the same, so only the product's methods can move)."""
+    if wording == "paraphrase":
         return dataset
-    return dataset | {"questions": [q | {"question": q.get("literal", q["question"])} for q in dataset["questions"]]}
+    questions = [q | {"question": q.get("literal", q["question"])} for q in dataset["questions"]]
+    if wording == "terse":
+        questions = [q | {"question": " ".join(_content_words(q["question"]))} for q in questions]
+    return dataset | {"questions": questions}
+
+
+def _content_words(text: str) -> list[str]:
+    """``text``'s words (as written) that are not the baseline's stopwords."""
+    return [w for w in re.findall(r"\w+", text) if w.lower() not in BASELINE_STOPWORDS]
 
 
 def quick_subset(dataset: dict[str, Any]) -> dict[str, Any]:
@@ -409,10 +420,11 @@ def main() -> int:
     parser.add_argument("--per-conversation", action="store_true", help="print a table per conversation too")
     parser.add_argument(
         "--wording",
-        choices=("paraphrase", "literal"),
+        choices=WORDINGS,
         default="paraphrase",
-        help="ask each question as written (paraphrase: few of the evidence's words) or its 'literal' wording "
-        "(reusing the evidence's words, as public benchmarks' annotators write; questions without one as written)",
+        help="ask each question as written (paraphrase: few of the evidence's words), its 'literal' wording "
+        "(reusing the evidence's words, as public benchmarks' annotators write; questions without one as written), "
+        "or 'terse': the literal wording's words without stopwords, as an agent types a grep",
     )
     parser.add_argument(
         "--embedder",

@@ -47,7 +47,7 @@ def main() -> int:
     parser.add_argument("--pad-with", choices=tuple(recall.SPLITS))
     parser.add_argument("--embed-cache", type=Path)
     parser.add_argument("--embedder", choices=("local", "e5", "hash"), help="default: recall.py's default")
-    parser.add_argument("--wording", choices=("paraphrase", "literal"), default="paraphrase", help="as recall.py's")
+    parser.add_argument("--wording", choices=recall.WORDINGS, default="paraphrase", help="as recall.py's")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     dataset = recall.worded(json.loads(recall.SPLITS[args.split].read_text(encoding="utf-8")), args.wording)

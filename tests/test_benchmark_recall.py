@@ -1,0 +1,57 @@
+"""benchmarks/recall.py: what each wording asks, and that the plain baseline's query stays put."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+import recall  # type: ignore[import-not-found]
+
+DATASET: dict[str, Any] = {
+    "conversations": [
+        {
+            "id": "c1",
+            "messages": [
+                {"id": "m1", "role": "user", "content": "Maya: I signed up for piano lessons on Thursdays."},
+                {"id": "m2", "role": "assistant", "content": "Jonas: Lovely, which teacher?"},
+            ],
+        }
+    ],
+    "questions": [
+        {
+            "id": "q1",
+            "conversation_id": "c1",
+            "question": "What is Maya learning to play?",
+            "literal": "Which lessons did Maya sign up for?",
+            "evidence": ["m1"],
+        },
+        {"id": "q2", "conversation_id": "c1", "question": "Why did the build fail?", "evidence": ["m2"]},
+    ],
+}
+
+
+def test_each_wording_asks_its_own_text() -> None:
+    assert [q["question"] for q in recall.worded(DATASET, "paraphrase")["questions"]] == [
+        "What is Maya learning to play?",
+        "Why did the build fail?",
+    ]
+    assert [q["question"] for q in recall.worded(DATASET, "literal")["questions"]] == [
+        "Which lessons did Maya sign up for?",
+        "Why did the build fail?",  # no literal wording: as written
+    ]
+    assert [q["question"] for q in recall.worded(DATASET, "terse")["questions"]] == [
+        "lessons Maya sign",
+        "build fail",
+    ]
+    assert DATASET["questions"][0]["question"] == "What is Maya learning to play?"  # the input is left alone
+
+
+def test_the_baseline_asks_the_same_words_in_the_literal_and_the_terse_wording() -> None:
+    baseline = recall.Baseline(DATASET["conversations"])
+    literal = recall.worded(DATASET, "literal")["questions"][0]["question"]
+    terse = recall.worded(DATASET, "terse")["questions"][0]["question"]
+    assert baseline.search(literal, "c1") == baseline.search(terse, "c1") == ["m1"]
+    assert baseline.search("the of and", "c1") == []  # stopwords only: no query
