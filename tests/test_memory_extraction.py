@@ -184,3 +184,32 @@ async def test_a_change_about_something_never_said_takes_nothing_back(store: Sto
     (quit,) = [m for m in memories if (m.metadata or {}).get("revises")]
     assert quit.content == "Maya quit their job at the bank (said on 9 May 2023)."
     assert quit.source_message_ids == (ids[1],) and "changes" not in (quit.metadata or {})
+
+
+def test_small_talk_is_not_remembered_but_facts_beside_it_are() -> None:
+    drafts = extract(
+        1,
+        [
+            _record(1, "user", "Maya: Long time no chat!"),
+            _record(2, "assistant", "Jonas: Congratulations!! That's a big step. How did the interviews go?"),
+            _record(3, "user", "Maya: Oh my goodness, a dog! How are the kids taking it?"),
+            _record(4, "assistant", "Jonas: Happy anniversary in advance! Any gifts planned?"),
+            _record(5, "user", "Maya: Thanks! I adopted a beagle called Noodle."),
+        ],
+    )
+    assert [d.content for d in drafts] == ["Maya adopted a beagle called Noodle (said on 8 May 2023)."]
+    assert drafts[0].source_message_ids == (5,)
+
+
+def test_statements_end_calmly_with_the_date_note_inside() -> None:
+    drafts = extract(
+        1,
+        [
+            _record(1, "user", "Maya: I registered for the trail race, training starts now!"),
+            _record(2, "assistant", "Jonas: Smart. You always overpack though."),
+        ],
+    )
+    assert [d.content for d in drafts] == [
+        "Maya registered for the trail race, training starts now (said on 8 May 2023).",
+        "Jonas said: Maya always overpacks though (said on 8 May 2023).",
+    ]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lossless.memory.fragments import fragment_reason, is_fragment
+from lossless.memory.fragments import fragment_reason, is_fragment, small_talk_reason
 
 LABELLED = Path(__file__).parent / "data" / "fragments-labelled.json"
 
@@ -40,3 +40,37 @@ def test_precision_on_the_hand_labelled_sample() -> None:
     precision = sum(1 for r in flagged if r["fragment"]) / len(flagged)
     recall = sum(1 for r in flagged if r["fragment"]) / sum(1 for r in rows if r["fragment"])
     assert len(rows) >= 140 and precision >= 0.9 and recall >= 0.9
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("Long time no chat!", "greeting"),
+        ("Good morning", "greeting"),
+        ("Thanks for the recipe!", "thanks"),
+        ("Happy anniversary in advance!", "wishes"),
+        ("Congratulations!!", "wishes"),
+        ("Good luck, Maya!", "wishes"),  # a speaker's name is no fact
+        ("That's a big step.", "reaction"),
+        ("No way, that's brilliant.", "reaction"),
+        ("I'm so happy for you!", "reaction"),
+        ("That sounds like a plan.", "reaction"),
+        ("You and your spicy food.", "reaction"),
+        ("A dog!", "exclamation"),
+        ("After three years!", "exclamation"),
+        # facts are kept
+        ("Thanks for helping me move last week.", None),
+        ("Hello from Lisbon!", None),
+        ("Home from Porto!", None),
+        ("My new puppy!", None),
+        ("Day one today!", None),
+        ("It's a golden retriever.", None),
+        ("That was in 2019.", None),
+        ("I love that place.", None),
+        ("Coffee number three already.", None),  # countable, about the speaker: kept (see the module docstring)
+        ("Morning run done.", None),
+        ("我今天很开心！", None),
+    ],
+)
+def test_small_talk(text: str, reason: str | None) -> None:
+    assert small_talk_reason(text, ("Maya", "Jonas")) == reason

@@ -54,6 +54,28 @@ def test_format_date() -> None:
         ("I rarely reply to emails.", "Caroline rarely replies to emails."),
         ("I apply for jobs daily.", "Caroline applies for jobs daily."),  # "-ly" verbs are verbs
         ("I no longer.", "Caroline no longer."),
+        # set phrases with "my", "our" or "you" name no possession: they stay
+        ("Oh my goodness, a dog!", "Oh my goodness, a dog!"),
+        ("My bad, I forgot.", "My bad, Caroline forgot."),
+        ("Oh my, that was close.", "Oh my, that was close."),
+        ("Thank you for the map.", "Thank you for the map."),
+        ("My dog ate my homework.", "Caroline's dog ate Caroline's homework."),  # a real possession is still told
+        ("Oh my dog is sick.", "Oh Caroline's dog is sick."),
+        # "you" as a subject takes a verb that agrees, as "I" does; modals and past tense stay
+        ("You always overpack though.", "Melanie always overpacks though."),
+        ("You need a checklist before you get off.", "Melanie needs a checklist before Melanie gets off."),
+        ("I hope you like it.", "Caroline hopes Melanie likes it."),
+        ("You rarely reply.", "Melanie rarely replies."),
+        ("You should come.", "Melanie should come."),
+        ("You went there.", "Melanie went there."),
+        ("You'd hate it.", "Melanie would hate it."),
+        ("You have a cat.", "Melanie has a cat."),
+        ("You don't drink.", "Melanie doesn't drink."),
+        ("You are a star.", "Melanie is a star."),
+        # "you" as an object is only named
+        ("I told you about it.", "Caroline told Melanie about it."),
+        ("The middle drags, then it grabs you.", "The middle drags, then it grabs Melanie."),
+        ("You and your spicy food.", "Melanie and their spicy food."),
     ],
 )
 def test_third_person(text: str, expected: str) -> None:
@@ -66,9 +88,7 @@ def test_a_missing_subject_is_the_speaker() -> None:
     assert with_subject("The hike was long.") == "The hike was long."
     assert with_subject("Family came over on Sunday.") == "Family came over on Sunday."  # "-ly" but a noun
     assert with_subject("Shopping before a trip is the best part.") == "Shopping before a trip is the best part."
-    assert (
-        with_subject("Cooking for six was chaos.") == "Cooking for six was chaos."
-    )  # "-ing" phrase: subject
+    assert with_subject("Cooking for six was chaos.") == "Cooking for six was chaos."  # "-ing" phrase: subject
     assert with_subject("Running late, is that ok?") == "I'm running late, is that ok?"  # not in the same clause
 
 
@@ -84,3 +104,20 @@ def test_prose_drops_markup_code_and_tool_lines() -> None:
         "- removed the old key\n[tool call: Bash] {}\nYeah, it works now. Tests pass!"
     )
     assert prose_sentences(text) == ["The cache key was stale.", "Removed the old key", "It works now.", "Tests pass!"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("So no more games for a while then.", "No more games for a while then."),  # "no" here is the content
+        ("No, I went home.", "I went home."),
+        ("No way, that's brilliant.", "No way, that's brilliant."),
+        ("Great news: I got the job.", "Great news: I got the job."),
+        ("Great! I got the job.", "I got the job."),
+        ("Thanks for the recipe!", "Thanks for the recipe!"),  # whole, for the small-talk check to see
+        ("Ha, you and your spicy food.", "You and your spicy food."),
+        ("Oh my goodness, a dog!", "A dog!"),
+    ],
+)
+def test_interjections_are_cut_only_where_they_add_nothing(text: str, expected: str) -> None:
+    assert prose_sentences(text) == [expected]

@@ -44,7 +44,7 @@ from datetime import datetime
 
 from lossless.errors import InputError
 from lossless.memory.changes import VERSIONED, is_change
-from lossless.memory.fragments import fragment_reason
+from lossless.memory.fragments import fragment_reason, small_talk_reason
 from lossless.memory.records import Category, Decision, Memory, MemoryDraft
 from lossless.memory.statements import (
     format_date,
@@ -142,6 +142,7 @@ _NARRATION = re.compile(
     re.I,
 )
 _END = re.compile(r"[.!?。！？][\"'’”)\]]*$")
+_EXCLAIMED = re.compile(r"(?<=[^\s!?])[!?]*!+[!?]*(?=[\"'’”)\]]*$)")
 _WORDS = re.compile(r"[a-z][a-z'-]{2,}|\d+")
 _FILLER = frozenset(
     [
@@ -504,11 +505,23 @@ def _told(sentence: str, speaker: str, other: str | None, named: bool, when: dat
     statement = third_person(statement, speaker, other)
     if statement[:1].islower():
         statement = statement[0].upper() + statement[1:]
-    if statement[-1] not in ".!。！":
+    statement = _EXCLAIMED.sub(".", statement)  # a memory states; the speaker's "!" is no part of the fact
+    statement = statement.rstrip("！") + "。" if statement.endswith("！") else statement
+    if statement[-1] not in ".。":
         statement += "。" if _CJK.search(statement[-1]) else "."
     if fragment_reason(statement) == "no verb" and named:
         statement = f"{speaker} said: {statement}"
     return statement, dated
+
+
+def _passed_over(sentence: str, speaker: str, other: str | None) -> bool:
+    """Too short or long, a question, a stub, a greeting or acknowledgement, or small talk
+    (:func:`~lossless.memory.fragments.small_talk_reason`: thanks, wishes, reactions): nothing to remember."""
+    if len(sentence) < 10 or len(sentence) > MAX_STATEMENT_CHARS or sentence.endswith(("?", "？")):
+        return True
+    if _SKIP.match(sentence) or sentence.endswith((":", ",", ";", "-", "…", "...")):
+        return True
+    return small_talk_reason(sentence, (speaker, other or "")) is not None
 
 
 def _statement(
@@ -522,9 +535,7 @@ def _statement(
 ) -> _Said | None:
     """One sentence worth remembering, told about its speaker; else ``None``."""
     sentence = " ".join(sentence.split())
-    if len(sentence) < 10 or len(sentence) > MAX_STATEMENT_CHARS or sentence.endswith(("?", "？")):
-        return None
-    if _SKIP.match(sentence) or sentence.endswith((":", ",", ";", "-", "…", "...")):
+    if _passed_over(sentence, speaker, other):
         return None
     if named:
         sentence = with_subject(sentence)

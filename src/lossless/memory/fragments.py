@@ -15,18 +15,41 @@ it.  :func:`fragment_reason` names what makes a text a fragment, or returns
 * ``unfinished`` — does not end as a sentence (``.``, ``!``, ``?`` or their CJK
   forms, possibly inside a closing quote or bracket), or ends in an ellipsis.
 
+A whole sentence can still hold nothing worth remembering weeks later.
+:func:`small_talk_reason` names why a sentence said in a chat is small talk, or
+returns ``None`` when it may carry a fact:
+
+* ``greeting`` — hello, goodbye, "long time no chat", "how are you";
+* ``thanks`` — thanks or appreciation with no new fact ("Thanks for the tip!"
+  is small talk, "Thanks for helping me move" keeps what happened);
+* ``wishes`` — congratulations and wishes ("Happy anniversary in advance!",
+  "Good luck with the interview");
+* ``reaction`` — every word is a reaction's ("That's a big step.", "No way,
+  that's brilliant!", "I'm so happy for you"), or a teasing "you and your …";
+* ``exclamation`` — an exclamation with no verb that names nothing (no proper
+  noun, number, date word, nothing of the speaker's: "A dog!", "After three
+  years!"; "Home from Porto!" is kept).
+
+A sentence that names a person other than the two speakers, a place, a number,
+or says what someone did (a verb outside the reaction's words) is never small
+talk.  "Coffee number three already." is kept: it reports something countable
+about the speaker, and telling a passing remark from a habit needs more than
+words.
+
 Invariants: pure and deterministic (no I/O, no model); English texts get the
 grammar checks, texts mostly in Chinese, Japanese or Korean only the shape
-checks (their verbs are not found by word lists).
+checks (their verbs are not found by word lists); small talk is judged for
+English only.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from lossless.text import CJK_CHAR
 
-__all__ = ["fragment_reason", "is_fragment"]
+__all__ = ["fragment_reason", "is_fragment", "small_talk_reason"]
 
 _CJK = CJK_CHAR
 _HEADING = re.compile(r"^\s*(?:#{1,6}\s|\*\*[^*]+\*\*\s*:?\s*$|\*\*[^*]+:\*\*|__[^_]+__\s*:)|:\s*$")
@@ -490,3 +513,95 @@ def fragment_reason(text: str) -> str | None:
 def is_fragment(text: str) -> bool:
     """Whether ``text`` fails :func:`fragment_reason`."""
     return fragment_reason(text) is not None
+
+
+_GREETING = re.compile(
+    r"^(?:hi|hello|hey|hiya|yo|howdy|good (?:morning|afternoon|evening|night|day)|long time no (?:see|chat|talk|speak)|"
+    r"how are you|how have you been|how'?s it going|what'?s up|nice to (?:see|meet|hear from) you|bye|goodbye|"
+    r"see you|see ya|talk (?:to you )?(?:soon|later|tomorrow)|speak soon|take care|catch you later|"
+    r"have a (?:good|great|nice|lovely) (?:one|day|night|evening|weekend|trip))\b",
+    re.I,
+)
+_THANKS = re.compile(r"^(?:thanks|thank you|thx|cheers|much appreciated|i appreciate (?:it|that|you))\b", re.I)
+_WISHES = re.compile(
+    r"^(?:congrats|congratulations|happy (?:birthday|anniversary|holidays|new year|\w+ day)|merry christmas|"
+    r"good luck|best of luck|best wishes|fingers crossed|have fun|enjoy|safe travels|get well soon|feel better|"
+    r"well done|bon voyage)\b",
+    re.I,
+)
+_TEASE = re.compile(r"^you and your\b", re.I)
+#: The words a reaction is made of: pointing back ("that", "it"), linking verbs, intensifiers, and the
+#: evaluations and set nouns people answer news with ("a big step", "such a shame").
+_REACTION_WORDS = frozenset(
+    re.findall(
+        r"\S+",
+        """a an the that that's thats this it it's its is was be been being sounds sound looks look seems seem like
+    so soo sooo such what how really very pretty quite super totally absolutely truly just too real bit little kind
+    sort of definitely seriously honestly must you you're your i i'm me am for to well done worth enough can't cannot
+    wait imagine believe know knew hear heard love loved hate deserve deserved earned kidding joking serious wow oh
+    no way yes yeah yay hooray ugh oops haha lol omg gosh goodness god my oh ah aw aww hmm same here agreed exactly
+    indeed course sure okay ok fine brilliant amazing awesome great good nice cool wonderful fantastic fabulous
+    incredible lovely beautiful perfect excellent impressive exciting excited interesting fun funny hilarious crazy
+    insane wild huge big massive sweet cute adorable sad terrible awful horrible rough tough hard scary brave smart
+    clever wise true fair right wrong weird strange unbelievable epic stunning gorgeous happy glad proud sorry jealous
+    thrilled delighted relieved impressed bad worse worst best better legendary classic typical iconic deal plan
+    idea step news thing shame pity relief bummer surprise joke story point move achievement milestone day question
+    choice call treat luck blast vibe vibes not yet clue either""",
+    )
+)
+_SAYS_WHAT = re.compile(
+    r"\b(?:[Ii]|[Mm]y|[Ww]e|[Oo]ur|[Mm]e|[Uu]s|mine|yesterday|today|tonight|tomorrow|week|weekend|month|year|"
+    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b",
+    re.I,
+)
+
+
+def _names_something(words: list[str], names: set[str]) -> bool:
+    """A proper noun (past the first word, not one of ``names``) or a number among ``words``."""
+    return any(
+        w[:1].isdigit() or (i > 0 and w[:1].isupper() and w.lower() not in names and w != "I")
+        for i, w in enumerate(words)
+    )
+
+
+def _says_something(rest: str, names: set[str]) -> bool:
+    """Whether what follows a greeting, thanks or wish tells something: a verb outside a reaction's words
+    ("… for helping me move"), a proper noun or a number."""
+    words = _WORD.findall(rest)
+    if _names_something(["", *words], names) or any(c.isdigit() for c in rest):
+        return True
+    return any(_is_verb(w) and w.lower() not in _REACTION_WORDS for w in words)
+
+
+def small_talk_reason(sentence: str, names: Iterable[str] = ()) -> str | None:
+    """Why ``sentence``, said in a chat, holds nothing to remember (``None``: it may hold a fact).
+
+    ``names`` are the people talking (``"Good luck, Maya!"`` is a wish all the same); see the module
+    docstring for the reasons.  Judged on the sentence as said, before it is told in the third person.
+    """
+    text = " ".join(sentence.split()).strip()
+    if not text or len(_CJK.findall(text)) * 2 >= len(text.replace(" ", "")):
+        return None
+    known = {n.lower() for name in names for n in name.split()}
+    for reason, pattern in (("greeting", _GREETING), ("thanks", _THANKS), ("wishes", _WISHES)):
+        found = pattern.match(text)
+        if found and not _says_something(text[found.end() :], known):
+            return reason
+    words = _WORD.findall(text)
+    if not words or len(words) > 12 or any(c.isdigit() for c in text):
+        return None
+    lowered = [w.lower().replace("’", "'") for w in words]
+    if all(w in _REACTION_WORDS or w in known for w in lowered):
+        return "reaction"
+    content = re.sub(r"\([^()]*\)", " ", text)
+    verbless = not any(_is_verb(w) for w in _WORD.findall(content))
+    if _TEASE.match(text) and verbless:
+        return "reaction"
+    if (
+        verbless
+        and text.rstrip("\"'’”)] ").endswith("!")
+        and not _names_something(words, known)
+        and not _SAYS_WHAT.search(text)
+    ):
+        return "exclamation"
+    return None

@@ -41,10 +41,13 @@ _LABEL = re.compile(r"^\s*\*\*[\w /-]{1,40}(?::\*\*|\*\*:)\s*")
 _SPLIT = re.compile(
     r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bvs\.)(?<!\bMr\.)(?<!\bDr\.)(?<!\bMs\.)(?<=[.!?])[\"'’”)]*\s+|(?<=[。！？])"
 )
+#: Words that open a sentence without adding to it.  Those that could also start its content ("No more
+#: games", "Great news", "Thanks for the map") count only when punctuation follows them ("No, …", "Great!").
 _INTERJECTION = re.compile(
-    r"^(?:(?:yeah|yes|yep|yup|no|nope|oh|ooh|hm+|wow|whoa|well|so|haha+|hah|lol|hey|hi|hello|um+|uh+|ah+|aw+|and|but|"
-    r"also|actually|honestly|totally|sure|okay|ok|absolutely|definitely|true|right|great|cool|nice|awesome|"
-    r"thanks|thank you|omg|gosh|man|dude|btw|anyway|plus)\b[\s,!.…-]*)+",
+    r"^(?:(?:(?:yeah|yes|yep|yup|oh|ooh|hm+|wow|whoa|well|so|ha|haha+|hah|lol|hey|hi|hello|um+|uh+|ah+|aw+|and|"
+    r"but|also|actually|honestly|totally|okay|ok|absolutely|definitely|omg|gosh|oh my|my (?:god|gosh|goodness)|"
+    r"btw|anyway)\b|(?:no|nope|sure|true|right|great|cool|nice|awesome|thanks|thank you|man|dude|plus)\b"
+    r"(?=\s*(?:[,!.…-]|$)))[\s,!.…-]*)+",
     re.I,
 )
 
@@ -354,10 +357,59 @@ _VERB_STARTS = frozenset(
 )
 
 
+#: Set phrases with "my", "our" or "you" that name no possession and no person ("Oh my goodness", "my bad",
+#: "thank you"): they stay as they are.
+_IDIOMS = re.compile(
+    r"\b(?:oh my(?=\s*(?:[,.!?]|$))|(?:oh )?(?:my|our) (?:god|gosh|goodness|lord|word|bad|pleasure|apologies|"
+    r"condolences)|thank you|see you|bless you|mind you|you know(?=[,.!?]))\b",
+    re.I,
+)
+#: A clause opens before "you" here, so "you" is the subject: "… but you always overpack" (not "I told you").
+_CLAUSE_OPENERS = frozenset(
+    ["and", "but", "or", "so", "because", "if", "when", "whenever", "since", "though", "although", "as", "that",
+     "while", "until", "unless", "before", "once", "where", "now", "then", "maybe", "hope", "hopes", "hoped",
+     "bet", "bets", "think", "thinks", "thought", "guess", "guesses", "suppose", "supposes", "said", "says"]
+)  # fmt: skip
+#: Words after a subject "you" that are no verb to conjugate ("you and Tom", "you guys", "you two").
+_NOT_AFTER_YOU = frozenset(["and", "or", "guys", "all", "both", "two", "three", "too", "yourself", "alone", "lot"])
+_YOU_FORMS = (
+    (re.compile(r"\b[Yy]ou(?:'re|’re| are)\b"), "{O} is"),
+    (re.compile(r"\b[Yy]ou aren't\b|\b[Yy]ou aren’t\b"), "{O} isn't"),
+    (re.compile(r"\b[Yy]ou(?:'ve|’ve| have)\b(?! to\b)"), "{O} has"),
+    (re.compile(r"\b[Yy]ou haven't\b|\b[Yy]ou haven’t\b"), "{O} hasn't"),
+    (re.compile(r"\b[Yy]ou(?:'ll|’ll)\b"), "{O} will"),
+    (re.compile(r"\b[Yy]ou(?:'d|’d)\b"), "{O} would"),
+    (re.compile(r"\b[Yy]ou were\b"), "{O} was"),
+    (re.compile(r"\b[Yy]ou weren't\b|\b[Yy]ou weren’t\b"), "{O} wasn't"),
+    (re.compile(r"\b[Yy]ou don't\b|\b[Yy]ou don’t\b"), "{O} doesn't"),
+    (re.compile(r"\b[Yy]ou do not\b"), "{O} does not"),
+)
+
+
+def _you_subject(match: re.Match[str], other: str) -> str:
+    """``you`` as the subject of a clause becomes ``other`` with the verb agreeing (``You always overpack`` →
+    ``Maya always overpacks``); ``you`` as an object (``it grabs you``, ``I told you about it``) is only named."""
+    before = match.string[: match.start()].rstrip()
+    previous = re.findall(r"[\w'’]+", before)[-1:] if before and before[-1].isalnum() else []
+    subject = not previous or previous[0].lower() in _CLAUSE_OPENERS
+    words = match.group(1).split(" ")
+    if not subject or words[0].lower().strip(".,!?") in _NOT_AFTER_YOU:
+        return f"{other} {match.group(1)}"
+    return _agree(match, other)
+
+
 def third_person(sentence: str, speaker: str, other: str | None = None) -> str:
-    """``sentence`` told about ``speaker`` (``I`` → the name, the verb agreeing); ``you`` → ``other`` if known."""
+    """``sentence`` told about ``speaker`` (``I`` → the name, the verb agreeing); ``you`` → ``other`` if known,
+    the verb agreeing when ``you`` is the subject.  Set phrases (``my goodness``, ``thank you``) stay as they are."""
     if not re.search(r"[A-Za-z]", sentence):
         return sentence
+    kept: list[str] = []
+
+    def keep(match: re.Match[str]) -> str:
+        kept.append(match.group(0))
+        return f"\x00{len(kept) - 1}\x00"
+
+    sentence = _IDIOMS.sub(keep, sentence)
     group = f"{speaker} and others" if other is None else f"{speaker} and {other}"
     sentence = re.sub(r"(?<![\w'’-])i(?=(?:'m|’m|'ve|’ve|'ll|’ll|'d|’d)?\s)", "I", sentence)  # a lower-case "i"
     for pattern, template in _CONTRACTIONS:
@@ -376,9 +428,17 @@ def third_person(sentence: str, speaker: str, other: str | None = None) -> str:
     sentence = re.sub(r"\b[Ww]e\b", group, sentence)
     sentence = re.sub(r"\b(?:us|ourselves)\b", group, sentence)
     if other is not None:
-        sentence = re.sub(r"\b[Yy]our\b", f"{other}'s", sentence)
-        sentence = re.sub(r"\b[Yy]ou're\b|\b[Yy]ou’re\b", f"{other} is", sentence)
+
+        def named(match: re.Match[str]) -> bool:  # "you and your food" → "Maya and their food"
+            before = match.string[: match.start()]
+            return other in before or re.search(r"\b[Yy]ou(?:r|rs)?\b", before) is not None
+
+        sentence = re.sub(r"\b[Yy]our\b", lambda m: "their" if named(m) else f"{other}'s", sentence)
+        for pattern, template in _YOU_FORMS:
+            sentence = pattern.sub(template.replace("{O}", other), sentence)
+        sentence = re.sub(r"\b[Yy]ou ((?:[\w'’]+ ){0,2}[\w'’]+)", lambda m: _you_subject(m, other), sentence)
         sentence = re.sub(r"\b[Yy]ou\b", other, sentence)
+    sentence = re.sub("\x00(\\d+)\x00", lambda m: kept[int(m.group(1))], sentence)
     sentence = sentence.replace(f"{speaker}'s's", f"{speaker}'s")
     if sentence[:1].islower():
         sentence = sentence[0].upper() + sentence[1:]
