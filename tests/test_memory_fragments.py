@@ -26,6 +26,8 @@ LABELLED = Path(__file__).parent / "data" / "fragments-labelled.json"
         ("The user's favourite colour…", "unfinished"),
         ("Maya went to Porto on 20 September 2023.", None),
         ("Change of plan, Tom is keeping the hatchback after all.", None),
+        ("Maya's heating broke, brr.", None),  # irregular past tenses are verbs
+        ("Even a tiny bit of it is too much.", None),
         ("私は抹茶が大好きです。", None),
     ],
 )
