@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import date
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from lossless.memory.statements import (
     format_date,
@@ -80,6 +82,12 @@ def test_format_date() -> None:
 )
 def test_third_person(text: str, expected: str) -> None:
     assert third_person(text, "Caroline", "Melanie") == expected
+
+
+@given(st.lists(st.sampled_from(["my ", "oh ", "you ", "god", "thank", "I ", "\x00", "0", ",", "!", "a"])).map("".join))
+def test_third_person_never_fails_and_leaves_no_marker(text: str) -> None:
+    out = third_person(text, "Caroline", "Melanie")
+    assert out.count("\x00") == text.count("\x00")
 
 
 def test_a_missing_subject_is_the_speaker() -> None:

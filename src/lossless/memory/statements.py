@@ -409,7 +409,8 @@ def third_person(sentence: str, speaker: str, other: str | None = None) -> str:
         kept.append(match.group(0))
         return f"\x00{len(kept) - 1}\x00"
 
-    sentence = _IDIOMS.sub(keep, sentence)
+    if "\x00" not in sentence:  # the marker of a kept phrase; text that has one keeps no phrase
+        sentence = _IDIOMS.sub(keep, sentence)
     group = f"{speaker} and others" if other is None else f"{speaker} and {other}"
     sentence = re.sub(r"(?<![\w'’-])i(?=(?:'m|’m|'ve|’ve|'ll|’ll|'d|’d)?\s)", "I", sentence)  # a lower-case "i"
     for pattern, template in _CONTRACTIONS:
