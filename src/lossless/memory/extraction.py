@@ -142,7 +142,7 @@ _NARRATION = re.compile(
     re.I,
 )
 _END = re.compile(r"[.!?。！？][\"'’”)\]]*$")
-_EXCLAIMED = re.compile(r"(?<=[^\s!?])[!?]*!+[!?]*(?=[\"'’”)\]]*$)")
+_EXCLAIMED = re.compile(r"(?<=[^\s!?])\s*[!?]*!+[!?]*(?=[\"'’”)\]]*$)")
 _WORDS = re.compile(r"[a-z][a-z'-]{2,}|\d+")
 _FILLER = frozenset(
     [

@@ -375,7 +375,7 @@ _NOT_AFTER_YOU = frozenset(["and", "or", "guys", "all", "both", "two", "three", 
 _YOU_FORMS = (
     (re.compile(r"\b[Yy]ou(?:'re|’re| are)\b"), "{O} is"),
     (re.compile(r"\b[Yy]ou aren't\b|\b[Yy]ou aren’t\b"), "{O} isn't"),
-    (re.compile(r"\b[Yy]ou(?:'ve|’ve| have)\b(?! to\b)"), "{O} has"),
+    (re.compile(r"\b[Yy]ou(?:'ve|’ve| have)\b"), "{O} has"),
     (re.compile(r"\b[Yy]ou haven't\b|\b[Yy]ou haven’t\b"), "{O} hasn't"),
     (re.compile(r"\b[Yy]ou(?:'ll|’ll)\b"), "{O} will"),
     (re.compile(r"\b[Yy]ou(?:'d|’d)\b"), "{O} would"),
