@@ -125,6 +125,7 @@ def test_prose_drops_markup_code_and_tool_lines() -> None:
         ("Thanks for the recipe!", "Thanks for the recipe!"),  # whole, for the small-talk check to see
         ("Ha, you and your spicy food.", "You and your spicy food."),
         ("Oh my goodness, a dog!", "A dog!"),
+        ("Ha Long Bay was misty.", "Ha Long Bay was misty."),
     ],
 )
 def test_interjections_are_cut_only_where_they_add_nothing(text: str, expected: str) -> None:

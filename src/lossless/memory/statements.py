@@ -44,9 +44,9 @@ _SPLIT = re.compile(
 #: Words that open a sentence without adding to it.  Those that could also start its content ("No more
 #: games", "Great news", "Thanks for the map") count only when punctuation follows them ("No, …", "Great!").
 _INTERJECTION = re.compile(
-    r"^(?:(?:(?:yeah|yes|yep|yup|oh|ooh|hm+|wow|whoa|well|so|ha|haha+|hah|lol|hey|hi|hello|um+|uh+|ah+|aw+|and|"
+    r"^(?:(?:(?:yeah|yes|yep|yup|oh|ooh|hm+|wow|whoa|well|so|haha+|hah|lol|hey|hi|hello|um+|uh+|ah+|aw+|and|"
     r"but|also|actually|honestly|totally|okay|ok|absolutely|definitely|omg|gosh|oh my|my (?:god|gosh|goodness)|"
-    r"btw|anyway)\b|(?:no|nope|sure|true|right|great|cool|nice|awesome|thanks|thank you|man|dude|plus)\b"
+    r"btw|anyway)\b|(?:no|nope|ha|sure|true|right|great|cool|nice|awesome|thanks|thank you|man|dude|plus)\b"
     r"(?=\s*(?:[,!.…-]|$)))[\s,!.…-]*)+",
     re.I,
 )
