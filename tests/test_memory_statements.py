@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import date
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from lossless.memory.statements import (
@@ -85,6 +85,7 @@ def test_third_person(text: str, expected: str) -> None:
 
 
 @given(st.lists(st.sampled_from(["my ", "oh ", "you ", "god", "thank", "I ", "\x00", "0", ",", "!", "a"])).map("".join))
+@example("\x000\x00 oh my god you")
 def test_third_person_never_fails_and_leaves_no_marker(text: str) -> None:
     out = third_person(text, "Caroline", "Melanie")
     assert out.count("\x00") == text.count("\x00")

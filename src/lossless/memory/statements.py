@@ -439,7 +439,8 @@ def third_person(sentence: str, speaker: str, other: str | None = None) -> str:
             sentence = pattern.sub(template.replace("{O}", other), sentence)
         sentence = re.sub(r"\b[Yy]ou ((?:[\w'’]+ ){0,2}[\w'’]+)", lambda m: _you_subject(m, other), sentence)
         sentence = re.sub(r"\b[Yy]ou\b", other, sentence)
-    sentence = re.sub("\x00(\\d+)\x00", lambda m: kept[int(m.group(1))], sentence)
+    if kept:
+        sentence = re.sub("\x00(\\d+)\x00", lambda m: kept[int(m.group(1))], sentence)
     sentence = sentence.replace(f"{speaker}'s's", f"{speaker}'s")
     if sentence[:1].islower():
         sentence = sentence[0].upper() + sentence[1:]
