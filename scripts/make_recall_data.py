@@ -408,10 +408,10 @@ def main() -> int:
         conversation.place()
         messages = conversation.write()
         questions = conversation.ask()
-        split = splits["dev" if number <= CONVERSATIONS // 2 else "test"]
-        split["conversations"].append({"id": conversation.id, "kind": "conversational", "messages": messages})
-        split["questions"] += questions
-        aggregates["dev" if number <= CONVERSATIONS // 2 else "test"] += conversation.aggregate(args.seed)
+        name = "dev" if number <= CONVERSATIONS // 2 else "test"
+        splits[name]["conversations"].append({"id": conversation.id, "kind": "conversational", "messages": messages})
+        splits[name]["questions"] += questions
+        aggregates[name] += conversation.aggregate(args.seed)
     for number, (relative, fmt) in enumerate(AGENT_SESSIONS, 1):
         path = args.corpus / relative
         if not path.exists():
