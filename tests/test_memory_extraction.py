@@ -213,3 +213,18 @@ def test_statements_end_calmly_with_the_date_note_inside() -> None:
         "Maya registered for the trail race, training starts now (said on 8 May 2023).",
         "Jonas said: Maya always overpacks though (said on 8 May 2023).",
     ]
+
+
+def test_a_greeting_or_thanks_that_tells_something_is_remembered() -> None:
+    # Greetings and thanks are judged by fragments.small_talk_reason alone: with a fact in them they stay.
+    drafts = extract(
+        1,
+        [
+            _record(1, "user", "Maya: Hello from Lisbon, we arrived yesterday."),
+            _record(2, "assistant", "Jonas: Thanks for helping me move last week."),
+            _record(3, "user", "Maya: Hi! Thanks for the tip!"),
+        ],
+    )
+    assert [d.source_message_ids for d in drafts] == [(1,), (2,)]
+    assert "7 May 2023" in drafts[0].content and "Lisbon" in drafts[0].content
+    assert drafts[1].content == "Thanks for helping Jonas move in the week before 8 May 2023."

@@ -123,8 +123,8 @@ _RULES: tuple[tuple[Category, re.Pattern[str]], ...] = (
     ),
 )
 _SKIP = re.compile(
-    r"^\s*(?:do you remember|what did i|can you recall|remind me what|hi\b|hello\b|thanks\b|thank you\b|ok\b|"
-    r"okay\b|bye\b|see you\b|good (?:morning|night|luck)\b|let me know\b|i'?m not sure\b|i don'?t (?:know|remember)\b|"
+    r"^\s*(?:do you remember|what did i|can you recall|remind me what|ok\b|"
+    r"okay\b|let me know\b|i'?m not sure\b|i don'?t (?:know|remember)\b|"
     r"i see\b|i agree\b|me too\b|same here\b|sounds good\b|that'?s (?:great|awesome|amazing|cool|so)\b)",
     re.I,
 )
