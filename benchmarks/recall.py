@@ -1,12 +1,15 @@
 """Retrieval quality of the product's own search: which messages answer a question, per method, against a baseline.
 
 ``python benchmarks/recall.py [--quick] [--json OUT] [--split dev|test] [--dataset FILE] [--methods a,b,…]
-[--pad-with dev|test] [--embedder local|e5|hash|none] [--embed-cache FILE] [--backend sqlite|postgres]``
+[--pad-with dev|test] [--wording paraphrase|literal|terse] [--embedder local|e5|hash|none] [--embed-cache FILE]
+[--backend sqlite|postgres]``
 
 The dataset is JSON: ``{"conversations": [{"id", "messages": [{"id", "role", "content", "created_at"}]}],
 "questions": [{"id", "conversation_id", "question", "answer", "evidence": [message ids]}]}``.  The default is
 ``data/recall-test.json`` (report only; tune on ``--split dev``), made by ``scripts/make_recall_data.py``;
-``data/recall-small.json`` (30 hand-written questions) stays as a smoke test (``--dataset``).
+``data/recall-small.json`` (30 hand-written questions) stays as a smoke test (``--dataset``).  ``--wording``
+asks each question as written (``paraphrase``), in its ``literal`` wording, or ``terse``: the literal
+wording's words without the baseline's stopwords, as an agent types a grep (:func:`worded`).
 
 Every conversation is ingested through the engine (message ids become event keys, dates kept) into one
 store, compacted with small thresholds, and its messages are mined for long-term memories (as the
@@ -138,8 +141,9 @@ def summarise(rows: list[dict[str, float]], latencies: list[float]) -> dict[str,
 
 def worded(dataset: dict[str, Any], wording: str) -> dict[str, Any]:
     """``dataset`` with each question asked in ``wording``: as written ("paraphrase"), its ``literal`` form, or
-    that form's words without the baseline's stopwords ("terse": as an agent types a grep, "Jonas piano lessons
-    evening"; the baseline's own query is the same, so only the product's methods can move)."""
+    that form's words without the baseline's stopwords ("terse": as an agent types a grep, "lessons Maya sign" for
+    "Which lessons did Maya sign up for?"; the baseline's own query is the same, so only the product's methods
+    can move)."""
     if wording == "paraphrase":
         return dataset
     questions = [q | {"question": q.get("literal", q["question"])} for q in dataset["questions"]]
