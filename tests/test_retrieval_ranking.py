@@ -218,6 +218,9 @@ def test_what_an_agents_question_asks_for() -> None:
         "In which file is the new parse_config defined?",
         "What files did you edit for the migration?",
         "Where was it implemented, the rate limiter?",
+        "files changed for the login fix",  # as typed into a grep
+        "file change add retry limit",
+        "edited files migration",
     ]
     asks_failure = [
         "Why did the migration fail?",
@@ -225,7 +228,13 @@ def test_what_an_agents_question_asks_for() -> None:
         "What went wrong when we ran mise run lint?",
         "did the build crash again?",
     ]
-    neither = ["Is Maya still avoiding meat?", "Where did Maya go on holiday?", "What did Tom cook on Friday?"]
+    neither = [
+        "Is Maya still avoiding meat?",
+        "Where did Maya go on holiday?",
+        "What did Tom cook on Friday?",
+        "the file was too large to attach",
+        "profile changed",
+    ]
     assert [question_intent(q) for q in asks_file] == ["file_change"] * len(asks_file)
     assert [question_intent(q) for q in asks_failure] == ["failure"] * len(asks_failure)
     assert [question_intent(q) for q in neither] == [None] * len(neither)

@@ -406,7 +406,10 @@ Intent = Literal["file_change", "failure"]
 _ASKS_FILE = re.compile(
     r"\b(?:which|what) (?:source )?files?\b|\bin which file\b|\bwhere (?:did|do|have|had|was|were|is) "
     r"(?:we|you|i|they|it|that)\b[^?]{0,80}?\b(?:put|add|added|change|changed|define|defined|edit|edited|"
-    r"implement|implemented|write|wrote|written|move|moved|fix|fixed|create|created|patch|patched)\b",
+    r"implement|implemented|write|wrote|written|move|moved|fix|fixed|create|created|patch|patched)\b"
+    # as typed into a grep: "files changed for the login fix", "file change add retry", "edited files"
+    r"|\bfiles? (?:we |that |i |you )?(?:change|changed|edit|edited|modify|modified|touch|touched|add|added|"
+    r"create|created|write|wrote|written|fix|fixed)\b|\b(?:changed|edited|modified|touched|new) files?\b",
     re.I,
 )
 _ASKS_FAILURE = re.compile(
