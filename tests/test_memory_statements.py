@@ -50,7 +50,33 @@ def test_format_date() -> None:
         ("My dream is to have a family.", "Caroline's dream is to have a family."),
         ("I really enjoy pottery.", "Caroline really enjoys pottery."),
         ("I went to the group with you.", "Caroline went to the group with Melanie."),
-        ("We need a plan.", "Caroline and Melanie need a plan."),
+        # "we" names the listener only when the sentence takes them in; else the speaker "and others"
+        ("We need a plan.", "Caroline and others need a plan."),
+        ("We went to Lisbon last week.", "Caroline and others went to Lisbon last week."),
+        ("We adopted a puppy!", "Caroline and others adopted a puppy!"),
+        ("We're calling her Noodle.", "Caroline and others are calling her Noodle."),
+        ("We love our dog.", "Caroline and others love their dog."),
+        ("We did it ourselves.", "Caroline and others did it themselves."),
+        ("They invited us to the wedding.", "They invited Caroline and others to the wedding."),
+        ("There's a puppy in our flat now.", "There's a puppy in Caroline's flat now."),
+        ("We should meet up soon.", "Caroline and Melanie should meet up soon."),  # a proposal to the listener
+        ("We could grab lunch on Friday.", "Caroline and Melanie could grab lunch on Friday."),
+        ("Shall we grab lunch?", "Shall Caroline and Melanie grab lunch?"),
+        ("We both love jazz.", "Caroline and Melanie both love jazz."),
+        ("You and I should go hiking.", "Melanie and Caroline should go hiking."),
+        ("The two of us should meet up.", "Caroline and Melanie should meet up."),
+        ("Let's meet at our usual place.", "Let's meet at Caroline and Melanie's usual place."),
+        ("We should catch up at our usual cafe.", "Caroline and Melanie should catch up at their usual cafe."),
+        # "you guys" / "you all" / "you two": the listener and the people with them
+        ("Are you guys coming to the party?", "Are Melanie and the others coming to the party?"),
+        ("I miss you guys.", "Caroline misses Melanie and the others."),
+        ("I told you guys about the move.", "Caroline told Melanie and the others about the move."),
+        ("You guys are the best.", "Melanie and the others are the best."),
+        ("Y'all should come.", "Melanie and the others should come."),
+        ("I love you all.", "Caroline loves Melanie and the others."),
+        ("I miss you two!", "Caroline misses Melanie and their companion!"),
+        ("Both of you are welcome.", "Melanie and their companion are welcome."),
+        ("I got you two tickets.", "Caroline got Melanie two tickets."),  # "two" counts the tickets
         ("I no longer eat meat.", "Caroline no longer eats meat."),
         ("I barely slept.", "Caroline barely slept."),  # any "-ly" word before the verb is an adverb
         ("I rarely reply to emails.", "Caroline rarely replies to emails."),
@@ -82,6 +108,11 @@ def test_format_date() -> None:
 )
 def test_third_person(text: str, expected: str) -> None:
     assert third_person(text, "Caroline", "Melanie") == expected
+
+
+def test_we_without_a_known_listener_is_the_speaker_and_others() -> None:
+    assert third_person("We should meet up soon.", "Maya") == "Maya and others should meet up soon."
+    assert third_person("I miss you guys.", "Maya") == "Maya misses you guys."  # no listener to name
 
 
 @given(st.lists(st.sampled_from(["my ", "oh ", "you ", "god", "thank", "I ", "\x00", "0", ",", "!", "a"])).map("".join))

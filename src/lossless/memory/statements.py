@@ -398,9 +398,39 @@ def _you_subject(match: re.Match[str], other: str) -> str:
     return _agree(match, other)
 
 
+#: "We" that takes in the listener: the two of them named together, or a proposal put to the listener (a
+#: meeting verb after "we should/could…", "shall we", "let's … together").  Any other "we" — "We adopted a
+#: puppy", "We went to Lisbon" — is the speaker and their people, whom the sentence does not name.
+_WITH_LISTENER = re.compile(
+    r"\b(?:we both|both of us|the two of us|us two|you and (?:I|me)|me and you|each other|one another|let[’']?s)\b"
+    r"|(?:^|[,;:]\s*)let us\b"  # "Let us meet", not "the landlord won't let us"
+    r"|\b(?:shall|should|could|can|must|might) we\b|\bwhy don[’']?t we\b|\bhow about (?:we|us)\b"
+    r"|\bwe(?:[’']ll| will| should| could| can| must| need to| have to| ought to| gotta| might)"
+    r"(?: (?:really|definitely|totally|just|still|maybe|all|both|also|so|actually|properly|finally))*"
+    r" (?:meet|catch up|get together|hang out|grab|do (?:this|that|it) again|see each other|celebrate)\b"
+    r"|\bwe(?:[’']ll| will| should| could| can| must| need to| have to| ought to| gotta| might)\b"
+    r"[^.!?]*\b(?:together|sometime|some time)\b",  # "We should watch the final together"
+    re.I,
+)
+#: "You" meaning the listener and the people with them ("Are you guys coming?", "I miss you two"): the
+#: listener is named with the others, never as "Jonas guys".  "You all right?" asks after the listener alone,
+#: and "you two tickets" has "two" count the tickets, so "you two" / "you all" need no noun after them.
+_YOU_GROUP = re.compile(
+    r"\b(?:[Yy]ou (?:guys|lot|folks|people|all(?! right| alright)|two|both)|[Yy][’']?all|[Aa]ll of you|[Bb]oth of you)"
+    r"(?=\s*(?:[.,;:!?)]|$|(?:are|were|have|had|should|could|can|will|would|must|need|did|do|still|really|always"
+    r"|ever|too|got|look|seem|make|and|or|in|at|to|for|with|on|from|about|again|soon|so|both|all|coming|going)\b))",
+)
+
+
 def third_person(sentence: str, speaker: str, other: str | None = None) -> str:
     """``sentence`` told about ``speaker`` (``I`` → the name, the verb agreeing); ``you`` → ``other`` if known,
-    the verb agreeing when ``you`` is the subject.  Set phrases (``my goodness``, ``thank you``) stay as they are."""
+    the verb agreeing when ``you`` is the subject.  Set phrases (``my goodness``, ``thank you``) stay as they are.
+
+    ``we``/``us`` name the listener only when the sentence takes them in (:data:`_WITH_LISTENER`: "We should
+    meet up soon" → "Maya and Jonas should meet up soon"); otherwise they are ``"{speaker} and others"``,
+    which is true whoever the others are ("We adopted a puppy" → "Maya and others adopted a puppy").
+    ``you guys``/``you all``/``y'all`` become ``"{other} and the others"``, ``you two``/``you both``
+    ``"{other} and their companion"``."""
     if not re.search(r"[A-Za-z]", sentence):
         return sentence
     kept: list[str] = []
@@ -411,7 +441,8 @@ def third_person(sentence: str, speaker: str, other: str | None = None) -> str:
 
     if "\x00" not in sentence:  # the marker of a kept phrase; text that has one keeps no phrase
         sentence = _IDIOMS.sub(keep, sentence)
-    group = f"{speaker} and others" if other is None else f"{speaker} and {other}"
+    listener = other is not None and _WITH_LISTENER.search(sentence) is not None
+    group = f"{speaker} and {other}" if listener else f"{speaker} and others"
     sentence = re.sub(r"(?<![\w'’-])i(?=(?:'m|’m|'ve|’ve|'ll|’ll|'d|’d)?\s)", "I", sentence)  # a lower-case "i"
     for pattern, template in _CONTRACTIONS:
         sentence = pattern.sub(template.replace("{S}", speaker).replace("{W}", group), sentence)
@@ -425,10 +456,20 @@ def third_person(sentence: str, speaker: str, other: str | None = None) -> str:
     sentence = re.sub(r"\bme\b", lambda m: "them" if named_before(m) else speaker, sentence)
     sentence = re.sub(r"\bmine\b", lambda m: "theirs" if named_before(m) else f"{speaker}'s", sentence)
     sentence = re.sub(r"\b[Mm]y\b", lambda m: "their" if named_before(m) else f"{speaker}'s", sentence)
-    sentence = re.sub(r"\b[Oo]ur\b", lambda m: "their" if named_before(m) else f"{speaker}'s", sentence)
-    sentence = re.sub(r"\b[Ww]e\b", group, sentence)
-    sentence = re.sub(r"\b(?:us|ourselves)\b", group, sentence)
+    sentence = re.sub(r"\b[Ww]e\b", group, sentence)  # before "our": "We love our dog" → "… love their dog"
+    ours = f"{group}'s" if listener else f"{speaker}'s"  # "our flat": the speaker's, whoever shares it
+    sentence = re.sub(r"\b[Oo]ur\b", lambda m: "their" if named_before(m) else ours, sentence)
+    sentence = re.sub(r"\bourselves\b", lambda m: "themselves" if group in m.string[: m.start()] else group, sentence)
+    if listener:  # "the two of us should meet up" → "Maya and Jonas should meet up"
+        sentence = re.sub(r"\b(?:us two|the two of us|both of us)\b", group, sentence, flags=re.I)
+    sentence = re.sub(r"\bus\b", group, sentence)
     if other is not None:
+
+        def others(match: re.Match[str]) -> str:
+            pair = re.search(r"two|both", match.group(0), re.I) is not None
+            return f"{other} and their companion" if pair else f"{other} and the others"
+
+        sentence = _YOU_GROUP.sub(others, sentence)
 
         def named(match: re.Match[str]) -> bool:  # "you and your food" → "Maya and their food"
             before = match.string[: match.start()]
