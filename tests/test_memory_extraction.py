@@ -211,7 +211,7 @@ def test_statements_end_calmly_with_the_date_note_inside() -> None:
     )
     assert [d.content for d in drafts] == [
         "Maya registered for the trail race, training starts now (said on 8 May 2023).",
-        "Jonas said: Maya always overpacks though (said on 8 May 2023).",
+        "Maya always overpacks though (said on 8 May 2023).",  # "overpacks" agrees with its subject: a verb
     ]
 
 
@@ -228,3 +228,53 @@ def test_a_greeting_or_thanks_that_tells_something_is_remembered() -> None:
     assert [d.source_message_ids for d in drafts] == [(1,), (2,)]
     assert "7 May 2023" in drafts[0].content and "Lisbon" in drafts[0].content
     assert drafts[1].content == "Thanks for helping Jonas move in the week before 8 May 2023."
+
+
+def test_a_verbless_reply_is_told_with_the_question_it_answers() -> None:
+    drafts = extract(
+        1,
+        [
+            _record(1, "assistant", "Jonas: Jealous! How was the sound?"),
+            _record(2, "user", "Maya: Loud in the best way. They played all the old songs."),
+            _record(3, "assistant", "Jonas: Did you do it yourselves?"),
+            _record(4, "user", "Maya: Two coats, two very sore backs."),
+        ],
+    )
+    assert [d.content for d in drafts] == [
+        "Jonas asked: How was the sound? Maya answered: Loud in the best way. They played all the old songs "
+        "(said on 8 May 2023).",
+        "Jonas asked: Did Maya do it themselves? Maya answered: Two coats, two very sore backs (said on 8 May 2023).",
+    ]
+
+
+def test_a_verbless_remark_that_names_nothing_is_no_memory() -> None:
+    drafts = extract(
+        1,
+        [
+            _record(1, "user", "Maya: I sold my console yesterday."),
+            _record(2, "assistant", "Jonas: So no more games for a while then."),  # no question before it
+            _record(3, "user", "Maya: Signed up for the harbour 10k. No backing out."),
+            _record(4, "assistant", "Jonas: Coffee number three already."),  # names a number: kept, quoted
+        ],
+    )
+    assert [d.content for d in drafts] == [
+        "Maya sold their console on 7 May 2023.",
+        "Maya signed up for the harbour 10k (said on 8 May 2023).",
+        "Jonas said: Coffee number three already (said on 8 May 2023).",
+    ]
+
+
+def test_we_is_the_speaker_and_others_unless_the_listener_is_taken_in() -> None:
+    drafts = extract(
+        1,
+        [
+            _record(1, "user", "Maya: We adopted a puppy yesterday!"),
+            _record(2, "assistant", "Jonas: We should meet up next week so I can see her."),
+            _record(3, "user", "Maya: I miss you guys, the flat is so quiet."),
+        ],
+    )
+    texts = [d.content for d in drafts]
+    assert texts[0] == "Maya and others adopted a puppy on 7 May 2023."
+    assert texts[1].startswith("Jonas and Maya should meet up in the week after 8 May 2023")
+    assert texts[2].startswith("Maya misses Jonas and the others")
+    assert not any("Jonas guys" in t or "Maya and Jonas adopted" in t for t in texts)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lossless.memory.fragments import fragment_reason, is_fragment, small_talk_reason
+from lossless.memory.fragments import fragment_reason, has_verb, is_fragment, small_talk_reason
 
 LABELLED = Path(__file__).parent / "data" / "fragments-labelled.json"
 
@@ -29,6 +29,14 @@ LABELLED = Path(__file__).parent / "data" / "fragments-labelled.json"
         ("Maya's heating broke, brr.", None),  # irregular past tenses are verbs
         ("Even a tiny bit of it is too much.", None),
         ("私は抹茶が大好きです。", None),
+        # a contraction holds its verb and its subject; an "-s" verb agrees with the subject before it
+        ("There's a vegetarian place near the station that's always full.", None),
+        ("It's a great place.", None),
+        ("Let's meet on Friday.", None),  # "let" of a chat, not of code
+        ("Maya always overpacks though.", None),
+        ("The middle drags, then it grabs Jonas.", None),
+        ("Coffee number three already.", "no verb"),
+        ("Two coats, two very sore backs.", "no verb"),
     ],
 )
 def test_reasons(text: str, reason: str | None) -> None:
@@ -60,6 +68,10 @@ def test_precision_on_the_hand_labelled_sample() -> None:
         ("You and your spicy food.", "reaction"),
         ("A dog!", "exclamation"),
         ("After three years!", "exclamation"),
+        ("No backing out.", "remark"),  # verbless, names nothing
+        ("So no more games for a while then.", "remark"),
+        ("Loud in the best way.", "remark"),  # alone; as the answer to a question the extractor keeps it
+        ("That's the dream.", "reaction"),
         # facts are kept
         ("Thanks for helping me move last week.", None),
         ("Hello from Lisbon!", None),
@@ -70,9 +82,19 @@ def test_precision_on_the_hand_labelled_sample() -> None:
         ("That was in 2019.", None),
         ("I love that place.", None),
         ("Coffee number three already.", None),  # countable, about the speaker: kept (see the module docstring)
+        ("Two coats, two very sore backs.", None),  # a remark's number may be spelt out
+        ("Just Wednesdays, two hours.", None),
+        ("Still our favourite trip.", None),  # something of the speaker's
         ("Morning run done.", None),
         ("我今天很开心！", None),
     ],
 )
 def test_small_talk(text: str, reason: str | None) -> None:
     assert small_talk_reason(text, ("Maya", "Jonas")) == reason
+
+
+def test_has_verb() -> None:
+    assert has_verb("There's homework though.")
+    assert has_verb("She always overpacks.")
+    assert not has_verb("Home from Porto.")
+    assert not has_verb("Two coats, two very sore backs.")  # "backs" follows no subject: a noun

@@ -77,6 +77,12 @@ def test_format_date() -> None:
         ("I miss you two!", "Caroline misses Melanie and their companion!"),
         ("Both of you are welcome.", "Melanie and their companion are welcome."),
         ("I got you two tickets.", "Caroline got Melanie two tickets."),  # "two" counts the tickets
+        # a question put to "you" agrees too; "yourself" is the listener
+        ("Do you need to carry medication now?", "Does Melanie need to carry medication now?"),
+        ("Are you coming?", "Is Melanie coming?"),
+        ("Haven't you seen it?", "Hasn't Melanie seen it?"),
+        ("Did you do it yourselves?", "Did Melanie do it themselves?"),
+        ("Treat yourself.", "Treat Melanie."),
         ("I no longer eat meat.", "Caroline no longer eats meat."),
         ("I barely slept.", "Caroline barely slept."),  # any "-ly" word before the verb is an adverb
         ("I rarely reply to emails.", "Caroline rarely replies to emails."),
@@ -130,6 +136,16 @@ def test_a_missing_subject_is_the_speaker() -> None:
     assert with_subject("Shopping before a trip is the best part.") == "Shopping before a trip is the best part."
     assert with_subject("Cooking for six was chaos.") == "Cooking for six was chaos."  # "-ing" phrase: subject
     assert with_subject("Running late, is that ok?") == "I'm running late, is that ok?"  # not in the same clause
+    # a verbless opening that tells the speaker's state, or something they have coming
+    assert with_subject("Home from Porto!") == "I'm home from Porto!"
+    assert with_subject("Back from Lisbon, so tired.") == "I'm back from Lisbon, so tired."
+    assert with_subject("Back pain again.") == "Back pain again."  # no state: "pain" is no particle
+    assert with_subject("Home is where the heart is.") == "Home is where the heart is."  # it has a verb
+    assert with_subject("Dentist appointment tomorrow, dreading it.") == (
+        "I have a dentist appointment tomorrow, dreading it."
+    )
+    assert with_subject("Job interview on Monday.") == "I have a job interview on Monday."
+    assert with_subject("My interview went well.") == "My interview went well."
 
 
 def test_speaker_from_metadata_prefix_or_role() -> None:

@@ -353,10 +353,13 @@ def extract(conversation_id: int, messages: Sequence[MessageRecord]) -> list[Mem
     seen: set[str] = set()
     names = [speaker_of(m.role, m.content, m.metadata) for m in messages if m.role in ("user", "assistant")]
     people = list(dict.fromkeys(name for name, _, named in names if named))
+    asked: tuple[str, str] | None = None  # (who asked, the last question) of the message before
     for message in messages:
         if message.role not in ("user", "assistant"):
             continue
         speaker, text, named = speaker_of(message.role, message.content, message.metadata)
+        question = asked[1] if named and asked is not None and asked[0] != speaker else None
+        asked = _last_question(speaker, text) if named else None
         other = next((p for p in people if p != speaker), None) if named and len(people) == 2 else None
         if not named:
             other = "the assistant" if message.role == "user" else "the user"
@@ -365,7 +368,8 @@ def extract(conversation_id: int, messages: Sequence[MessageRecord]) -> list[Mem
         if worker:
             found += _edits(text)
         for position, sentence in enumerate(prose_sentences(text)):
-            said = _statement(sentence, speaker, other, named, worker, message.created_at, position)
+            answers = question if position == 0 else None  # a reply's first sentence answers the question
+            said = _statement(sentence, speaker, other, named, worker, message.created_at, position, answers)
             if said is not None and said.text.lower() not in seen:
                 seen.add(said.text.lower())
                 found.append(said)
@@ -499,8 +503,21 @@ def _draft(
         return None
 
 
-def _told(sentence: str, speaker: str, other: str | None, named: bool, when: datetime) -> tuple[str, bool]:
-    """The sentence told about its speaker, dates written out, ending as a sentence; and whether it was dated."""
+def _last_question(speaker: str, text: str) -> tuple[str, str] | None:
+    """(speaker, their message's last sentence) when it is a question: what the next speaker answers."""
+    sentences = prose_sentences(text)
+    last = " ".join(sentences[-1].split()) if sentences else ""
+    return (speaker, last) if last.endswith(("?", "？")) and len(last) <= MAX_STATEMENT_CHARS // 2 else None
+
+
+def _told(
+    sentence: str, speaker: str, other: str | None, named: bool, when: datetime, question: str | None = None
+) -> tuple[str, bool]:
+    """The sentence told about its speaker, dates written out, ending as a sentence; and whether it was dated.
+
+    A named speaker's sentence with no verb is no statement on its own: when it answers ``question`` (``other``
+    asked it just before) both are told ("Maya asked: How was the sound? Jonas answered: Loud in the best
+    way."); else the speaker is named as saying it ("Maya said: Coffee number three already.")."""
     statement, dated = resolve_dates(sentence, when)
     statement = third_person(statement, speaker, other)
     if statement[:1].islower():
@@ -510,18 +527,26 @@ def _told(sentence: str, speaker: str, other: str | None, named: bool, when: dat
     if statement[-1] not in ".。":
         statement += "。" if _CJK.search(statement[-1]) else "."
     if fragment_reason(statement) == "no verb" and named:
-        statement = f"{speaker} said: {statement}"
+        if question is not None and other is not None:
+            asked, asked_dated = resolve_dates(question, when)
+            statement = f"{other} asked: {third_person(asked, other, speaker)} {speaker} answered: {statement}"
+            dated = dated or asked_dated
+        else:
+            statement = f"{speaker} said: {statement}"
     return statement, dated
 
 
-def _passed_over(sentence: str, speaker: str, other: str | None) -> bool:
+def _passed_over(sentence: str, speaker: str, other: str | None, answers: bool = False) -> bool:
     """Too short or long, a question, a stub, a greeting or acknowledgement, or small talk
-    (:func:`~lossless.memory.fragments.small_talk_reason`: thanks, wishes, reactions): nothing to remember."""
+    (:func:`~lossless.memory.fragments.small_talk_reason`: thanks, wishes, reactions): nothing to remember.
+    A verbless remark that ``answers`` a question is told with it ("Loud in the best way." to "How was the
+    sound?"), so it is kept."""
     if len(sentence) < 10 or len(sentence) > MAX_STATEMENT_CHARS or sentence.endswith(("?", "？")):
         return True
     if _SKIP.match(sentence) or sentence.endswith((":", ",", ";", "-", "…", "...")):
         return True
-    return small_talk_reason(sentence, (speaker, other or "")) is not None
+    reason = small_talk_reason(sentence, (speaker, other or ""))
+    return reason is not None and not (answers and reason == "remark")
 
 
 def _statement(
@@ -532,10 +557,12 @@ def _statement(
     worker: bool,
     when: datetime,
     position: int,
+    question: str | None = None,
 ) -> _Said | None:
-    """One sentence worth remembering, told about its speaker; else ``None``."""
+    """One sentence worth remembering, told about its speaker (with the ``question`` it answers when it has no
+    verb, see :func:`_told`); else ``None``."""
     sentence = " ".join(sentence.split())
-    if _passed_over(sentence, speaker, other):
+    if _passed_over(sentence, speaker, other, question is not None):
         return None
     if named:
         sentence = with_subject(sentence)
@@ -564,7 +591,7 @@ def _statement(
             return None  # "I think that works" from a user is not who they are
         if category == "profile" and not _PROFILE_HINT.search(sentence):
             category = "entities"
-    statement, dated = _told(sentence, speaker, other, named, when)
+    statement, dated = _told(sentence, speaker, other, named, when, question)
     if change:
         statement = _changed(sentence, speaker, other, named, when)
     if fragment_reason(statement) is not None:

@@ -26,9 +26,12 @@ returns ``None`` when it may carry a fact:
   "Good luck with the interview");
 * ``reaction`` — every word is a reaction's ("That's a big step.", "No way,
   that's brilliant!", "I'm so happy for you"), or a teasing "you and your …";
-* ``exclamation`` — an exclamation with no verb that names nothing (no proper
-  noun, number, date word, nothing of the speaker's: "A dog!", "After three
-  years!"; "Home from Porto!" is kept).
+* ``exclamation`` / ``remark`` — an exclamation or a remark with no verb that
+  names nothing (no proper noun, number, date word, nothing of the speaker's:
+  "A dog!", "After three years!", "No backing out.", "Loud in the best way.";
+  "Home from Porto!" and "Coffee number three already." are kept: a remark's
+  number counts in words too, an exclamation's only in digits).  A verbless reply to a question is told with
+  the question by the extractor, so it is judged there, not here.
 
 A sentence that names a person other than the two speakers, a place, a number,
 or says what someone did (a verb outside the reaction's words) is never small
@@ -49,13 +52,13 @@ from collections.abc import Iterable
 
 from lossless.text import CJK_CHAR
 
-__all__ = ["fragment_reason", "is_fragment", "small_talk_reason"]
+__all__ = ["fragment_reason", "has_verb", "is_fragment", "small_talk_reason"]
 
 _CJK = CJK_CHAR
 _HEADING = re.compile(r"^\s*(?:#{1,6}\s|\*\*[^*]+\*\*\s*:?\s*$|\*\*[^*]+:\*\*|__[^_]+__\s*:)|:\s*$")
 _BULLET = re.compile(r"^\s*(?:[-*+•]\s|\d{1,3}[.)]\s|\[[ xX]\]\s)")
 _CODE = re.compile(
-    r"```|^\s*(?:def|class|import|from \S+ import|function|const|let|var|return|if \(|for \(|#include"
+    r"```|^\s*(?:def|class|import|from \S+ import|function|const|let(?!['’])|var|return|if \(|for \(|#include"
     r"|SELECT\s.+\sFROM)\b"
     r"|(?:\b\d+:\s.*){3}|\s//\s|[;{}]\s*$|=>|\)\s*\{|==|!=|:=|\b\w+\([^()]*\)\s*[;{]|^\s*[$>]\s",
     re.I,
@@ -333,6 +336,12 @@ _VERBS = frozenset(
         "visit",
         "volunteer",
         "wait",
+        "grab",
+        "drag",
+        "ruin",
+        "pack",
+        "overpack",
+        "hand",
         "wake",
         "walk",
         "want",
@@ -481,11 +490,18 @@ _NOT_VERBS = frozenset(
 _SUBJECTS = frozenset(["i", "he", "she", "it", "they", "we", "you", "this", "that", "there"])
 
 
+#: Words that take a verb's contraction: "there's", "it's", "they're", "we've", "I'm", "she'd".
+_CONTRACTED = re.compile(
+    r"^(?:i|you|he|she|it|we|they|there|here|that|this|what|who|where|everything|nothing|something|everyone|"
+    r"someone|nobody|let)['’](?:s|re|ve|ll|d|m)$"
+)
+
+
 def _is_verb(word: str) -> bool:
     w = word.lower().strip("'’")
     if w in _AUX or w in _IRREGULAR_PAST or w in _VERBS:
         return True
-    if w.endswith(("n't", "n’t")):
+    if w.endswith(("n't", "n’t")) or _CONTRACTED.match(w):
         return True
     if w in _NOT_VERBS or len(w) < 4:
         return False
@@ -497,6 +513,26 @@ def _is_verb(word: str) -> bool:
     if w.endswith("ing") and len(w) > 5:
         return w[:-3] in _VERBS or w[:-3] + "e" in _VERBS or (len(w) > 6 and w[-4] == w[-5] and w[:-4] in _VERBS)
     return False
+
+
+_HE_SHE_IT = frozenset(["he", "she", "it", "who", "which", "that", "this", "everyone", "nobody", "someone"])
+_BETWEEN = frozenset(["always", "never", "often", "still", "also", "just", "really", "usually", "sometimes", "even"])
+_DETERMINERS = frozenset(["the", "a", "an", "my", "our", "your", "his", "her", "their", "its", "some", "no", "every"])
+
+
+def _agrees(words: list[str], index: int) -> bool:
+    """A verb in ``-s`` after its subject: ``it grabs``, ``she always overpacks``, ``Maya never drags``."""
+    w = words[index].lower()
+    if len(w) < 4 or not w.endswith("s") or w.endswith(("ss", "us", "is", "'s", "’s")) or w in _NOT_VERBS:
+        return False
+    at = index - 1
+    while at >= 0 and (words[at].lower() in _BETWEEN or (words[at].lower().endswith("ly") and len(words[at]) > 4)):
+        at -= 1
+    if at < 0:
+        return False
+    before = words[at]
+    named = before[:1].isupper() and before.lower() not in _DETERMINERS and before != "I"
+    return before.lower() in _HE_SHE_IT or (named and (at > 0 or at < index - 1))  # "Home runs": no name
 
 
 def fragment_reason(text: str) -> str | None:
@@ -527,15 +563,21 @@ def fragment_reason(text: str) -> str | None:
         return "too short"
     if not _END.search(stripped):
         return "unfinished"
-    verbs = [i for i, w in enumerate(words) if _is_verb(w)]
+    verbs = [i for i, w in enumerate(words) if _is_verb(w) or _agrees(words, i)]
     if not verbs:
         return "no verb"
     first = words[0].lower()
-    if verbs[0] == 0 and first not in ("there", "here"):
+    if verbs[0] == 0 and first not in ("there", "here") and not _CONTRACTED.match(first.replace("’", "'")):
         later = any(words[v - 1].lower() in _SUBJECTS or words[v - 1][:1].isupper() for v in verbs[1:])
         if not later:
             return "no subject"
     return None
+
+
+def has_verb(text: str) -> bool:
+    """Whether ``text`` (English) holds a verb the checker knows, a parenthesis left out."""
+    words = _WORD.findall(re.sub(r"\([^()]*\)", " ", text))
+    return any(_is_verb(w) or _agrees(words, i) for i, w in enumerate(words))
 
 
 def is_fragment(text: str) -> bool:
@@ -574,7 +616,7 @@ _REACTION_WORDS = frozenset(
     clever wise true fair right wrong weird strange unbelievable epic stunning gorgeous happy glad proud sorry jealous
     thrilled delighted relieved impressed bad worse worst best better legendary classic typical iconic deal plan
     idea step news thing shame pity relief bummer surprise joke story point move achievement milestone day question
-    choice call treat luck blast vibe vibes not yet clue either""",
+    choice call treat luck blast vibe vibes not yet clue either dream""",
     )
 )
 _SAYS_WHAT = re.compile(
@@ -584,10 +626,22 @@ _SAYS_WHAT = re.compile(
 )
 
 
-def _names_something(words: list[str], names: set[str]) -> bool:
-    """A proper noun (past the first word, not one of ``names``) or a number among ``words``."""
+_NUMBER_WORDS = frozenset(
+    re.findall(
+        r"\S+",
+        """one two three four five six seven eight nine ten eleven twelve twenty thirty hundred thousand million
+        half first second third fourth fifth dozen""",
+    )
+)
+
+
+def _names_something(words: list[str], names: set[str], spelt: bool = False) -> bool:
+    """A proper noun (past the first word, not one of ``names``) or a number among ``words`` (``spelt``: a
+    number in words too)."""
     return any(
-        w[:1].isdigit() or (i > 0 and w[:1].isupper() and w.lower() not in names and w != "I")
+        w[:1].isdigit()
+        or (spelt and w.lower() in _NUMBER_WORDS)
+        or (i > 0 and w[:1].isupper() and w.lower() not in names and w != "I")
         for i, w in enumerate(words)
     )
 
@@ -625,11 +679,8 @@ def small_talk_reason(sentence: str, names: Iterable[str] = ()) -> str | None:
     verbless = not any(_is_verb(w) for w in _WORD.findall(content))
     if _TEASE.match(text) and verbless:
         return "reaction"
-    if (
-        verbless
-        and text.rstrip("\"'’”)] ").endswith("!")
-        and not _names_something(words, known)
-        and not _SAYS_WHAT.search(text)
-    ):
-        return "exclamation"
+    if verbless and not _SAYS_WHAT.search(text):
+        if text.rstrip("\"'’”)] ").endswith("!"):  # a cry: a number in words is part of it ("After three years!")
+            return None if _names_something(words, known) else "exclamation"
+        return None if _names_something(words, known, spelt=True) else "remark"
     return None

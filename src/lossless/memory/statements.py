@@ -27,6 +27,8 @@ import re
 from collections.abc import Mapping
 from datetime import date, datetime, timedelta
 
+from lossless.memory.fragments import has_verb
+
 __all__ = ["format_date", "prose_sentences", "resolve_dates", "speaker_of", "third_person", "with_subject"]
 
 _SPEAKER_KEYS = ("speaker", "name", "author", "sender")
@@ -346,7 +348,34 @@ def with_subject(sentence: str) -> str:
         return "I'm " + sentence[0].lower() + sentence[1:]
     if _PAST.match(head) or head in _VERB_STARTS:
         return "I " + sentence[0].lower() + sentence[1:]
+    clause = re.split(r"[,;:!?]|\s[-–—]\s", sentence, maxsplit=1)[0]
+    after = (re.findall(r"[\w'’]+", clause)[1:2] or [""])[0].lower()
+    state = head in _STATE_STARTS and (after in _STATE_NEXT or after in _STATE_STARTS)
+    if index == 0 and state and not has_verb(clause):
+        return "I'm " + sentence[0].lower() + sentence[1:]  # "Home from Porto!" → "I'm home from Porto!"
+    if index == 0 and _EVENT_NOUN.match(clause) and head not in _DETERMINERS and not has_verb(clause):
+        article = "an" if head[:1] in "aeiou" else "a"  # "Dentist appointment tomorrow" → "I have a dentist …"
+        return f"I have {article} " + sentence[0].lower() + sentence[1:]
     return sentence
+
+
+#: Verbless openings that tell the speaker's state: "Home from Porto!", "Back at work", "Off to Oslo".
+_STATE_STARTS = frozenset(
+    ["home", "back", "off", "busy", "done", "stuck", "exhausted", "tired", "sick", "ready", "nervous", "excited",
+     "sore", "away", "free", "halfway", "almost"]
+)  # fmt: skip
+#: What may follow such an opening ("Back from", "Home at last"), so that "Back pain again" is no state.
+_STATE_NEXT = frozenset(
+    ["", "from", "to", "at", "in", "on", "with", "for", "after", "again", "now", "home", "already", "and", "out",
+     "early", "today", "tonight", "tomorrow", "finally", "safe", "soon"]
+)  # fmt: skip
+#: A verbless opening that names something the speaker has coming: "Dentist appointment tomorrow".
+_EVENT_NOUN = re.compile(
+    r"^(?:[\w'-]+ ){0,2}(?:appointment|interview|exam|meeting|flight|surgery|operation|shift|lesson|"
+    r"check-?up|deadline|date|match|recital|audition)s?\b",
+    re.I,
+)
+_DETERMINERS = frozenset(["a", "an", "the", "my", "our", "your", "his", "her", "their", "this", "that", "no", "what"])
 
 
 #: A finite verb later in the clause: a sentence opening with an "-ing" word is then not "I'm …-ing".
@@ -373,6 +402,7 @@ _CLAUSE_OPENERS = frozenset(
 #: Words after a subject "you" that are no verb to conjugate ("you and Tom", "you guys", "you two").
 _NOT_AFTER_YOU = frozenset(["and", "or", "guys", "all", "both", "two", "three", "too", "yourself", "alone", "lot"])
 _YOU_FORMS = (
+    (re.compile(r"\b([Dd]o|[Aa]re|[Hh]ave|[Ww]ere)(n't|n’t)? you\b"), "{Q} {O}"),  # a question: "Do you …?"
     (re.compile(r"\b[Yy]ou(?:'re|’re| are)\b"), "{O} is"),
     (re.compile(r"\b[Yy]ou aren't\b|\b[Yy]ou aren’t\b"), "{O} isn't"),
     (re.compile(r"\b[Yy]ou(?:'ve|’ve| have)\b"), "{O} has"),
@@ -384,6 +414,19 @@ _YOU_FORMS = (
     (re.compile(r"\b[Yy]ou don't\b|\b[Yy]ou don’t\b"), "{O} doesn't"),
     (re.compile(r"\b[Yy]ou do not\b"), "{O} does not"),
 )
+
+
+_ASKED = {"do": "does", "are": "is", "have": "has", "were": "was"}
+
+
+def _you_form(match: re.Match[str], template: str, other: str) -> str:
+    """One of :data:`_YOU_FORMS` told about ``other`` ("Do you" → "Does Maya", "you're" → "Maya is")."""
+    if "{Q}" in template:
+        verb = match.group(1)
+        said = _ASKED[verb.lower()]
+        said = (said[0].upper() + said[1:] if verb[0].isupper() else said) + (match.group(2) or "")
+        return template.replace("{Q}", said).replace("{O}", other)
+    return template.replace("{O}", other)
 
 
 def _you_subject(match: re.Match[str], other: str) -> str:
@@ -476,8 +519,13 @@ def third_person(sentence: str, speaker: str, other: str | None = None) -> str:
             return other in before or re.search(r"\b[Yy]ou(?:r|rs)?\b", before) is not None
 
         sentence = re.sub(r"\b[Yy]our\b", lambda m: "their" if named(m) else f"{other}'s", sentence)
+        sentence = re.sub(
+            r"\byoursel(?:f|ves)\b",
+            lambda m: "themselves" if named(m) else other,  # "you did it yourself" → "… did it themselves"
+            sentence,
+        )
         for pattern, template in _YOU_FORMS:
-            sentence = pattern.sub(template.replace("{O}", other), sentence)
+            sentence = pattern.sub(lambda m, t=template: _you_form(m, t, other), sentence)
         sentence = re.sub(r"\b[Yy]ou ((?:[\w'’]+ ){0,2}[\w'’]+)", lambda m: _you_subject(m, other), sentence)
         sentence = re.sub(r"\b[Yy]ou\b", other, sentence)
     if kept:
