@@ -57,6 +57,7 @@ def test_format_date() -> None:
         ("We're calling her Noodle.", "Caroline and others are calling her Noodle."),
         ("We love our dog.", "Caroline and others love their dog."),
         ("We did it ourselves.", "Caroline and others did it themselves."),
+        ("We're dog-sitting for my cousin.", "Caroline and others are dog-sitting for Caroline's cousin."),
         ("They invited us to the wedding.", "They invited Caroline and others to the wedding."),
         ("There's a puppy in our flat now.", "There's a puppy in Caroline's flat now."),
         ("We should meet up soon.", "Caroline and Melanie should meet up soon."),  # a proposal to the listener
@@ -116,6 +117,16 @@ def test_third_person(text: str, expected: str) -> None:
     assert third_person(text, "Caroline", "Melanie") == expected
 
 
+def test_an_agents_we_is_the_agent_and_its_user() -> None:
+    said = third_person("We can add a check in the hook.", "the assistant", "the user", we_with_other=True)
+    assert said == "The assistant and the user can add a check in the hook."
+
+
+def test_i_twice_in_a_row_both_agree() -> None:
+    said = third_person("I think I see the issue.", "the assistant")
+    assert said == "The assistant thinks the assistant sees the issue."
+
+
 def test_we_without_a_known_listener_is_the_speaker_and_others() -> None:
     assert third_person("We should meet up soon.", "Maya") == "Maya and others should meet up soon."
     assert third_person("I miss you guys.", "Maya") == "Maya misses you guys."  # no listener to name
@@ -146,6 +157,8 @@ def test_a_missing_subject_is_the_speaker() -> None:
     )
     assert with_subject("Job interview on Monday.") == "I have a job interview on Monday."
     assert with_subject("My interview went well.") == "My interview went well."
+    assert with_subject("Burnt the moussaka tonight.") == "I burnt the moussaka tonight."
+    assert with_subject("Wedding season again.") == "Wedding season again."  # a noun in "-ing"
 
 
 def test_speaker_from_metadata_prefix_or_role() -> None:
@@ -174,6 +187,8 @@ def test_prose_drops_markup_code_and_tool_lines() -> None:
         ("Ha, you and your spicy food.", "You and your spicy food."),
         ("Oh my goodness, a dog!", "A dog!"),
         ("Ha Long Bay was misty.", "Ha Long Bay was misty."),
+        ("You won't believe it, the orchid is blooming.", "The orchid is blooming."),
+        ("Use time.Now() here.", "Use time.Now() here."),  # code is no run-on sentence ("done.Now let me" is)
     ],
 )
 def test_interjections_are_cut_only_where_they_add_nothing(text: str, expected: str) -> None:

@@ -507,7 +507,9 @@ def _last_question(speaker: str, text: str) -> tuple[str, str] | None:
     """(speaker, their message's last sentence) when it is a question: what the next speaker answers."""
     sentences = prose_sentences(text)
     last = " ".join(sentences[-1].split()) if sentences else ""
-    return (speaker, last) if last.endswith(("?", "？")) and len(last) <= MAX_STATEMENT_CHARS // 2 else None
+    if not last.endswith(("?", "？")) or len(last) > MAX_STATEMENT_CHARS // 2 or len(last.split()) < 3:
+        return None  # "Seriously?" asks nothing to answer
+    return speaker, last
 
 
 def _told(
@@ -519,7 +521,8 @@ def _told(
     asked it just before) both are told ("Maya asked: How was the sound? Jonas answered: Loud in the best
     way."); else the speaker is named as saying it ("Maya said: Coffee number three already.")."""
     statement, dated = resolve_dates(sentence, when)
-    statement = third_person(statement, speaker, other)
+    agent = not named and speaker == "the assistant"  # an agent's "we": the agent and its user, at work
+    statement = third_person(statement, speaker, other, we_with_other=agent)
     if statement[:1].islower():
         statement = statement[0].upper() + statement[1:]
     statement = _EXCLAIMED.sub(".", statement)  # a memory states; the speaker's "!" is no part of the fact

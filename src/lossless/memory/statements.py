@@ -36,7 +36,8 @@ _NAME_PREFIX = re.compile(r"^\s*([A-Z][\w.'-]{1,30}(?: [A-Z][\w.'-]{1,30})?)\s*:
 _NOT_NAMES = frozenset({"Note", "Error", "Warning", "Update", "Summary", "Answer", "Question", "Edit", "Done", "Todo"})
 _FENCE = re.compile(r"```.*?(?:```|$)", re.S)
 _SKIP_LINE = re.compile(r"^\s*(?:#{1,6}\s|\||>|\[tool |\[reasoning\]|\$ |```|<[a-z_/])", re.I)
-_RUN_ON = re.compile(r"(?<=[a-z%)][.!?])(?=[A-Z][a-z])")  # "done.Now" — a missing space between sentences
+#: "done.Now let me" — a missing space between sentences; "time.Now()" is code, not two sentences.
+_RUN_ON = re.compile(r"(?<=[a-z%)][.!?])(?=[A-Z][a-z]+[\s,;:!?])")
 _BULLET = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+")
 _EMPHASIS = re.compile(r"\*\*|__|(?<!\w)[*_](?=\S)|(?<=\S)[*_](?!\w)")
 _LABEL = re.compile(r"^\s*\*\*[\w /-]{1,40}(?::\*\*|\*\*:)\s*")
@@ -48,7 +49,8 @@ _SPLIT = re.compile(
 _INTERJECTION = re.compile(
     r"^(?:(?:(?:yeah|yes|yep|yup|oh|ooh|hm+|wow|whoa|well|so|haha+|hah|lol|hey|hi|hello|um+|uh+|ah+|aw+|and|"
     r"but|also|actually|honestly|totally|okay|ok|absolutely|definitely|omg|gosh|oh my|my (?:god|gosh|goodness)|"
-    r"btw|anyway)\b|(?:no|nope|ha|sure|true|right|great|cool|nice|awesome|thanks|thank you|man|dude|plus)\b"
+    r"btw|anyway)\b|(?:no|nope|ha|sure|true|right|great|cool|nice|awesome|thanks|thank you|man|dude|plus|"
+    r"you won[’']t believe (?:it|this)|guess what|you know what|believe it or not)\b"
     r"(?=\s*(?:[,!.…-]|$)))[\s,!.…-]*)+",
     re.I,
 )
@@ -303,7 +305,7 @@ _CONTRACTIONS = (
 
 def _third(verb: str) -> str:
     lower = verb.lower()
-    if lower in _MODALS or _PAST.match(lower) or not lower.isalpha():
+    if lower in _MODALS or _PAST.match(lower) or lower in _MORE_PAST or not lower.isalpha():
         return verb
     if lower == "have":
         return "has"
@@ -342,11 +344,11 @@ def with_subject(sentence: str) -> str:
     head = re.sub(r"[^\w'-]", "", words[index]).lower()
     if not head or words[0][:1] in ("I", "'") or head in ("i", "we", "my", "our"):
         return sentence
-    if head.endswith("ing") and len(head) > 5:
+    if head.endswith("ing") and len(head) > 5 and head not in _ING_NOUNS:
         if _GERUND_SUBJECT.search(re.split(r"[,;:!?]", sentence, maxsplit=1)[0]):
             return sentence  # "Shopping before a trip is the best part": the -ing phrase is the subject
         return "I'm " + sentence[0].lower() + sentence[1:]
-    if _PAST.match(head) or head in _VERB_STARTS:
+    if _PAST.match(head) or head in _VERB_STARTS or head in _MORE_PAST:
         return "I " + sentence[0].lower() + sentence[1:]
     clause = re.split(r"[,;:!?]|\s[-–—]\s", sentence, maxsplit=1)[0]
     after = (re.findall(r"[\w'’]+", clause)[1:2] or [""])[0].lower()
@@ -359,6 +361,17 @@ def with_subject(sentence: str) -> str:
     return sentence
 
 
+#: Nouns in "-ing": "Wedding season again" is no "I'm wedding …".
+_ING_NOUNS = frozenset(
+    ["wedding", "morning", "evening", "building", "ceiling", "clothing", "sibling", "pudding", "stuffing", "something",
+     "nothing", "anything", "everything", "offspring", "darling", "earring", "wellbeing", "thanksgiving"]
+)  # fmt: skip
+#: Past tenses a chat sentence opens with, the speaker left out ("Burnt the moussaka tonight").
+_MORE_PAST = frozenset(
+    ["burnt", "burned", "learnt", "dreamt", "spilt", "woke", "broke", "spoke", "forgot", "froze", "rode", "threw",
+     "drew", "hid", "shook", "stole", "sang", "rang", "lent", "dealt", "meant", "fed", "led", "struck", "tore",
+     "wrote", "ate", "finished", "baked", "cooked", "watched", "visited", "tried", "joined", "moved", "passed"]
+)  # fmt: skip
 #: Verbless openings that tell the speaker's state: "Home from Porto!", "Back at work", "Off to Oslo".
 _STATE_STARTS = frozenset(
     ["home", "back", "off", "busy", "done", "stuck", "exhausted", "tired", "sick", "ready", "nervous", "excited",
@@ -465,13 +478,15 @@ _YOU_GROUP = re.compile(
 )
 
 
-def third_person(sentence: str, speaker: str, other: str | None = None) -> str:
+def third_person(sentence: str, speaker: str, other: str | None = None, *, we_with_other: bool = False) -> str:
     """``sentence`` told about ``speaker`` (``I`` → the name, the verb agreeing); ``you`` → ``other`` if known,
     the verb agreeing when ``you`` is the subject.  Set phrases (``my goodness``, ``thank you``) stay as they are.
 
     ``we``/``us`` name the listener only when the sentence takes them in (:data:`_WITH_LISTENER`: "We should
     meet up soon" → "Maya and Jonas should meet up soon"); otherwise they are ``"{speaker} and others"``,
     which is true whoever the others are ("We adopted a puppy" → "Maya and others adopted a puppy").
+    ``we_with_other`` takes the listener in always (an agent's "we" is the agent and its user at work on one
+    task: "we can add a check" → "the assistant and the user can add a check").
     ``you guys``/``you all``/``y'all`` become ``"{other} and the others"``, ``you two``/``you both``
     ``"{other} and their companion"``."""
     if not re.search(r"[A-Za-z]", sentence):
@@ -484,16 +499,19 @@ def third_person(sentence: str, speaker: str, other: str | None = None) -> str:
 
     if "\x00" not in sentence:  # the marker of a kept phrase; text that has one keeps no phrase
         sentence = _IDIOMS.sub(keep, sentence)
-    listener = other is not None and _WITH_LISTENER.search(sentence) is not None
+    listener = other is not None and (we_with_other or _WITH_LISTENER.search(sentence) is not None)
     group = f"{speaker} and {other}" if listener else f"{speaker} and others"
     sentence = re.sub(r"(?<![\w'’-])i(?=(?:'m|’m|'ve|’ve|'ll|’ll|'d|’d)?\s)", "I", sentence)  # a lower-case "i"
     for pattern, template in _CONTRACTIONS:
         sentence = pattern.sub(template.replace("{S}", speaker).replace("{W}", group), sentence)
     sentence = re.sub(r"(?<=\band )I\b|\bI(?= and\b)", speaker, sentence)  # "Mei and I are": the verb stays plural
-    sentence = re.sub(r"\bI ((?:[\w'’]+ ){0,2}[\w'’]+)", lambda m: _agree(m, speaker), sentence)
+    sentence = re.sub(  # the verb's window stops before another "I": "I think I see" → "… thinks … sees"
+        r"\bI ((?:(?!I\b)[\w'’]+ ){0,2}(?!I\b)[\w'’]+)", lambda m: _agree(m, speaker), sentence
+    )
 
-    def named_before(match: re.Match[str]) -> bool:
-        return speaker in match.string[: match.start()]
+    def named_before(match: re.Match[str]) -> bool:  # "their" would be the group's after "Maya and others"
+        before = match.string[: match.start()]
+        return speaker in before.replace(group, "")
 
     sentence = re.sub(r"\bmyself\b", lambda m: "themselves" if named_before(m) else speaker, sentence)
     sentence = re.sub(r"\bme\b", lambda m: "them" if named_before(m) else speaker, sentence)
@@ -501,7 +519,7 @@ def third_person(sentence: str, speaker: str, other: str | None = None) -> str:
     sentence = re.sub(r"\b[Mm]y\b", lambda m: "their" if named_before(m) else f"{speaker}'s", sentence)
     sentence = re.sub(r"\b[Ww]e\b", group, sentence)  # before "our": "We love our dog" → "… love their dog"
     ours = f"{group}'s" if listener else f"{speaker}'s"  # "our flat": the speaker's, whoever shares it
-    sentence = re.sub(r"\b[Oo]ur\b", lambda m: "their" if named_before(m) else ours, sentence)
+    sentence = re.sub(r"\b[Oo]ur\b", lambda m: "their" if speaker in m.string[: m.start()] else ours, sentence)
     sentence = re.sub(r"\bourselves\b", lambda m: "themselves" if group in m.string[: m.start()] else group, sentence)
     if listener:  # "the two of us should meet up" → "Maya and Jonas should meet up"
         sentence = re.sub(r"\b(?:us two|the two of us|both of us)\b", group, sentence, flags=re.I)
