@@ -85,6 +85,7 @@ def test_precision_on_the_hand_labelled_sample() -> None:
         ("Two coats, two very sore backs.", None),  # a remark's number may be spelt out
         ("Just Wednesdays, two hours.", None),
         ("Still our favourite trip.", None),  # something of the speaker's
+        ("Practising with the app until then, and maybe a tutor later.", None),  # "-ing": what they are doing
         ("Morning run done.", None),
         ("我今天很开心！", None),
     ],

@@ -682,5 +682,7 @@ def small_talk_reason(sentence: str, names: Iterable[str] = ()) -> str | None:
     if verbless and not _SAYS_WHAT.search(text):
         if text.rstrip("\"'’”)] ").endswith("!"):  # a cry: a number in words is part of it ("After three years!")
             return None if _names_something(words, known) else "exclamation"
+        if len(words[0]) > 5 and words[0].lower().endswith("ing"):
+            return None  # "Practising with the app until then": an "-ing" verb the lists lack, the speaker's
         return None if _names_something(words, known, spelt=True) else "remark"
     return None
