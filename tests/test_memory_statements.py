@@ -132,7 +132,14 @@ def test_we_without_a_known_listener_is_the_speaker_and_others() -> None:
     assert third_person("I miss you guys.", "Maya") == "Maya misses you guys."  # no listener to name
 
 
-@given(st.lists(st.sampled_from(["my ", "oh ", "you ", "god", "thank", "I ", "\x00", "0", ",", "!", "a"])).map("".join))
+@given(
+    st.lists(
+        st.sampled_from(
+            ["my ", "oh ", "you ", "god", "thank", "I ", "\x00", "0", ",", "!", "a", "we ", "us ", "guys ", "two ",
+             "all ", "let's ", "should ", "yourself ", "our ", "Do "]
+        )  # fmt: skip
+    ).map("".join)
+)
 @example("\x000\x00 oh my god you")
 def test_third_person_never_fails_and_leaves_no_marker(text: str) -> None:
     out = third_person(text, "Caroline", "Melanie")
@@ -193,3 +200,14 @@ def test_prose_drops_markup_code_and_tool_lines() -> None:
 )
 def test_interjections_are_cut_only_where_they_add_nothing(text: str, expected: str) -> None:
     assert prose_sentences(text) == [expected]
+
+
+@given(
+    st.sampled_from(["We", "we", "Honestly we", "Last week we", "Robin said we"]),
+    st.sampled_from(["adopted", "went to", "love", "painted", "visited", "are calling", "bought", "can live with"]),
+    st.sampled_from(["a puppy", "Lisbon", "the fence", "our parents", "it", "us"]),
+    st.sampled_from(["", " last week", " together", " again", " ourselves"]),
+)
+def test_a_plain_we_never_names_the_listener(opening: str, verb: str, what: str, tail: str) -> None:
+    out = third_person(f"{opening} {verb} {what}{tail}.", "Caroline", "Melanie")
+    assert "Melanie" not in out and "Caroline and others" in out

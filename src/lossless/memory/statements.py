@@ -464,7 +464,7 @@ _WITH_LISTENER = re.compile(
     r"|\bwe(?:[’']ll| will| should| could| can| must| need to| have to| ought to| gotta| might)"
     r"(?: (?:really|definitely|totally|just|still|maybe|all|both|also|so|actually|properly|finally))*"
     r" (?:meet|catch up|get together|hang out|grab|do (?:this|that|it) again|see each other|celebrate)\b"
-    r"|\bwe(?:[’']ll| will| should| could| can| must| need to| have to| ought to| gotta| might)\b"
+    r"|\bwe(?: should| could| ought to| might)\b"
     r"[^.!?]*\b(?:together|sometime|some time)\b",  # "We should watch the final together"
     re.I,
 )
