@@ -132,14 +132,11 @@ def test_we_without_a_known_listener_is_the_speaker_and_others() -> None:
     assert third_person("I miss you guys.", "Maya") == "Maya misses you guys."  # no listener to name
 
 
-@given(
-    st.lists(
-        st.sampled_from(
-            ["my ", "oh ", "you ", "god", "thank", "I ", "\x00", "0", ",", "!", "a", "we ", "us ", "guys ", "two ",
-             "all ", "let's ", "should ", "yourself ", "our ", "Do "]
-        )  # fmt: skip
-    ).map("".join)
-)
+_PIECES = ["my ", "oh ", "you ", "god", "thank", "I ", "\x00", "0", ",", "!", "a", "we ", "us ", "guys ", "two ",
+           "all ", "let's ", "should ", "yourself ", "our ", "Do "]  # fmt: skip
+
+
+@given(st.lists(st.sampled_from(_PIECES)).map("".join))
 @example("\x000\x00 oh my god you")
 def test_third_person_never_fails_and_leaves_no_marker(text: str) -> None:
     out = third_person(text, "Caroline", "Melanie")
