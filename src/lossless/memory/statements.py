@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import date, datetime, timedelta
+from functools import partial
 
 from lossless.memory.fragments import has_verb
 
@@ -543,7 +544,7 @@ def third_person(sentence: str, speaker: str, other: str | None = None, *, we_wi
             sentence,
         )
         for pattern, template in _YOU_FORMS:
-            sentence = pattern.sub(lambda m, t=template: _you_form(m, t, other), sentence)
+            sentence = pattern.sub(partial(_you_form, template=template, other=other), sentence)
         sentence = re.sub(r"\b[Yy]ou ((?:[\w'’]+ ){0,2}[\w'’]+)", lambda m: _you_subject(m, other), sentence)
         sentence = re.sub(r"\b[Yy]ou\b", other, sentence)
     if kept:
