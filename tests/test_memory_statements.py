@@ -122,6 +122,13 @@ def test_an_agents_we_is_the_agent_and_its_user() -> None:
     assert said == "The assistant and the user can add a check in the hook."
 
 
+def test_a_users_we_at_work_is_the_two_of_them_for_a_plan() -> None:
+    plan = third_person("We need to fix the tui tests.", "the user", "the assistant", at_work=True)
+    assert plan == "The user and the assistant need to fix the tui tests."
+    past = third_person("We got a report from a customer.", "the user", "the assistant", at_work=True)
+    assert past == "The user and others got a report from a customer."
+
+
 def test_i_twice_in_a_row_both_agree() -> None:
     said = third_person("I think I see the issue.", "the assistant")
     assert said == "The assistant thinks the assistant sees the issue."

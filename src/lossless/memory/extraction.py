@@ -522,7 +522,7 @@ def _told(
     way."); else the speaker is named as saying it ("Maya said: Coffee number three already.")."""
     statement, dated = resolve_dates(sentence, when)
     agent = not named and speaker == "the assistant"  # an agent's "we": the agent and its user, at work
-    statement = third_person(statement, speaker, other, we_with_other=agent)
+    statement = third_person(statement, speaker, other, we_with_other=agent, at_work=not named)
     if statement[:1].islower():
         statement = statement[0].upper() + statement[1:]
     statement = _EXCLAIMED.sub(".", statement)  # a memory states; the speaker's "!" is no part of the fact

@@ -469,6 +469,8 @@ _WITH_LISTENER = re.compile(
     r"[^.!?]*\b(?:together|sometime|some time)\b",  # "We should watch the final together"
     re.I,
 )
+#: "We" planning what to do: at work with an agent, the user's plan is the two of theirs.
+_PLAN = re.compile(r"\bwe(?:[’']ll| will| need| should| must| have to| can| could| gotta)\b", re.I)
 #: "You" meaning the listener and the people with them ("Are you guys coming?", "I miss you two"): the
 #: listener is named with the others, never as "Jonas guys".  "You all right?" asks after the listener alone,
 #: and "you two tickets" has "two" count the tickets, so "you two" / "you all" need no noun after them.
@@ -479,7 +481,9 @@ _YOU_GROUP = re.compile(
 )
 
 
-def third_person(sentence: str, speaker: str, other: str | None = None, *, we_with_other: bool = False) -> str:
+def third_person(
+    sentence: str, speaker: str, other: str | None = None, *, we_with_other: bool = False, at_work: bool = False
+) -> str:
     """``sentence`` told about ``speaker`` (``I`` → the name, the verb agreeing); ``you`` → ``other`` if known,
     the verb agreeing when ``you`` is the subject.  Set phrases (``my goodness``, ``thank you``) stay as they are.
 
@@ -487,7 +491,9 @@ def third_person(sentence: str, speaker: str, other: str | None = None, *, we_wi
     meet up soon" → "Maya and Jonas should meet up soon"); otherwise they are ``"{speaker} and others"``,
     which is true whoever the others are ("We adopted a puppy" → "Maya and others adopted a puppy").
     ``we_with_other`` takes the listener in always (an agent's "we" is the agent and its user at work on one
-    task: "we can add a check" → "the assistant and the user can add a check").
+    task: "we can add a check" → "the assistant and the user can add a check"); ``at_work`` (a user talking
+    to an agent) takes them in for a plan ("we need to fix the tests", "we should", "we'll", "let's"), not
+    for the user's own past ("We got a report" → "the user and others got a report").
     ``you guys``/``you all``/``y'all`` become ``"{other} and the others"``, ``you two``/``you both``
     ``"{other} and their companion"``."""
     if not re.search(r"[A-Za-z]", sentence):
@@ -500,7 +506,9 @@ def third_person(sentence: str, speaker: str, other: str | None = None, *, we_wi
 
     if "\x00" not in sentence:  # the marker of a kept phrase; text that has one keeps no phrase
         sentence = _IDIOMS.sub(keep, sentence)
-    listener = other is not None and (we_with_other or _WITH_LISTENER.search(sentence) is not None)
+    listener = other is not None and (
+        we_with_other or _WITH_LISTENER.search(sentence) is not None or (at_work and _PLAN.search(sentence) is not None)
+    )
     group = f"{speaker} and {other}" if listener else f"{speaker} and others"
     sentence = re.sub(r"(?<![\w'’-])i(?=(?:'m|’m|'ve|’ve|'ll|’ll|'d|’d)?\s)", "I", sentence)  # a lower-case "i"
     for pattern, template in _CONTRACTIONS:
