@@ -84,6 +84,8 @@ def test_format_date() -> None:
         ("Haven't you seen it?", "Hasn't Melanie seen it?"),
         ("Did you do it yourselves?", "Did Melanie do it themselves?"),
         ("Treat yourself.", "Treat Melanie."),
+        ("What do you think?", "What does Melanie think?"),
+        ("They have you covered.", "They have Melanie covered."),  # no question: the verb stays
         ("I no longer eat meat.", "Caroline no longer eats meat."),
         ("I barely slept.", "Caroline barely slept."),  # any "-ly" word before the verb is an adverb
         ("I rarely reply to emails.", "Caroline rarely replies to emails."),

@@ -416,7 +416,13 @@ _CLAUSE_OPENERS = frozenset(
 #: Words after a subject "you" that are no verb to conjugate ("you and Tom", "you guys", "you two").
 _NOT_AFTER_YOU = frozenset(["and", "or", "guys", "all", "both", "two", "three", "too", "yourself", "alone", "lot"])
 _YOU_FORMS = (
-    (re.compile(r"\b([Dd]o|[Aa]re|[Hh]ave|[Ww]ere)(n't|n’t)? you\b"), "{Q} {O}"),  # a question: "Do you …?"
+    (  # a question: "Do you …?", "What do you think?" ("They have you covered" asks nothing)
+        re.compile(
+            r"(?:^|(?<=[,;:] )|(?<=[Ww]hat )|(?<=[Ww]here )|(?<=[Ww]hen )|(?<=[Ww]hy )|(?<=[Hh]ow )"
+            r"|(?<=[Ww]ho )|(?<=[Ww]hich ))([Dd]o|[Aa]re|[Hh]ave|[Ww]ere)(n't|n’t)? you\b"
+        ),
+        "{Q} {O}",
+    ),
     (re.compile(r"\b[Yy]ou(?:'re|’re| are)\b"), "{O} is"),
     (re.compile(r"\b[Yy]ou aren't\b|\b[Yy]ou aren’t\b"), "{O} isn't"),
     (re.compile(r"\b[Yy]ou(?:'ve|’ve| have)\b"), "{O} has"),
