@@ -22,7 +22,11 @@ Two kinds of conversations:
   Format 3 (2026-11-26) adds, after all the others, ``aggregate`` questions over everything one
   person told on a theme ("How does Maya like to spend free time?": the volunteering, the book and
   the board games, told in three sessions; :data:`recall_topics.AGGREGATES`), each with two to seven
-  evidence turns.  The conversations and the earlier questions are format 2's, byte for byte.
+  evidence turns.  Format 4 (2026-11-26) adds, after those, ``adversarial`` questions that ask about
+  a fact as if the other person had told it ("Which breed is the dog Jonas adopted?" when Maya
+  adopted it; :data:`ADVERSARIAL_SHARE` of the facts one friend told and the other did not), as
+  public benchmarks' adversarial questions do; the evidence is the teller's turn.  The conversations
+  and the earlier questions are format 2's and 3's, byte for byte.
 * **agent work** (``a01`` …): slices of real coding-agent sessions from ``shared/corpus``, read
   with the product's own transcript readers.  Questions are made by rules from what happened: the
   file an edit that added an identifier went to ("which file did we change to add the wingman
@@ -64,6 +68,9 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "data"
 CONVERSATIONS = 10
 SESSIONS = (22, 27)
+#: The share of told facts asked about the wrong person too (format 4; public benchmarks have about a fifth
+#: of such questions).
+ADVERSARIAL_SHARE = 0.35
 #: Agent sessions (path under the corpus, format) and how many messages of each are kept.
 AGENT_SESSIONS = [
     ("entireio-cli/0f/c364a22bea/0/full.jsonl", "claude-code"),
@@ -253,6 +260,40 @@ class Conversation:
                 )
         return out
 
+    def adversarial(self, seed: int) -> list[dict[str, Any]]:
+        """Questions that name the wrong person (format 4): a single-fact question about what one person told,
+        asked about the other ("Which breed is the dog Jonas adopted?" when Maya adopted it), as public
+        benchmarks' adversarial questions are.  The evidence is the teller's turn: the only turn that can show
+        the premise is wrong.  A topic the other person told too is left out (the question would be fair).
+
+        Drawn from a random stream of their own, after everything else, so earlier formats stay byte for byte."""
+        rng = random.Random(f"{seed}-{self.id}-adversarial")
+        told_by = {(i["topic"]["id"], i["slots"]["A"]) for i in self.instances}
+        out: list[dict[str, Any]] = []
+        for instance in self.instances:
+            topic, slots = instance["topic"], instance["slots"]
+            singles = [
+                (template, literal, parts)
+                for (kind, template, parts), literal in zip(topic["questions"], LITERAL[topic["id"]], strict=True)
+                if kind == "single" and all(p in instance["ids"] for p in parts)
+            ]
+            if not singles or (topic["id"], slots["B"]) in told_by or rng.random() >= ADVERSARIAL_SHARE:
+                continue
+            template, literal, parts = rng.choice(singles)
+            swapped = slots | {"A": slots["B"], "B": slots["A"], "month": _month(instance["dates"]["say"], rng)}
+            out.append(
+                {
+                    "id": "",
+                    "conversation_id": self.id,
+                    "question": _fill(template, swapped),
+                    "literal": _fill(literal, swapped),
+                    "answer": instance.get(f"{parts[-1]}_text", ""),
+                    "evidence": [instance["ids"][p] for p in parts],
+                    "type": "adversarial",
+                }
+            )
+        return out
+
     def _other(self, name: str) -> str:
         return self.names[1] if name == self.names[0] else self.names[0]
 
@@ -403,6 +444,7 @@ def main() -> int:
     args = parser.parse_args()
     splits: dict[str, dict[str, Any]] = {name: {"conversations": [], "questions": []} for name in ("dev", "test")}
     aggregates: dict[str, list[dict[str, Any]]] = {"dev": [], "test": []}
+    adversarial: dict[str, list[dict[str, Any]]] = {"dev": [], "test": []}
     for number in range(1, CONVERSATIONS + 1):
         conversation = Conversation(number, args.seed)
         conversation.place()
@@ -412,6 +454,7 @@ def main() -> int:
         splits[name]["conversations"].append({"id": conversation.id, "kind": "conversational", "messages": messages})
         splits[name]["questions"] += questions
         aggregates[name] += conversation.aggregate(args.seed)
+        adversarial[name] += conversation.adversarial(args.seed)
     for number, (relative, fmt) in enumerate(AGENT_SESSIONS, 1):
         path = args.corpus / relative
         if not path.exists():
@@ -425,18 +468,21 @@ def main() -> int:
         split["questions"] += questions
     for name, split in splits.items():
         split["questions"] += aggregates[name]  # last, so format 2's question ids stay as they were
+        split["questions"] += adversarial[name]  # after them, so format 3's stay too
         for index, question in enumerate(split["questions"]):
             question["id"] = f"{name}-q{index:04d}"
         payload = {
             "name": f"lossless-recall-{name}",
             "split": name,
-            "format": 3,
+            "format": 4,
             "description": (
                 f"Generated by scripts/make_recall_data.py (seed {args.seed}): conversational chats between two people "
                 "over months (c*), most facts followed by a short exchange on the same subject (format 2), and slices "
                 "of real coding-agent sessions from shared/corpus (a*), with paraphrased questions whose evidence "
                 "is the message ids that answer them; the last questions (type aggregate, format 3) ask for "
-                "everything one person told on a theme, with every such turn as evidence. "
+                "everything one person told on a theme, with every such turn as evidence; the very last "
+                "(type adversarial, format 4) ask about a fact as if the other person had told it, the teller's turn "
+                "being the evidence. "
             )
             + (
                 "DEV split: tune retrieval on this one."

