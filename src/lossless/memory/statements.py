@@ -29,7 +29,6 @@ from datetime import date, datetime, timedelta
 from functools import partial
 
 from lossless.memory.fragments import has_verb
-
 from lossless.speakers import speaker_label
 
 __all__ = ["format_date", "prose_sentences", "resolve_dates", "speaker_of", "third_person", "with_subject"]
