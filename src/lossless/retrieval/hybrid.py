@@ -78,7 +78,6 @@ if TYPE_CHECKING:
 
 __all__ = ["DEPTH", "SUMMARY_SHARE", "hybrid_hits", "keyword_hits"]
 
-_CAPITALISED = re.compile(r"\b[A-Z]")
 _WORDY = re.compile(r"\w")
 
 #: How many candidates each ranker contributes.
@@ -190,7 +189,7 @@ async def _name_blind(
     semantic: dict[int | str, tuple[float, int]],
 ) -> dict[int | str, tuple[float, int]]:
     """The meaning scores blended with those of the question without the speakers' names it mentions (step 2)."""
-    if not _CAPITALISED.search(options.pattern):  # no capitalised word, no name: nothing to read
+    if not any(c.isupper() or not c.isascii() for c in options.pattern):  # no name can be in it: nothing to read
         return semantic
     probe = sorted(semantic, key=lambda key: semantic[key][0], reverse=True)[:SPEAKER_PROBE]
     labels = {
