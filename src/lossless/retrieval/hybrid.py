@@ -201,7 +201,8 @@ async def _name_blind(
     blind_text = without_names(options.pattern, names) if names else ""
     if not _WORDY.search(blind_text):
         return semantic
-    blind_words = [w for w in words if w not in names]
+    parts = {part for name in names for part in name.split()}  # "Mary Ann" is two keywords
+    blind_words = [w for w in words if w not in parts]
     blind = await _semantic_scores(
         search, replace(options, pattern=blind_text), conversation_ids, "messages", blind_words
     )
