@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
 
 from lossless import ContextEngine, Message
 from lossless.cli import cli
@@ -827,3 +829,20 @@ async def test_a_question_that_names_the_wrong_speaker_still_finds_the_fact(
         assert await rank(right) == 0
     finally:
         await engine.dispose()
+
+
+_SCORES = st.dictionaries(st.integers(0, 30), st.floats(-1.0, 1.0, allow_nan=False), max_size=20)
+
+
+@given(_SCORES, _SCORES, st.floats(0.0, 1.0))
+def test_the_name_blind_blend_keeps_every_item_between_its_two_scores(
+    asked: dict[int, float], blind: dict[int, float], share: float
+) -> None:
+    blended = hybrid._blend({k: (v, 7) for k, v in asked.items()}, {k: (v, 7) for k, v in blind.items()}, share)
+    assert set(blended) == set(asked) | set(blind)  # nothing found by either wording is lost
+    floor_asked, floor_blind = min(asked.values(), default=0.0), min(blind.values(), default=0.0)
+    for key, (score, conversation_id) in blended.items():
+        a, b = asked.get(key, floor_asked), blind.get(key, floor_blind)  # unranked: that ranking's lowest
+        assert conversation_id == 7
+        assert min(a, b) - 1e-9 <= score <= max(a, b) + 1e-9
+        assert score == pytest.approx((1 - share) * a + share * b)
