@@ -358,8 +358,9 @@ def extract(conversation_id: int, messages: Sequence[MessageRecord]) -> list[Mem
         if message.role not in ("user", "assistant"):
             continue
         speaker, text, named = speaker_of(message.role, message.content, message.metadata)
+        sentences = prose_sentences(text)
         question = asked[1] if named and asked is not None and asked[0] != speaker else None
-        asked = _last_question(speaker, text) if named else None
+        asked = _last_question(speaker, sentences) if named else None
         other = next((p for p in people if p != speaker), None) if named and len(people) == 2 else None
         if not named:
             other = "the assistant" if message.role == "user" else "the user"
@@ -367,7 +368,7 @@ def extract(conversation_id: int, messages: Sequence[MessageRecord]) -> list[Mem
         found: list[_Said] = []
         if worker:
             found += _edits(text)
-        for position, sentence in enumerate(prose_sentences(text)):
+        for position, sentence in enumerate(sentences):
             answers = question if position == 0 else None  # a reply's first sentence answers the question
             said = _statement(sentence, speaker, other, named, worker, message.created_at, position, answers)
             if said is not None and said.text.lower() not in seen:
@@ -503,9 +504,8 @@ def _draft(
         return None
 
 
-def _last_question(speaker: str, text: str) -> tuple[str, str] | None:
-    """(speaker, their message's last sentence) when it is a question: what the next speaker answers."""
-    sentences = prose_sentences(text)
+def _last_question(speaker: str, sentences: Sequence[str]) -> tuple[str, str] | None:
+    """(speaker, the last of their message's ``sentences``) when it is a question: what the next speaker answers."""
     last = " ".join(sentences[-1].split()) if sentences else ""
     if not last.endswith(("?", "？")) or len(last) > MAX_STATEMENT_CHARS // 2 or len(last.split()) < 3:
         return None  # "Seriously?" asks nothing to answer
