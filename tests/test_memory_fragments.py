@@ -6,8 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from lossless.memory.fragments import fragment_reason, has_verb, is_fragment, small_talk_reason
+from lossless.memory.fragments import _NOUN_NEXT as _DETERMINED
+from lossless.memory.fragments import _VERBS, fragment_reason, has_verb, is_fragment, small_talk_reason
 
 LABELLED = Path(__file__).parent / "data" / "fragments-labelled.json"
 
@@ -85,6 +88,7 @@ def test_precision_on_the_hand_labelled_sample() -> None:
         ("Two coats, two very sore backs.", None),  # a remark's number may be spelt out
         ("Just Wednesdays, two hours.", None),
         ("Still our favourite trip.", None),  # something of the speaker's
+        ("A tiny island with no phone signal.", "remark"),  # "signal" after "no" is a noun: verbless
         ("Practising with the app until then, and maybe a tutor later.", None),  # "-ing": what they are doing
         ("Morning run done.", None),
         ("我今天很开心！", None),
@@ -99,3 +103,17 @@ def test_has_verb() -> None:
     assert has_verb("She always overpacks.")
     assert not has_verb("Home from Porto.")
     assert not has_verb("Two coats, two very sore backs.")  # "backs" follows no subject: a noun
+    # after a determiner or "no" a word is a noun ("no phone signal", "a walk"); a noun that starts with a
+    # verb is no inflection of it ("signal" is no "sign", "teacher" no "teach")
+    assert not has_verb("A tiny island with one shop and no phone signal.")
+    assert not has_verb("Best teacher of the year.")
+    assert not has_verb("Still the plan.")
+    assert not has_verb("Day one on 8 May 2023.")  # the month, not the modal
+    assert has_verb("She signals left and plans ahead.")
+    assert has_verb("May I join?")
+    assert fragment_reason("Coffee with no sign of the rain.") == "no verb"
+
+
+@given(st.sampled_from(sorted(_DETERMINED)), st.sampled_from(sorted(_VERBS)))
+def test_a_verb_after_a_determiner_is_a_noun(determiner: str, verb: str) -> None:
+    assert not has_verb(f"Only {determiner} {verb} here.")

@@ -505,9 +505,15 @@ def _is_verb(word: str) -> bool:
         return True
     if w in _NOT_VERBS or len(w) < 4:
         return False
-    for stem in (w[:-1], w[:-2], w[:-3] + "y" if w.endswith("ies") else "", w[:-2] if w.endswith("ed") else ""):
-        if stem and stem in _VERBS:
-            return True
+    # an inflection's stem: "likes", "loved" → "like"/"love"; "watches", "played"; "tries" (never "signal" → "sign",
+    # "teacher" → "teach": a noun that merely starts with a verb)
+    stems = (
+        w[:-1] if w.endswith(("s", "d")) else "",
+        w[:-2] if w.endswith(("es", "ed")) else "",
+        w[:-3] + "y" if w.endswith(("ies", "ied")) else "",
+    )
+    if any(stem in _VERBS for stem in stems if stem):
+        return True
     if w.endswith("ed") and len(w) > 4:
         return True
     if w.endswith("ing") and len(w) > 5:
@@ -518,6 +524,22 @@ def _is_verb(word: str) -> bool:
 _HE_SHE_IT = frozenset(["he", "she", "it", "who", "which", "that", "this", "everyone", "nobody", "someone"])
 _BETWEEN = frozenset(["always", "never", "often", "still", "also", "just", "really", "usually", "sometimes", "even"])
 _DETERMINERS = frozenset(["the", "a", "an", "my", "our", "your", "his", "her", "their", "its", "some", "no", "every"])
+
+
+#: Words after which the next one is a noun, not a verb: "no phone signal", "a walk", "the plan", "every call".
+#: ("her", "this" and "that" also stand alone before a verb: "let her go", "that works".)
+_NOUN_NEXT = frozenset(
+    ["the", "a", "an", "my", "our", "your", "his", "its", "their", "some", "no", "every", "each", "any", "another",
+     "these", "those"]
+)  # fmt: skip
+
+
+def _verb_at(words: list[str], index: int, agreeing: bool = True) -> bool:
+    """Whether ``words[index]`` is a verb where it stands: a known verb form not right after a determiner
+    (``the plan``, ``no signal``), or (``agreeing``) an ``-s`` verb agreeing with its subject (:func:`_agrees`)."""
+    if index > 0 and (words[index - 1].lower() in _NOUN_NEXT or words[index] == "May"):
+        return False  # "the plan", "no signal"; "on 8 May" is the month (the modal opens a question: "May I")
+    return _is_verb(words[index]) or (agreeing and _agrees(words, index))
 
 
 def _agrees(words: list[str], index: int) -> bool:
@@ -563,7 +585,7 @@ def fragment_reason(text: str) -> str | None:
         return "too short"
     if not _END.search(stripped):
         return "unfinished"
-    verbs = [i for i, w in enumerate(words) if _is_verb(w) or _agrees(words, i)]
+    verbs = [i for i in range(len(words)) if _verb_at(words, i)]
     if not verbs:
         return "no verb"
     first = words[0].lower()
@@ -577,7 +599,7 @@ def fragment_reason(text: str) -> str | None:
 def has_verb(text: str) -> bool:
     """Whether ``text`` (English) holds a verb the checker knows, a parenthesis left out."""
     words = _WORD.findall(re.sub(r"\([^()]*\)", " ", text))
-    return any(_is_verb(w) or _agrees(words, i) for i, w in enumerate(words))
+    return any(_verb_at(words, i) for i in range(len(words)))
 
 
 def is_fragment(text: str) -> bool:
@@ -676,7 +698,8 @@ def small_talk_reason(sentence: str, names: Iterable[str] = ()) -> str | None:
     if all(w in _REACTION_WORDS or w in known for w in lowered):
         return "reaction"
     content = re.sub(r"\([^()]*\)", " ", text)
-    verbless = not any(_is_verb(w) for w in _WORD.findall(content))
+    content_words = _WORD.findall(content)
+    verbless = not any(_verb_at(content_words, i, agreeing=False) for i in range(len(content_words)))
     if _TEASE.match(text) and verbless:
         return "reaction"
     if verbless and not _SAYS_WHAT.search(text):
