@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import date
 
 import pytest
@@ -66,7 +67,7 @@ def test_format_date() -> None:
         ("We both love jazz.", "Caroline and Melanie both love jazz."),
         ("You and I should go hiking.", "Melanie and Caroline should go hiking."),
         ("The two of us should meet up.", "Caroline and Melanie should meet up."),
-        ("Let's meet at our usual place.", "Let's meet at Caroline and Melanie's usual place."),
+        ("Let's meet at our usual place.", "Caroline suggested that Caroline and Melanie meet at their usual place."),
         ("We should catch up at our usual cafe.", "Caroline and Melanie should catch up at their usual cafe."),
         # "you guys" / "you all" / "you two": the listener and the people with them
         ("Are you guys coming to the party?", "Are Melanie and the others coming to the party?"),
@@ -113,6 +114,25 @@ def test_format_date() -> None:
         ("I told you about it.", "Caroline told Melanie about it."),
         ("The middle drags, then it grabs you.", "The middle drags, then it grabs Melanie."),
         ("You and your spicy food.", "Melanie and their spicy food."),
+        # "their"/"them" only where no one else could be meant: else the name
+        ("I hurt my shoulder climbing.", "Caroline hurt their shoulder climbing."),
+        ("I told you about my trip.", "Caroline told Melanie about Caroline's trip."),
+        ("I hope you like your present.", "Caroline hopes Melanie likes Melanie's present."),
+        ("I was nervous, but they seemed to like me.", "Caroline was nervous, but they seemed to like Caroline."),
+        ("I have an exam on Friday, wish me luck.", "Caroline has an exam on Friday, wish Caroline luck."),
+        ("I met Ana at my flat.", "Caroline met Ana at Caroline's flat."),
+        ("We took my car.", "Caroline and others took Caroline's car."),
+        # "let's" / "let us" propose: told as a proposal, never "Let Caroline and Melanie meet"
+        ("Let us meet at the station.", "Caroline suggested that Caroline and Melanie meet at the station."),
+        ("Let's not argue about it.", "Caroline suggested that Caroline and Melanie not argue about it."),
+        (
+            "I'm free on Friday, so let's grab lunch.",
+            "Caroline is free on Friday, so Caroline suggested that Caroline and Melanie grab lunch.",
+        ),
+        (
+            "Our landlord won't let us paint the walls.",
+            "Caroline's landlord won't let Caroline and others paint the walls.",
+        ),
     ],
 )
 def test_third_person(text: str, expected: str) -> None:
@@ -138,6 +158,7 @@ def test_i_twice_in_a_row_both_agree() -> None:
 
 def test_we_without_a_known_listener_is_the_speaker_and_others() -> None:
     assert third_person("We should meet up soon.", "Maya") == "Maya and others should meet up soon."
+    assert third_person("Let's meet soon.", "Maya") == "Maya suggested that Maya and others meet soon."
     assert third_person("I miss you guys.", "Maya") == "Maya misses you guys."  # no listener to name
 
 
@@ -217,3 +238,40 @@ def test_interjections_are_cut_only_where_they_add_nothing(text: str, expected: 
 def test_a_plain_we_never_names_the_listener(opening: str, verb: str, what: str, tail: str) -> None:
     out = third_person(f"{opening} {verb} {what}{tail}.", "Caroline", "Melanie")
     assert "Melanie" not in out and "Caroline and others" in out
+
+
+@given(
+    st.sampled_from(
+        [
+            "I told you about",
+            "I showed Melanie",
+            "They liked",
+            "I hurt",
+            "You saw",
+            "I met Ana at",
+            "I love",
+            "We lost",
+            "Honestly I hate",
+            "I asked them about",
+        ]
+    ),
+    st.sampled_from(["my car", "me", "my sister's flat", "mine"]),
+    st.sampled_from(["", " yesterday", ", and you loved my car", ", wish me luck"]),
+)
+def test_their_and_them_never_stand_where_someone_else_could_be_meant(opening: str, what: str, tail: str) -> None:
+    out = third_person(f"{opening} {what}{tail}.", "Caroline", "Melanie")
+    for found in re.finditer(r"\b(?:their|them|theirs|themselves)\b", out):
+        clause = re.split(r"[,;:]", out[: found.start()])[-1]
+        assert "Caroline" in clause, out  # the speaker is named in the clause
+        assert not re.search(r"Melanie|Ana|\b[Tt]hey\b|\b[Yy]ou|others", clause), out  # and no one else
+
+
+@given(
+    st.sampled_from(["Let's", "let's", "Let us", "Okay, let's", "So let us"]),
+    st.sampled_from(["meet", "grab lunch", "not argue", "go to our usual place", "try my recipe"]),
+    st.sampled_from(["", " soon", " together", " on Friday"]),
+)
+def test_a_proposal_is_told_as_one(opening: str, what: str, tail: str) -> None:
+    out = third_person(f"{opening} {what}{tail}.", "Caroline", "Melanie")
+    assert "Caroline suggested that Caroline and Melanie " in out, out
+    assert not re.search(r"\b[Ll]et(?:['’]s| us| Caroline)\b", out), out  # no "Let Caroline and Melanie meet"

@@ -24,7 +24,7 @@ speaker's name and the written-out dates.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import date, datetime, timedelta
 from functools import partial
 
@@ -337,8 +337,8 @@ def with_subject(sentence: str) -> str:
     while index < len(words) - 1 and words[index].lower() in _ADVERBS:  # listed ones: "Family came" has no "I"
         index += 1
     head = re.sub(r"[^\w'-]", "", words[index]).lower()
-    if not head or words[0][:1] in ("I", "'") or head in ("i", "we", "my", "our"):
-        return sentence
+    if not head or words[0][:1] in ("I", "'") or head in ("i", "we", "my", "our", "let", "let's", "lets"):
+        return sentence  # "Let us meet" proposes: it is no "I let …"
     if head.endswith("ing") and len(head) > 5 and head not in _ING_NOUNS:
         if _GERUND_SUBJECT.search(re.split(r"[,;:!?]", sentence, maxsplit=1)[0]):
             return sentence  # "Shopping before a trip is the best part": the -ing phrase is the subject
@@ -455,12 +455,14 @@ def _you_subject(match: re.Match[str], other: str) -> str:
     return _agree(match, other)
 
 
+#: "Let us" where a clause opens: a proposal ("Let us meet", "so let us go"), unlike "they won't let us".
+_LET_US = r"(?:^|(?<=[,;:] )|(?<=[,;:])|(?<=\b[Ss]o )|(?<=\b[Tt]hen )|(?<=\b[Nn]ow ))[Ll]et us"
 #: "We" that takes in the listener: the two of them named together, or a proposal put to the listener (a
 #: meeting verb after "we should/could…", "shall we", "let's … together").  Any other "we" — "We adopted a
 #: puppy", "We went to Lisbon" — is the speaker and their people, whom the sentence does not name.
 _WITH_LISTENER = re.compile(
     r"\b(?:we both|both of us|the two of us|us two|you and (?:I|me)|me and you|each other|one another|let[’']?s)\b"
-    r"|(?:^|[,;:]\s*)let us\b"  # "Let us meet", not "the landlord won't let us"
+    r"|" + _LET_US + r"\b"  # "Let us meet", not "the landlord won't let us"
     r"|\b(?:shall|should|could|can|must|might) we\b|\bwhy don[’']?t we\b|\bhow about (?:we|us)\b"
     r"|\bwe(?:[’']ll| will| should| could| can| must| need to| have to| ought to| gotta| might)"
     r"(?: (?:really|definitely|totally|just|still|maybe|all|both|also|so|actually|properly|finally))*"
@@ -479,6 +481,36 @@ _YOU_GROUP = re.compile(
     r"(?=\s*(?:[.,;:!?)]|$|(?:are|were|have|had|should|could|can|will|would|must|need|did|do|still|really|always"
     r"|ever|too|got|look|seem|make|and|or|in|at|to|for|with|on|from|about|again|soon|so|both|all|coming|going)\b))",
 )
+
+
+#: "Let's meet", "let us go": a proposal to the listener, told as one ("Maya suggested that Maya and Jonas meet").
+#: "Let us" only where a clause opens ("the landlord won't let us paint" is no proposal).
+_PROPOSAL = re.compile(r"\b[Ll]et[’']s\s+(not\s+)?|" + _LET_US + r"\s+(?!\W)(not\s+)?")
+#: A speaker's word: (its pronoun where the speaker is the one person named before it, its form with the name).
+_MINE = {"myself": ("themselves", "{}"), "me": ("them", "{}"), "mine": ("theirs", "{}'s"), "my": ("their", "{}'s")}
+#: Where a clause opens: a pronoun refers back only within its clause ("…, wish me luck" → "wish Maya luck").
+_CLAUSE_BREAK = re.compile(r"[,;:()]|\s[—–-]\s|\s(?:but|because|although|though|while|whereas)\s")
+#: Words that could be what "their"/"them" stands for, besides the person meant.
+_OTHER_REFERENTS = re.compile(
+    r"\b(?:[Yy]ou|[Yy]our|[Yy]ours|[Yy]ourself|[Yy]ourselves|[Tt]hey|[Tt]hem|[Tt]heir|[Tt]heirs|[Tt]hemselves|others)\b"
+)
+
+
+def _sole_referent(before: str, person: str, rivals: Sequence[str], group: str = "") -> bool:
+    """Whether a "their"/"them" after ``before`` can stand for ``person`` alone: ``person`` is named in the
+    clause ``before`` ends in, and nobody else who could be meant is — no one of ``rivals``, no other
+    capitalised name, no "you"/"they"/"others" ("Maya told Jonas about my trip" → "Maya's trip"; "they
+    seemed to like me" → "like Maya").  ``group`` (the speaker "and others") is left out first: after
+    "Maya and others took" a "my" is "Maya's"."""
+    clause = _CLAUSE_BREAK.split(before.replace(group, "\x01") if group else before)[-1]
+    name = re.compile(rf"(?<![\w'’-]){re.escape(person)}(?:['’]s)?(?![\w'’-])")
+    if not name.search(clause):
+        return False
+    rest = name.sub(" ", clause)
+    if _OTHER_REFERENTS.search(rest) or any(r and re.search(rf"\b{re.escape(r)}\b", rest) for r in rivals):
+        return False
+    words = re.findall(r"[\w'’-]+", rest)
+    return not any(i > 0 and w[:1].isupper() and w != "I" for i, w in enumerate(words))
 
 
 def third_person(
@@ -510,6 +542,7 @@ def third_person(
         we_with_other or _WITH_LISTENER.search(sentence) is not None or (at_work and _PLAN.search(sentence) is not None)
     )
     group = f"{speaker} and {other}" if listener else f"{speaker} and others"
+    sentence = _PROPOSAL.sub(lambda m: f"{speaker} suggested that {group} {m.group(1) or m.group(2) or ''}", sentence)
     sentence = re.sub(r"(?<![\w'’-])i(?=(?:'m|’m|'ve|’ve|'ll|’ll|'d|’d)?\s)", "I", sentence)  # a lower-case "i"
     for pattern, template in _CONTRACTIONS:
         sentence = pattern.sub(template.replace("{S}", speaker).replace("{W}", group), sentence)
@@ -518,17 +551,23 @@ def third_person(
         r"\bI ((?:(?!I\b)[\w'’]+ ){0,2}(?!I\b)[\w'’]+)", lambda m: _agree(m, speaker), sentence
     )
 
-    def named_before(match: re.Match[str]) -> bool:  # "their" would be the group's after "Maya and others"
-        before = match.string[: match.start()]
-        return speaker in before.replace(group, "")
+    rivals = [other] if other else []
 
-    sentence = re.sub(r"\bmyself\b", lambda m: "themselves" if named_before(m) else speaker, sentence)
-    sentence = re.sub(r"\bme\b", lambda m: "them" if named_before(m) else speaker, sentence)
-    sentence = re.sub(r"\bmine\b", lambda m: "theirs" if named_before(m) else f"{speaker}'s", sentence)
-    sentence = re.sub(r"\b[Mm]y\b", lambda m: "their" if named_before(m) else f"{speaker}'s", sentence)
+    def mine(match: re.Match[str]) -> str:  # "their" only where it can be no one else's (after "X and others": X's)
+        pronoun, name = _MINE[match.group(0).lower()]
+        sole = _sole_referent(match.string[: match.start()], speaker, rivals, group)
+        return pronoun if sole else name.format(speaker)
+
+    sentence = re.sub(r"\b(?:myself|me|mine|[Mm]y)\b", mine, sentence)
     sentence = re.sub(r"\b[Ww]e\b", group, sentence)  # before "our": "We love our dog" → "… love their dog"
     ours = f"{group}'s" if listener else f"{speaker}'s"  # "our flat": the speaker's, whoever shares it
-    sentence = re.sub(r"\b[Oo]ur\b", lambda m: "their" if speaker in m.string[: m.start()] else ours, sentence)
+
+    def our(match: re.Match[str]) -> str:
+        before = match.string[: match.start()]
+        sole = _sole_referent(before.replace(group, speaker), speaker, rivals)
+        return "their" if sole else ours
+
+    sentence = re.sub(r"\b[Oo]ur\b", our, sentence)
     sentence = re.sub(r"\bourselves\b", lambda m: "themselves" if group in m.string[: m.start()] else group, sentence)
     if listener:  # "the two of us should meet up" → "Maya and Jonas should meet up"
         sentence = re.sub(r"\b(?:us two|the two of us|both of us)\b", group, sentence, flags=re.I)
@@ -542,8 +581,8 @@ def third_person(
         sentence = _YOU_GROUP.sub(others, sentence)
 
         def named(match: re.Match[str]) -> bool:  # "you and your food" → "Maya and their food"
-            before = match.string[: match.start()]
-            return other in before or re.search(r"\b[Yy]ou(?:r|rs)?\b", before) is not None
+            before = re.sub(r"\b[Yy]ou(?:rs?|rself|rselves)?\b", other, match.string[: match.start()])
+            return _sole_referent(before, other, [speaker])
 
         sentence = re.sub(r"\b[Yy]our\b", lambda m: "their" if named(m) else f"{other}'s", sentence)
         sentence = re.sub(
