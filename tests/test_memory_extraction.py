@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from lossless.memory.extraction import extract
 from lossless.memory.fragments import fragment_reason
@@ -94,7 +96,8 @@ def test_a_change_of_mind_is_remembered_whole_in_the_speakers_name() -> None:
     (draft,) = extract(1, [_record(2, "user", "Ben: Okay I caved, I missed bacon way too much. Back to eating meat.")])
     assert draft.content == "Ben caved, Ben missed bacon way too much. Ben is back to eating meat (said on 8 May 2023)."
     (draft,) = extract(1, [_record(3, "user", "I'm not drinking coffee anymore, it wrecks my sleep.")])
-    assert draft.content == "The user is not drinking coffee anymore, it wrecks their sleep (said on 8 May 2023)."
+    # "their" only where the speaker is named in the same clause: after the comma it is "the user's"
+    assert draft.content == "The user is not drinking coffee anymore, it wrecks the user's sleep (said on 8 May 2023)."
     assert draft.metadata == {"speaker": "the user", "revises": True}
 
 
@@ -211,7 +214,7 @@ def test_statements_end_calmly_with_the_date_note_inside() -> None:
     )
     assert [d.content for d in drafts] == [
         "Maya registered for the trail race, training starts now (said on 8 May 2023).",
-        "Maya always overpacks though (said on 8 May 2023).",  # "overpacks" agrees with its subject: a verb
+        "Jonas said Maya always overpacks though (said on 8 May 2023).",  # Jonas's word on Maya: said so
     ]
 
 
@@ -254,13 +257,13 @@ def test_a_verbless_remark_that_names_nothing_is_no_memory() -> None:
             _record(1, "user", "Maya: I sold my console yesterday."),
             _record(2, "assistant", "Jonas: So no more games for a while then."),  # no question before it
             _record(3, "user", "Maya: Signed up for the harbour 10k. No backing out."),
-            _record(4, "assistant", "Jonas: Coffee number three already."),  # names a number: kept, quoted
+            _record(4, "assistant", "Jonas: Coffee number three already."),  # names a number: kept
         ],
     )
     assert [d.content for d in drafts] == [
         "Maya sold their console on 7 May 2023.",
         "Maya signed up for the harbour 10k (said on 8 May 2023).",
-        "Jonas said: Coffee number three already (said on 8 May 2023).",
+        "Jonas said it was coffee number three already (said on 8 May 2023).",  # the "it is" it stands for
     ]
 
 
@@ -278,3 +281,68 @@ def test_we_is_the_speaker_and_others_unless_the_listener_is_taken_in() -> None:
     assert texts[1].startswith("Jonas and Maya should meet up in the week after 8 May 2023")
     assert texts[2].startswith("Maya misses Jonas and the others")
     assert not any("Jonas guys" in t or "Maya and Jonas adopted" in t for t in texts)
+
+
+def test_a_verbless_remark_is_a_true_sentence_or_part_of_its_answer() -> None:
+    drafts = extract(
+        1,
+        [
+            _record(1, "assistant", "Jonas: Where did you go for the honeymoon?"),
+            _record(2, "user", "Maya: A cabin by a lake with no phone signal. Still our favourite trip."),
+            _record(3, "assistant", "Jonas: RIP my old laptop. The screen went dark and never came back."),
+            _record(4, "user", "Maya: Graduation season again, two parties next week."),
+            _record(5, "assistant", "Jonas: Decided to quit sugar. Day one today!"),
+        ],
+    )
+    assert [d.content for d in drafts] == [
+        # "signal" after "no" is no verb: the reply is told with its question, the remark after it as said
+        "Jonas asked: Where did Maya go for the honeymoon? Maya answered: A cabin by a lake "
+        "with no phone signal. Still Maya's favourite trip (said on 8 May 2023).",
+        "Jonas's old laptop died. The screen went dark and never came back.",
+        "Maya said it was graduation season again, two parties in the week after 8 May 2023.",
+        "Jonas decided to quit sugar. Day one on 8 May 2023.",  # a change of mind: its remark follows it
+    ]
+    assert not any(" said:" in d.content for d in drafts)
+
+
+def test_a_memory_that_names_no_one_says_whose_it_is() -> None:
+    drafts = extract(
+        1,
+        [
+            _record(1, "user", "Maya: The bus was late again."),
+            _record(2, "assistant", "Jonas: Concert tickets sold out in minutes, so annoying."),
+            _record(3, "user", "Maya: Rosa wants a hamster now, no way."),
+            _record(4, "assistant", "Jonas: She was thrilled, kept grinning all day."),  # "Jonas said she…": whose?
+        ],
+    )
+    assert [d.content for d in drafts] == [
+        "Maya said the bus was late again (said on 8 May 2023).",
+        "Jonas said concert tickets sold out in minutes, so annoying (said on 8 May 2023).",
+        "Maya said Rosa wants a hamster now, no way (said on 8 May 2023).",
+        "Jonas said: She was thrilled, kept grinning all day (said on 8 May 2023).",
+    ]
+
+
+_SAID = [
+    "The bus was late again.", "Coffee number three already.", "RIP my phone.", "I adopted a puppy yesterday!",
+    "You always overpack.", "Let's meet on Friday.", "We should catch up soon.", "Traffic was awful this morning.",
+    "She was thrilled.", "Wedding season again, three invitations on the fridge.", "My sister quit her job.",
+    "A tiny island with no phone signal.", "Where did you go?", "Still our favourite trip.",
+    "I told you about my trip.",
+]  # fmt: skip
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["Maya", "Jonas"]), st.lists(st.sampled_from(_SAID), min_size=1, max_size=3)),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_every_memory_of_a_named_speaker_names_them(turns: list[tuple[str, list[str]]]) -> None:
+    messages = [_record(i, "user", f"{who}: {' '.join(said)}") for i, (who, said) in enumerate(turns, 1)]
+    for draft in extract(1, messages):
+        speaker = (draft.metadata or {})["speaker"]
+        assert isinstance(speaker, str) and speaker in draft.content, draft.content
+        assert fragment_reason(draft.content) is None
+        assert not draft.content.startswith(("Let ", "Maya said: Coffee", "Jonas said: Coffee")), draft.content

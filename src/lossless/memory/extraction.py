@@ -43,6 +43,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from lossless.errors import InputError
+from lossless.memory.attribution import Vocabulary, attributed, remark
 from lossless.memory.changes import VERSIONED, is_change
 from lossless.memory.fragments import fragment_reason, small_talk_reason
 from lossless.memory.records import Category, Decision, Memory, MemoryDraft
@@ -309,6 +310,8 @@ _TOPIC = re.compile(
 )
 _OWNED = re.compile(r"\bmy ([\w-]+) is\b", re.I)
 _CJK = CJK_CHAR
+#: No vocabulary: every capitalised first word may be a name.
+_NO_WORDS = Vocabulary()
 
 
 def fact_key_for(category: Category, text: str) -> str | None:
@@ -353,6 +356,7 @@ def extract(conversation_id: int, messages: Sequence[MessageRecord]) -> list[Mem
     seen: set[str] = set()
     names = [speaker_of(m.role, m.content, m.metadata) for m in messages if m.role in ("user", "assistant")]
     people = list(dict.fromkeys(name for name, _, named in names if named))
+    words = Vocabulary.of((text for _, text, _ in names), people)
     asked: tuple[str, str] | None = None  # (who asked, the last question) of the message before
     for message in messages:
         if message.role not in ("user", "assistant"):
@@ -370,7 +374,7 @@ def extract(conversation_id: int, messages: Sequence[MessageRecord]) -> list[Mem
             found += _edits(text)
         for position, sentence in enumerate(sentences):
             answers = question if position == 0 else None  # a reply's first sentence answers the question
-            said = _statement(sentence, speaker, other, named, worker, message.created_at, position, answers)
+            said = _statement(sentence, speaker, other, named, worker, message.created_at, position, answers, words)
             if said is not None and said.text.lower() not in seen:
                 seen.add(said.text.lower())
                 found.append(said)
@@ -379,10 +383,15 @@ def extract(conversation_id: int, messages: Sequence[MessageRecord]) -> list[Mem
             continue
         best = _with_change(best, text, speaker, other, named, message.created_at)
         for group in _groups(best):
-            draft = _draft(group, speaker if named else None, message, conversation_id)
+            draft = _draft(group, speaker if named else None, message, conversation_id, words)
             if draft is not None:
                 drafts.append(draft)
     return drafts
+
+
+def _fact_key(said: _Said) -> str | None:
+    """The fact a statement gives a new value of; a verbless remark ("Still our favourite trip.") gives none."""
+    return None if said.bare else fact_key_for(said.category, said.source)
 
 
 def _with_change(
@@ -408,12 +417,13 @@ def _with_change(
         if is_change(sentence):
             told.append(_changed(sentence, speaker, other, named, when))
         else:
-            told.append(_told(sentence, speaker, other, named, when)[0])
+            telling = _told(sentence, speaker, other, named, when)
+            told.append(telling.bare if telling.bare and told else telling.text)  # "… Day one on 23 October."
     whole = " ".join(told)
     if not told or len(whole) > MAX_STATEMENT_CHARS or fragment_reason(whole) is not None:
         return list(best)
-    dated = change.dated or any(s.dated for s in best if fact_key_for(s.category, s.source) is None)
-    kept = [s for s in best if fact_key_for(s.category, s.source) is not None]
+    dated = change.dated or any(s.dated for s in best if _fact_key(s) is None)
+    kept = [s for s in best if _fact_key(s) is not None]
     merged = replace(change, text=whole, dated=dated, position=min(s.position for s in best))
     return sorted([*kept, merged], key=lambda s: s.position)
 
@@ -422,7 +432,7 @@ def _changed(sentence: str, speaker: str, other: str | None, named: bool, when: 
     """A change-of-mind sentence told so that it names its speaker ("Maya said: The veggie experiment is over.")."""
     if _BACK_TO.match(sentence):
         sentence = "I'm " + sentence[0].lower() + sentence[1:]
-    statement = _told(sentence, speaker, other, named, when)[0]
+    statement = _told(sentence, speaker, other, named, when).text
     if speaker.lower() not in statement.lower():
         statement = f"{speaker[0].upper()}{speaker[1:]} said: {statement}"
     return statement
@@ -430,8 +440,8 @@ def _changed(sentence: str, speaker: str, other: str | None, named: bool, when: 
 
 def _groups(said: Sequence[_Said]) -> list[list[_Said]]:
     """A message's statements as memories: a versioned fact (one with a fact key) alone, the rest together."""
-    alone = [[s] for s in said if fact_key_for(s.category, s.source) is not None]
-    rest = [s for s in said if fact_key_for(s.category, s.source) is None]
+    alone = [[s] for s in said if _fact_key(s) is not None]
+    rest = [s for s in said if _fact_key(s) is None]
     if rest and sum(len(s.text) + 1 for s in rest) <= MAX_STATEMENT_CHARS:
         return sorted([*alone, rest], key=lambda group: group[0].position)
     return sorted([*alone, *([s] for s in rest)], key=lambda group: group[0].position)
@@ -468,17 +478,28 @@ class _Said:
     source: str
     position: int
     change: bool = False
+    bare: str = ""  # a verbless remark as said: how it reads after another statement of its memory
 
 
 def _draft(
-    group: Sequence[_Said], person: str | None, message: MessageRecord, conversation_id: int
+    group: Sequence[_Said],
+    person: str | None,
+    message: MessageRecord,
+    conversation_id: int,
+    words: Vocabulary = _NO_WORDS,
 ) -> MemoryDraft | None:
-    """One memory from a message's kept statements (events get the date they were said)."""
+    """One memory from a message's kept statements (events get the date they were said).
+
+    A verbless remark after another statement reads as said ("… Maya answered: A tiny island. Still Maya's
+    favourite trip."); a named speaker's memory that names them nowhere is told as what they said
+    (:func:`~lossless.memory.attribution.attributed`: "Maya said the train was late again.")."""
     ranked = sorted(
         group, key=lambda s: ["profile", "preferences", "entities", "cases", "patterns", "events"].index(s.category)
     )
     category = ranked[0].category
-    text = " ".join(s.text for s in group)
+    text = " ".join(s.bare if s.bare and i else s.text for i, s in enumerate(group))
+    if person is not None:
+        text = attributed(text, person, words)
     dated = category == "events" or (person is not None and category not in ("profile", "preferences"))
     dated = dated or any(s.change for s in group)  # a change of mind is dated, whatever it changes
     if dated and not any(s.dated for s in group) and not _HAS_DATE.search(text):
@@ -493,7 +514,7 @@ def _draft(
             content=text,
             category=category,
             metadata=meta,
-            fact_key=_keyed(fact_key_for(category, ranked[0].source), person.lower() if person else None),
+            fact_key=_keyed(_fact_key(ranked[0]), person.lower() if person else None),
             temporal_type="dynamic" if category == "events" else "static",
             conversation_id=conversation_id,
             source_message_ids=(message.id,),
@@ -512,31 +533,58 @@ def _last_question(speaker: str, sentences: Sequence[str]) -> tuple[str, str] | 
     return speaker, last
 
 
+@dataclass(frozen=True, slots=True)
+class _Telling:
+    """A sentence told about its speaker: the statement that stands alone, whether it is dated, and — for a
+    verbless remark — the remark as said (``bare``), which may follow another statement of the same memory."""
+
+    text: str
+    dated: bool
+    bare: str = ""
+
+
 def _told(
-    sentence: str, speaker: str, other: str | None, named: bool, when: datetime, question: str | None = None
-) -> tuple[str, bool]:
-    """The sentence told about its speaker, dates written out, ending as a sentence; and whether it was dated.
+    sentence: str,
+    speaker: str,
+    other: str | None,
+    named: bool,
+    when: datetime,
+    question: str | None = None,
+    words: Vocabulary = _NO_WORDS,
+) -> _Telling:
+    """The sentence told about its speaker, dates written out, ending as a sentence.
 
     A named speaker's sentence with no verb is no statement on its own: when it answers ``question`` (``other``
     asked it just before) both are told ("Maya asked: How was the sound? Jonas answered: Loud in the best
-    way."); else the speaker is named as saying it ("Maya said: Coffee number three already.")."""
-    statement, dated = resolve_dates(sentence, when)
+    way."); else it is made a sentence where that stays true (:func:`~lossless.memory.attribution.remark`:
+    "RIP my smartwatch." → "Maya's smartwatch died.", "Coffee number three already." → "Maya said it was
+    coffee number three already."), or quoted in the speaker's name ("Maya said: After the gig, so tired.")."""
+    dated_sentence, dated = resolve_dates(sentence, when)
+    statement = _in_third_person(dated_sentence, speaker, other, named)
+    if fragment_reason(statement) != "no verb" or not named:
+        return _Telling(statement, dated)
+    if question is not None and other is not None:
+        asked, asked_dated = resolve_dates(question, when)
+        answer = f"{other} asked: {third_person(asked, other, speaker)} {speaker} answered: {statement}"
+        return _Telling(answer, dated or asked_dated, statement)
+    made = remark(dated_sentence, words)
+    if made is not None:
+        return _Telling(_in_third_person(made, speaker, other, named), dated, statement)
+    return _Telling(f"{speaker} said: {statement}", dated, statement)
+
+
+def _in_third_person(sentence: str, speaker: str, other: str | None, named: bool) -> str:
+    """``sentence`` told about ``speaker`` (:func:`~lossless.memory.statements.third_person`), stated calmly and
+    ending as a sentence."""
     agent = not named and speaker == "the assistant"  # an agent's "we": the agent and its user, at work
-    statement = third_person(statement, speaker, other, we_with_other=agent, at_work=not named)
+    statement = third_person(sentence, speaker, other, we_with_other=agent, at_work=not named)
     if statement[:1].islower():
         statement = statement[0].upper() + statement[1:]
     statement = _EXCLAIMED.sub(".", statement)  # a memory states; the speaker's "!" is no part of the fact
     statement = statement.rstrip("！") + "。" if statement.endswith("！") else statement
     if statement[-1] not in ".。":
         statement += "。" if _CJK.search(statement[-1]) else "."
-    if fragment_reason(statement) == "no verb" and named:
-        if question is not None and other is not None:
-            asked, asked_dated = resolve_dates(question, when)
-            statement = f"{other} asked: {third_person(asked, other, speaker)} {speaker} answered: {statement}"
-            dated = dated or asked_dated
-        else:
-            statement = f"{speaker} said: {statement}"
-    return statement, dated
+    return statement
 
 
 def _passed_over(sentence: str, speaker: str, other: str | None, answers: bool = False) -> bool:
@@ -561,6 +609,7 @@ def _statement(
     when: datetime,
     position: int,
     question: str | None = None,
+    words: Vocabulary = _NO_WORDS,
 ) -> _Said | None:
     """One sentence worth remembering, told about its speaker (with the ``question`` it answers when it has no
     verb, see :func:`_told`); else ``None``."""
@@ -594,14 +643,15 @@ def _statement(
             return None  # "I think that works" from a user is not who they are
         if category == "profile" and not _PROFILE_HINT.search(sentence):
             category = "entities"
-    statement, dated = _told(sentence, speaker, other, named, when, question)
+    told = _told(sentence, speaker, other, named, when, question, words)
+    statement, dated = told.text, told.dated
     if change:
         statement = _changed(sentence, speaker, other, named, when)
     if fragment_reason(statement) is not None:
         return None  # each sentence must stand on its own, before any is joined to another
     score = float(len(set(informative)) + 3 * bool(_RULE_HIT.search(sentence)) + 2 * dated)
     score += 2 * len(_PROPER.findall(sentence[1:])) + CHANGE_BONUS * change
-    return _Said(statement, category, score, dated, sentence, position, change)
+    return _Said(statement, category, score, dated, sentence, position, change, "" if change else told.bare)
 
 
 def _keyed(fact_key: str | None, speaker: str | None) -> str | None:
