@@ -346,3 +346,17 @@ def test_every_memory_of_a_named_speaker_names_them(turns: list[tuple[str, list[
         assert isinstance(speaker, str) and speaker in draft.content, draft.content
         assert fragment_reason(draft.content) is None
         assert not draft.content.startswith(("Let ", "Maya said: Coffee", "Jonas said: Coffee")), draft.content
+
+
+def test_a_sentence_about_he_or_she_stays_with_what_says_who_that_is() -> None:
+    drafts = extract(
+        1,
+        [
+            _record(1, "user", "Maya: Who usually wins at your game nights?"),
+            _record(2, "assistant", "Jonas: My uncle, every single time. He reads the rules like a lawyer."),
+        ],
+    )
+    assert [d.content for d in drafts] == [
+        "Maya asked: Who usually wins at Jonas's game nights? Jonas answered: Jonas's uncle, every single time. "
+        "He reads the rules like a lawyer."
+    ]

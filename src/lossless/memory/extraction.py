@@ -310,6 +310,7 @@ _TOPIC = re.compile(
 )
 _OWNED = re.compile(r"\bmy ([\w-]+) is\b", re.I)
 _CJK = CJK_CHAR
+_SOMEONE_ELSE = re.compile(r"(?:he|she|they)\b", re.I)
 #: No vocabulary: every capitalised first word may be a name.
 _NO_WORDS = Vocabulary()
 
@@ -390,8 +391,12 @@ def extract(conversation_id: int, messages: Sequence[MessageRecord]) -> list[Mem
 
 
 def _fact_key(said: _Said) -> str | None:
-    """The fact a statement gives a new value of; a verbless remark ("Still our favourite trip.") gives none."""
-    return None if said.bare else fact_key_for(said.category, said.source)
+    """The fact a statement gives a new value of.  A verbless remark ("Still our favourite trip.") gives none,
+    nor does a sentence about someone it names only as "he"/"she"/"they" ("He reads the rulebook like it's a
+    contract."): it stays with the statements around it, which say who that is."""
+    if said.bare or _SOMEONE_ELSE.match(said.source):
+        return None
+    return fact_key_for(said.category, said.source)
 
 
 def _with_change(
