@@ -177,7 +177,7 @@ def topic(text: str, speaker: str | None) -> str:
     out = _WRITTEN_DATE.sub("", out)
     if speaker:
         name = re.escape(speaker)
-        out = re.sub(rf"\b{name}\s+said:\s*", "", out, flags=re.I)
+        out = re.sub(rf"\b{name}\s+said:\s*|^{name}\s+said(?:\s+it\s+was)?\s+", "", out, flags=re.I)
         out = re.sub(rf"\b{name}['’]s\b", "their", out, flags=re.I)
         out = re.sub(rf"\b{name}\b", "", out, flags=re.I)
     out = re.sub(r"\s+([,.!?;:])", r"\1", " ".join(out.split())).strip(" ,;:—–-")
