@@ -18,9 +18,13 @@ already.") must become a sentence without words put in the speaker's mouth.
   ``he``/``she``/``they`` is quoted instead (``Jonas said: She was thrilled.``): in reported speech
   "Jonas said she was thrilled" can read as Jonas speaking of themself.
 
-Invariants: pure and deterministic; the speaker's words are kept, in their order: only the
-speaker's name and ``said`` (``said it was`` for a noun phrase, ``died`` for ``RIP``) are added;
-:func:`attributed` returns a text that names the speaker, and leaves one that already does unchanged.
+:class:`Vocabulary` is what the conversation tells about its capitalised words, so that a first word
+is lowered after "said" ("Maya said traffic was awful") only where it is no name ("Rosa wants…").
+
+Invariants: pure and deterministic; the speaker's words are kept, in their order, only the first
+letter's case may change: just the speaker's name and ``said`` (``said it was`` for a noun phrase)
+are added, and ``RIP`` becomes ``died``; :func:`attributed` returns a text that names the speaker, and
+leaves one that already does unchanged.
 """
 
 from __future__ import annotations

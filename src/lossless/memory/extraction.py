@@ -14,7 +14,8 @@ Invariants:
 
 * Every draft has provenance (the conversation and the message it came from),
   its speaker in ``metadata["speaker"]``, and passes
-  :func:`~lossless.memory.fragments.fragment_reason`.
+  :func:`~lossless.memory.fragments.fragment_reason`; a named speaker's draft names
+  them (:mod:`lossless.memory.attribution`: "Maya said the train was late again.").
 * Skipped: system and tool messages, questions, "do you remember…" queries,
   greetings and acknowledgements, code, markdown headings and list stubs, tool
   lines; from an agent (an unnamed assistant) everything but its work facts

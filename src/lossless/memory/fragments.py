@@ -11,7 +11,9 @@ it.  :func:`fragment_reason` names what makes a text a fragment, or returns
 * ``code`` / ``tool noise`` — code fences, statements of code, tool-call
   markers, JSON, tracebacks, shell prompts;
 * ``no verb`` / ``no subject`` — no verb found, or the verb comes first (an
-  instruction or a clipped clause, not a statement about someone);
+  instruction or a clipped clause, not a statement about someone); a word right
+  after a determiner or "no" is a noun ("no phone signal", "the plan"), and a noun
+  that starts with a verb is no inflection of it ("signal", "teacher");
 * ``unfinished`` — does not end as a sentence (``.``, ``!``, ``?`` or their CJK
   forms, possibly inside a closing quote or bracket), or ends in an ellipsis.
 

@@ -14,7 +14,9 @@ The offline extractor's toolkit, in the order it is applied to a message:
   message's own date;
 * :func:`third_person` — ``I``/``my``/``me``/``we``/``our`` become the speaker's
   name (with the verb agreeing: ``I love`` → ``Caroline loves``), ``you``/``your``
-  the other speaker's when known.
+  the other speaker's when known; ``their``/``them`` stand for a person only where no
+  one else could be meant (``I told you about my trip`` → ``… about Caroline's trip``);
+  ``let's``/``let us`` propose (``Caroline suggested that Caroline and Melanie meet``).
 
 Invariants: pure and deterministic; English grammar only (other languages
 pass through :func:`third_person` unchanged); nothing is invented except the
