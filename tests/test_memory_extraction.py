@@ -50,6 +50,7 @@ def test_a_named_speakers_preferences_are_versioned_per_person() -> None:
 def test_agent_markdown_and_narration_never_become_memories() -> None:
     text = (
         "**Root Cause Analysis**: I identified:\n- the cache key\n\n## Fix\nNow let me check the tests:\n"
+        "Fair enough, let me add the fixture back.\nYou're right, let me update the script.\n"
         "I fixed the flaky login test by adding a wait in `tests/test_login.py`.\n```py\nx = 1\n```\n"
         '[tool call: Edit] {"file_path": "src/app/login.py", "old_string": "a", "new_string": "b"}'
     )

@@ -138,7 +138,8 @@ _WORK = re.compile(
     re.I,
 )
 _NARRATION = re.compile(
-    r"^(?:(?:now|first|next|then|ok(?:ay)?|great|perfect|good|alright|so)\b[,!.]?\s*)*"
+    r"^(?:(?:now|first|next|then|ok(?:ay)?|great|perfect|good|alright|so|fair enough|you'?re right|good (?:point|catch)"
+    r"|got it|makes sense)\b[,!.]?\s*)*"
     r"(?:let me|let's|let us|i'?ll|i will|i need|i'?m going|i am going|we need|we should|we'll|i can see|i see|"
     r"here'?s|here is|here are|i'?m now|i should|i want|i must|looking|checking|running|let me know)\b",
     re.I,
