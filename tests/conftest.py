@@ -7,6 +7,8 @@
   absent (a user's checkout) the tests that need it skip with the reason; in CI
   (``CI`` or ``LCM_CI`` set) a skip of any kind is turned into a failure, so
   nothing can silently stop running there.
+* The suite runs in pytest-xdist workers (``-n auto`` in pyproject.toml); each worker has its own
+  session fixtures (its own PostgreSQL server), and starts with the long tests.
 * ``store`` is parametrized by backend: every contract test runs against each.
   PostgreSQL is a real server (see :mod:`tests.pg`): embedded, started once per
   session, with a fresh database per test; or ``LCM_TEST_POSTGRES_URL``.
@@ -61,6 +63,19 @@ def corpus_transcripts() -> list[Path]:
     if not CORPUS.is_dir():
         return []
     return sorted(p for p in CORPUS.rglob("*") if p.suffix in (".jsonl", ".traj") and p.is_file())
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In a pytest-xdist worker, the long tests (those on the corpus, or marked slow) come first, so
+    that no worker is left running one of them alone at the end.  Every worker sorts alike (xdist
+    requires the same order everywhere); a run in one process (-n 0) keeps the files' order."""
+    if not hasattr(config, "workerinput"):
+        return
+
+    def long(item: pytest.Item) -> bool:
+        return "corpus" in getattr(item, "fixturenames", ()) or item.get_closest_marker("slow") is not None
+
+    items.sort(key=lambda item: not long(item))
 
 
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport | None:

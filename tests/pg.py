@@ -6,6 +6,9 @@
   is new each time, and the server of a killed run is stopped and removed by :func:`reap_orphans`).
 * The schema is migrated once into a template database; every test gets a fresh copy of it
   (``CREATE DATABASE … TEMPLATE``, about 0.2 s) and it is dropped afterwards.
+* The suite runs in parallel workers (pytest-xdist): each worker starts its own embedded server
+  (its own folder and Unix socket, no TCP port), and on a shared ``LCM_TEST_POSTGRES_URL`` each
+  worker has its own template database (``lcm_template_gw0``…), so no worker drops another's.
 * In CI the server must start: :func:`server_url` raises instead of skipping there.
 """
 
@@ -22,7 +25,8 @@ import uuid
 from collections.abc import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
-TEMPLATE = "lcm_template"
+# One template per pytest-xdist worker (a worker's tests never copy a template another is rebuilding).
+TEMPLATE = "lcm_template" + (f"_{os.environ['PYTEST_XDIST_WORKER']}" if os.environ.get("PYTEST_XDIST_WORKER") else "")
 _USER = "embedded_postgres"
 
 

@@ -71,6 +71,7 @@ def _commands(settings: dict[str, Any]) -> dict[str, str]:
     return {event: groups[-1]["hooks"][-1]["command"] for event, groups in settings["hooks"].items()}
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_installed_hooks_keep_a_live_session_stored_and_the_mcp_server_recalls_it(tmp_path: Path) -> None:
     project = tmp_path / "shop"

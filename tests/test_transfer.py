@@ -57,6 +57,7 @@ def migrate(source: str, target: str) -> tuple[int, dict[str, object]]:
     return result.exit_code, json.loads(result.stdout)
 
 
+@pytest.mark.slow
 def test_migrate_copies_everything_and_verifies(tmp_path: Path, pg_url: str) -> None:
     source = f"sqlite:///{tmp_path / 'src.db'}"
     before = anyio.run(build_source, source)

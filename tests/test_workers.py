@@ -179,6 +179,7 @@ def done_jobs(path: Path) -> list[int]:
         conn.close()
 
 
+@pytest.mark.slow
 def test_lcm_worker_runs_jobs_and_stops_on_sigterm(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'w.db'}"
     env = {
