@@ -18,7 +18,15 @@ from lossless.memory.ranking import Candidate, RetrievalConfig, finish, fuse
 from lossless.memory.records import Memory, MemoryDraft, MemoryPatch
 from lossless.memory.scopes import MemoryCaller, check_scope, reachable_scopes
 from lossless.memory.service import MemoryService
-from lossless.memory.vectors import VectorIndex, calibrate, chunk_text, normalize, to_blob, uncalibrate
+from lossless.memory.vectors import (
+    VectorIndex,
+    calibrate,
+    chunk_text,
+    normalize,
+    pairwise,
+    to_blob,
+    uncalibrate,
+)
 from lossless.ports import PreparedMessage, Store
 from lossless.records import Message, utcnow
 from lossless.stores import memory_store_for, open_store
@@ -838,6 +846,25 @@ def test_calibrate_and_uncalibrate_are_inverse(floor: float, similarity: float) 
     assert abs(uncalibrate(calibrate(similarity, floor), floor) - similarity) < 1e-9
     assert calibrate(1.0, floor) == pytest.approx(1.0) and calibrate(floor, floor) == pytest.approx(0.0)
     assert calibrate(similarity, 0.0) == similarity
+
+
+@given(
+    st.lists(st.lists(st.floats(-1.0, 1.0), min_size=3, max_size=3), min_size=1, max_size=6),
+    st.sampled_from([0.0, 0.8]),
+    st.data(),
+)
+def test_pairwise_gives_each_pairs_calibrated_cosine(
+    rows: list[list[float]], floor: float, data: st.DataObject
+) -> None:
+    """MMR's lookups: the same value as the pair's own dot product; -1 for a memory without a vector or unknown."""
+    vectors = {f"m{i}": normalize(row)[0] for i, row in enumerate(rows) if any(abs(v) > 1e-3 for v in row)}
+    listed = {**vectors, "none": None}
+    similarity = pairwise(listed, floor)
+    for a, b in data.draw(st.lists(st.tuples(st.sampled_from(sorted(listed)), st.sampled_from(sorted(listed))))):
+        va, vb = listed[a], listed[b]
+        expected = -1.0 if va is None or vb is None else calibrate(float(va @ vb), floor)
+        assert similarity(a, b) == pytest.approx(expected, abs=1e-5)
+    assert similarity("m0", "unknown") == -1.0
 
 
 async def test_a_model_with_high_cosines_dedups_and_ranks_like_any_other(store: Store) -> None:

@@ -23,6 +23,7 @@ from lossless.retrieval.ranking import (
     time_window,
     with_neighbours,
 )
+from lossless.text import CJK_CHAR
 
 ANCHOR = datetime(2024, 8, 20, 12, tzinfo=UTC)
 
@@ -209,6 +210,21 @@ def test_times_relative_to_an_event() -> None:
 
 def test_text_without_spaces_is_not_taken_for_one_word() -> None:
     assert ranking.substance("バックアップが失敗しました", enough=6) == 1.0
+
+
+@given(st.text(max_size=60), st.integers(0, 8))
+def test_substance_counts_as_word_by_word(text: str, enough: int) -> None:
+    """The counted words (one pass for plain ASCII, kept per text) are those of the rule as written:
+    a word without spaces' script counts about two characters a word, others from three letters, stopwords not."""
+    count = 0
+    for word in re.findall(r"\w+", text[:2000]):
+        if CJK_CHAR.search(word):
+            count += max(1, len(word) // 2)
+        elif len(word) > 2 and word.lower() not in ranking.STOPWORDS:
+            count += 1
+    expected = 1.0 if enough <= 0 else (max(1, min(count, enough)) / enough) ** ranking.SUBSTANCE_POWER
+    assert ranking.substance(text, enough) == pytest.approx(expected)
+    assert ranking.substance(text, enough) == ranking.substance(text, enough)  # the kept count is the same
 
 
 def test_what_an_agents_question_asks_for() -> None:

@@ -217,14 +217,16 @@ def fuse(candidates: Sequence[Candidate], config: RetrievalConfig) -> tuple[list
     dropped: list[Scored] = []
     normalized = _normalizer(candidates, config) if config.fusion == "normalized" else None
     for c in candidates:
-        s = Scored(c, 0.0)
+        absolute = None
         if normalized is not None:
-            s = replace(s.at("fusion", normalized(c)), absolute=_weighted(c, config))
+            value, absolute = normalized(c), _weighted(c, config)
         elif config.fusion == "rrf":
             total = sum(1.0 / (config.rrf_k + r) for r in (c.vector_rank, c.keyword_rank) if r is not None)
-            s = s.at("fusion", total / (2.0 / (config.rrf_k + 1)))
+            value = total / (2.0 / (config.rrf_k + 1))
         else:
-            s = s.at("fusion", _weighted(c, config))
+            value = _weighted(c, config)
+        value = min(1.0, max(0.0, value))  # as ``Scored.at`` records a clamped stage
+        s = Scored(c, value, (("fusion", value),), absolute=absolute)
         if config.fusion != "rrf" and _gate(s) < config.min_score:
             dropped.append(s.drop("min_score"))
         else:
@@ -309,12 +311,15 @@ def finish(
             factors.append(("time_decay", decay.search_boost(m, now, decay_config)))
         elif config.time_decay == "legacy":
             factors.append(("time_decay", _legacy_decay(m, now, config)))
-        s = s.at("recency", s.score + boost, clamp=False)
+        # The same path as ``s.at(stage, …, clamp=False)`` stage by stage, built in one step.
+        score = max(0.0, s.score + boost)
+        stages = [*s.stages, ("recency", score)]
         absolute = None if s.absolute is None else s.absolute + boost
         for stage, factor in factors:
-            s = s.at(stage, s.score * factor, clamp=False)
+            score = max(0.0, score * factor)
+            stages.append((stage, score))
             absolute = None if absolute is None else absolute * factor
-        s = replace(s, absolute=absolute)
+        s = replace(s, score=score, stages=tuple(stages), absolute=absolute)
         if config.fusion != "rrf" and _gate(s) < config.hard_min_score:
             dropped.append(s.drop("hard_min_score"))
         elif config.noise_filter and (_NOISE.search(m.abstract) or _NOISE.search(m.content)):

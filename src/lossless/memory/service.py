@@ -65,6 +65,7 @@ from lossless.memory.vectors import (
     chunk_text,
     from_blob,
     normalize,
+    pairwise,
     similarity_floor,
     to_blob,
     uncalibrate,
@@ -483,14 +484,9 @@ class MemoryService:
             candidates.append(Candidate(memory, cosine=cosine, bm25_raw=raw, vector_rank=vrank, keyword_rank=krank))
         fused, dropped = fuse(candidates, self.retrieval)
         now = self.clock()
-        vectors = {s.memory.memory_id: index.vector_of(s.memory.memory_id) for s in fused[: 4 * limit]}
-        pair: dict[tuple[str, str], float] = {}
-
-        def similarity(a: str, b: str) -> float:
-            if (a, b) not in pair:
-                va, vb = vectors.get(a), vectors.get(b)
-                pair[a, b] = -1.0 if va is None or vb is None else calibrate(float(va @ vb), floor)
-            return pair[a, b]
+        similarity = pairwise(
+            {s.memory.memory_id: index.vector_of(s.memory.memory_id) for s in fused[: 4 * limit]}, floor
+        )
 
         rerank_scores: dict[str, float] | None = None
         rerank_failed = False

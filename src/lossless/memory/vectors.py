@@ -19,7 +19,7 @@ Invariants:
 from __future__ import annotations
 
 import importlib
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -52,6 +52,7 @@ __all__ = [
     "chunk_text",
     "from_blob",
     "normalize",
+    "pairwise",
     "similarity_floor",
     "to_blob",
     "uncalibrate",
@@ -72,6 +73,29 @@ def similarity_floor(embedder: object) -> float:
 def calibrate(similarity: float, floor: float) -> float:
     """A cosine on the common scale: ``(s - floor) / (1 - floor)``; 1 stays 1, the floor becomes 0."""
     return similarity if floor == 0.0 else (similarity - floor) / (1.0 - floor)
+
+
+def pairwise(vectors: Mapping[str, F32 | None], floor: float) -> Callable[[str, str], float]:
+    """The calibrated cosine of any two of ``vectors`` (-1 where either has none or is not listed).
+
+    The first lookup of a vector computes its cosines with all the others in one product (kept), so
+    comparing one text with many chosen ones costs one product, not one per pair.
+    """
+    present = [(key, vector) for key, vector in vectors.items() if vector is not None]
+    position = {key: i for i, (key, _) in enumerate(present)}
+    matrix = np.stack([vector for _, vector in present]) if present else np.zeros((0, 0), dtype=np.float32)
+    rows: dict[int, list[float]] = {}
+
+    def similarity(a: str, b: str) -> float:
+        i, j = position.get(a), position.get(b)
+        if i is None or j is None:
+            return -1.0
+        row = rows.get(i)
+        if row is None:
+            row = rows[i] = [calibrate(float(c), floor) for c in (matrix @ matrix[i]).tolist()]
+        return row[j]
+
+    return similarity
 
 
 def uncalibrate(similarity: float, floor: float) -> float:

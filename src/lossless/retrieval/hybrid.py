@@ -50,7 +50,7 @@ searched, never lead (the port runs the memory search as ``agent`` and drops the
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
@@ -306,7 +306,7 @@ async def hybrid_hits(
             await _lifted(store, options, conversation_ids, search, words, agent, scores)
         ranked = best_first(scores)[: DEPTH * 2]
         records = {m.id: m for m in await store.get_messages_by_id([int(k) for k, _ in ranked])}
-        neighbours, tools = await _neighbours(store, list(records.values()))
+        neighbours, tools, read = await _neighbours(store, list(records.values()))
         kept = {k: s for k, s in ranked if int(k) in records}
         if fitted:
             scores = with_neighbours(
@@ -321,9 +321,8 @@ async def hybrid_hits(
             )
         else:  # the any-word ranking of a full_text question: its own hand-set share, the better side only
             scores = with_neighbours(kept, neighbours, best_only=True)
-        extra = [int(k) for k in scores if int(k) not in records]
-        records |= {m.id: m for m in await store.get_messages_by_id(extra)}
-        when: dict[int | str, datetime] = {key: m.created_at for key, m in records.items()}
+        records = await _completed(store, records | read, scores)
+        when: dict[int | str, datetime] = {key: records[int(key)].created_at for key in scores if int(key) in records}
         _priors(scores, records, options.pattern, SUBSTANCE_WORDS if fitted else ranking.SUBSTANCE_WORDS)
     else:
         found = await store.get_summaries([str(k) for k in scores])
@@ -519,14 +518,24 @@ async def _memory_first(
             scores[lead.message_id] = scores.get(lead.message_id, 0.0) + MEMORY_SHARE * best * lead.score / top
 
 
+async def _completed(
+    store: Store, records: dict[int, MessageRecord], keys: Iterable[int | str]
+) -> dict[int, MessageRecord]:
+    """``records`` with those of ``keys`` it lacks read from the store (no read when it lacks none)."""
+    missing = [int(key) for key in keys if int(key) not in records]
+    return records | {m.id: m for m in await store.get_messages_by_id(missing)} if missing else records
+
+
 async def _neighbours(
     store: Store, records: Sequence[object]
-) -> tuple[dict[int | str, tuple[int | str | None, int | str | None]], set[int | str]]:
+) -> tuple[dict[int | str, tuple[int | str | None, int | str | None]], set[int | str], dict[int, MessageRecord]]:
     """For each message, the ids of the turns right before and right after it in its conversation (or None);
-    and which of them all are a tool's call or output (:func:`~lossless.retrieval.ranking.is_tool_record`)."""
+    which of them all are a tool's call or output (:func:`~lossless.retrieval.ranking.is_tool_record`); and
+    every message read, by id (those given and their neighbours)."""
     messages = [r for r in records if isinstance(r, MessageRecord)]
-    around = {m.id + d for m in messages for d in (-1, 1)}
-    found = {m.id: m for m in await store.get_messages_by_id(sorted(around))} | {m.id: m for m in messages}
+    given = {m.id: m for m in messages}
+    around = {m.id + d for m in messages for d in (-1, 1)} - given.keys()
+    found = {m.id: m for m in await store.get_messages_by_id(sorted(around))} | given
     tools: set[int | str] = {key for key, m in found.items() if ranking.is_tool_record(m.role, m.content)}
     out: dict[int | str, tuple[int | str | None, int | str | None]] = {}
     for m in messages:
@@ -536,7 +545,7 @@ async def _neighbours(
             same = other is not None and other.conversation_id == m.conversation_id and abs(other.seq - m.seq) == 1
             near.append(other_id if same else None)
         out[m.id] = (near[0], near[1])
-    return out, tools
+    return out, tools, found
 
 
 def _locate(text: str, words: Sequence[str]) -> tuple[int, int]:

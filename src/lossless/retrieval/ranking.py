@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Literal, TypeVar
 
 from lossless.parts import EDIT_TOOLS, WRITE_TOOLS
@@ -390,14 +391,23 @@ def substance(text: str, enough: int | None = None) -> float:
     enough = SUBSTANCE_WORDS if enough is None else enough
     if enough <= 0:
         return 1.0
+    share: float = max(1, min(_topic_words(text[:2000]), enough)) / enough
+    return float(share**SUBSTANCE_POWER)
+
+
+@lru_cache(maxsize=4096)
+def _topic_words(text: str) -> int:
+    """How many topic words ``text`` has (kept per text: a search reads the same turns again and again)."""
+    words = _WORD.findall(text)
+    if text.isascii():  # no CJK can be in it
+        return sum(1 for word in words if len(word) > 2 and word.lower() not in STOPWORDS)
     count = 0
-    for word in _WORD.findall(text[:2000]):
+    for word in words:
         if _CJK.search(word):  # written without spaces: about two characters a word
             count += max(1, len(word) // 2)
         elif len(word) > 2 and word.lower() not in STOPWORDS:
             count += 1
-    share: float = max(1, min(count, enough)) / enough
-    return float(share**SUBSTANCE_POWER)
+    return count
 
 
 #: What a question about an agent's work asks for: the file a change went to, or what went wrong.
