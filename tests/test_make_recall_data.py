@@ -41,11 +41,17 @@ def test_the_shipped_datasets_are_the_generators_output_byte_for_byte(generated:
 @pytest.mark.parametrize("split", ["dev", "test"])
 def test_aggregate_questions_come_last_and_cite_every_turn_of_the_person_named(split: str) -> None:
     data: dict[str, Any] = json.loads((DATA / f"recall-{split}.json").read_text(encoding="utf-8"))
-    assert data["format"] == 4
+    assert data["format"] == 5
     questions = data["questions"]
     kinds = [q["type"] for q in questions]
     first, last = kinds.index("aggregate"), kinds.index("adversarial")
-    assert first == 315  # format 2's questions keep their ids
+    chats = [
+        q for q in questions if q["conversation_id"].startswith("c") and q["type"] not in ("aggregate", "adversarial")
+    ]
+    assert [q["id"] for q in chats] == [
+        f"{split}-q{i:04d}" for i in range(285)
+    ]  # format 2's chat questions keep their ids
+    assert set(kinds[285:first]) <= {"agent-edit", "agent-error"}  # then the agent sessions' questions
     assert set(kinds[first:last]) == {"aggregate"}
     assert [q["id"] for q in questions] == [f"{split}-q{i:04d}" for i in range(len(questions))]
     messages = {m["id"]: m for c in data["conversations"] for m in c["messages"]}
