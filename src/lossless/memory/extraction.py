@@ -37,7 +37,6 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -46,6 +45,7 @@ from datetime import datetime
 from lossless.errors import InputError
 from lossless.memory.attribution import Vocabulary, attributed, remark
 from lossless.memory.changes import VERSIONED, is_change
+from lossless.memory.edits import edit_statements
 from lossless.memory.fragments import fragment_reason, small_talk_reason
 from lossless.memory.records import Category, Decision, Memory, MemoryDraft
 from lossless.memory.statements import (
@@ -454,24 +454,9 @@ def _groups(said: Sequence[_Said]) -> list[list[_Said]]:
     return sorted([*alone, *([s] for s in rest)], key=lambda group: group[0].position)
 
 
-_EDIT_CALL = re.compile(
-    r"^\[tool call: (Edit|MultiEdit|Write|str_replace_editor|apply_patch|edit_file|write_file)\] (\{.*)$", re.M | re.I
-)
-
-
 def _edits(text: str) -> list[_Said]:
-    """The files an agent's tool calls changed, as statements (``The assistant edited src/app.py.``)."""
-    out: list[_Said] = []
-    for match in _EDIT_CALL.finditer(text):
-        try:
-            args = json.JSONDecoder().raw_decode(match.group(2))[0]
-        except ValueError:
-            continue
-        path = next((args.get(k) for k in ("file_path", "path", "filename") if isinstance(args, dict)), None)
-        if isinstance(path, str) and 0 < len(path) < 300 and "\n" not in path:
-            verb = "wrote" if match.group(1).lower().startswith("write") else "edited"
-            out.append(_Said(f"The assistant {verb} {path}.", "events", 5.0, False, path, -1))
-    return out
+    """The files an agent's tool calls changed, as statements (:func:`~lossless.memory.edits.edit_statements`)."""
+    return [_Said(statement, "events", 5.0, False, path, -1) for statement, path in edit_statements(text)]
 
 
 @dataclass(frozen=True, slots=True)
