@@ -47,10 +47,21 @@ def test_a_multi_edit_reads_every_edit() -> None:
 def test_plain_words_or_bad_calls_give_the_plain_statement_or_nothing() -> None:
     plain = _call("Edit", file_path="README.md", old_string="Hello", new_string="Hello world")
     assert edit_statements(plain) == [("The assistant edited README.md.", "README.md")]
-    assert edit_statements('[tool call: Edit] {"file_path": "a.py", "new_string": "cut off') == []
     assert edit_statements('[tool call: Edit] ["a.py"]') == []
     assert edit_statements(_call("Edit", file_path="a\nb.py", new_string="x")) == []
     assert edit_statements(_call("Bash", command="rm a.py")) == []
+
+
+def test_a_call_cut_short_is_read_for_what_it_holds_whole() -> None:
+    whole = _call("Edit", file_path="cli/hooks.go", old_string="return nil", new_string="func outputHookMessage() {}")
+    cut = whole[:-5] + " …[truncated]"  # cut inside new_string, after the name
+    assert edit_statements(cut) == [("The assistant edited cli/hooks.go (adding outputHookMessage).", "cli/hooks.go")]
+    cut_in_the_name = whole[:-8] + " …[truncated]"  # "outputHookMessag": no name
+    assert edit_statements(cut_in_the_name) == [("The assistant edited cli/hooks.go.", "cli/hooks.go")]
+    cut_without_a_mark = _call("Edit", file_path="a.go", new_string="x := retryDelayMillis")[:-6]
+    assert edit_statements(cut_without_a_mark) == [("The assistant edited a.go.", "a.go")]
+    cut_in_the_path = '[tool call: Edit] {"file_path": "src/app/log'
+    assert edit_statements(cut_in_the_path) == []
 
 
 _NAME = st.from_regex(r"[a-z]{2,6}(?:[A-Z][a-z]{1,5}|_[a-z]{2,5})", fullmatch=True)

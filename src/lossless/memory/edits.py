@@ -10,6 +10,8 @@ Invariants:
 * Pure: no I/O; the same text gives the same statements, in the order of the calls.
 * A call whose arguments are not a JSON object, or name no file (or a path with a line break or over
   300 characters), gives nothing; a call that names no code gives the plain ``The assistant edited PATH.``
+  A call cut short (a long message kept in part) is read for the fields it holds whole, and for the
+  text of the one the cut fell in as far as it goes; a path cut short is no path.
 * Only names the call's own text holds are listed: "in" names a definition the new text holds that the
   old text held too (rewritten); "adding" a name the new text holds and the old did not (at most
   :data:`EDIT_NAMES` of each, in the order they appear; one spelling per name whatever its case).
@@ -42,14 +44,40 @@ def edit_statements(text: str) -> list[tuple[str, str]]:
     for match in _EDIT_CALL.finditer(text):
         try:
             args = json.JSONDecoder().raw_decode(match.group(2))[0]
-        except ValueError:
-            continue
+        except ValueError:  # cut short (a long call kept in part): what its complete fields say
+            args = _fields(match.group(2))
         if not isinstance(args, dict):
             continue
         path = next((args.get(k) for k in ("file_path", "path", "filename")), None)
         if isinstance(path, str) and 0 < len(path) < 300 and "\n" not in path:
             verb = "wrote" if match.group(1).lower().startswith("write") else "edited"
             out.append((f"The assistant {verb} {path}{_named(args)}.", path))
+    return out
+
+
+#: A string field of a JSON object, to its closing quote or to the end of a text cut short.
+_FIELD = re.compile(
+    r'"(file_path|path|filename|old_string|new_string|content|old_str|new_str|file_text)"\s*:\s*"((?:[^"\\]|\\.)*)(")?'
+)
+
+
+#: The end of a text cut short: a marker such as "…[truncated]" if any, and the word the cut fell in.
+_CUT_END = re.compile(r"\w*\s*(?:(?:…|\.\.\.)\s*(?:\[[^\]\n]*\]?)?\s*)?\Z")
+
+
+def _fields(cut: str) -> dict[str, object]:
+    """The string fields of a JSON object cut short: whole ones as they are; the one the cut fell in as far
+    as it goes (never a path: a path cut short names another file)."""
+    out: dict[str, object] = {}
+    for found in _FIELD.finditer(cut):
+        key, raw, closed = found.groups()
+        if key in out or (closed is None and key in ("file_path", "path", "filename")):
+            continue
+        try:
+            value = json.loads(f'"{raw}"')
+        except ValueError:  # an escape cut in half
+            value = raw
+        out[key] = value if closed else _CUT_END.sub("", value)  # a word cut in half is no name
     return out
 
 
