@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from lossless.errors import AccessDeniedError, InputError, NotFoundError
 from lossless.memory import decay
+from lossless.memory.extraction import decide
 from lossless.memory.ports import NearestNeighbours
 from lossless.memory.ranking import Candidate, RetrievalConfig, finish, fuse
 from lossless.memory.records import Memory, MemoryDraft, MemoryPatch
@@ -839,6 +840,19 @@ class _Crowded:
     async def embed(self, texts: list[str], *, task: str = "passage") -> list[list[float]]:
         scale = (1.0 - self.lift) ** 0.5
         return [[v * scale for v in vector] + [self.lift**0.5] for vector in await self.inner.embed(texts, task=task)]
+
+
+def test_an_event_naming_another_file_or_name_is_another_fact() -> None:
+    """Near vectors are no duplicate when the two name different files or code names (agent work reads alike)."""
+    earlier = _memory(category="events", content="The assistant edited src/cli/hooks.go (adding outputHookMessage).")
+    same = MemoryDraft("The assistant edited src/cli/hooks.go (adding outputHookMessage).", category="events")
+    other_file = MemoryDraft(
+        "The assistant edited src/cli/hooks_test.go (adding outputHookMessage).", category="events"
+    )
+    other_name = MemoryDraft("The assistant edited src/cli/hooks.go (adding hookResponse).", category="events")
+    assert decide(same, [(earlier, 0.99)]).kind == "skip"
+    assert decide(other_file, [(earlier, 0.99)]).kind == "create"
+    assert decide(other_name, [(earlier, 0.99)]).kind == "create"
 
 
 @given(st.floats(0.0, 0.95), st.floats(-1.0, 1.0))

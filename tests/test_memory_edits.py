@@ -8,7 +8,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lossless.memory.edits import EDIT_NAMES, edit_statements
+from lossless.memory.edits import EDIT_NAMES, code_refs, edit_statements
 
 
 def _call(tool: str, **args: object) -> str:
@@ -82,3 +82,9 @@ def test_only_names_the_call_holds_are_listed(old_names: list[str], new_names: l
     assert len({n.lower() for n in added}) == len(added)
     if not new_names:
         assert statement == "The assistant edited m.py."
+
+
+def test_code_refs_are_the_paths_and_code_names_a_text_holds() -> None:
+    text = "The assistant fixed tests/test_login.py and README.md by adding retryDelay, e.g. 3.5 s."
+    assert code_refs(text) == {"tests/test_login.py", "test_login", "README.md", "retryDelay"}
+    assert code_refs("Maya said the train was late again (said on 3 May 2024).") == frozenset()

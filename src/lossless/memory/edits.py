@@ -12,6 +12,9 @@ Invariants:
   300 characters), gives nothing; a call that names no code gives the plain ``The assistant edited PATH.``
   A call cut short (a long message kept in part) is read for the fields it holds whole, and for the
   text of the one the cut fell in as far as it goes; a path cut short is no path.
+* :func:`code_refs` is what tells two statements about agent work apart where their wording is
+  alike: the file paths and code names they hold.  Two memories that name different ones are
+  different facts, however near their vectors (``edited …/hooks.go`` and ``edited …/hooks_test.go``).
 * Only names the call's own text holds are listed: "in" names a definition the new text holds that the
   old text held too (rewritten); "adding" a name the new text holds and the old did not (at most
   :data:`EDIT_NAMES` of each, in the order they appear; one spelling per name whatever its case).
@@ -23,7 +26,7 @@ import json
 import re
 from collections.abc import Mapping
 
-__all__ = ["EDIT_NAMES", "edit_statements"]
+__all__ = ["EDIT_NAMES", "code_refs", "edit_statements"]
 
 _EDIT_CALL = re.compile(
     r"^\[tool call: (Edit|MultiEdit|Write|str_replace_editor|apply_patch|edit_file|write_file)\] (\{.*)$", re.M | re.I
@@ -79,6 +82,15 @@ def _fields(cut: str) -> dict[str, object]:
             value = raw
         out[key] = value if closed else _CUT_END.sub("", value)  # a word cut in half is no name
     return out
+
+
+#: A file path (with a directory or an extension) as a statement writes one.
+_PATH = re.compile(r"(?<![\w/.])(?:[\w.-]*/[\w./-]*\w|[\w-]{2,}\.[A-Za-z][A-Za-z0-9]{0,4})(?![\w/])")
+
+
+def code_refs(text: str) -> frozenset[str]:
+    """The file paths and code names ``text`` holds (``src/app.py``, ``retryDelay``, ``max_tries``)."""
+    return frozenset(_PATH.findall(text)) | frozenset(_CODE_NAME.findall(text))
 
 
 def _texts(args: Mapping[str, object]) -> tuple[str, str]:

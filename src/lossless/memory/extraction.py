@@ -45,7 +45,7 @@ from datetime import datetime
 from lossless.errors import InputError
 from lossless.memory.attribution import Vocabulary, attributed, remark
 from lossless.memory.changes import VERSIONED, is_change
-from lossless.memory.edits import edit_statements
+from lossless.memory.edits import code_refs, edit_statements
 from lossless.memory.fragments import fragment_reason, small_talk_reason
 from lossless.memory.records import Category, Decision, Memory, MemoryDraft
 from lossless.memory.statements import (
@@ -678,9 +678,9 @@ def decide(draft: MemoryDraft, neighbours: Sequence[tuple[Memory, float]]) -> De
     if draft.category == "profile":
         return Decision("merge", best.memory_id, "profile facts always merge")
     if draft.category in ("events", "cases"):
-        if sim >= 0.95:
+        if sim >= 0.95 and code_refs(best.content) == code_refs(draft.content):
             return Decision("skip", best.memory_id, f"duplicate of {best.memory_id} (similarity {sim:.2f})")
-        return Decision("create", reason="events and cases are append-only")
+        return Decision("create", reason="events and cases are append-only (another file or name is another fact)")
     if sim >= 0.95:
         return Decision("support", best.memory_id, f"restates {best.memory_id} (similarity {sim:.2f})")
     if draft.category == "patterns" and sim >= 0.9:

@@ -43,6 +43,7 @@ from lossless.errors import InputError, NotFoundError, ProviderError
 from lossless.memory import admission as amac
 from lossless.memory import changes, decay, extraction, llm_dedup, querying
 from lossless.memory.admission import AdmissionConfig
+from lossless.memory.edits import code_refs
 from lossless.memory.ports import (
     DedupJudge,
     Embedder,
@@ -555,7 +556,11 @@ class MemoryService:
         floor = similarity_floor(self.embedder)
         kept: list[tuple[MemoryDraft, F32]] = []
         for draft, vector in zip(drafts, vectors, strict=True):
-            if any(calibrate(float(vector @ other), floor) >= BATCH_DEDUP_SIMILARITY for _, other in kept):
+            refs = code_refs(draft.content)  # files or code names of their own: another fact, however alike
+            if any(
+                calibrate(float(vector @ other), floor) >= BATCH_DEDUP_SIMILARITY and code_refs(d.content) == refs
+                for d, other in kept
+            ):
                 continue
             kept.append((draft, vector))
         out: list[tuple[MemoryDraft, extraction.Decision, str | None]] = []
@@ -632,14 +637,16 @@ class MemoryService:
         """:meth:`remember` over the messages never mined before, in segments, recording them as mined.
 
         The messages may come from several conversations (a forked context); each segment is mined
-        as its own conversation's.  Segments without a user message are recorded and skipped.
+        as its own conversation's.  Segments with neither a user's nor an assistant's message (tool output
+        alone) are recorded and skipped; an agent's own stretch of work (its edits, between two prompts
+        of its user) is mined for its work facts.
         """
         claimed = set(await self.store.claim_messages([m.id for m in messages], self.clock()))
         segments = _segments(sorted((m for m in messages if m.id in claimed), key=lambda m: m.id))
         out: list[tuple[MemoryDraft, extraction.Decision, str | None]] = []
         for done, segment in enumerate(segments):
             try:
-                if any(m.role == "user" for m in segment):
+                if any(m.role in ("user", "assistant") for m in segment):
                     out.extend((await self.remember(segment[0].conversation_id, segment)).decisions)
             except Exception:
                 await self.store.release_messages([m.id for s in segments[done:] for m in s])
