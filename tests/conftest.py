@@ -47,6 +47,18 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 @pytest.fixture
+def hash_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``LCM_MEMORY_EMBEDDER=hash`` for a test that mines memories only in passing and reads none.
+
+    Mining still runs as by default (``memory_auto_extract``); only the vectors come from the
+    dependency-free hash embedder instead of the e5 model, which took most of such a test's time
+    (about 3 s per replay of the sample session, 10 s under load).  Tests that are about memory, and
+    the replays of the sample session and of the corpus with default settings, keep the default.
+    """
+    monkeypatch.setenv("LCM_MEMORY_EMBEDDER", "hash")
+
+
+@pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
 
