@@ -12,6 +12,8 @@
 * ``store`` is parametrized by backend: every contract test runs against each.
   PostgreSQL is a real server (see :mod:`tests.pg`): embedded, started once per
   session, with a fresh database per test; or ``LCM_TEST_POSTGRES_URL``.
+* ``hash_memory``: a test that mines memories only in passing (a replay, a compaction) and reads
+  none embeds them with the hash embedder; the e5 model took most of such a test's time.
 """
 
 from __future__ import annotations
