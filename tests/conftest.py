@@ -12,6 +12,8 @@
 * ``store`` is parametrized by backend: every contract test runs against each.
   PostgreSQL is a real server (see :mod:`tests.pg`): embedded, started once per
   session, with a fresh database per test; or ``LCM_TEST_POSTGRES_URL``.
+* ``hash_memory``: a test that mines memories only in passing (a replay, a compaction) and reads
+  none embeds them with the hash embedder; the e5 model took most of such a test's time.
 """
 
 from __future__ import annotations
@@ -44,6 +46,18 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+
+
+@pytest.fixture
+def hash_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``LCM_MEMORY_EMBEDDER=hash`` for a test that mines memories only in passing and reads none.
+
+    Mining still runs as by default (``memory_auto_extract``); only the vectors come from the
+    dependency-free hash embedder instead of the e5 model, which took most of such a test's time
+    (about 3 s per replay of the sample session, 10 s under load).  Tests that are about memory, and
+    the replays of the sample session and of the corpus with default settings, keep the default.
+    """
+    monkeypatch.setenv("LCM_MEMORY_EMBEDDER", "hash")
 
 
 @pytest.fixture

@@ -178,6 +178,7 @@ def test_installed_entry_point_runs(tmp_path: Path) -> None:
     assert json.loads(stats.stdout)["messages"] > 100
 
 
+@pytest.mark.usefixtures("hash_memory")  # memories are mined in passing, none is read
 def test_compact_and_summaries(db: str) -> None:
     run("import", str(SAMPLE), db=db)
     incremental = json.loads(run("compact", "1", "--json", db=db).stdout)
@@ -195,6 +196,7 @@ def test_compact_and_summaries(db: str) -> None:
     assert until["stop_reason"] == "irreducible_tail"
 
 
+@pytest.mark.usefixtures("hash_memory")  # memories are mined in passing, none is read
 def test_compactions_lists_every_pass(db: str) -> None:
     run("import", str(SAMPLE), db=db)
     assert "has not been compacted yet" in run("compactions", "1", db=db).output
@@ -290,6 +292,7 @@ def test_replay_shows_checkpoints_totals_and_the_dag(tmp_path: Path, monkeypatch
     assert not list(tmp_path.glob("lcm-replay-*")), "without --database the replay leaves nothing behind"
 
 
+@pytest.mark.usefixtures("hash_memory")  # memories are mined in passing, none is read
 def test_replay_json_into_a_kept_database(db: str) -> None:
     result = run("replay", str(SAMPLE), "--budget", "20000", "--tail-tokens", "8000", "--json", db=db)
     assert result.exit_code == 0, result.output

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner, Result
 
 from lossless.cli import cli
@@ -18,6 +19,7 @@ def run(db: str, *args: str) -> Result:
     return CliRunner().invoke(cli, ["--database", db, *args], catch_exceptions=False)
 
 
+@pytest.mark.usefixtures("hash_memory")  # compact mines memories; none is read here
 def test_grep_describe_expand(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'cli.db'}"
     assert run(db, "import", str(SAMPLE)).exit_code == 0
@@ -71,6 +73,7 @@ def test_an_invalid_query_is_an_error_and_no_matches_is_not(tmp_path: Path) -> N
     assert words.exit_code == 3 and "--mode regex" in words.stderr and "mode=" not in words.stderr
 
 
+@pytest.mark.usefixtures("hash_memory")  # compact mines memories; none is read here
 def test_every_cited_id_opens(tmp_path: Path) -> None:
     db = imported(tmp_path)
     assert run(db, "compact", "1", "--full").exit_code == 0
@@ -92,6 +95,7 @@ def test_every_cited_id_opens(tmp_path: Path) -> None:
     assert run(db, "show", "nonsense").exit_code == 3
 
 
+@pytest.mark.usefixtures("hash_memory")  # compact mines memories; none is read here
 def test_expand_lists_the_ids_it_could_not_fit(tmp_path: Path) -> None:
     db = imported(tmp_path)
     assert run(db, "compact", "1", "--full").exit_code == 0

@@ -396,8 +396,14 @@ async def test_full_sweep_of_every_corpus_transcript(corpus: Path, tmp_path: Pat
     """The bar: with the offline summarizer, a full sweep keeps every original message reachable through the
     lineage, and cuts what it may compact — everything but the fresh tail, which is never compacted — by at
     least 90% on every transcript; sessions whose tail is a small share of them shrink by 90% as a whole.
-    (The fresh tail is the reference service spec's 8 messages.)"""
-    async with await ContextEngine.open(f"sqlite:///{tmp_path / 'corpus.db'}", fresh_tail_count=8) as engine:
+    (The fresh tail is the reference service spec's 8 messages.)
+
+    Memories are mined from every summary as by default, but embedded by the hash embedder: nothing
+    here reads them, and the e5 model took half of this test's time.  The replays of the corpus
+    (tests/test_replay.py) mine it with the default embedder."""
+    async with await ContextEngine.open(
+        f"sqlite:///{tmp_path / 'corpus.db'}", fresh_tail_count=8, memory_embedder="hash"
+    ) as engine:
         results = await engine.import_paths([corpus])
         whole: dict[str, float] = {}
         for imported in results:

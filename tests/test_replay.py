@@ -41,7 +41,8 @@ async def open_engine(tmp_path: Path, name: str = "replay", **settings: object) 
 
 
 async def test_a_small_budget_is_never_exceeded_and_what_was_left_out_is_reported(tmp_path: Path) -> None:
-    async with await open_engine(tmp_path) as engine:
+    # Memories mined with the hash embedder (none is read here; the next test mines with the default).
+    async with await open_engine(tmp_path, memory_embedder="hash") as engine:
         result = await replay(engine, SAMPLE, budget=2_000, checkpoints=20)
     assert result.violations == 0 and result.over_budget_turns == 0 and result.errors == ()
     assert result.max_assembled_tokens <= 2_000
@@ -73,7 +74,7 @@ async def test_the_sample_session_replays_within_budget(tmp_path: Path) -> None:
 
 
 async def test_replaying_into_an_existing_session_is_refused(tmp_path: Path) -> None:
-    async with await open_engine(tmp_path) as engine:
+    async with await open_engine(tmp_path, memory_embedder="hash") as engine:
         await replay(engine, SAMPLE, budget=100_000, session_id="once")
         with pytest.raises(InputError, match="already exists"):
             await replay(engine, SAMPLE, budget=100_000, session_id="once")
@@ -104,12 +105,13 @@ async def test_a_file_that_is_not_a_transcript_is_refused(tmp_path: Path) -> Non
 async def test_every_corpus_session_fits_a_32k_budget(corpus: Path, tmp_path: Path, path: Path) -> None:
     """With the default settings no context of any turn is over 32k (the budget is a hard limit); with
     the tail capped at 16k, the same, and every session whose history outgrew the budget ends at least
-    30% smaller than its raw history."""
+    30% smaller than its raw history.  (The second replay embeds the memories it mines with the hash
+    embedder: the first already mined the same turns with the default one, and nothing here reads them.)"""
     async with await open_engine(tmp_path, "default") as engine:
         default = await replay(engine, path, budget=32_000)
     assert default.violations == 0 and default.over_budget_turns == 0 and default.errors == ()
     assert default.max_assembled_tokens <= 32_000
-    async with await open_engine(tmp_path, fresh_tail_max_tokens=16_000) as engine:
+    async with await open_engine(tmp_path, fresh_tail_max_tokens=16_000, memory_embedder="hash") as engine:
         result = await replay(engine, path, budget=32_000)
         stored = await engine.messages(result.session_id)
     assert result.errors == ()
