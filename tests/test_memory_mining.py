@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -165,25 +164,6 @@ async def test_the_backlog_is_mined_in_the_background_once_into_the_agents_scope
     assert (await engine.memory().stats()).current > before
     assert await other.mine_step() == len(theirs.stored)
     assert later.stored[0].id > theirs.stored[-1].id
-
-
-async def test_an_agents_stretch_of_work_is_mined_for_its_edits(engine: ContextEngine) -> None:
-    """Between two prompts of its user an agent edits files: those segments hold no user message, and its
-    work facts are mined from them all the same; tool output alone gives nothing."""
-    prompt = Message.user("Please add a retry delay to the client.", created_at=LONG_AGO)
-    work: list[Message] = [prompt]
-    for i in range(12):  # more than one mining segment of work, each without a user message
-        edit = {"file_path": f"src/client_{i}.py", "old_string": "x", "new_string": f"retry_delay_{i} = {i}"}
-        work += [
-            Message.assistant(f"[tool call: Edit] {json.dumps(edit)}" + " " * 700, created_at=LONG_AGO),
-            Message("tool", f"The file src/client_{i}.py has been updated. " + "ok " * 200, created_at=LONG_AGO),
-        ]
-    await engine.ingest_batch("agent", work)
-    while await engine.mine_step():
-        pass
-    texts = {m.content for _, m in await engine.memory().list()}
-    for i in range(12):
-        assert any(f"src/client_{i}.py (adding retry_delay_{i})" in t for t in texts), i
 
 
 async def test_the_background_workers_idle_step_mines_the_backlog(engine: ContextEngine) -> None:

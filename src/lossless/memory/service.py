@@ -637,16 +637,15 @@ class MemoryService:
         """:meth:`remember` over the messages never mined before, in segments, recording them as mined.
 
         The messages may come from several conversations (a forked context); each segment is mined
-        as its own conversation's.  Segments with neither a user's nor an assistant's message (tool output
-        alone) are recorded and skipped; an agent's own stretch of work (its edits, between two prompts
-        of its user) is mined for its work facts.
+        as its own conversation's.  Segments without a user message are recorded and skipped (an agent's
+        stretch of work between two prompts of its user too: see docs/memory.md for what mining it cost).
         """
         claimed = set(await self.store.claim_messages([m.id for m in messages], self.clock()))
         segments = _segments(sorted((m for m in messages if m.id in claimed), key=lambda m: m.id))
         out: list[tuple[MemoryDraft, extraction.Decision, str | None]] = []
         for done, segment in enumerate(segments):
             try:
-                if any(m.role in ("user", "assistant") for m in segment):
+                if any(m.role == "user" for m in segment):
                     out.extend((await self.remember(segment[0].conversation_id, segment)).decisions)
             except Exception:
                 await self.store.release_messages([m.id for s in segments[done:] for m in s])
