@@ -314,6 +314,26 @@ async def test_cjk_and_exact_tokens_are_found_by_keyword(service: MemoryService)
         assert hits and hits[0].memory_id == expected.memory_id, query
 
 
+async def test_identifiers_are_found_by_their_words(service: MemoryService) -> None:
+    """``computeDiff`` is found by "compute diff" as well as written; changed or deleted text leaves no word behind."""
+    edit = await service.add(
+        MemoryDraft("The assistant edited diff.go (in computeDiff; adding parseHTTPHeaders).", category="events")
+    )
+    other = await service.add(MemoryDraft("Maya prefers tea over coffee.", category="preferences"))
+
+    async def found(query: str) -> list[str]:
+        return [h.memory_id for h in await service.store.keyword_search(query, None, limit=5)]
+
+    for query in ("compute diff", "computeDiff", "parse HTTP headers", "parse headers", "diff go"):
+        assert await found(query) == [edit.memory_id], query
+    assert await found("tea") == [other.memory_id]
+    await service.update(edit.memory_id, MemoryPatch(content="The assistant edited merge.go (in readJSONBody)."))
+    assert await found("compute diff") == []
+    assert await found("read json body") == [edit.memory_id]
+    assert await service.store.delete([edit.memory_id]) == 1
+    assert await found("read json body") == [] and await found("readJSONBody") == []
+
+
 @given(st.text(max_size=80))
 @settings(SHARED_DATABASE, max_examples=40)
 def test_keyword_search_accepts_any_text(memory_url: str, tmp_path_factory: pytest.TempPathFactory, text: str) -> None:

@@ -581,6 +581,31 @@ async def test_migration_124_reindexes_identifiers_of_existing_rows(
         pg_server.drop_database(url)
 
 
+async def test_migration_125_indexes_the_identifier_words_of_stored_memories(
+    pg_server: pg.Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store of migration 124: its memories' word index gains their identifiers' words in the migration."""
+    from lossless.memory.records import MemoryDraft
+    from lossless.stores import memory_store_for
+    from lossless.stores.postgres import connection, schema
+
+    url = pg_server.create_database(template=None)
+    try:
+        monkeypatch.setattr(connection, "MIGRATIONS", tuple(m for m in schema.MIGRATIONS if m.version <= 124))
+        async with await ContextEngine.open(url) as engine:
+            memories = memory_store_for(engine.store)
+            await memories.insert([MemoryDraft("Edited diff.go (in computeDiff).", category="events")], [("m", ())])
+            assert await memories.keyword_search("compute", None, limit=5) == []
+        monkeypatch.setattr(connection, "MIGRATIONS", schema.MIGRATIONS)
+        async with await ContextEngine.open(url) as engine:
+            memories = memory_store_for(engine.store)
+            await memories.insert([MemoryDraft("Renamed parseHTTPHeaders.", category="events")], [("m", ())])
+            for query in ("compute", "compute diff", "computeDiff", "parse HTTP headers", "parse headers"):
+                assert len(await memories.keyword_search(query, None, limit=5)) == 1, query
+    finally:
+        pg_server.drop_database(url)
+
+
 async def test_the_background_reindex_waits_for_no_lock(pg_url: str) -> None:
     """A batch of the re-index pass skips a row another transaction holds (a delete), so it is in no deadlock."""
     import psycopg

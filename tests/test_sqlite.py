@@ -160,6 +160,40 @@ async def test_an_index_of_the_previous_version_is_rebuilt_with_identifier_words
     index.close()
 
 
+async def test_migration_125_indexes_the_identifier_words_of_stored_memories(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store of migration 116: its memories are re-indexed with their identifiers' words, new ones too."""
+    from lossless.memory.records import MemoryDraft
+    from lossless.stores import memory_store_for
+    from lossless.stores.sqlite import connection
+
+    path = tmp_path / "lcm.db"
+    monkeypatch.setattr(connection, "MIGRATIONS", tuple(m for m in MIGRATIONS if m.version <= 116))
+    store = await SQLiteStore.open(path)
+    await memory_store_for(store).insert(
+        [MemoryDraft("The assistant edited diff.go (in computeDiff).", category="events")], [("m", ())]
+    )
+    assert await memory_store_for(store).keyword_search("compute", None, limit=5) == []
+    await store.close()
+    monkeypatch.setattr(connection, "MIGRATIONS", MIGRATIONS)
+    store = await SQLiteStore.open(path)
+    try:
+        memories = memory_store_for(store)
+        (added,) = await memories.insert([MemoryDraft("Renamed parseHTTPHeaders.", category="events")], [("m", ())])
+        for query in ("compute", "compute diff", "computeDiff", "parse HTTP headers", "parse headers"):
+            assert len(await memories.keyword_search(query, None, limit=5)) == 1, query
+        await memories.delete([added.memory_id])
+        assert await memories.keyword_search("parse headers", None, limit=5) == []
+    finally:
+        await store.close()
+    main = sqlite3.connect(path)
+    try:  # a plain connection (no lcm_indexed_text) reads the index: the stored memory is in it once
+        assert main.execute("SELECT count(*) FROM memories_fts WHERE memories_fts MATCH 'compute'").fetchone() == (1,)
+    finally:
+        main.close()
+
+
 async def test_deleted_and_rewritten_rows_leave_no_identifier_words_in_the_index(tmp_path: Path) -> None:
     """The contentless word tables are given the same indexed text on delete as on insert."""
     from dataclasses import replace

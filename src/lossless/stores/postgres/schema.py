@@ -329,24 +329,31 @@ MEMORY_PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
 _MEMORY_TSV_LEVEL_CHARS = 10_000
 
 
-def _memory_tsv(column: str, chars: int, weight: str) -> str:
+def _memory_tsv(column: str, chars: int, weight: str, *, identifiers: bool = True) -> str:
     # An E'' literal reads the same whatever standard_conforming_strings says.
     punctuation = MEMORY_PUNCTUATION.replace("\\", "\\\\").replace("'", "''")
     spaces = " " * len(MEMORY_PUNCTUATION)
-    return (
-        f"setweight(to_tsvector('english'::regconfig, "
-        f"translate(left({column}, {chars}), E'{punctuation}', '{spaces}')), '{weight}')"
+    words = f"to_tsvector('english'::regconfig, translate(left({column}, {chars}), E'{punctuation}', '{spaces}'))"
+    if identifiers:
+        words = f"({words} || to_tsvector('english'::regconfig, lcm_identifier_words(left({column}, {chars}))))"
+    return f"setweight({words}, '{weight}')"
+
+
+def _memory_tsvector(*, identifiers: bool) -> str:
+    return " || ".join(
+        (
+            _memory_tsv("abstract", _MEMORY_TSV_LEVEL_CHARS, "A", identifiers=identifiers),
+            _memory_tsv("overview", _MEMORY_TSV_LEVEL_CHARS, "B", identifiers=identifiers),
+            _memory_tsv("content", TSV_CHARS, "C", identifiers=identifiers),
+        )
     )
 
 
-#: The memory word index: abstract (weight A), overview (B) and content (C), for BM25 by column.
-MEMORY_TSV = " || ".join(
-    (
-        _memory_tsv("abstract", _MEMORY_TSV_LEVEL_CHARS, "A"),
-        _memory_tsv("overview", _MEMORY_TSV_LEVEL_CHARS, "B"),
-        _memory_tsv("content", TSV_CHARS, "C"),
-    )
-)
+#: The memory word index of migration 4 (migrations are never edited).
+_MEMORY_TSV_V4 = _memory_tsvector(identifiers=False)
+#: The memory word index: abstract (weight A), overview (B) and content (C), for BM25 by column; each
+#: column's words, then its identifiers' words (``lcm_identifier_words``; migration 125), as messages.
+MEMORY_TSV = _memory_tsvector(identifiers=True)
 #: The text the memory substring (``pg_trgm``) index covers; queries must use this very expression.
 MEMORY_TRGM_TEXT = "(abstract || ' ' || overview || ' ' || content)"
 
@@ -385,7 +392,7 @@ _V4 = (
         metadata         text,
         created_at       timestamptz NOT NULL,
         updated_at       timestamptz NOT NULL,
-        search_tsv       tsvector GENERATED ALWAYS AS ({MEMORY_TSV}) STORED
+        search_tsv       tsvector GENERATED ALWAYS AS ({_MEMORY_TSV_V4}) STORED
     )
     """,
     "CREATE INDEX memories_scope_idx ON memories (scope, invalidated_at)",
@@ -616,6 +623,13 @@ _V124 = (
     f"INSERT INTO lcm_meta (key, value) SELECT '{REDO_KEY}', coalesce(max(message_id), 0)::text FROM messages",
 )
 
+#: Memories' identifiers indexed by their words too, as messages' are since migration 124.
+_V125 = (
+    "ALTER TABLE memories DROP COLUMN search_tsv",
+    f"ALTER TABLE memories ADD COLUMN search_tsv tsvector GENERATED ALWAYS AS ({MEMORY_TSV}) STORED",
+    "CREATE INDEX memories_tsv_gin_idx ON memories USING gin (search_tsv)",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "expansion grants", _V2),
@@ -629,4 +643,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(122, "message word index filled after the append", _V122),
     Migration(123, "message text stored uncompressed", _V123),
     Migration(124, "identifiers indexed by their words", _V124),
+    Migration(125, "memory identifiers indexed by their words", _V125),
 )

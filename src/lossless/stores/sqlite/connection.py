@@ -54,7 +54,7 @@ import anyio.to_thread
 
 from lossless.errors import ConflictError, InputError, SchemaError, StoreError
 from lossless.records import format_timestamp, utcnow
-from lossless.stores.sqlite.index import Rewritten, SearchIndex
+from lossless.stores.sqlite.index import Rewritten, SearchIndex, indexed_text_sql
 from lossless.stores.sqlite.schema import MIGRATIONS
 
 __all__ = ["Database"]
@@ -126,6 +126,8 @@ class Database:
         conn.execute(f"PRAGMA synchronous = {self._synchronous}")
         conn.execute("PRAGMA temp_store = MEMORY")
         conn.execute("PRAGMA cache_size = -16000")
+        # The memory word index's triggers (migration 125) index each text with its identifiers' words.
+        conn.create_function("lcm_indexed_text", 1, indexed_text_sql, deterministic=True)
         return conn
 
     def _connect_reader(self) -> sqlite3.Connection:

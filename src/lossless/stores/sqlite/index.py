@@ -95,7 +95,8 @@ def _trigram_text_sql(value: str | bytes | None) -> str | bytes | None:
 _WORD_TEXT_SQL = "lcm_indexed_text(content)"
 
 
-def _indexed_text_sql(value: str | bytes | None) -> str | bytes | None:
+def indexed_text_sql(value: str | bytes | None) -> str | bytes | None:
+    """``lcm_indexed_text(x)`` in SQL: :func:`lossless.text.indexed_text` of a text, anything else as it is."""
     return indexed_text(value) if isinstance(value, str) else value
 
 
@@ -195,7 +196,7 @@ class SearchIndex:
         conn.execute(f"PRAGMA synchronous = {self._synchronous}")
         conn.execute("ATTACH DATABASE ? AS src", (f"{self.main_path.resolve().as_uri()}?mode=ro",))
         conn.create_function("lcm_trigram_text", 1, _trigram_text_sql, deterministic=True)
-        conn.create_function("lcm_indexed_text", 1, _indexed_text_sql, deterministic=True)
+        conn.create_function("lcm_indexed_text", 1, indexed_text_sql, deterministic=True)
         return conn
 
     # -- set-up

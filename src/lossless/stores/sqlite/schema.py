@@ -496,6 +496,49 @@ _V116 = (
     *_counted("summaries", "summary_vectors"),
 )
 
+
+def _memory_words(*, delete: bool, insert: bool) -> str:
+    """The trigger body that keeps ``memories_fts`` in step with one change of ``memories`` (from migration 125)."""
+    columns = ("abstract", "overview", "content")
+    removal = (
+        f"INSERT INTO memories_fts (memories_fts, rowid, {_MEMORY_FTS_COLUMNS}) VALUES ('delete', old.memory_rowid, "
+        + ", ".join(f"lcm_indexed_text(old.{c})" for c in columns)
+        + ");"
+    )
+    addition = (
+        f"INSERT INTO memories_fts (rowid, {_MEMORY_FTS_COLUMNS}) VALUES (new.memory_rowid, "
+        + ", ".join(f"lcm_indexed_text(new.{c})" for c in columns)
+        + ");"
+    )
+    return (removal if delete else "") + (addition if insert else "")
+
+
+# The memory word index reads identifiers by their words too, as the message index does
+# (``computeDiff`` is found by "compute diff"): each column is indexed as ``lcm_indexed_text`` of it
+# (:func:`lossless.text.indexed_text`, a function every connection of the store registers).  The
+# table is external-content still: bm25 needs no column value, and no query reads one back from it.
+_V125 = (
+    "DROP TRIGGER memories_fts_ai",
+    "DROP TRIGGER memories_fts_ad",
+    "DROP TRIGGER memories_fts_au",
+    "DROP TABLE memories_fts",
+    f"""
+    CREATE VIRTUAL TABLE memories_fts USING fts5(
+        {_MEMORY_FTS_COLUMNS}, content='memories', content_rowid='memory_rowid',
+        tokenize='porter unicode61 remove_diacritics 2'
+    )
+    """,
+    f"CREATE TRIGGER memories_fts_ai AFTER INSERT ON memories BEGIN {_memory_words(delete=False, insert=True)} END",
+    f"CREATE TRIGGER memories_fts_ad AFTER DELETE ON memories BEGIN {_memory_words(delete=True, insert=False)} END",
+    "CREATE TRIGGER memories_fts_au AFTER UPDATE OF abstract, overview, content ON memories "
+    f"BEGIN {_memory_words(delete=True, insert=True)} END",
+    f"""
+    INSERT INTO memories_fts (rowid, {_MEMORY_FTS_COLUMNS})
+    SELECT memory_rowid, lcm_indexed_text(abstract), lcm_indexed_text(overview), lcm_indexed_text(content)
+    FROM memories
+    """,
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "expansion grants", _V2),
@@ -506,4 +549,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(16, "search vectors", _V16),
     Migration(20, "bootstrap reconciliation point", _V20),
     Migration(116, "search vector counts", _V116),
+    Migration(125, "memory identifiers indexed by their words", _V125),
 )
