@@ -14,6 +14,7 @@ Invariants:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeAlias, get_args
@@ -22,6 +23,8 @@ from lossless.errors import InputError, check_nesting
 
 __all__ = [
     "EDIT_TOOLS",
+    "FAILURE",
+    "FAILURE_SCANNED",
     "PART_TYPES",
     "TOOL_STATUSES",
     "WRITE_TOOLS",
@@ -54,6 +57,14 @@ EDIT_TOOLS = frozenset({
     "edit", "multiedit", "str_replace", "str_replace_editor", "replace", "apply_patch", "patch", "notebookedit",
     "insert", "edit_file", "update_file", "search_replace", "sed",
 })  # fmt: skip
+#: A tool's output that reports a failure (in its first :data:`FAILURE_SCANNED` characters): the error
+#: mark a renderer writes, a non-zero exit code, a failed test, a traceback, a panic, an error line.
+FAILURE = re.compile(
+    r"^\[tool error\]|\b[Ee]xit (?:code|status):? [1-9]|^(?:--- )?FAIL\b|Traceback \(most recent call last\)|"
+    r"\bpanic: |^(?:error|Error|ERROR|fatal|FATAL)\b[:\[ ]",
+    re.M,
+)
+FAILURE_SCANNED = 4000
 
 JSONValue: TypeAlias = "bool | int | float | str | list[JSONValue] | dict[str, JSONValue] | None"
 JSONObject: TypeAlias = "dict[str, JSONValue]"

@@ -46,6 +46,7 @@ from lossless.errors import InputError
 from lossless.memory.attribution import Vocabulary, attributed, remark
 from lossless.memory.changes import VERSIONED, is_change
 from lossless.memory.edits import code_refs, edit_statements
+from lossless.memory.failures import commands, failure_statement
 from lossless.memory.fragments import fragment_reason, small_talk_reason
 from lossless.memory.records import Category, Decision, Memory, MemoryDraft
 from lossless.memory.statements import (
@@ -361,9 +362,16 @@ def extract(conversation_id: int, messages: Sequence[MessageRecord]) -> list[Mem
     people = list(dict.fromkeys(name for name, _, named in names if named))
     words = Vocabulary.of((text for _, text, _ in names), people)
     asked: tuple[str, str] | None = None  # (who asked, the last question) of the message before
+    calls: list[str | None] = []  # the commands of the agent's last tool calls not answered yet, in order
     for message in messages:
+        if message.role == "tool" or message.content.startswith(("[tool result]", "[tool error]")):
+            draft = _failure(calls.pop(0) if calls else None, message, conversation_id)
+            if draft is not None:
+                drafts.append(draft)
+            continue
         if message.role not in ("user", "assistant"):
             continue
+        calls = commands(message.content) if message.role == "assistant" else []
         speaker, text, named = speaker_of(message.role, message.content, message.metadata)
         sentences = prose_sentences(text)
         question = asked[1] if named and asked is not None and asked[0] != speaker else None
@@ -454,6 +462,14 @@ def _groups(said: Sequence[_Said]) -> list[list[_Said]]:
     return sorted([*alone, *([s] for s in rest)], key=lambda group: group[0].position)
 
 
+def _failure(command: str | None, message: MessageRecord, conversation_id: int) -> MemoryDraft | None:
+    """A command's output that reports a failure, as an event (:func:`~lossless.memory.failures.failure_statement`)."""
+    said = failure_statement(command, message.content) if command else None
+    if said is None:
+        return None
+    return _draft([_Said(said, "events", 5.0, False, said, -1)], None, message, conversation_id, checked=False)
+
+
 def _edits(text: str) -> list[_Said]:
     """The files an agent's tool calls changed, as statements (:func:`~lossless.memory.edits.edit_statements`)."""
     return [_Said(statement, "events", 5.0, False, path, -1) for statement, path in edit_statements(text)]
@@ -479,6 +495,8 @@ def _draft(
     message: MessageRecord,
     conversation_id: int,
     words: Vocabulary = _NO_WORDS,
+    *,
+    checked: bool = True,
 ) -> MemoryDraft | None:
     """One memory from a message's kept statements (events get the date they were said).
 
@@ -496,7 +514,7 @@ def _draft(
     dated = dated or any(s.change for s in group)  # a change of mind is dated, whatever it changes
     if dated and not any(s.dated for s in group) and not _HAS_DATE.search(text):
         text = f"{text[:-1]} (said on {format_date(message.created_at)}){text[-1]}"
-    if fragment_reason(text) is not None:
+    if checked and fragment_reason(text) is not None:  # what a rule wrote itself (a failure) is no fragment
         return None
     meta: dict[str, object] = {"speaker": person or ("the user" if message.role == "user" else "the assistant")}
     if any(s.change for s in group):

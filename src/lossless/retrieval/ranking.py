@@ -36,7 +36,7 @@ from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Literal, TypeVar
 
-from lossless.parts import EDIT_TOOLS, WRITE_TOOLS
+from lossless.parts import EDIT_TOOLS, FAILURE, FAILURE_SCANNED, WRITE_TOOLS
 from lossless.text import CJK_CHAR
 
 __all__ = [
@@ -429,14 +429,7 @@ _ASKS_FAILURE = re.compile(
 )
 _TOOL_CALL = re.compile(r"^\[tool call: ([^\]\n]{1,120})\]", re.M)
 _FILE_TOOLS = EDIT_TOOLS | WRITE_TOOLS
-#: A tool's output that reports a failure: the harness's error mark, a non-zero exit, a test runner's FAIL,
-#: a Python traceback, a Go panic, or a line opening with "error"/"fatal".
-_FAILED = re.compile(
-    r"^\[tool error\]|\b[Ee]xit (?:code|status):? [1-9]|^(?:--- )?FAIL\b|Traceback \(most recent call last\)|"
-    r"\bpanic: |^(?:error|Error|ERROR|fatal|FATAL)\b[:\[ ]",
-    re.M,
-)
-_SCANNED = 4000  # characters of a message read for its kind
+_SCANNED = FAILURE_SCANNED  # characters of a message read for its kind
 
 
 def question_intent(text: str) -> Intent | None:
@@ -476,7 +469,7 @@ def shows(intent: Intent, role: str, content: str) -> bool:
             return True
         return any(_tool_name(label) in _FILE_TOOLS for label in _TOOL_CALL.findall(head))
     output = role == "tool" or "[tool result]" in head or "[tool error]" in head
-    return output and _FAILED.search(head) is not None
+    return output and FAILURE.search(head) is not None
 
 
 def best_first(scores: Mapping[K, float]) -> list[tuple[K, float]]:
