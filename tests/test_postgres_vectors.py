@@ -313,3 +313,35 @@ async def test_preparing_the_index_under_a_held_lock_falls_back_instead_of_faili
         assert await store.prepare_vector_index("messages", 64) is True
     finally:
         await store.close()
+
+
+async def test_a_store_without_an_hnsw_index_is_not_asked_on_every_search(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No pgvector: the catalog is asked once, then again only after ABSENT_RECHECK_S (the index may come)."""
+    store = await _open(pg_url)
+    try:
+        embedder = HashEmbedder(64)
+        model = index_model(embedder.model)
+        a = await _messages(store, "a", _texts(10, "a"))
+        await VectorBuilder(store, embedder).run()
+        probe = to_unit_blob(embedder.vector("coffee tea"))
+        asked: list[str] = []
+        one = pg_vectors._one
+
+        async def counting(conn: pg_vectors.Connection, sql: str, params: tuple[object, ...] = ()) -> object:
+            asked.append(sql)
+            return await one(conn, sql, params)
+
+        monkeypatch.setattr(pg_vectors, "_one", counting)
+        assert await store.nearest_items(model, "messages", probe, [a], limit=5) is None
+        looked = len(asked)
+        assert looked >= 1
+        for _ in range(3):
+            assert await store.nearest_items(model, "messages", probe, [a], limit=5) is None
+        assert len(asked) == looked  # within the window: not asked again
+        monkeypatch.setattr(pg_vectors, "ABSENT_RECHECK_S", 0.0)
+        assert await store.nearest_items(model, "messages", probe, [a], limit=5) is None
+        assert len(asked) > looked  # the window passed: asked again
+    finally:
+        await store.close()

@@ -42,6 +42,7 @@ Invariants:
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -90,6 +91,12 @@ _EXTENSION = (
 #: (database, table, dimension) → (extension schema, version) where the HNSW index was seen: an index
 #: once made stays (a failing search forgets it), so a search does not look it up each time.
 _READY: dict[tuple[str, str, int], tuple[str, tuple[int, ...]]] = {}
+#: (database, table, dimension) → when (``time.monotonic``) this process last found no HNSW index there
+#: (no ``vector`` extension, or the index not made yet).  Searches look again only after
+#: :data:`ABSENT_RECHECK_S`, so a store without pgvector does not ask the catalog on every search; an
+#: index this process makes is seen at once, one another host makes within that time.
+_ABSENT: dict[tuple[str, str, int], float] = {}
+ABSENT_RECHECK_S = 30.0
 #: database → (source, dimension) whose HNSW index this process deferred until the end of its pass.
 _DEFERRED: dict[str, set[tuple[VectorSource, int]]] = {}
 _HAS_COLUMN = (
@@ -292,6 +299,7 @@ class SearchVectors:
                     return False
                 ready = await _one(conn, "SELECT to_regclass(%s) IS NOT NULL", (f"{vectors}_hnsw_{int(dim)}",))
                 if ready and ready[0]:
+                    _ABSENT.pop((self._db.url, vectors, int(dim)), None)
                     return True
                 await conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_SPACE, int(dim)))
                 if not await _one(conn, _HAS_COLUMN, (vectors,)):
@@ -311,6 +319,7 @@ class SearchVectors:
                     log.info("pgvector: %s has a large backlog; its HNSW index is made after the pass", vectors)
                     return False
                 await self._create_index(conn, vectors, schema, int(dim))
+            _ABSENT.pop((self._db.url, vectors, int(dim)), None)  # committed: searches use it from now on
             log.info("pgvector: %s searched in the database (HNSW, %d dimensions)", vectors, dim)
             return True
         except (psycopg.Error, StoreError) as exc:  # no privilege, a lock timeout: search the loaded vectors instead
@@ -347,6 +356,7 @@ class SearchVectors:
                         await conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_SPACE, dim))
                         await self._create_index(conn, vectors, schema, dim)
                         log.info("pgvector: %s searched in the database (HNSW, %d dimensions)", vectors, dim)
+                _ABSENT.pop((self._db.url, vectors, dim), None)  # committed: searches use it from now on
             except (psycopg.Error, StoreError) as exc:  # errors inside a transaction block come translated
                 log.warning("could not make the pgvector index of %s (%s); searching in memory", vectors, exc)
             _DEFERRED[self._db.url].discard((source, dim))
@@ -464,14 +474,19 @@ class SearchVectors:
         ids = list(dict.fromkeys(int(c) for c in conversation_ids))
         if limit < 1 or not ids or not 0 < dim <= MAX_HNSW_DIMENSIONS:
             return None
-        ready = _READY.get((self._db.url, vectors, dim))
+        where = (self._db.url, vectors, dim)
+        ready = _READY.get(where)
+        if ready is None and time.monotonic() - _ABSENT.get(where, -ABSENT_RECHECK_S) < ABSENT_RECHECK_S:
+            return None  # looked a moment ago: no index to search in
         async with self._db.transaction() as conn:
             if ready is None:
                 row = await _one(conn, _EXTENSION)
                 found = await _one(conn, "SELECT to_regclass(%s) IS NOT NULL", (f"{vectors}_hnsw_{dim}",))
                 if row is None or not (found and found[0]):
+                    _ABSENT[where] = time.monotonic()
                     return None
-                ready = _READY[(self._db.url, vectors, dim)] = (str(row[0]), _version(row[1]))
+                _ABSENT.pop(where, None)
+                ready = _READY[where] = (str(row[0]), _version(row[1]))
             schema, version = ready
             try:
                 async with conn.transaction():  # a savepoint: the optional index must never fail a search
@@ -495,7 +510,7 @@ class SearchVectors:
                         conn, schema, version, vectors, key, model, query, ids, limit, reach=reach if two_pass else 0
                     )
             except psycopg.Error as exc:
-                _READY.pop((self._db.url, vectors, dim), None)  # look again next time (was the index dropped?)
+                _READY.pop(where, None)  # look again next time (was the index dropped?)
                 log.warning("pgvector search failed (%s); searching in memory", exc)
                 return None
 
