@@ -14,12 +14,15 @@ Invariants:
 
 * Every draft has provenance (the conversation and the message it came from),
   its speaker in ``metadata["speaker"]``, and passes
-  :func:`~lossless.memory.fragments.fragment_reason`; a named speaker's draft names
+  :func:`~lossless.memory.fragments.fragment_reason` (a failed command's statement,
+  written whole by its rule, is not checked: a command reads as code); a named speaker's draft names
   them (:mod:`lossless.memory.attribution`: "Maya said the train was late again.").
 * Skipped: system and tool messages, questions, "do you remember…" queries,
   greetings and acknowledgements, code, markdown headings and list stubs, tool
   lines; from an agent (an unnamed assistant) everything but its work facts
-  (what it changed or fixed and why, the files its edit tools changed).
+  (what it changed or fixed and why, the files its edit tools changed); of a
+  tool's output, all but a failure of a command the agent ran
+  (:mod:`lossless.memory.failures`), kept as an event of that output message.
 * Deterministic: the same messages give the same drafts.
 * Decisions follow the category rules, among the neighbours of the same
   speaker only: ``profile`` always merges into its nearest profile memory;
