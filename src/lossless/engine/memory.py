@@ -76,7 +76,7 @@ class AgentMemory:
         """
         if ingested.conversation_id is None or not any(m.role == "user" for m in ingested.stored):
             return None
-        return await self.memory(self._agent_for(session_key)).mine(ingested.stored)
+        return await self.memory(self._agent_for(session_key)).mine(ingested.stored, defer_work=True)
 
     async def remember_turn(self, ingested: IngestResult, session_key: str | None) -> Remembered | None:
         """:meth:`remember` as ``after_turn`` calls it: without an embedder it stops (see ``mining_off``)."""
@@ -173,7 +173,7 @@ class AgentMemory:
         if self.mining_off is not None:
             return None
         try:
-            return await self.memory().mine_summary(self.store, leaf)
+            return await self.memory().mine_summary(self.store, leaf, defer_work=True)
         except MissingDependencyError as exc:
             self._stop_mining(exc)
             return None

@@ -668,29 +668,38 @@ class MemoryService:
                 return changes.with_history(draft, link[0]), [link, *rest]
         return draft, neighbours
 
-    async def mine(self, messages: Sequence[MessageRecord]) -> Remembered:
+    async def mine(self, messages: Sequence[MessageRecord], *, defer_work: bool = False) -> Remembered:
         """:meth:`remember` over the messages never mined before, in segments, recording them as mined.
 
         The messages may come from several conversations (a forked context); each segment is mined
-        as its own conversation's.  Segments without a user message are recorded and skipped (an agent's
-        stretch of work between two prompts of its user too: see docs/memory.md for what mining it cost).
+        as its own conversation's.  A segment with a user's or an assistant's message is mined (an
+        agent's stretch of work between two prompts of its user gives its work facts: the files it
+        edited, and what by name); one of tool output alone is recorded and skipped.
+
+        ``defer_work``: segments without a user message (an agent's work) are given back unmined, for
+        the background build (:meth:`lossless.engine.memory.AgentMemory.mine_step`) to mine, so a turn's
+        mining inline (``after_turn``, the compactor's leaf hook) embeds no more than its prompt's share.
         """
         claimed = set(await self.store.claim_messages([m.id for m in messages], self.clock()))
         segments = _segments(sorted((m for m in messages if m.id in claimed), key=lambda m: m.id))
+        if defer_work:
+            work = [not any(m.role == "user" for m in s) and _worked(s) for s in segments]
+            await self.store.release_messages([m.id for s, w in zip(segments, work, strict=True) if w for m in s])
+            segments = [s for s, w in zip(segments, work, strict=True) if not w]
         out: list[tuple[MemoryDraft, extraction.Decision, str | None]] = []
         for done, segment in enumerate(segments):
             try:
-                if any(m.role == "user" for m in segment):
+                if any(m.role == "user" for m in segment) or _worked(segment):
                     out.extend((await self.remember(segment[0].conversation_id, segment)).decisions)
             except Exception:
                 await self.store.release_messages([m.id for s in segments[done:] for m in s])
                 raise
         return Remembered(tuple(out))
 
-    async def mine_summary(self, store: Store, summary: Summary) -> Remembered:
+    async def mine_summary(self, store: Store, summary: Summary, *, defer_work: bool = False) -> Remembered:
         """:meth:`mine` over the source messages of a leaf summary of ``store`` (the compactor's hook)."""
         ids = (await store.get_summary_messages([summary.id])).get(summary.id, ())
-        return await self.mine(await store.get_messages_by_id(list(ids)))
+        return await self.mine(await store.get_messages_by_id(list(ids)), defer_work=defer_work)
 
     async def _extract(self, conversation_id: int, messages: Sequence[MessageRecord]) -> Sequence[MemoryDraft]:
         if self.extractor is not None:
@@ -782,6 +791,11 @@ def _segments(messages: Sequence[MessageRecord]) -> list[list[MessageRecord]]:
         out[-1].append(message)
         size += len(message.content)
     return out
+
+
+def _worked(segment: Sequence[MessageRecord]) -> bool:
+    """Whether a segment holds an assistant's message (its words or tool calls), not tool output alone."""
+    return any(m.role == "assistant" for m in segment)
 
 
 def _apart(abstract: str, pieces: Sequence[str]) -> bool:
