@@ -26,7 +26,9 @@ Invariants:
   candidate is never lost to it and no error reaches the caller.
 * :meth:`MemoryService.mine` mines each stored message at most once: it claims
   the messages in the store's mining record first, and gives back the claims of
-  what it could not finish.
+  what it could not finish (or was asked to leave: ``defer_work``).
+* Extraction embeds each draft once (one call for all of them): the dedup vector
+  is one of the vectors the memory is stored with, and those are stored as they are.
 """
 
 from __future__ import annotations
