@@ -637,6 +637,47 @@ async def test_remember_extracts_with_provenance_and_versions_preferences(store:
     assert (await service.stats()).current == 3
 
 
+async def test_each_draft_is_embedded_once_and_stored_with_those_vectors(store: Store) -> None:
+    """Extraction embeds each draft's texts once, in one call: the vector its dedup compares is one of
+    those it is stored with, and the stored vectors are the draft's own (as embedding it again gives)."""
+    embedder = HashEmbedder(max_chars=120)
+    service = MemoryService(memory_store_for(store), embedder, MemoryCaller.agent("main"))
+    conversation = await store.get_or_create_conversation(agent_id="main", session_id="once")
+    long = "We decided to move the nightly export to the new cluster, " + "and to keep the old one for a week " * 6
+    turns = [
+        "My name is Ada Lovelace. I prefer coffee in the morning.",
+        "We decided to ship the parser on Friday.",
+        long + ".",
+        "I live in Lisbon with my two cats.",
+    ]
+    await store.append_messages(
+        conversation.id, [PreparedMessage(Message(role="user", content=c), 5, utcnow()) for c in turns]
+    )
+    remembered = await service.remember(conversation.id, await store.get_messages(conversation.id))
+    created = [d for d, decision, _ in remembered.decisions if decision.kind == "create"]
+    assert len(created) >= 4 and any(len(service.chunks(d.abstract, d.content)) > 1 for d in created)
+    embedded = [text for call in embedder.calls for text in call]
+    assert len(embedder.calls) == 1 and len(embedded) == len(set(embedded))
+    assert sorted(embedded) == sorted(t for d in created for t in service.chunks(d.abstract, d.content))
+    _, rows = await service.store.load_vectors(embedder.model)
+    stored = sorted(to_blob(normalize(v)[0]) for v in await HashEmbedder(max_chars=120).embed(embedded))
+    assert sorted(vector for _, _, _, vector in rows) == stored
+    again = await service.remember(conversation.id, await store.get_messages(conversation.id))
+    assert len(embedder.calls) == 1  # the same drafts: their vectors are cached, and each is a duplicate
+    assert {decision.kind for _, decision, _ in again.decisions} <= {"skip", "support", "merge"}
+
+
+async def test_vectors_given_for_another_draft_are_refused(service: MemoryService) -> None:
+    one = await service.add(MemoryDraft("Deploys happen on Tuesdays.", category="patterns"))
+    (_, rows) = await service.store.load_vectors(service.embedder.model)
+    (vector,) = [blob for memory_id, _, _, blob in rows if memory_id == one.memory_id]
+    long = MemoryDraft("A first sentence. " + "word " * 900, category="patterns")
+    with pytest.raises(InputError, match="vectors given"):
+        await service.add(long, vectors=(service.embedder.model, (vector,)))
+    with pytest.raises(InputError, match="vectors given"):
+        await service.supersede(one.memory_id, long, vectors=("another-model", (vector,)))
+
+
 # ------------------------------------------------------------------ PostgreSQL: the optional pgvector index
 
 
@@ -873,6 +914,23 @@ def test_an_event_naming_another_file_or_name_is_another_fact() -> None:
     assert decide(same, [(earlier, 0.99)]).kind == "skip"
     assert decide(other_file, [(earlier, 0.99)]).kind == "create"
     assert decide(other_name, [(earlier, 0.99)]).kind == "create"
+
+
+def test_a_statement_of_another_date_is_another_fact() -> None:
+    """A recurring event (the offline extractor dates each statement) is no duplicate of the last one,
+    nor a restatement of a dated fact of the same key; the same statement of the same date is."""
+    gym = "Lars said the gym was packed on 7 July 2023."
+    for category in ("events", "patterns", "preferences"):
+        earlier = _memory(category=category, content=gym)
+        again = MemoryDraft(gym, category=category)
+        later = MemoryDraft("Lars said the gym was packed on 13 July 2023.", category=category)
+        assert decide(again, [(earlier, 0.99)]).kind in ("skip", "support")
+        assert decide(later, [(earlier, 0.99)]).kind == "create"
+    visit = _memory(
+        category="entities", content="Grace's cousin is visiting in August 2024.", fact_key="entities:cousin"
+    )
+    moved = MemoryDraft("Grace's cousin is visiting in October 2024.", category="entities", fact_key="entities:cousin")
+    assert decide(moved, [(visit, 0.99)]).kind == "supersede"
 
 
 @given(st.floats(0.0, 0.95), st.floats(-1.0, 1.0))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -92,7 +93,7 @@ async def test_a_failing_extraction_never_fails_compaction(
 ) -> None:
     await engine.ingest_batch("broken", _history())
 
-    async def broken(*args: object) -> None:
+    async def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("embedder on fire")
 
     monkeypatch.setattr(engine.memory(), "mine", broken)
@@ -166,6 +167,58 @@ async def test_the_backlog_is_mined_in_the_background_once_into_the_agents_scope
     assert later.stored[0].id > theirs.stored[-1].id
 
 
+def _work(prompt: str, edits: int) -> list[Message]:
+    """A user's prompt and the agent's stretch of work on it: ``edits`` file edits, each with its tool output,
+    long enough that most of them fall in mining segments without a user message."""
+    work: list[Message] = [Message.user(prompt, created_at=LONG_AGO)]
+    for i in range(edits):
+        edit = {"file_path": f"src/client_{i}.py", "old_string": "x", "new_string": f"retry_delay_{i} = {i}"}
+        work += [
+            Message.assistant(f"[tool call: Edit] {json.dumps(edit)}" + " " * 700, created_at=LONG_AGO),
+            Message("tool", f"The file src/client_{i}.py has been updated. " + "ok " * 200, created_at=LONG_AGO),
+        ]
+    return work
+
+
+async def _memory_texts(engine: ContextEngine) -> set[str]:
+    return {m.content for _, m in await engine.memory().list(limit=1000)}
+
+
+async def test_an_agents_stretch_of_work_is_mined_for_its_edits(engine: ContextEngine) -> None:
+    """Between two prompts of its user an agent edits files: those segments hold no user message, and its
+    work facts are mined from them all the same; tool output alone gives nothing."""
+    await engine.ingest_batch("agent", _work("Please add a retry delay to the client.", 12))
+    await engine.ingest_batch("agent", [Message("tool", "exit status 0 " * 600, created_at=LONG_AGO)])
+    while await engine.mine_step():
+        pass
+    texts = await _memory_texts(engine)
+    for i in range(12):
+        assert any(f"src/client_{i}.py (adding retry_delay_{i})" in t for t in texts), i
+    assert not any("exit status" in t for t in texts)
+    assert (await engine.memory().store.unmined_messages(engine.config.agent_id))[0] == []
+
+
+async def test_a_turn_leaves_its_agents_work_to_the_background(engine: ContextEngine) -> None:
+    """Mined inline (after_turn), a turn gives the memories of its prompt's segment at once; its segments of
+    agent work are left unmined, and the background build mines them (each message still once)."""
+    turn = await engine.after_turn(
+        "live", _work("My name is Ada Lovelace. Please add a retry delay to the client.", 12), token_budget=10**6
+    )
+    assert turn.error is None
+    inline = await _memory_texts(engine)
+    assert any("Ada Lovelace" in t for t in inline)
+    assert not any("src/client_11.py" in t for t in inline)
+    ids, _ = await engine.memory().store.unmined_messages(engine.config.agent_id)
+    assert ids and set(ids) < {m.id for m in turn.ingest.stored}
+    while await engine.mine_step():
+        pass
+    texts = await _memory_texts(engine)
+    for i in range(12):
+        assert any(f"src/client_{i}.py (adding retry_delay_{i})" in t for t in texts), i
+    assert inline < texts
+    assert (await engine.memory().store.unmined_messages(engine.config.agent_id))[0] == []
+
+
 async def test_the_background_workers_idle_step_mines_the_backlog(engine: ContextEngine) -> None:
     await engine.ingest_batch("imported", _history())
     while await engine.run_idle_step():  # search vectors and memories, a batch of each per step
@@ -190,7 +243,7 @@ async def test_unmined_messages_walks_the_backlog_with_a_cursor(engine: ContextE
 async def test_without_an_embedder_mining_stops_once_and_turns_go_on(
     engine: ContextEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async def no_model(*args: object) -> object:
+    async def no_model(*args: object, **kwargs: object) -> object:
         raise MissingDependencyError("long-term memory search", "embeddings", "numpy")
 
     monkeypatch.setattr(engine.memory(), "mine", no_model)
@@ -206,7 +259,7 @@ async def test_without_an_embedder_a_leaf_summary_is_made_and_nothing_warns(
 ) -> None:
     """The base install: the leaf hook finds no embedder, says so once (info), and compaction goes on."""
 
-    async def no_model(*args: object) -> object:
+    async def no_model(*args: object, **kwargs: object) -> object:
         raise MissingDependencyError("long-term memory search", "embeddings", "numpy")
 
     monkeypatch.setattr(engine.memory(), "mine", no_model)

@@ -10,6 +10,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from lossless.memory.statements import (
+    dates_named,
     format_date,
     prose_sentences,
     resolve_dates,
@@ -37,6 +38,26 @@ SAID = date(2023, 5, 8)  # a Monday
 def test_relative_dates_are_written_out(text: str, expected: str) -> None:
     out, moved = resolve_dates(text, SAID)
     assert out == expected and moved is (out != text)
+
+
+def test_the_dates_a_statement_names_are_read_as_written() -> None:
+    said = "Lars said the gym was packed on 7 July 2023 (said on 9 July 2023)."
+    assert dates_named(said) == {"7 July 2023", "9 July 2023"}
+    assert dates_named("The release moved from May 2024 to 2024-06-03, then to 2025.") == {
+        "May 2024",
+        "2024-06-03",
+        "2025",
+    }
+    assert dates_named("Maya may come, or may not.") == frozenset()  # the verb is no month
+    assert dates_named("on 7\n July   2023") == dates_named("on 7 July 2023")
+
+
+@given(st.dates(date(1900, 1, 1), date(2099, 12, 31)), st.dates(date(1900, 1, 1), date(2099, 12, 31)))
+def test_a_date_written_out_is_named_as_itself(one: date, other: date) -> None:
+    """Every date the extractor writes out (:func:`format_date`) is found again, and two differ when they do."""
+    first, second = (f"It happened on {format_date(d)}." for d in (one, other))
+    assert dates_named(first) == {format_date(one)}
+    assert (dates_named(first) == dates_named(second)) is (one == other)
 
 
 def test_format_date() -> None:

@@ -5,7 +5,8 @@ Invariants:
 * The memories of a turn go to the engine agent's scope; only when ``agent_id`` is not configured
   does a session key of the form ``agent:<id>:…`` name another agent (spec 001 scopes), so one
   host serving several agents keeps their memories apart.
-* A turn is mined once, and only when it holds a user message.
+* A turn is mined once, and only when it holds a user message; inline (``after_turn``, the leaf
+  hook) only its segments that hold a user message: its agent's work is left to the background build.
 * The services are built by :mod:`lossless.engine.wiring` (embedder, reranker, extractor and
   dedup judge as the settings name them), lazily: an engine that never uses memory loads none.
 * **The backlog is mined in the background** (:meth:`AgentMemory.mine_step`, a batch per call; the
@@ -76,7 +77,7 @@ class AgentMemory:
         """
         if ingested.conversation_id is None or not any(m.role == "user" for m in ingested.stored):
             return None
-        return await self.memory(self._agent_for(session_key)).mine(ingested.stored)
+        return await self.memory(self._agent_for(session_key)).mine(ingested.stored, defer_work=True)
 
     async def remember_turn(self, ingested: IngestResult, session_key: str | None) -> Remembered | None:
         """:meth:`remember` as ``after_turn`` calls it: without an embedder it stops (see ``mining_off``)."""
@@ -173,7 +174,7 @@ class AgentMemory:
         if self.mining_off is not None:
             return None
         try:
-            return await self.memory().mine_summary(self.store, leaf)
+            return await self.memory().mine_summary(self.store, leaf, defer_work=True)
         except MissingDependencyError as exc:
             self._stop_mining(exc)
             return None

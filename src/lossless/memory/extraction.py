@@ -53,6 +53,7 @@ from lossless.memory.failures import commands, failure_statement
 from lossless.memory.fragments import fragment_reason, small_talk_reason
 from lossless.memory.records import Category, Decision, Memory, MemoryDraft
 from lossless.memory.statements import (
+    dates_named,
     format_date,
     prose_sentences,
     resolve_dates,
@@ -63,7 +64,7 @@ from lossless.memory.statements import (
 from lossless.records import MessageRecord
 from lossless.text import CJK_CHAR
 
-__all__ = ["MAX_PER_EXTRACTION", "MAX_PER_MESSAGE", "Decision", "decide", "extract", "fact_key_for"]
+__all__ = ["MAX_PER_EXTRACTION", "MAX_PER_MESSAGE", "Decision", "decide", "extract", "fact_key_for", "told_apart"]
 
 #: The model extractor's cap per call (the spec's); the offline one caps per message instead.
 MAX_PER_EXTRACTION = 5
@@ -675,6 +676,13 @@ def _keyed(fact_key: str | None, speaker: str | None) -> str | None:
     return f"{category}:{speaker}:{topic}"
 
 
+def told_apart(one: str, other: str) -> bool:
+    """Whether two statements are different facts however alike their wording: they name different files
+    or code (:func:`~lossless.memory.edits.code_refs`: an agent's work) or different dates (an event
+    that recurs: ``the gym was packed on 7 July 2023`` and ``… on 13 June 2023``)."""
+    return code_refs(one) != code_refs(other) or dates_named(one) != dates_named(other)
+
+
 def decide(draft: MemoryDraft, neighbours: Sequence[tuple[Memory, float]]) -> Decision:
     """What to do with ``draft`` given its nearest current memories (similarity ≥ 0.7, best first)."""
     speaker = (draft.metadata or {}).get("speaker")
@@ -688,7 +696,9 @@ def decide(draft: MemoryDraft, neighbours: Sequence[tuple[Memory, float]]) -> De
         keyed = [(m, s) for m, s in same if m.fact_key == draft.fact_key]
         if keyed:
             old, sim = keyed[0]
-            if sim >= 0.95 or old.content.strip().lower() == draft.content.strip().lower():
+            if (sim >= 0.95 and not told_apart(old.content, draft.content)) or (
+                old.content.strip().lower() == draft.content.strip().lower()
+            ):
                 return Decision("support", old.memory_id, f"restates {old.memory_id} (similarity {sim:.2f})")
             if draft.category == "profile":
                 return Decision("merge", old.memory_id, f"profile facts merge ({draft.fact_key})")
@@ -699,12 +709,13 @@ def decide(draft: MemoryDraft, neighbours: Sequence[tuple[Memory, float]]) -> De
     if draft.category == "profile":
         return Decision("merge", best.memory_id, "profile facts always merge")
     if draft.category in ("events", "cases"):
-        if sim >= 0.95 and code_refs(best.content) == code_refs(draft.content):
+        if sim >= 0.95 and not told_apart(best.content, draft.content):
             return Decision("skip", best.memory_id, f"duplicate of {best.memory_id} (similarity {sim:.2f})")
-        return Decision("create", reason="events and cases are append-only (another file or name is another fact)")
-    if sim >= 0.95:
+        return Decision("create", reason="events and cases are append-only (another file, name or date: another fact)")
+    apart = told_apart(best.content, draft.content)
+    if sim >= 0.95 and not apart:
         return Decision("support", best.memory_id, f"restates {best.memory_id} (similarity {sim:.2f})")
-    if draft.category == "patterns" and sim >= 0.9:
+    if draft.category == "patterns" and sim >= 0.9 and not apart:
         return Decision("merge", best.memory_id, "near-identical pattern")
     return Decision("create", reason=f"related to {best.memory_id} but distinct (similarity {sim:.2f})")
 

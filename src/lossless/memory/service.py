@@ -26,7 +26,9 @@ Invariants:
   candidate is never lost to it and no error reaches the caller.
 * :meth:`MemoryService.mine` mines each stored message at most once: it claims
   the messages in the store's mining record first, and gives back the claims of
-  what it could not finish.
+  what it could not finish (or was asked to leave: ``defer_work``).
+* Extraction embeds each draft once (one call for all of them): the dedup vector
+  is one of the vectors the memory is stored with, and those are stored as they are.
 """
 
 from __future__ import annotations
@@ -43,7 +45,6 @@ from lossless.errors import InputError, NotFoundError, ProviderError
 from lossless.memory import admission as amac
 from lossless.memory import changes, decay, extraction, llm_dedup, querying
 from lossless.memory.admission import AdmissionConfig
-from lossless.memory.edits import code_refs
 from lossless.memory.ports import (
     DedupJudge,
     Embedder,
@@ -219,13 +220,28 @@ class MemoryService:
     def chunks(self, abstract: str, content: str) -> list[str]:
         """The texts a memory (or message) is embedded as: its content in chunks, the abstract first if new."""
         pieces = chunk_text(content, self.embedder.max_chars)
-        if abstract.strip() and abstract not in pieces[0]:
-            pieces.insert(0, abstract)
-        return pieces
+        return [abstract, *pieces] if _apart(abstract, pieces) else pieces
 
     async def _vectors_for(self, abstract: str, content: str) -> StoredVectors:
         vectors = await self.embed(self.chunks(abstract, content))
         return self.embedder.model, tuple(to_blob(v) for v in vectors)
+
+    async def _drafts_vectors(self, drafts: Sequence[MemoryDraft]) -> list[tuple[F32, StoredVectors]]:
+        """Each draft's dedup vector and the vectors it is stored with, from one embedding of its chunks.
+
+        The dedup vector is that of the content's first chunk, itself one of the stored vectors (the
+        abstract, when it is embedded apart, comes before it): a draft is embedded once, whatever
+        becomes of it.  One embedding call for all the drafts.
+        """
+        pieces = [chunk_text(d.content, self.embedder.max_chars) for d in drafts]
+        texts = [[d.abstract, *p] if _apart(d.abstract, p) else p for d, p in zip(drafts, pieces, strict=True)]
+        flat = iter(await self.embed([text for each in texts for text in each]))
+        out: list[tuple[F32, StoredVectors]] = []
+        for each, content in zip(texts, pieces, strict=True):
+            vectors = [next(flat) for _ in each]
+            first = len(each) - len(content)  # the content's first chunk, after the abstract if it is apart
+            out.append((vectors[first], (self.embedder.model, tuple(to_blob(v) for v in vectors))))
+        return out
 
     async def embed_missing(self, limit: int = 200) -> int:
         """Embed up to ``limit`` memories that have no vectors of this service's model; how many (0: none left).
@@ -294,14 +310,31 @@ class MemoryService:
 
     # ------------------------------------------------------------------ writes
 
-    async def add(self, draft: MemoryDraft, *, scope: str | None = None) -> Memory:
-        """Store one memory as given (no dedup: that is :meth:`remember`'s job)."""
+    async def add(
+        self, draft: MemoryDraft, *, scope: str | None = None, vectors: StoredVectors | None = None
+    ) -> Memory:
+        """Store one memory as given (no dedup: that is :meth:`remember`'s job).
+
+        ``vectors``: the draft's own, already embedded (:meth:`remember` passes those it compared); else embedded here.
+        """
         target = await self._write_scope(scope or (draft.scope if draft.scope != "global" else None))
         if draft.scope != target:
             draft = _with_scope(draft, target)
-        vectors = await self._vectors_for(draft.abstract, draft.content)
+        vectors = self._checked(vectors, draft) or await self._vectors_for(draft.abstract, draft.content)
         (memory,) = await self.store.insert([draft], [vectors])
         return memory
+
+    def _checked(self, vectors: StoredVectors | None, draft: MemoryDraft) -> StoredVectors | None:
+        """``vectors`` if they can be a draft's of this service's model: one per text it is embedded as."""
+        if vectors is None:
+            return None
+        model, blobs = vectors
+        if model != self.embedder.model or len(blobs) != len(self.chunks(draft.abstract, draft.content)):
+            raise InputError(
+                f"the vectors given are {len(blobs)} of model {model!r}; this draft is embedded as "
+                f"{len(self.chunks(draft.abstract, draft.content))} of {self.embedder.model!r}"
+            )
+        return vectors
 
     async def store_fact(self, draft: MemoryDraft, *, scope: str | None = None) -> Memory:
         """Store a memory as a person or agent states it: a draft with a ``fact_key`` that already has a
@@ -334,15 +367,18 @@ class MemoryService:
             vectors = await self._vectors_for(patch.abstract or memory.abstract, patch.content or memory.content)
         return await self.store.update(memory.memory_id, patch, vectors)
 
-    async def supersede(self, memory_id: str, draft: MemoryDraft) -> Memory:
-        """Replace a memory by a new version; the old one stays as history (``as_of`` finds it)."""
+    async def supersede(self, memory_id: str, draft: MemoryDraft, *, vectors: StoredVectors | None = None) -> Memory:
+        """Replace a memory by a new version; the old one stays as history (``as_of`` finds it).
+
+        ``vectors``: the draft's own, already embedded, as for :meth:`add`.
+        """
         old = await self._visible(memory_id)
         await self._write_scope(old.scope)
         if draft.scope != old.scope:
             draft = _with_scope(draft, old.scope)
         if draft.fact_key is None and old.fact_key is not None:
             draft = _with_fact_key(draft, old.fact_key)
-        vectors = await self._vectors_for(draft.abstract, draft.content)
+        vectors = self._checked(vectors, draft) or await self._vectors_for(draft.abstract, draft.content)
         return await self.store.supersede(old.memory_id, draft, vectors)
 
     async def forget(self, memory_id: str) -> Memory:
@@ -552,21 +588,20 @@ class MemoryService:
             return Remembered(())
         scope = await self._write_scope(None)
         drafts = [_with_scope(d, scope) for d in drafts]
-        vectors = await self.embed([d.abstract + "\n" + d.content for d in drafts])
         floor = similarity_floor(self.embedder)
-        kept: list[tuple[MemoryDraft, F32]] = []
-        for draft, vector in zip(drafts, vectors, strict=True):
-            refs = code_refs(draft.content)  # files or code names of their own: another fact, however alike
-            if any(
-                calibrate(float(vector @ other), floor) >= BATCH_DEDUP_SIMILARITY and code_refs(d.content) == refs
-                for d, other in kept
+        kept: list[tuple[MemoryDraft, F32, StoredVectors]] = []
+        for draft, (vector, stored) in zip(drafts, await self._drafts_vectors(drafts), strict=True):
+            if any(  # files, code names or dates of their own: another fact, however alike
+                calibrate(float(vector @ other), floor) >= BATCH_DEDUP_SIMILARITY
+                and not extraction.told_apart(d.content, draft.content)
+                for d, other, _ in kept
             ):
                 continue
-            kept.append((draft, vector))
+            kept.append((draft, vector, stored))
         out: list[tuple[MemoryDraft, extraction.Decision, str | None]] = []
         sources = [m.content for m in messages]
-        utilities = await self._utilities([d for d, _ in kept], sources)
-        for (draft, vector), utility in zip(kept, utilities, strict=True):
+        utilities = await self._utilities([d for d, _, _ in kept], sources)
+        for (draft, vector, stored), utility in zip(kept, utilities, strict=True):
             if self.admission is not None:
                 pool, _ = await self._nearest(vector, limit=self.admission.novelty_pool, scopes=[scope])
                 near = {m.memory_id: m for m in await self.store.get([h.memory_id for h in pool])}
@@ -590,12 +625,14 @@ class MemoryService:
             neighbours: Sequence[tuple[Memory, float]] = [
                 (found[h.memory_id], h.similarity) for h in hits if h.memory_id in found
             ]
+            embedded = draft
             if (draft.metadata or {}).get("revises"):
                 draft, neighbours = await self._with_earlier(draft, vector, scope, neighbours)
             decision = await self._decide(draft, neighbours)
             if decision.by == "model" and decision.kind == "create":
                 draft = llm_dedup.keyless(draft, neighbours)
-            touched = await self._apply(draft, decision)
+            same_text = (draft.abstract, draft.content) == (embedded.abstract, embedded.content)
+            touched = await self._apply(draft, decision, stored if same_text else None)
             out.append((draft, decision, touched))
         return Remembered(tuple(out))
 
@@ -633,29 +670,38 @@ class MemoryService:
                 return changes.with_history(draft, link[0]), [link, *rest]
         return draft, neighbours
 
-    async def mine(self, messages: Sequence[MessageRecord]) -> Remembered:
+    async def mine(self, messages: Sequence[MessageRecord], *, defer_work: bool = False) -> Remembered:
         """:meth:`remember` over the messages never mined before, in segments, recording them as mined.
 
         The messages may come from several conversations (a forked context); each segment is mined
-        as its own conversation's.  Segments without a user message are recorded and skipped (an agent's
-        stretch of work between two prompts of its user too: see docs/memory.md for what mining it cost).
+        as its own conversation's.  A segment with a user's or an assistant's message is mined (an
+        agent's stretch of work between two prompts of its user gives its work facts: the files it
+        edited, and what by name); one of tool output alone is recorded and skipped.
+
+        ``defer_work``: segments without a user message (an agent's work) are given back unmined, for
+        the background build (:meth:`lossless.engine.memory.AgentMemory.mine_step`) to mine, so a turn's
+        mining inline (``after_turn``, the compactor's leaf hook) embeds no more than its prompt's share.
         """
         claimed = set(await self.store.claim_messages([m.id for m in messages], self.clock()))
         segments = _segments(sorted((m for m in messages if m.id in claimed), key=lambda m: m.id))
+        if defer_work:
+            work = [not any(m.role == "user" for m in s) and _worked(s) for s in segments]
+            await self.store.release_messages([m.id for s, w in zip(segments, work, strict=True) if w for m in s])
+            segments = [s for s, w in zip(segments, work, strict=True) if not w]
         out: list[tuple[MemoryDraft, extraction.Decision, str | None]] = []
         for done, segment in enumerate(segments):
             try:
-                if any(m.role == "user" for m in segment):
+                if any(m.role == "user" for m in segment) or _worked(segment):
                     out.extend((await self.remember(segment[0].conversation_id, segment)).decisions)
             except Exception:
                 await self.store.release_messages([m.id for s in segments[done:] for m in s])
                 raise
         return Remembered(tuple(out))
 
-    async def mine_summary(self, store: Store, summary: Summary) -> Remembered:
+    async def mine_summary(self, store: Store, summary: Summary, *, defer_work: bool = False) -> Remembered:
         """:meth:`mine` over the source messages of a leaf summary of ``store`` (the compactor's hook)."""
         ids = (await store.get_summary_messages([summary.id])).get(summary.id, ())
-        return await self.mine(await store.get_messages_by_id(list(ids)))
+        return await self.mine(await store.get_messages_by_id(list(ids)), defer_work=defer_work)
 
     async def _extract(self, conversation_id: int, messages: Sequence[MessageRecord]) -> Sequence[MemoryDraft]:
         if self.extractor is not None:
@@ -688,15 +734,18 @@ class MemoryService:
                 return extraction.Decision("skip", target.memory_id, why, by=decision.by)
         return decision
 
-    async def _apply(self, draft: MemoryDraft, decision: extraction.Decision) -> str | None:
+    async def _apply(
+        self, draft: MemoryDraft, decision: extraction.Decision, vectors: StoredVectors | None = None
+    ) -> str | None:
+        """Carry out ``decision`` for ``draft`` (``vectors``: the draft's, if embedded already); the memory touched."""
         if decision.kind == "create" or decision.target is None:
-            return (await self.add(draft)).memory_id
+            return (await self.add(draft, vectors=vectors)).memory_id
         if decision.kind == "supersede":
-            return (await self.supersede(decision.target, draft)).memory_id
+            return (await self.supersede(decision.target, draft, vectors=vectors)).memory_id
         if decision.kind == "contradict":
             note = {"dedup": "contradict", "contradicts": decision.target, "reason": decision.reason}
             draft = replace(draft, metadata={**(draft.metadata or {}), **note})
-            return (await self.supersede(decision.target, draft)).memory_id
+            return (await self.supersede(decision.target, draft, vectors=vectors)).memory_id
         target = await self._visible(decision.target)
         # What the candidate's messages said is now part of the target: they join its provenance
         # (a memory's provenance names one conversation, so only when the candidate is of the same).
@@ -744,6 +793,16 @@ def _segments(messages: Sequence[MessageRecord]) -> list[list[MessageRecord]]:
         out[-1].append(message)
         size += len(message.content)
     return out
+
+
+def _worked(segment: Sequence[MessageRecord]) -> bool:
+    """Whether a segment holds an assistant's message (its words or tool calls), not tool output alone."""
+    return any(m.role == "assistant" for m in segment)
+
+
+def _apart(abstract: str, pieces: Sequence[str]) -> bool:
+    """Whether ``abstract`` is embedded as a text of its own: it says something the first chunk does not hold."""
+    return bool(abstract.strip()) and abstract not in pieces[0]
 
 
 def _with_scope(draft: MemoryDraft, scope: str) -> MemoryDraft:

@@ -33,7 +33,15 @@ from functools import partial
 from lossless.memory.fragments import has_verb
 from lossless.speakers import speaker_label
 
-__all__ = ["format_date", "prose_sentences", "resolve_dates", "speaker_of", "third_person", "with_subject"]
+__all__ = [
+    "dates_named",
+    "format_date",
+    "prose_sentences",
+    "resolve_dates",
+    "speaker_of",
+    "third_person",
+    "with_subject",
+]
 
 _FENCE = re.compile(r"```.*?(?:```|$)", re.S)
 _SKIP_LINE = re.compile(r"^\s*(?:#{1,6}\s|\||>|\[tool |\[reasoning\]|\$ |```|<[a-z_/])", re.I)
@@ -88,6 +96,18 @@ _RELATIVE = re.compile(
     r")\b",
     re.I,
 )
+
+
+_NAMED_DATE = re.compile(
+    r"\b(?:\d{1,2}\s+)?(?:" + "|".join(_MONTHS) + r")(?:\s+\d{4})?\b|\b\d{4}-\d{2}-\d{2}\b|\b(?:19|20)\d{2}\b"
+)
+
+
+def dates_named(text: str) -> frozenset[str]:
+    """The dates ``text`` names as written: ``7 May 2023``, ``May 2023``, ``2023-05-07``, ``2023``.
+
+    Month names count only capitalised (``may`` is a verb)."""
+    return frozenset(" ".join(m.split()) for m in _NAMED_DATE.findall(text))
 
 
 def format_date(day: date | datetime) -> str:
