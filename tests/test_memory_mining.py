@@ -8,6 +8,8 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from lossless.config import Config
 from lossless.engine import ContextEngine
@@ -303,3 +305,31 @@ async def test_memories_of_another_embedder_get_this_ones_vectors_in_the_backgro
     part = engine.parts["memory"]
     part._vectors_done_at -= RESCAN_S  # as if RESCAN_S had passed since the last empty look
     assert await engine.memory_vectors_step() == 1
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["user", "assistant", "tool"]), st.integers(0, 9000), st.booleans()),
+        max_size=30,
+    )
+)
+def test_mining_segments_keep_each_output_with_its_call(rows: list[tuple[str, int, bool]]) -> None:
+    """Segments lose and repeat nothing; only a tool output runs a segment past its size (it stays with its call)."""
+    from lossless.memory.failures import is_output
+    from lossless.memory.service import MINING_SEGMENT_CHARS, _segments
+    from lossless.records import MessageRecord
+
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    messages, conversation = [], 1
+    for i, (role, size, switch) in enumerate(rows, 1):
+        conversation += switch and i % 5 == 0
+        messages.append(MessageRecord(i, conversation, i, role, "x" * size, (), 1, when))  # type: ignore[arg-type]
+    segments = _segments(messages)
+    assert [m.id for s in segments for m in s] == [m.id for m in messages]
+    for before, segment in zip([None, *segments], segments, strict=False):
+        assert len({m.conversation_id for m in segment}) == 1
+        if before is not None and before[-1].conversation_id == segment[0].conversation_id:
+            assert not is_output(segment[0].role, segment[0].content)  # an output never opens a segment
+        for i, message in enumerate(segment[1:], 2):
+            if not is_output(message.role, message.content):
+                assert sum(len(m.content) for m in segment[:i]) <= MINING_SEGMENT_CHARS

@@ -49,7 +49,7 @@ from lossless.errors import InputError
 from lossless.memory.attribution import Vocabulary, attributed, remark
 from lossless.memory.changes import VERSIONED, is_change
 from lossless.memory.edits import code_refs, edit_statements
-from lossless.memory.failures import commands, failure_statement
+from lossless.memory.failures import commands, failure_statement, is_output
 from lossless.memory.fragments import fragment_reason, small_talk_reason
 from lossless.memory.records import Category, Decision, Memory, MemoryDraft
 from lossless.memory.statements import (
@@ -368,7 +368,7 @@ def extract(conversation_id: int, messages: Sequence[MessageRecord]) -> list[Mem
     asked: tuple[str, str] | None = None  # (who asked, the last question) of the message before
     calls: list[str | None] = []  # the commands of the agent's last tool calls not answered yet, in order
     for message in messages:
-        if message.role == "tool" or message.content.startswith(("[tool result]", "[tool error]")):
+        if is_output(message.role, message.content):
             draft = _failure(calls.pop(0) if calls else None, message, conversation_id)
             if draft is not None:
                 drafts.append(draft)

@@ -26,7 +26,7 @@ import re
 
 from lossless.parts import FAILURE, FAILURE_SCANNED
 
-__all__ = ["COMMAND_CHARS", "REASON_CHARS", "commands", "failure_statement"]
+__all__ = ["COMMAND_CHARS", "REASON_CHARS", "commands", "failure_statement", "is_output"]
 
 COMMAND_CHARS = 160
 REASON_CHARS = 200
@@ -41,6 +41,11 @@ _REASONS = (
 )
 _NOISE = re.compile(r"^\s*(?:\[tool error\]\s*)?(?:Exit code \d+\s*)?$")
 _EXIT = re.compile(r"\b[Ee]xit (?:code|status):? ([1-9]\d*)")
+
+
+def is_output(role: str, content: str) -> bool:
+    """Whether a message is a tool's output: a ``tool`` message, or one a renderer marked as a result or error."""
+    return role == "tool" or content.startswith(("[tool result]", "[tool error]"))
 
 
 def commands(text: str) -> list[str | None]:

@@ -45,6 +45,7 @@ from lossless.errors import InputError, NotFoundError, ProviderError
 from lossless.memory import admission as amac
 from lossless.memory import changes, decay, extraction, llm_dedup, querying
 from lossless.memory.admission import AdmissionConfig
+from lossless.memory.failures import is_output
 from lossless.memory.ports import (
     DedupJudge,
     Embedder,
@@ -779,14 +780,18 @@ class MemoryService:
 
 
 def _segments(messages: Sequence[MessageRecord]) -> list[list[MessageRecord]]:
-    """Consecutive messages of one conversation, about :data:`MINING_SEGMENT_CHARS` characters each."""
+    """Consecutive messages of one conversation, about :data:`MINING_SEGMENT_CHARS` characters each.
+
+    A tool's output stays in the segment of the call it answers (a failure's memory names the command
+    the call ran), so a segment may run past the size by the outputs of its last calls.
+    """
     out: list[list[MessageRecord]] = []
     size = 0
     for message in messages:
         if (
             not out
             or out[-1][-1].conversation_id != message.conversation_id
-            or size + len(message.content) > MINING_SEGMENT_CHARS
+            or (size + len(message.content) > MINING_SEGMENT_CHARS and not is_output(message.role, message.content))
         ):
             out.append([])
             size = 0
