@@ -61,7 +61,8 @@ def hash_memory(monkeypatch: pytest.MonkeyPatch) -> None:
     Mining still runs as by default (``memory_auto_extract``); only the vectors come from the
     dependency-free hash embedder instead of the e5 model, which took most of such a test's time
     (about 3 s per replay of the sample session, 10 s under load).  Tests that are about memory, and
-    the replays of the sample session and of the corpus with default settings, keep the default.
+    the replays with default settings of the sample session (in ``test_replay.py``; the CLI's own
+    replays use the hash embedder) and of the corpus, keep the default.
     """
     monkeypatch.setenv("LCM_MEMORY_EMBEDDER", "hash")
 

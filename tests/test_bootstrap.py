@@ -12,9 +12,12 @@ from pathlib import Path
 import pytest
 
 from lossless import Message
-from lossless.bootstrap import FileImport, discover_transcripts
+from lossless.bootstrap import FileImport, discover_transcripts, import_transcript
+from lossless.config import Config
 from lossless.engine import ContextEngine
 from lossless.errors import InputError, TranscriptError
+from lossless.ports import Store
+from lossless.tokens import EstimatingCounter
 
 from .conftest import FIXTURES, ROOT, corpus_transcripts
 
@@ -375,6 +378,31 @@ async def test_own_fixtures_import(engine: ContextEngine, tmp_path: Path) -> Non
     assert formats == {"claude-code", "pi", "openclaw", "swe-agent", "openai-chat"}
     again = await engine.import_paths([copy], full=True)
     assert sum(r.stored for r in again if isinstance(r, FileImport)) == 0
+
+
+async def test_a_reread_counts_the_tokens_of_the_new_entries_only(store: Store, tmp_path: Path) -> None:
+    """A file read whole again is matched on its entries' keys before any entry is prepared: what the
+    store holds costs no token count (nor a large-file scan); only the new entries are counted."""
+    counted: list[str] = []
+
+    class Counting(EstimatingCounter):
+        def count(self, text: str) -> int:
+            counted.append(text)
+            return super().count(text)
+
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(pi_lines(10)) + "\n")
+    first = await import_transcript(store, path, config=Config(), counter=Counting())
+    assert (first.stored, len(counted)) == (10, 10)
+    counted.clear()
+    path.write_text("\n".join(pi_lines(12)) + "\n")
+    again = await import_transcript(store, path, config=Config(), counter=Counting(), full=True)
+    assert (again.status, again.stored, again.duplicates) == ("imported", 2, 10)
+    assert counted == ["message number 10 静默 ✓", "message number 11 静默 ✓"]
+    assert first.conversation_id is not None
+    stored = await store.get_messages(first.conversation_id)
+    assert [m.token_count for m in stored] == [EstimatingCounter().count(m.content) for m in stored]
+    assert [m.content for m in stored] == [f"message number {i} 静默 ✓" for i in range(12)]
 
 
 async def test_large_files_in_a_transcript_are_stored_aside_and_reimports_reuse_them(

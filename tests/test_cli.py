@@ -281,6 +281,7 @@ def test_file_errors(db: str, args: list[str], code: int, message: str) -> None:
     assert message in result.stderr
 
 
+@pytest.mark.usefixtures("hash_memory")  # memories are mined in passing, none is read
 def test_replay_shows_checkpoints_totals_and_the_dag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import tempfile
 

@@ -9,6 +9,7 @@ context assembled at 8,000 tokens fits.  (The counter is the estimate here, to k
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
@@ -28,12 +29,16 @@ from .test_http_api import ALICE, Running, make_config
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 ROLES = ("user", "assistant", "tool", "system")
-_ROWS = "".join(f"row {i:07d}: the quick brown fox jumps over the lazy dog 0123456789\n" for i in range(310_000))
+
+
+@functools.cache  # made on first use: every xdist worker imports this module to collect it
+def _rows() -> str:
+    return "".join(f"row {i:07d}: the quick brown fox jumps over the lazy dog 0123456789\n" for i in range(310_000))
 
 
 def big(role: str) -> str:
     """About 20 MB of text, different for each role (so each is a file of its own)."""
-    return f"{role} dump\n{_ROWS}"
+    return f"{role} dump\n{_rows()}"
 
 
 def wire(role: str) -> dict[str, Any]:

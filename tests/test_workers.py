@@ -180,6 +180,7 @@ def done_jobs(path: Path) -> list[int]:
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("hash_memory")  # the worker's compaction mines memories in passing; none is read
 def test_lcm_worker_runs_jobs_and_stops_on_sigterm(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'w.db'}"
     env = {

@@ -11,6 +11,11 @@ Invariants:
   Grown, with the same bytes before the offset: reading resumes at the offset.
   Anything else (rewritten, truncated, a branch in a tree format): the file is
   read whole and the event keys sort out what is new.
+* **A re-read costs nothing per stored entry beyond parsing it.**  An entry whose
+  event key the conversation holds is matched on the key before it is prepared:
+  its tokens are not counted and its large files not looked for (nor is it
+  checked against ``max_message_bytes`` again).  Only the entries matched on
+  role and content, or new, are prepared.
 * **Reconciled with live ingest.**  A host that stores turns as they happen
   (``after_turn``/``ingest_batch``, without the file's entry ids) and calls
   bootstrap at session start gets no second copy: the file's entries are
@@ -62,7 +67,7 @@ import anyio.to_thread
 
 from lossless.config import Config
 from lossless.errors import InputError, TranscriptError
-from lossless.ingest import prepare_messages, was_repaired
+from lossless.ingest import is_heartbeat_ok, prepare_messages, was_repaired
 from lossless.interception import Interceptor, PendingFile, write_batch
 from lossless.large_files import file_scope
 from lossless.ports import PreparedMessage, Store
@@ -190,15 +195,23 @@ class _Window:
         The same event key is that message; otherwise the oldest unmatched one with the same role and
         content, so the *n*-th repetition of a text in the file is the *n*-th in the store.
         """
-        keyed = self.keys.pop(event_key, None) if event_key is not None else None
-        if keyed is not None:
-            seq, key = keyed
-            waiting = self.seqs.get(key, [])
-            if seq in waiting:
-                waiting.remove(seq)
+        seq = self.match_key(event_key)
+        if seq is not None:
             return seq
         same = self.seqs.get(_match_key(role, content))
         return same.pop(0) if same else None
+
+    def match_key(self, event_key: str | None) -> int | None:
+        """The seq of the stored message with this event key (matched now), or None: no entry needs
+        preparing (its tokens counted, its large files looked for) to be matched by its key."""
+        keyed = self.keys.pop(event_key, None) if event_key is not None else None
+        if keyed is None:
+            return None
+        seq, key = keyed
+        waiting = self.seqs.get(key, [])
+        if seq in waiting:
+            waiting.remove(seq)
+        return seq
 
 
 @dataclass(frozen=True, slots=True)
@@ -439,27 +452,35 @@ class _Importer:
             entries = [e for e in entries if e.thread is None]
         if run.window is None:
             run.window = await self._window(run.conversation.id, run.window_after)
-        ready = [await self._prepare(entry, run.conversation) for entry in entries]
-        for item in ready:
-            run.offset = max(run.offset, item.entry.end_offset)
-            run.last_key = item.entry.key
+        window = run.window
+        matching = bool(window.seqs)  # else nothing stored to match against: store as we read
+        ready: list[_Ready] = []
+        for entry in entries:
+            run.offset = max(run.offset, entry.end_offset)
+            run.last_key = entry.key
+            # An entry whose key the store holds is matched before it is prepared: a re-read costs no
+            # token count and no large-file scan for what is stored already.
+            keyed = window.match_key(entry.message.event_key) if matching and self._kept(entry) else None
+            if keyed is not None:
+                _anchor(run, [keyed])
+                continue
+            item = await self._prepare(entry, run.conversation)
             run.dropped += 0 if item.prepared else 1
-        if not run.window.seqs:  # nothing stored to match against: store as we read
-            if ready:
-                await self._commit(ready, run)
-            return None
-        for item in ready:
-            matched = [run.window.match(p.message.event_key, p.message.role, p.message.content) for p in item.prepared]
+            if not matching:
+                ready.append(item)
+                continue
+            matched = [window.match(p.message.event_key, p.message.role, p.message.content) for p in item.prepared]
             if item.prepared and all(seq is not None for seq in matched):
-                # The store holds this entry already: it is the anchor so far, and what waited before it
-                # (entries the store lacks, older than a message it has) is left out.
-                run.left_out += sum(1 for waiting in run.pending if waiting.prepared)
-                run.pending = []
-                run.duplicates += len(item.prepared)
-                run.matched_seq = max(run.matched_seq or 0, *(seq for seq in matched if seq is not None))
+                _anchor(run, [seq for seq in matched if seq is not None])
             else:
                 run.pending.append(item)
+        if ready:
+            await self._commit(ready, run)
         return None
+
+    def _kept(self, entry: Entry) -> bool:
+        """Whether ``entry`` is stored at all (not a heartbeat reply that the settings prune)."""
+        return not (self.config.prune_heartbeat_ok and is_heartbeat_ok(entry.message))
 
     async def _store_threads(self, entries: list[Entry], run: _Run) -> None:
         """Store sub-agent entries in their own conversations (their event keys make a re-read store nothing)."""
@@ -592,6 +613,15 @@ def _prompt_title(message: Message) -> str | None:
         line = _LONE_SURROGATE.sub("\ufffd", " ".join(text.splitlines()[0].split()))  # a title is plain Unicode
         return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1] + "…"
     return None
+
+
+def _anchor(run: _Run, matched: list[int]) -> None:
+    """An entry the store holds already (at ``matched``): it is the anchor so far, and what waited before
+    it (entries the store lacks, older than a message it has) is left out."""
+    run.left_out += sum(1 for waiting in run.pending if waiting.prepared)
+    run.pending = []
+    run.duplicates += len(matched)
+    run.matched_seq = max(run.matched_seq or 0, *matched)
 
 
 def _resolve(path: str | os.PathLike[str]) -> tuple[Path, bool]:
