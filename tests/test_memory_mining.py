@@ -316,7 +316,7 @@ async def test_memories_of_another_embedder_get_this_ones_vectors_in_the_backgro
 def test_mining_segments_keep_each_output_with_its_call(rows: list[tuple[str, int, bool]]) -> None:
     """Segments lose and repeat nothing; only a tool output runs a segment past its size (it stays with its call)."""
     from lossless.memory.failures import is_output
-    from lossless.memory.service import MINING_SEGMENT_CHARS, _segments
+    from lossless.memory.mining import MINING_SEGMENT_CHARS, segments
     from lossless.records import MessageRecord
 
     when = datetime(2026, 1, 1, tzinfo=UTC)
@@ -324,9 +324,9 @@ def test_mining_segments_keep_each_output_with_its_call(rows: list[tuple[str, in
     for i, (role, size, switch) in enumerate(rows, 1):
         conversation += switch and i % 5 == 0
         messages.append(MessageRecord(i, conversation, i, role, "x" * size, (), 1, when))  # type: ignore[arg-type]
-    segments = _segments(messages)
-    assert [m.id for s in segments for m in s] == [m.id for m in messages]
-    for before, segment in zip([None, *segments], segments, strict=False):
+    found = segments(messages)
+    assert [m.id for s in found for m in s] == [m.id for m in messages]
+    for before, segment in zip([None, *found], found, strict=False):
         assert len({m.conversation_id for m in segment}) == 1
         if before is not None and before[-1].conversation_id == segment[0].conversation_id:
             assert not is_output(segment[0].role, segment[0].content)  # an output never opens a segment

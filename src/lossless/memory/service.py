@@ -43,9 +43,8 @@ from typing import TYPE_CHECKING, Any
 
 from lossless.errors import InputError, NotFoundError, ProviderError
 from lossless.memory import admission as amac
-from lossless.memory import changes, decay, extraction, llm_dedup, querying
+from lossless.memory import changes, decay, extraction, llm_dedup, mining, querying
 from lossless.memory.admission import AdmissionConfig
-from lossless.memory.failures import is_output
 from lossless.memory.ports import (
     DedupJudge,
     Embedder,
@@ -88,8 +87,6 @@ PREFILTER_SIMILARITY = 0.7
 PREFILTER_NEIGHBOURS = 3
 #: A change of mind looks for the statement it takes back among this many nearest memories.
 CHANGE_CANDIDATES = 48
-#: Messages are mined in segments of about this many characters (an extraction yields at most five memories).
-MINING_SEGMENT_CHARS = 6000
 MAX_LIMIT = 100
 RECENT_EMBEDDINGS = 2048
 
@@ -684,15 +681,15 @@ class MemoryService:
         mining inline (``after_turn``, the compactor's leaf hook) embeds no more than its prompt's share.
         """
         claimed = set(await self.store.claim_messages([m.id for m in messages], self.clock()))
-        segments = _segments(sorted((m for m in messages if m.id in claimed), key=lambda m: m.id))
+        segments = mining.segments(sorted((m for m in messages if m.id in claimed), key=lambda m: m.id))
         if defer_work:
-            work = [not any(m.role == "user" for m in s) and _worked(s) for s in segments]
+            work = [not any(m.role == "user" for m in s) and mining.worked(s) for s in segments]
             await self.store.release_messages([m.id for s, w in zip(segments, work, strict=True) if w for m in s])
             segments = [s for s, w in zip(segments, work, strict=True) if not w]
         out: list[tuple[MemoryDraft, extraction.Decision, str | None]] = []
         for done, segment in enumerate(segments):
             try:
-                if any(m.role == "user" for m in segment) or _worked(segment):
+                if any(m.role == "user" for m in segment) or mining.worked(segment):
                     out.extend((await self.remember(segment[0].conversation_id, segment)).decisions)
             except Exception:
                 await self.store.release_messages([m.id for s in segments[done:] for m in s])
@@ -777,32 +774,6 @@ class MemoryService:
             return None
         addition = f"({label}) {draft.content}" if label else draft.content
         return MemoryPatch(content=f"{target.content}\n{addition}")
-
-
-def _segments(messages: Sequence[MessageRecord]) -> list[list[MessageRecord]]:
-    """Consecutive messages of one conversation, about :data:`MINING_SEGMENT_CHARS` characters each.
-
-    A tool's output stays in the segment of the call it answers (a failure's memory names the command
-    the call ran), so a segment may run past the size by the outputs of its last calls.
-    """
-    out: list[list[MessageRecord]] = []
-    size = 0
-    for message in messages:
-        if (
-            not out
-            or out[-1][-1].conversation_id != message.conversation_id
-            or (size + len(message.content) > MINING_SEGMENT_CHARS and not is_output(message.role, message.content))
-        ):
-            out.append([])
-            size = 0
-        out[-1].append(message)
-        size += len(message.content)
-    return out
-
-
-def _worked(segment: Sequence[MessageRecord]) -> bool:
-    """Whether a segment holds an assistant's message (its words or tool calls), not tool output alone."""
-    return any(m.role == "assistant" for m in segment)
 
 
 def _apart(abstract: str, pieces: Sequence[str]) -> bool:
