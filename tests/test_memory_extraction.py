@@ -251,6 +251,44 @@ def test_a_verbless_reply_is_told_with_the_question_it_answers() -> None:
     ]
 
 
+def test_a_reply_that_points_back_at_a_yes_or_no_question_is_told_with_it() -> None:
+    drafts = extract(
+        1,
+        [
+            _record(1, "user", "Maya: Have you been to that new jazz club on the market square yet?"),
+            _record(2, "assistant", "Jonas: Yes! We went there last week, the pierogi was incredible."),
+            _record(3, "user", "Maya: Did you ever try the ramen bar on the canal?"),
+            _record(4, "assistant", "Jonas: We finally went on Friday, loved it."),
+            _record(5, "user", "Maya: Did you see the match?"),
+            _record(6, "assistant", "Jonas: No, I was at my sister's wedding all day."),  # names what it tells
+            _record(7, "user", "Maya: Where did you park the van?"),  # no yes-or-no question
+            _record(8, "assistant", "Jonas: I left it by the harbour wall overnight."),
+        ],
+    )
+    assert [d.content for d in drafts] == [
+        # the bare "Yes!" answers nothing on its own: the sentence after it is the answer
+        "Maya asked: Has Jonas been to that new jazz club on the market square yet? Jonas answered: Jonas and "
+        "others went there in the week before 8 May 2023, the pierogi was incredible.",
+        "Maya asked: Did Jonas ever try the ramen bar on the canal? Jonas answered: Jonas and others finally "
+        "went on Friday, loved it (said on 8 May 2023).",
+        "Jonas was at their sister's wedding all day (said on 8 May 2023).",
+        "Jonas left it by the harbour wall overnight (said on 8 May 2023).",
+    ]
+
+
+def test_there_is_names_nothing_to_point_back_at() -> None:
+    drafts = extract(
+        1,
+        [
+            _record(1, "user", "Maya: Is the new bakery any good?"),
+            _record(2, "assistant", "Jonas: There is always a queue before eight on weekdays."),
+        ],
+    )
+    assert [d.content for d in drafts] == [
+        "Jonas said there is always a queue before eight on weekdays (said on 8 May 2023)."
+    ]
+
+
 def test_a_verbless_remark_that_names_nothing_is_no_memory() -> None:
     drafts = extract(
         1,

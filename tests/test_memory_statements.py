@@ -105,6 +105,10 @@ def test_format_date() -> None:
         ("Are you coming?", "Is Melanie coming?"),
         ("Haven't you seen it?", "Hasn't Melanie seen it?"),
         ("Did you do it yourselves?", "Did Melanie do it themselves?"),
+        ("Did you have her written recipe?", "Did Melanie have her written recipe?"),  # after "did": bare verb
+        ("Will you have time?", "Will Melanie have time?"),
+        ("I want you to have it.", "Caroline wants Melanie to have it."),
+        ("I think you have a point.", "Caroline thinks Melanie has a point."),
         ("Treat yourself.", "Treat Melanie."),
         ("What do you think?", "What does Melanie think?"),
         ("They have you covered.", "They have Melanie covered."),  # no question: the verb stays
@@ -163,6 +167,16 @@ def test_third_person(text: str, expected: str) -> None:
 def test_an_agents_we_is_the_agent_and_its_user() -> None:
     said = third_person("We can add a check in the hook.", "the assistant", "the user", we_with_other=True)
     assert said == "The assistant and the user can add a check in the hook."
+
+
+def test_an_agents_our_is_the_projects() -> None:
+    said = third_person(
+        "Our tests pass now and we fixed our CI config.", "the assistant", "the user", we_with_other=True
+    )
+    assert said == "The tests pass now and the assistant and the user fixed the CI config."
+    assert "the user's" not in third_person(
+        "The conflict was just our lock file.", "the assistant", "the user", we_with_other=True
+    )
 
 
 def test_a_users_we_at_work_is_the_two_of_them_for_a_plan() -> None:

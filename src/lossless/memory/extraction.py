@@ -318,6 +318,18 @@ _TOPIC = re.compile(
 _OWNED = re.compile(r"\bmy ([\w-]+) is\b", re.I)
 _CJK = CJK_CHAR
 _SOMEONE_ELSE = re.compile(r"(?:he|she|they)\b", re.I)
+#: A question answered by yes or no ("Have you been to that new jazz club yet?", "Did you ever try …?").
+_YES_NO_QUESTION = re.compile(
+    r"^(?:have|has|had|did|do|does|are|is|was|were|can|could|will|would)\b(?:\s+\w+){2}", re.I
+)
+#: A reply's word that stands for what the question named ("We went *there* last week", "loved *it*");
+#: "there is/are/was" names nothing.
+_BACK_REFERENCE = re.compile(r"\bthere\b(?!\s*(?:'s|’s|is|are|was|were|has|have)\b)|\b(?:it|them)\b", re.I)
+#: A reply that opens with a bare yes or no ("Yes! We went there last week."): its next sentence answers.
+_BARE_ANSWER = re.compile(
+    r"^(?:yes|yeah|yep|yup|no|nope|not yet|of course|sure|definitely|absolutely|totally|oh yes|oh no)\b[\s!.,]*$",
+    re.I,
+)
 #: No vocabulary: every capitalised first word may be a name.
 _NO_WORDS = Vocabulary()
 
@@ -387,8 +399,9 @@ def extract(conversation_id: int, messages: Sequence[MessageRecord]) -> list[Mem
         found: list[_Said] = []
         if worker:
             found += _edits(text)
+        opening = 1 if len(sentences) > 1 and _BARE_ANSWER.match(sentences[0].strip()) else 0
         for position, sentence in enumerate(sentences):
-            answers = question if position == 0 else None  # a reply's first sentence answers the question
+            answers = question if position == opening else None  # a reply's first sentence answers the question
             said = _statement(sentence, speaker, other, named, worker, message.created_at, position, answers, words)
             if said is not None and said.text.lower() not in seen:
                 seen.add(said.text.lower())
@@ -468,7 +481,7 @@ def _groups(said: Sequence[_Said]) -> list[list[_Said]]:
 
 def _failure(command: str | None, message: MessageRecord, conversation_id: int) -> MemoryDraft | None:
     """A command's output that reports a failure, as an event (:func:`~lossless.memory.failures.failure_statement`)."""
-    said = failure_statement(command, message.content) if command else None
+    said = failure_statement(command or "", message.content)
     if said is None:
         return None
     return _draft([_Said(said, "events", 5.0, False, said, -1)], None, message, conversation_id, checked=False)
@@ -572,19 +585,28 @@ def _told(
     asked it just before) both are told ("Maya asked: How was the sound? Jonas answered: Loud in the best
     way."); else it is made a sentence where that stays true (:func:`~lossless.memory.attribution.remark`:
     "RIP my smartwatch." → "Maya's smartwatch died.", "Coffee number three already." → "Maya said it was
-    coffee number three already."), or quoted in the speaker's name ("Maya said: After the gig, so tired.")."""
+    coffee number three already."), or quoted in the speaker's name ("Maya said: After the gig, so tired.").
+    A reply to a yes-or-no question that points back at what it asked about (:func:`_points_back`: "We went
+    there last week" to "Have you been to that new jazz club yet?") is told with the question too: alone, it
+    does not say where "there" is."""
     dated_sentence, dated = resolve_dates(sentence, when)
     statement = _in_third_person(dated_sentence, speaker, other, named)
-    if fragment_reason(statement) != "no verb" or not named:
-        return _Telling(statement, dated)
-    if question is not None and other is not None:
+    verbless = named and fragment_reason(statement) == "no verb"
+    if named and question is not None and other is not None and (verbless or _points_back(sentence, question)):
         asked, asked_dated = resolve_dates(question, when)
         answer = f"{other} asked: {third_person(asked, other, speaker)} {speaker} answered: {statement}"
         return _Telling(answer, dated or asked_dated, statement)
+    if not verbless:
+        return _Telling(statement, dated)
     made = remark(dated_sentence, words)
     if made is not None:
         return _Telling(_in_third_person(made, speaker, other, named), dated, statement)
     return _Telling(f"{speaker} said: {statement}", dated, statement)
+
+
+def _points_back(sentence: str, question: str) -> bool:
+    """Whether ``sentence`` answers a yes-or-no ``question`` by a word that stands for what it asked about."""
+    return bool(_YES_NO_QUESTION.match(question) and _BACK_REFERENCE.search(sentence))
 
 
 def _in_third_person(sentence: str, speaker: str, other: str | None, named: bool) -> str:

@@ -431,6 +431,11 @@ _CLAUSE_OPENERS = frozenset(
 )  # fmt: skip
 #: Words after a subject "you" that are no verb to conjugate ("you and Tom", "you guys", "you two").
 _NOT_AFTER_YOU = frozenset(["and", "or", "guys", "all", "both", "two", "three", "too", "yourself", "alone", "lot"])
+#: "you have" after an auxiliary keeps its bare verb ("Did you have her recipe?" → "Did Maya have …").
+_NO_AUXILIARY_BEFORE = "".join(
+    f"(?<!{word[0].upper()}{word[1:]} )(?<!\\b{word} )"
+    for word in ("did", "does", "do", "can", "could", "will", "would", "should", "might", "must", "may", "to")
+)
 _YOU_FORMS = (
     (  # a question: "Do you …?", "What do you think?" ("They have you covered" asks nothing)
         re.compile(
@@ -441,7 +446,7 @@ _YOU_FORMS = (
     ),
     (re.compile(r"\b[Yy]ou(?:'re|’re| are)\b"), "{O} is"),
     (re.compile(r"\b[Yy]ou aren't\b|\b[Yy]ou aren’t\b"), "{O} isn't"),
-    (re.compile(r"\b[Yy]ou(?:'ve|’ve| have)\b"), "{O} has"),
+    (re.compile(r"\b[Yy]ou(?:'ve|’ve)\b|" + _NO_AUXILIARY_BEFORE + r"\b[Yy]ou have\b"), "{O} has"),
     (re.compile(r"\b[Yy]ou haven't\b|\b[Yy]ou haven’t\b"), "{O} hasn't"),
     (re.compile(r"\b[Yy]ou(?:'ll|’ll)\b"), "{O} will"),
     (re.compile(r"\b[Yy]ou(?:'d|’d)\b"), "{O} would"),
@@ -545,7 +550,8 @@ def third_person(
     meet up soon" → "Maya and Jonas should meet up soon"); otherwise they are ``"{speaker} and others"``,
     which is true whoever the others are ("We adopted a puppy" → "Maya and others adopted a puppy").
     ``we_with_other`` takes the listener in always (an agent's "we" is the agent and its user at work on one
-    task: "we can add a check" → "the assistant and the user can add a check"); ``at_work`` (a user talking
+    task: "we can add a check" → "the assistant and the user can add a check"; its "our tests" are "the
+    tests"); ``at_work`` (a user talking
     to an agent) takes them in for a plan ("we need to fix the tests", "we should", "we'll", "let's"), not
     for the user's own past ("We got a report" → "the user and others got a report").
     ``you guys``/``you all``/``y'all`` become ``"{other} and the others"``, ``you two``/``you both``
@@ -585,6 +591,8 @@ def third_person(
     ours = f"{group}'s" if listener else f"{speaker}'s"  # "our flat": the speaker's, whoever shares it
 
     def our(match: re.Match[str]) -> str:
+        if we_with_other:  # an agent's "our tests" are the project's: "the tests" says it without a clumsy owner
+            return "The" if match.group(0) == "Our" else "the"
         before = match.string[: match.start()]
         sole = _sole_referent(before.replace(group, speaker), speaker, rivals)
         return "their" if sole else ours
