@@ -217,8 +217,12 @@ class MemoryService:
 
     def chunks(self, abstract: str, content: str) -> list[str]:
         """The texts a memory (or message) is embedded as: its content in chunks, the abstract first if new."""
+        return self._chunked(abstract, content)[0]
+
+    def _chunked(self, abstract: str, content: str) -> tuple[list[str], int]:
+        """:meth:`chunks`, and where the content's first chunk is among them (1 when the abstract is apart)."""
         pieces = chunk_text(content, self.embedder.max_chars)
-        return [abstract, *pieces] if _apart(abstract, pieces) else pieces
+        return ([abstract, *pieces], 1) if _apart(abstract, pieces) else (pieces, 0)
 
     async def _vectors_for(self, abstract: str, content: str) -> StoredVectors:
         vectors = await self.embed(self.chunks(abstract, content))
@@ -231,13 +235,11 @@ class MemoryService:
         abstract, when it is embedded apart, comes before it): a draft is embedded once, whatever
         becomes of it.  One embedding call for all the drafts.
         """
-        pieces = [chunk_text(d.content, self.embedder.max_chars) for d in drafts]
-        texts = [[d.abstract, *p] if _apart(d.abstract, p) else p for d, p in zip(drafts, pieces, strict=True)]
-        flat = iter(await self.embed([text for each in texts for text in each]))
+        chunked = [self._chunked(d.abstract, d.content) for d in drafts]
+        flat = iter(await self.embed([text for each, _ in chunked for text in each]))
         out: list[tuple[F32, StoredVectors]] = []
-        for each, content in zip(texts, pieces, strict=True):
+        for each, first in chunked:
             vectors = [next(flat) for _ in each]
-            first = len(each) - len(content)  # the content's first chunk, after the abstract if it is apart
             out.append((vectors[first], (self.embedder.model, tuple(to_blob(v) for v in vectors))))
         return out
 
