@@ -64,6 +64,18 @@ def test_a_call_cut_short_is_read_for_what_it_holds_whole() -> None:
     assert edit_statements(cut_in_the_path) == []
 
 
+def test_a_call_cut_short_before_its_new_text_edited_the_old_texts_definitions() -> None:
+    old = "// getFileContent reads a file from a tree.\nfunc getFileContent(tree *object.Tree, path string) string {\n"
+    whole = _call("Edit", file_path="cli/attribution.go", old_string=old * 40, new_string="x")
+    cut = whole[:300] + " …[truncated]"  # inside old_string: no new text kept
+    assert edit_statements(cut) == [
+        ("The assistant edited cli/attribution.go (in getFileContent).", "cli/attribution.go")
+    ]
+    # a whole call that puts nothing in names nothing it rewrote: the definitions went
+    gone = _call("Edit", file_path="cli/attribution.go", old_string=old, new_string="")
+    assert edit_statements(gone) == [("The assistant edited cli/attribution.go.", "cli/attribution.go")]
+
+
 _NAME = st.from_regex(r"[a-z]{2,6}(?:[A-Z][a-z]{1,5}|_[a-z]{2,5})", fullmatch=True)
 
 

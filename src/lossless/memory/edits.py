@@ -18,6 +18,8 @@ Invariants:
 * Only names the call's own text holds are listed: "in" names a definition the new text holds that the
   old text held too (rewritten); "adding" a name the new text holds and the old did not (at most
   :data:`EDIT_NAMES` of each, in the order they appear; one spelling per name whatever its case).
+  A call cut short before its new text edited what its old text holds: "in" names the old text's
+  definitions, and nothing is "adding".
 """
 
 from __future__ import annotations
@@ -45,16 +47,17 @@ def edit_statements(text: str) -> list[tuple[str, str]]:
     """``(statement, path)`` for each file-changing tool call in ``text``, in order."""
     out: list[tuple[str, str]] = []
     for match in _EDIT_CALL.finditer(text):
+        cut = False
         try:
             args = json.JSONDecoder().raw_decode(match.group(2))[0]
         except ValueError:  # cut short (a long call kept in part): what its complete fields say
-            args = _fields(match.group(2))
+            args, cut = _fields(match.group(2)), True
         if not isinstance(args, dict):
             continue
         path = next((args.get(k) for k in ("file_path", "path", "filename")), None)
         if isinstance(path, str) and 0 < len(path) < 300 and "\n" not in path:
             verb = "wrote" if match.group(1).lower().startswith("write") else "edited"
-            out.append((f"The assistant {verb} {path}{_named(args)}.", path))
+            out.append((f"The assistant {verb} {path}{_named(args, cut)}.", path))
     return out
 
 
@@ -104,11 +107,12 @@ def _texts(args: Mapping[str, object]) -> tuple[str, str]:
     return "\n".join(new), "\n".join(old)
 
 
-def _named(args: Mapping[str, object]) -> str:
-    """`` (in A, B; adding C)``: the definitions the edit rewrote and the names it added, or ``""``."""
+def _named(args: Mapping[str, object], cut: bool = False) -> str:
+    """`` (in A, B; adding C)``: the definitions the edit rewrote and the names it added, or ``""``.
+    A call ``cut`` short before its new text (only the old text kept) edited the definitions the old text holds."""
     new, old = _texts(args)
     before = set(_CODE_NAME.findall(old)) | {m.group(1) for m in _DEFINITION.finditer(old)}
-    defined = list(dict.fromkeys(m.group(1) for m in _DEFINITION.finditer(new)))
+    defined = list(dict.fromkeys(m.group(1) for m in _DEFINITION.finditer(new or (old if cut else ""))))
     changed = [name for name in defined if name in before][:EDIT_NAMES]
     added: list[str] = []
     seen: set[str] = set()
