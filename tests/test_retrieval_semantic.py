@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from lossless import ContextEngine, Message
 from lossless.cli import cli
 from lossless.config import Config
+from lossless.engine import IndexBuild
 from lossless.errors import InputError
 from lossless.memory.messages import MessageHit, SummaryHit
 from lossless.memory.records import MemoryDraft
@@ -846,3 +847,23 @@ def test_the_name_blind_blend_keeps_every_item_between_its_two_scores(
         assert conversation_id == 7
         assert min(a, b) - 1e-9 <= score <= max(a, b) + 1e-9
         assert score == pytest.approx((1 - share) * a + share * b)
+
+
+async def test_build_index_runs_the_background_build_to_its_end(engine: ContextEngine) -> None:
+    """A host with no background worker builds in one call what ``lcm index`` builds: vectors and memories."""
+    messages = [
+        Message("user", "I moved the nightly backup job to the new storage array yesterday.", created_at=T0),
+        Message("assistant", "Good call, the old array kept hitting its disk quota.", created_at=T0),
+    ]
+    await engine.ingest_batch("s1", messages, session_key="k1")
+    pending = await engine.grep("backup storage move", mode="hybrid", scope="messages")
+    assert pending.notes and "0 of 2 messages (0%)" in pending.notes[0]
+    assert "await engine.build_index()" in pending.notes[0]
+    built = await engine.build_index()
+    assert built.embedded == 2 and built.mined == 2
+    assert (await engine.index_progress()).done
+    memories = await engine.memory().list()
+    assert memories and all(m.source_message_ids for _, m in memories)  # mined, each with its sources
+    after = await engine.grep("backup storage move", mode="hybrid", scope="messages")
+    assert after.notes == () and after.hits
+    assert await engine.build_index() == IndexBuild()  # nothing left: a second call does nothing

@@ -11,6 +11,7 @@ from lossless._version import VERSION
 from lossless.engine.conversations import SpawnHandle, conversation_number
 from lossless.engine.facade import ContextEngine, EngineInfo, ImportProgress
 from lossless.engine.files import FileDescription
+from lossless.engine.recall import IndexBuild
 from lossless.engine.turn import AfterTurnResult
 from lossless.engine.wiring import MemorySession, open_memory
 
@@ -21,6 +22,7 @@ __all__ = [
     "EngineInfo",
     "FileDescription",
     "ImportProgress",
+    "IndexBuild",
     "MemorySession",
     "SpawnHandle",
     "conversation_number",

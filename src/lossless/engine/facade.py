@@ -282,6 +282,7 @@ class ContextEngine:
     index_step = _Forward("recall", Recall.index_step)
     index_progress = _Forward("recall", Recall.index_progress)
     index_in_background = _Forward("recall", Recall.index_in_background)
+    build_index = _Forward("recall", Recall.build_index)
     run_idle_step = _Forward("recall", Recall.run_idle_step)
 
     # -------------------------------------------------------------- large files

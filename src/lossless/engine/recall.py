@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 
@@ -61,6 +62,16 @@ MAX_GRANT_TOKEN_CAP = 10_000_000
 _MAX_LABEL = 200
 
 log = logging.getLogger("lossless.index")
+
+
+@dataclass(frozen=True, slots=True)
+class IndexBuild:
+    """What :meth:`Recall.build_index` did: items embedded for search, memories given vectors of the
+    current embedder, and messages mined for long-term memories."""
+
+    embedded: int = 0
+    memories_embedded: int = 0
+    mined: int = 0
 
 
 class Recall:
@@ -122,6 +133,25 @@ class Recall:
             found = await self.retriever.conversation_id_for(Caller(self.config.agent_id), conversation)
             ids = [found] if found is not None else None
         return await self.vector_builder().progress(ids)
+
+    async def build_index(self) -> IndexBuild:
+        """Run the background build to its end now (what ``lcm index`` does): the search vectors of every
+        message and summary, vectors of the current embedder for every memory, and (with
+        ``memory_auto_extract``) the mining of every message nothing mined yet.
+
+        A host with no background worker (no ``engine.background()``, ``lcm worker``, ``lcm mcp``) calls
+        this after storing history, before asking ``grep(mode="hybrid")`` questions of it: until the
+        build has run, messages are found by their words alone (the result's note says how much is
+        embedded).  Raises :class:`~lossless.errors.MissingDependencyError` without an embedder.
+        """
+        embedded = revectored = mined = 0
+        while done := await self.index_step():
+            embedded += done
+        while self._memory_vectors_step is not None and (done := await self._memory_vectors_step()):
+            revectored += done
+        while self._mine_step is not None and (done := await self._mine_step()):
+            mined += done
+        return IndexBuild(embedded, revectored, mined)
 
     async def index_in_background(self, poll_s: float = 2.0) -> None:
         """Build search vectors as they are needed, until cancelled (the MCP server runs this beside its session).

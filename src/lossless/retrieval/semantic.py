@@ -142,7 +142,8 @@ async def _partial_index(
         return None
     return (
         f"(semantic index still building: {' and '.join(parts)} embedded so far; the rest was searched by "
-        "its words. The background build goes on; `lcm index` shows or finishes it.)"
+        "its words. Background workers (`lcm worker`, `lcm mcp`, `engine.background()`) build it when idle; "
+        "`lcm index` or `await engine.build_index()` finishes it now.)"
     )
 
 
