@@ -35,6 +35,9 @@ def test_import_then_inspect(db: str, tmp_path: Path) -> None:
     result = run("import", str(SAMPLE), db=db)
     assert result.exit_code == 0, result.output
     assert "Import summary" in result.output and "claude-code" in result.output
+    assert "`lcm index` runs it now" in result.stderr  # what builds search by meaning and memories
+    again = run("import", str(SAMPLE), db=db)
+    assert again.exit_code == 0 and "lcm index" not in again.stderr  # nothing new stored: no hint
 
     listed = run("conversations", "--json", db=db)
     conversations = json.loads(listed.stdout)

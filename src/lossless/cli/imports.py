@@ -186,5 +186,13 @@ async def import_command(
                     )
             for error in failures:
                 stderr().print(styled(("error:", "bold red"), f" {error}"))
+            if any(isinstance(r, FileImport) and r.stored for r in results):
+                stderr().print(
+                    styled(
+                        ("next", "cyan"),
+                        ": search by meaning (`lcm grep --mode hybrid`) and long-term memories need the "
+                        "background build: `lcm index` runs it now (or leave `lcm worker` / `lcm mcp` running)",
+                    )
+                )
         if failures:
             sys.exit(3)
