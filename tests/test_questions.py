@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from lossless.questions import FUNCTION_WORDS, STOPWORDS, event_offset, keywords, time_window
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lossless.questions import FUNCTION_WORDS, STOPWORDS, event_offset, keywords, spans_named, time_window
 
 ANCHOR = datetime(2024, 8, 20, 12, tzinfo=UTC)
 
@@ -105,3 +108,26 @@ def test_times_relative_to_an_event() -> None:
     assert after is not None and (after.days, after.event) == (2, ("launch",))
     assert event_offset("Where did Maya go in May?") is None
     assert event_offset("two weeks before the") is None  # no event named
+
+
+def test_spans_named_are_the_dates_a_text_gives_in_full() -> None:
+    def days(text: str) -> list[tuple[str, str]]:
+        return [(start.date().isoformat(), end.date().isoformat()) for start, end in spans_named(text)]
+
+    said = "Maya finally bought a proper rain jacket for travelling (said on 13 September 2023)."
+    assert days(said) == [("2023-09-13", "2023-09-14")]
+    assert days("flew out on 2023-09-12, back on September 20, 2023, moved in October 2023") == [
+        ("2023-09-12", "2023-09-13"),
+        ("2023-09-20", "2023-09-21"),
+        ("2023-10-01", "2023-11-01"),
+    ]
+    assert days("on 13 May 2023") == [("2023-05-13", "2023-05-14")]
+    # No year, a bare year, the verb "may": nothing named in full.
+    assert days("back on 12 September, sometime in 2023; we may 2023 times") == []
+    assert days("the same day twice: 13 September 2023 and 2023-09-13") == [("2023-09-13", "2023-09-14")]
+
+
+@given(st.text(max_size=120))
+def test_spans_named_never_raise_and_are_ordered_spans(text: str) -> None:
+    for start, end in spans_named(text):
+        assert start < end and start.tzinfo is UTC

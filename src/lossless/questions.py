@@ -34,6 +34,7 @@ __all__ = [
     "TimeWindow",
     "event_offset",
     "keywords",
+    "spans_named",
     "time_window",
 ]
 
@@ -198,6 +199,48 @@ def _around_a_date(text: str, anchor: datetime) -> TimeWindow | None:
     if near.group(3).lower() == "after":
         return TimeWindow(day, day + timedelta(days=days + slack + 1), words)
     return TimeWindow(day - timedelta(days=days + slack), day + timedelta(days=1), words)
+
+
+_MONTH_YEAR = re.compile(r"\b([A-Za-z]+)\.?,?\s+(?:of\s+)?((?:19|20)\d\d)\b")
+
+
+def spans_named(text: str) -> tuple[tuple[datetime, datetime], ...]:
+    """The spans of the dates ``text`` names with their year, in order: a day ("13 September 2023",
+    "September 13, 2023", "2023-09-13") as that day, a month ("September 2023") as that month.
+
+    A date without its year, a bare year or a capitalised-only "May" read otherwise is not named
+    (a memory's text is read without an anchor: only what it says in full counts)."""
+    found: list[tuple[int, datetime, datetime]] = []
+    taken: list[tuple[int, int]] = []
+    for match in _ISO_DAY.finditer(text):
+        try:
+            year, month, number = (int(part) for part in match.groups())
+            day = datetime(year, month, number, tzinfo=UTC)
+        except ValueError:
+            continue
+        found.append((match.start(), day, day + timedelta(days=1)))
+        taken.append(match.span())
+    for pattern, day_at, month_at in ((_DAY_MONTH, 1, 2), (_MONTH_DAY, 2, 1)):
+        for match in pattern.finditer(text):
+            name = match.group(month_at)
+            named = _MONTHS.get(name.lower())
+            if named is None or not match.group(3) or (name.lower() == "may" and name != "May"):
+                continue
+            try:
+                day = datetime(int(match.group(3)), named, int(match.group(day_at)), tzinfo=UTC)
+            except ValueError:
+                continue
+            found.append((match.start(), day, day + timedelta(days=1)))
+            taken.append(match.span())
+    for match in _MONTH_YEAR.finditer(text):
+        named = _MONTHS.get(match.group(1).lower())
+        if named is None or match.group(1) == "may" or any(a <= match.start() < b for a, b in taken):
+            continue
+        if any(a < match.end() <= b for a, b in taken):  # the month and year of a day already read
+            continue
+        start, end = _month_span(int(match.group(2)), named)
+        found.append((match.start(), start, end))
+    return tuple(dict.fromkeys((start, end) for _, start, end in sorted(found, key=lambda item: item[0])))
 
 
 @dataclass(frozen=True, slots=True)
