@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from lossless.errors import InputError, NotFoundError, ProviderError
 from lossless.memory import admission as amac
-from lossless.memory import changes, decay, extraction, llm_dedup, mining, querying
+from lossless.memory import changes, dating, decay, extraction, llm_dedup, mining, querying
 from lossless.memory.admission import AdmissionConfig
 from lossless.memory.ports import (
     DedupJudge,
@@ -481,7 +481,8 @@ class MemoryService:
         (qvec,) = await self.embed([searched], task="query")
         timings["embed"] = (time.perf_counter() - clock) * 1000
         history = as_of is not None
-        pool = self.retrieval.pool_size(limit) * (4 if asked.tags else 1)  # a tag filter drops many
+        when = dating.asked(searched)  # "last May", "a week before the trip": boosts the memories of that time
+        pool = self.retrieval.pool_size(limit) * (4 if asked.tags else 1) * (dating.TIME_POOL if when else 1)
         clock = time.perf_counter()
         only = None if conversations is None else await self.store.memory_ids_from(conversations)
         vector_hits, index = await self._nearest(
@@ -517,7 +518,10 @@ class MemoryService:
             cosine, vrank = vector_rank.get(memory_id, (extra.get(memory_id), None))
             raw, krank = keyword_rank.get(memory_id, (None, None))
             candidates.append(Candidate(memory, cosine=cosine, bm25_raw=raw, vector_rank=vrank, keyword_rank=krank))
-        fused, dropped = fuse(candidates, self.retrieval)
+        boosts = await dating.boosts(
+            when, [c.memory for c in candidates], as_of, self._events(filter_, history, conversations)
+        )
+        fused, dropped = fuse(candidates, self.retrieval, boosts)
         now = self.clock()
         similarity = pairwise(
             {s.memory.memory_id: index.vector_of(s.memory.memory_id) for s in fused[: 4 * limit]}, floor
@@ -545,6 +549,7 @@ class MemoryService:
             rerank_failed=rerank_failed,
             similarity=similarity,
             names=querying.names(searched),
+            boosts=boosts,
         )
         timings["rank"] = (time.perf_counter() - clock) * 1000
         hits = tuple(MemoryHit(s.memory, s.score, s.stages) for s in results)
@@ -558,6 +563,16 @@ class MemoryService:
             tuple((s.memory.memory_id, s.dropped_at or "", s.stages) for s in all_dropped),
             timings,
         )
+
+    def _events(self, scopes: Sequence[str] | None, history: bool, conversations: Sequence[int] | None) -> dating.Find:
+        async def find(words: str) -> list[Memory]:  # the memories that date an event, best first
+            hits = await self.store.keyword_search(
+                words, scopes, limit=dating.EVENT_MENTIONS, include_superseded=history, conversations=conversations
+            )
+            order = {h.memory_id: rank for rank, h in enumerate(hits)}
+            return sorted(await self.store.get(list(order)), key=lambda m: order[m.memory_id])
+
+        return find
 
     # ------------------------------------------------------------- lifecycle
 
