@@ -466,6 +466,8 @@ class MemoryService:
         results; ``expand`` adds synonyms to the keyword side (the CLI's searches, by default);
         ``conversations`` keeps the memories mined from those conversations only, before the
         candidates are drawn (so the memories of a store's other conversations never crowd them out).
+        A time the query names ("last May", "a week before the trip to Porto") boosts the memories of
+        that time, read against ``as_of`` when given (:mod:`lossless.memory.dating`).
         """
         _check_query(query)
         asked = split_tags(query, self.tag_prefixes)
