@@ -183,3 +183,15 @@ async def test_a_question_without_a_time_gets_no_time_stage(store: Store, questi
     await service.add(MemoryDraft("Maya bought a rain jacket.", category="events", valid_from=_day(2023, 9, 13)))
     result = await service.search(question, record_access=False)
     assert result.hits and all("time" not in dict(h.stages) for h in result.hits)
+
+
+async def test_the_finder_reads_the_events_memories_best_first_within_reach(store: Store) -> None:
+    memories = memory_store_for(store)
+    service = MemoryService(memories, HashEmbedder(), MemoryCaller.agent("main"))
+    home = await service.add(MemoryDraft("Maya is home from Porto.", category="events", valid_from=_day(2023, 9, 20)))
+    await service.add(MemoryDraft("Jonas was in Porto once.", category="events", valid_from=_day(2023, 5, 2)))
+    await service.add(MemoryDraft("Maya bought a kettle.", category="events", valid_from=_day(2023, 9, 2)))
+    found = await dating.finder(memories, None, False, None)("Porto Maya")
+    assert found[0].memory_id == home.memory_id and len(found) <= dating.EVENT_MENTIONS
+    assert await dating.finder(memories, ["nobody"], False, None)("Porto Maya") == []  # another scope: nothing
+    assert await dating.finder(memories, None, False, [987])("Porto Maya") == []  # another conversation's

@@ -23,7 +23,8 @@ Invariants:
   holds): each of their times gives one window.
 * **Boost, never filter.**  A window only adds :data:`TIME_BOOST` (measured against filtering in
   docs/memory.md): a misread expression reorders, never hides, a memory.
-* No I/O of its own: :func:`boosts` reads the event's memories through the caller's ``find``.
+* No I/O but the event's: :func:`boosts` reads the memories that date an event through ``find``
+  (:func:`finder`: the store's keyword search, in the searcher's scopes and conversations).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from lossless.memory.ports import MemoryStore
 from lossless.memory.querying import names
 from lossless.memory.records import Memory
 from lossless.questions import EventOffset, TimeWindow, event_offset, spans_named, time_window
@@ -48,6 +50,7 @@ __all__ = [
     "boosts",
     "event_query",
     "event_windows",
+    "finder",
     "inside",
     "times",
     "windows",
@@ -149,3 +152,18 @@ async def boosts(
         events = await find(event_query(time.offset, names(time.question)))
         found, boost = event_windows(time.offset, events[:EVENT_MENTIONS]), EVENT_BOOST
     return {m.memory_id: boost for m in memories if inside(m, found)}
+
+
+def finder(
+    store: MemoryStore, scopes: Sequence[str] | None, history: bool, conversations: Sequence[int] | None
+) -> Find:
+    """The store's keyword search for an event's words, best first, within what the search reaches."""
+
+    async def find(words: str) -> list[Memory]:
+        hits = await store.keyword_search(
+            words, scopes, limit=EVENT_MENTIONS, include_superseded=history, conversations=conversations
+        )
+        order = {h.memory_id: rank for rank, h in enumerate(hits)}
+        return sorted(await store.get(list(order)), key=lambda m: order[m.memory_id])
+
+    return find

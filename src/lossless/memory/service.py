@@ -521,7 +521,7 @@ class MemoryService:
             raw, krank = keyword_rank.get(memory_id, (None, None))
             candidates.append(Candidate(memory, cosine=cosine, bm25_raw=raw, vector_rank=vrank, keyword_rank=krank))
         boosts = await dating.boosts(
-            when, [c.memory for c in candidates], as_of, self._events(filter_, history, conversations)
+            when, [c.memory for c in candidates], as_of, dating.finder(self.store, filter_, history, conversations)
         )
         fused, dropped = fuse(candidates, self.retrieval, boosts)
         now = self.clock()
@@ -565,16 +565,6 @@ class MemoryService:
             tuple((s.memory.memory_id, s.dropped_at or "", s.stages) for s in all_dropped),
             timings,
         )
-
-    def _events(self, scopes: Sequence[str] | None, history: bool, conversations: Sequence[int] | None) -> dating.Find:
-        async def find(words: str) -> list[Memory]:  # the memories that date an event, best first
-            hits = await self.store.keyword_search(
-                words, scopes, limit=dating.EVENT_MENTIONS, include_superseded=history, conversations=conversations
-            )
-            order = {h.memory_id: rank for rank, h in enumerate(hits)}
-            return sorted(await self.store.get(list(order)), key=lambda m: order[m.memory_id])
-
-        return find
 
     # ------------------------------------------------------------- lifecycle
 
