@@ -36,7 +36,7 @@ from datetime import UTC, datetime, timedelta
 from lossless.memory.ports import MemoryStore
 from lossless.memory.querying import names
 from lossless.memory.records import Memory
-from lossless.questions import EventOffset, TimeWindow, event_offset, spans_named, time_window
+from lossless.questions import STOPWORDS, EventOffset, TimeWindow, event_offset, spans_named, time_window
 
 __all__ = [
     "EVENT_BOOST",
@@ -55,6 +55,8 @@ __all__ = [
     "times",
     "windows",
 ]
+
+_PUNCTUATION = ".,;:!?\"'()"
 
 #: Added to the fused score of a memory inside the question's window (chosen on the dev split,
 #: docs/memory.md "tried").
@@ -78,15 +80,28 @@ class TimeAsked:
 
     question: str
     offset: EventOffset | None = None
+    #: The words of a window expression ("september", "2023"), lower case; none for an event offset.
+    words: tuple[str, ...] = ()
 
     def window(self, at: datetime) -> TimeWindow | None:
         return time_window(self.question, at)
 
+    def meant(self) -> str:
+        """What the meaning side embeds: the question without its window expression's words ("Where did Maya go
+        on holiday around September 2023?" → "Where did Maya go on holiday around"), since a month's words pull
+        it towards every memory said that month; the question itself for an event offset, or when nothing else
+        would be left."""
+        drop = set(self.words)
+        kept = [word for word in self.question.split() if word.strip(_PUNCTUATION).lower() not in drop]
+        topical = any(word.strip(_PUNCTUATION).lower() not in STOPWORDS for word in kept if word.strip(_PUNCTUATION))
+        return " ".join(kept) if topical and drop else self.question
+
 
 def asked(question: str) -> TimeAsked | None:
     """The time ``question`` names, or None when it names none."""
-    if time_window(question, datetime.now(UTC)) is not None:  # only whether there is one: the anchor comes later
-        return TimeAsked(question)
+    probe = time_window(question, datetime.now(UTC))  # only whether there is one: the anchor comes later
+    if probe is not None:
+        return TimeAsked(question, words=tuple(word.lower() for word in probe.words))
     offset = event_offset(question)
     return None if offset is None else TimeAsked(question, offset)
 

@@ -480,10 +480,10 @@ class MemoryService:
         clock = time.perf_counter()
         revision = await self.store.revision()
         filter_ = await self._read_scopes(scopes, revision)
-        (qvec,) = await self.embed([searched], task="query")
+        when = dating.asked(searched)  # "last May", "a week before the trip": boosts the memories of that time
+        (qvec,) = await self.embed([when.meant() if when else searched], task="query")
         timings["embed"] = (time.perf_counter() - clock) * 1000
         history = as_of is not None
-        when = dating.asked(searched)  # "last May", "a week before the trip": boosts the memories of that time
         pool = self.retrieval.pool_size(limit) * (4 if asked.tags else 1) * (dating.TIME_POOL if when else 1)
         clock = time.perf_counter()
         only = None if conversations is None else await self.store.memory_ids_from(conversations)
