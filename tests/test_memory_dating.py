@@ -95,6 +95,20 @@ def test_relative_expressions_read_against_as_of_else_the_newest_memory() -> Non
     assert dating.asked("what did Maya buy?") is None
 
 
+def test_the_meaning_side_is_asked_without_the_time_words() -> None:
+    def meant(question: str) -> str:
+        asked = dating.asked(question)
+        assert asked is not None
+        return asked.meant()
+
+    assert meant("Where did Maya go on holiday around September 2023?") == "Where did Maya go on holiday around"
+    assert meant("what did Maya order last month?") == "what did Maya order"
+    # An event offset's words say which event: the question stays whole; so does a question of time words only.
+    event = "What did Maya buy about a week before the trip to Porto?"
+    assert meant(event) == event
+    assert meant("in May 2024") == "in May 2024"
+
+
 def test_an_event_offset_is_placed_from_the_events_memories() -> None:
     asked = dating.asked("What did Maya buy about a week before the trip to Porto?")
     assert asked is not None and asked.offset is not None
