@@ -27,8 +27,8 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 import recall  # type: ignore[import-not-found]  # benchmarks/recall.py, on the path above
+from lossless.questions import STOPWORDS, TimeWindow, event_offset, keywords, time_window
 from lossless.retrieval import hybrid, ranking, semantic
-from lossless.retrieval.ranking import TimeWindow, event_offset, keywords, time_window
 
 
 def _topic_words(text: str) -> int:
@@ -36,7 +36,7 @@ def _topic_words(text: str) -> int:
     for word in ranking._WORD.findall(text[:2000]):
         if ranking._CJK.search(word):
             count += max(1, len(word) // 2)
-        elif len(word) > 2 and word.lower() not in ranking.STOPWORDS:
+        elif len(word) > 2 and word.lower() not in STOPWORDS:
             count += 1
     return count
 

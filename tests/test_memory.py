@@ -492,8 +492,12 @@ def test_pipeline_records_every_stage_and_explains_drops() -> None:
         max_size=30,
     ),
     st.sampled_from(["normalized", "weighted", "rrf"]),
+    st.floats(0, 1),
 )
-def test_pipeline_scores_stay_in_unit_interval(pairs: list[tuple[float | None, float | None]], fusion: str) -> None:
+def test_pipeline_scores_stay_in_unit_interval(
+    pairs: list[tuple[float | None, float | None]], fusion: str, time_boost: float
+) -> None:
+    """Each stage's score stays in its range; the time stage adds at most its boost (every other candidate)."""
     config = RetrievalConfig(fusion=fusion)  # type: ignore[arg-type]
     candidates = [
         Candidate(
@@ -506,13 +510,16 @@ def test_pipeline_scores_stay_in_unit_interval(pairs: list[tuple[float | None, f
         for i, (c, b) in enumerate(pairs)
         if c is not None or b is not None
     ]
-    pool, dropped = fuse(candidates, config)
-    results, late = finish(pool, limit=5, now=NOW, config=config, rerank_failed=True)
+    boosts = {c.memory.memory_id: time_boost for c in candidates[::2]}
+    pool, dropped = fuse(candidates, config, boosts)
+    results, late = finish(pool, limit=5, now=NOW, config=config, rerank_failed=True, boosts=boosts)
     assert len(results) + len(late) + len(dropped) == len(candidates)
     assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)
     for scored in (*results, *late, *dropped):
+        timed = boosts.get(scored.memory.memory_id, 0.0)
         for name, value in scored.stages:
-            assert 0.0 <= value <= (1.0 if name in ("fusion", "rerank") else 1.0 + config.recency_weight)
+            high = 1.0 if name in ("fusion", "rerank") else 1.0 + config.recency_weight + timed
+            assert 0.0 <= value <= high + 1e-12
 
 
 def test_normalized_fusion_puts_both_lists_on_one_scale() -> None:

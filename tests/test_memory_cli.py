@@ -34,7 +34,9 @@ def test_add_search_explain_update_forget(run) -> None:  # type: ignore[no-untyp
     found = json.loads(run("memory", "search", "green tea", "--json"))
     assert found["hits"][0]["memory"]["memory_id"] == added["memory_id"]
     explained = run("memory", "explain", "green tea")
-    assert "fusion" in explained and "#1" in explained
+    assert "fusion" in explained and "#1" in explained and "time " not in explained
+    dated = run("memory", "explain", "green tea last week")  # said just now: inside "last week"
+    assert "time " in dated and "#1" in dated
     run("memory", "update", added["memory_id"], "--text", "I prefer oolong tea.")
     assert "oolong" in json.loads(run("memory", "search", "oolong", "--json"))["hits"][0]["memory"]["content"]
     newer = json.loads(

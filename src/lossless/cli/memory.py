@@ -170,12 +170,15 @@ async def explain_command(
     if as_json:
         emit_json(result.to_dict())
         return
-    stages = ["fusion", "rerank", "recency", "importance", "length", "time_decay", "mmr"]
+    rows = [(h.memory.memory_id, h.stages, f"#{rank}") for rank, h in enumerate(result.hits, 1)]
+    rows += [(memory_id, scores, f"dropped: {stage}") for memory_id, stage, scores in result.dropped]
+    seen = {name for _, scores, _ in rows for name, _ in scores}
+    # the time and names stages show only when the query used them (a time named, a name held)
+    every = ("fusion", "rerank", "recency", "time", "importance", "length", "time_decay", "names", "mmr")
+    stages = [s for s in every if s not in ("time", "names") or s in seen]
     table = Table(show_edge=False, pad_edge=False, title=f"{query!r}")
     for name in ["id", *stages, "outcome"]:
         table.add_column(name, justify="left" if name in ("id", "outcome") else "right")
-    rows = [(h.memory.memory_id, h.stages, f"#{rank}") for rank, h in enumerate(result.hits, 1)]
-    rows += [(memory_id, scores, f"dropped: {stage}") for memory_id, stage, scores in result.dropped]
     for memory_id, scores, outcome in rows:
         values = dict(scores)
         table.add_row(memory_id[:12], *(f"{values[s]:.3f}" if s in values else "–" for s in stages), outcome)

@@ -25,7 +25,10 @@ Stages, in order (spec/001 defaults in :class:`RetrievalConfig`):
    with preservation floors for strong keyword matches; candidates the
    reranker did not return get ``0.8·fused`` (or their floor); on any reranker
    failure ``0.7·fused + 0.3·cosine``.  No reranker: unchanged.
-4. **recency** ``+ 0.1·e^(-age/14 d)``; 5. **importance** ``× (0.7 + 0.3·importance)``;
+4. **recency** ``+ 0.1·e^(-age/14 d)``; 4b. **time** ``+ boost`` for a memory inside the time the
+   query names (``boosts``, from :mod:`lossless.memory.dating`; such a memory's boost counts in the
+   min_score and hard_min_score gates too, so a weak match of the right time is not cut);
+   5. **importance** ``× (0.7 + 0.3·importance)``;
 6. **length** ``× max(0.3, 1/(1 + 0.5·log2(max(chars/500, 1))))``;
 7. **time_decay** — the Weibull search boost (:mod:`lossless.memory.decay`), or the
    reference's legacy half-life formula, or off;
@@ -40,8 +43,8 @@ Stages, in order (spec/001 defaults in :class:`RetrievalConfig`):
 
 Invariants: pure (no I/O, ``now`` is an argument), deterministic (ties broken
 by memory id), every score lies in [0, 1] after fusion and rerank and in
-[0, 1 + recency_weight] after the additive recency boost (later stages only
-multiply by factors ≤ 1), and every
+[0, 1 + recency_weight + boost] after the additive recency and time boosts (later
+stages only multiply by factors ≤ 1), and every
 candidate's path is recorded — kept results with the score after each stage,
 dropped ones with the stage that dropped them (the explain mode).
 """
@@ -211,8 +214,11 @@ def _normalizer(candidates: Sequence[Candidate], config: RetrievalConfig) -> Cal
     return score
 
 
-def fuse(candidates: Sequence[Candidate], config: RetrievalConfig) -> tuple[list[Scored], list[Scored]]:
-    """Stages 1–2: (pool above min_score best first, dropped)."""
+def fuse(
+    candidates: Sequence[Candidate], config: RetrievalConfig, boosts: Mapping[str, float] | None = None
+) -> tuple[list[Scored], list[Scored]]:
+    """Stages 1–2: (pool above min_score best first, dropped); ``boosts``: the time stage's, counted in the gate."""
+    boosts = boosts or {}
     kept: list[Scored] = []
     dropped: list[Scored] = []
     normalized = _normalizer(candidates, config) if config.fusion == "normalized" else None
@@ -227,7 +233,7 @@ def fuse(candidates: Sequence[Candidate], config: RetrievalConfig) -> tuple[list
             value = _weighted(c, config)
         value = min(1.0, max(0.0, value))  # as ``Scored.at`` records a clamped stage
         s = Scored(c, value, (("fusion", value),), absolute=absolute)
-        if config.fusion != "rrf" and _gate(s) < config.min_score:
+        if config.fusion != "rrf" and _gate(s) + boosts.get(c.memory.memory_id, 0.0) < config.min_score:
             dropped.append(s.drop("min_score"))
         else:
             kept.append(s)
@@ -292,8 +298,11 @@ def finish(
     rerank_failed: bool = False,
     similarity: Callable[[str, str], float] | None = None,
     names: Sequence[str] = (),
+    boosts: Mapping[str, float] | None = None,
 ) -> tuple[list[Scored], list[Scored]]:
-    """Stages 3–11 on the fused pool: (results best first, dropped); ``names``: the query's, lower case."""
+    """Stages 3–11 on the fused pool: (results best first, dropped); ``names``: the query's, lower case;
+    ``boosts``: memory id → what the time stage adds (the memories inside the query's time)."""
+    boosts = boosts or {}
     dropped: list[Scored] = []
     items = _rerank(list(pool), limit, rerank_scores, rerank_failed, config)
     staged: list[Scored] = []
@@ -315,6 +324,11 @@ def finish(
         score = max(0.0, s.score + boost)
         stages = [*s.stages, ("recency", score)]
         absolute = None if s.absolute is None else s.absolute + boost
+        timed = boosts.get(m.memory_id, 0.0)
+        if timed:
+            score += timed
+            stages.append(("time", score))
+            absolute = None if absolute is None else absolute + timed
         for stage, factor in factors:
             score = max(0.0, score * factor)
             stages.append((stage, score))

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from lossless.errors import InputError, NotFoundError, ProviderError
 from lossless.memory import admission as amac
-from lossless.memory import changes, decay, extraction, llm_dedup, mining, querying
+from lossless.memory import changes, dating, decay, extraction, llm_dedup, mining, querying
 from lossless.memory.admission import AdmissionConfig
 from lossless.memory.ports import (
     DedupJudge,
@@ -468,6 +468,8 @@ class MemoryService:
         results; ``expand`` adds synonyms to the keyword side (the CLI's searches, by default);
         ``conversations`` keeps the memories mined from those conversations only, before the
         candidates are drawn (so the memories of a store's other conversations never crowd them out).
+        A time the query names ("last May", "a week before the trip to Porto") boosts the memories of
+        that time, read against ``as_of`` when given (:mod:`lossless.memory.dating`).
         """
         _check_query(query)
         asked = split_tags(query, self.tag_prefixes)
@@ -480,10 +482,11 @@ class MemoryService:
         clock = time.perf_counter()
         revision = await self.store.revision()
         filter_ = await self._read_scopes(scopes, revision)
-        (qvec,) = await self.embed([searched], task="query")
+        when = dating.asked(searched)  # "last May", "a week before the trip": boosts the memories of that time
+        (qvec,) = await self.embed([when.meant() if when else searched], task="query")
         timings["embed"] = (time.perf_counter() - clock) * 1000
         history = as_of is not None
-        pool = self.retrieval.pool_size(limit) * (4 if asked.tags else 1)  # a tag filter drops many
+        pool = self.retrieval.pool_size(limit) * (4 if asked.tags else 1) * (dating.TIME_POOL if when else 1)
         clock = time.perf_counter()
         only = None if conversations is None else await self.store.memory_ids_from(conversations)
         vector_hits, index = await self._nearest(
@@ -519,7 +522,10 @@ class MemoryService:
             cosine, vrank = vector_rank.get(memory_id, (extra.get(memory_id), None))
             raw, krank = keyword_rank.get(memory_id, (None, None))
             candidates.append(Candidate(memory, cosine=cosine, bm25_raw=raw, vector_rank=vrank, keyword_rank=krank))
-        fused, dropped = fuse(candidates, self.retrieval)
+        boosts = await dating.boosts(
+            when, [c.memory for c in candidates], as_of, dating.finder(self.store, filter_, history, conversations)
+        )
+        fused, dropped = fuse(candidates, self.retrieval, boosts)
         now = self.clock()
         similarity = pairwise(
             {s.memory.memory_id: index.vector_of(s.memory.memory_id) for s in fused[: 4 * limit]}, floor
@@ -547,6 +553,7 @@ class MemoryService:
             rerank_failed=rerank_failed,
             similarity=similarity,
             names=querying.names(searched),
+            boosts=boosts,
         )
         timings["rank"] = (time.perf_counter() - clock) * 1000
         hits = tuple(MemoryHit(s.memory, s.score, s.stages) for s in results)

@@ -46,6 +46,7 @@ import anyio
 
 from lossless.errors import InputError, check_unicode
 from lossless.ports import BatchSearchStore, SearchRequest, SearchRow, Store
+from lossless.questions import FUNCTION_WORDS, keywords
 from lossless.records import JSONValue, format_timestamp
 from lossless.retrieval.query import (
     FullTextQuery,
@@ -56,7 +57,6 @@ from lossless.retrieval.query import (
     required_literals,
     trigram_expression,
 )
-from lossless.retrieval.ranking import FUNCTION_WORDS, keywords
 
 __all__ = [
     "MAX_CONTEXT",
@@ -603,7 +603,7 @@ async def _any_word(
 ) -> GrepResult:
     """The ranked any-word search a full-text query falls back to when no item has all its words.
 
-    Function words are dropped (:data:`~lossless.retrieval.ranking.FUNCTION_WORDS`); matches come best
+    Function words are dropped (:data:`~lossless.questions.FUNCTION_WORDS`); matches come best
     first (by ``rank_any_word`` when given) and the result says that this is what happened.
     """
     words = keywords(options.pattern, stopwords=FUNCTION_WORDS)

@@ -2,7 +2,7 @@
 
 :func:`hybrid_hits` ranks the messages or the summaries of some conversations for a question:
 
-1. **Keywords.**  The question's keywords (:func:`~lossless.retrieval.ranking.keywords`: stopwords and
+1. **Keywords.**  The question's keywords (:func:`~lossless.questions.keywords`: stopwords and
    time words dropped), any of them, ranked by the store's full-text relevance (BM25 on both
    backends: FTS5's on SQLite, :mod:`lossless.stores.postgres.relevance` on PostgreSQL), up to
    :data:`DEPTH` items.
@@ -56,21 +56,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
 
 from lossless.ports import Store
+from lossless.questions import FUNCTION_WORDS, STOPWORDS, EventOffset, TimeWindow, event_offset, keywords, time_window
 from lossless.records import MessageRecord, Summary
 from lossless.retrieval import ranking
 from lossless.retrieval.grep import GrepHit, GrepOptions, grep, snippet
-from lossless.retrieval.ranking import (
-    FUNCTION_WORDS,
-    STOPWORDS,
-    EventOffset,
-    TimeWindow,
-    best_first,
-    event_offset,
-    fuse,
-    keywords,
-    time_window,
-    with_neighbours,
-)
+from lossless.retrieval.ranking import best_first, fuse, with_neighbours
 from lossless.speakers import named_in, speaker_label, without_names
 
 if TYPE_CHECKING:
@@ -402,7 +392,7 @@ async def keyword_hits(
 
     The ranking is :func:`hybrid_hits` on its keyword side alone: BM25
     of the question's words, function words dropped
-    (:data:`~lossless.retrieval.ranking.FUNCTION_WORDS`), then neighbours, the substance prior and
+    (:data:`~lossless.questions.FUNCTION_WORDS`), then neighbours, the substance prior and
     time; scopes merge by score.  :func:`~lossless.retrieval.grep.grep` calls it as ``rank_any_word``.
     """
     found: list[GrepHit] = []

@@ -39,6 +39,7 @@ from typing import Literal, Protocol
 
 from lossless.errors import InputError
 from lossless.ports import Store
+from lossless.questions import FUNCTION_WORDS, STOPWORDS
 from lossless.retrieval.grep import (
     SEMANTIC_MODES,
     GrepHit,
@@ -49,7 +50,6 @@ from lossless.retrieval.grep import (
 )
 from lossless.retrieval.hybrid import hybrid_hits
 from lossless.retrieval.query import FullTextQuery, QuerySyntax, parse_full_text
-from lossless.retrieval.ranking import FUNCTION_WORDS, STOPWORDS
 
 __all__ = ["SemanticHit", "SemanticSearch", "SemanticSummaryHit", "grep_semantic"]
 
