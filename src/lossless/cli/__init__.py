@@ -26,8 +26,9 @@ from lossless.cli._state import CliState
 
 __all__ = ["cli", "main"]
 
-#: Each command and the module that defines it: a command's module (and so the engine, the store
-#: and everything they import) loads only when that command runs, so ``lcm --version`` and
+#: Each command and the module that defines it: a command's module loads only when that command is
+#: looked up, and the engine, the store and everything they import only when it runs (the command
+#: modules import them inside their functions), so ``lcm --version``, ``lcm --help`` and
 #: ``lcm CMD --help`` start fast, and a command that needs an optional extra costs the others nothing.
 COMMANDS: dict[str, str] = {
     "import": "lossless.cli.imports:import_command",
