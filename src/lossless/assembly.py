@@ -499,7 +499,12 @@ def _bag(
         return found.terms
 
     a, b = group
-    return bag(present[a]) if b - a == 1 else sum(map(bag, present[a:b]), Counter[str]())
+    if b - a == 1:
+        return bag(present[a])
+    total = Counter[str]()  # added in place: Counter + Counter copies the running total at every step
+    for entry in present[a:b]:
+        total.update(bag(entry))
+    return total
 
 
 def _fit_required(
