@@ -16,6 +16,7 @@ DOC = ROOT / "docs" / "architecture.md"
 #: What a backend (stores, providers, testing) may import; the contract forbids everything else.
 ALLOWED_FOR_BACKENDS = {
     "lossless._version",
+    "lossless.constants",
     "lossless.errors",
     "lossless.parts",
     "lossless.records",

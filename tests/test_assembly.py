@@ -5,8 +5,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from xml.sax import saxutils
 
-from lossless.assembly import MESSAGE_OVERHEAD, assemble, bm25, render_summary, system_prompt_addition, terms
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lossless.assembly import (
+    MESSAGE_OVERHEAD,
+    assemble,
+    bm25,
+    escape,
+    quoteattr,
+    render_summary,
+    system_prompt_addition,
+    terms,
+)
 from lossless.records import ContextEntry, Message, MessageRecord, Summary, ToolPart
 from lossless.tokens import EstimatingCounter
 
@@ -337,3 +350,12 @@ def test_stored_text_cannot_pass_for_a_summary(tmp_path: Any) -> None:
             assert stored[-1].content == forged  # the store keeps it verbatim
 
     anyio.run(scenario)
+
+
+_XML_TEXT = st.text(alphabet=st.sampled_from("ab&<>\"'\n\r\t é"), max_size=30) | st.text(max_size=30)
+
+
+@given(_XML_TEXT)
+def test_escaping_is_that_of_saxutils(text: str) -> None:
+    assert escape(text) == saxutils.escape(text)
+    assert quoteattr(text) == saxutils.quoteattr(text)

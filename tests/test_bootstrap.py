@@ -16,7 +16,10 @@ from lossless.bootstrap import FileImport, discover_transcripts, import_transcri
 from lossless.config import Config
 from lossless.engine import ContextEngine
 from lossless.errors import InputError, TranscriptError
+from lossless.ingest import prepare_messages
+from lossless.interception import write_batch
 from lossless.ports import Store
+from lossless.records import utcnow
 from lossless.tokens import EstimatingCounter
 
 from .conftest import FIXTURES, ROOT, corpus_transcripts
@@ -403,6 +406,36 @@ async def test_a_reread_counts_the_tokens_of_the_new_entries_only(store: Store, 
     stored = await store.get_messages(first.conversation_id)
     assert [m.token_count for m in stored] == [EstimatingCounter().count(m.content) for m in stored]
     assert [m.content for m in stored] == [f"message number {i} 静默 ✓" for i in range(12)]
+
+
+async def test_entries_matched_to_live_messages_cost_no_token_count(store: Store, tmp_path: Path) -> None:
+    """Entries the store holds from live ingest (no entry keys) are matched on role and content: prepared,
+    as the match needs, but not counted; only the entries written are, and every stored count is right."""
+    counted: list[str] = []
+
+    class Counting(EstimatingCounter):
+        def count(self, text: str) -> int:
+            counted.append(text)
+            return super().count(text)
+
+    texts = [f"message number {i} 静默 ✓" for i in range(10)]
+    conversation = await store.get_or_create_conversation(agent_id=Config().agent_id, session_id="pi-test")
+    live, _ = prepare_messages(
+        [Message("user" if i % 2 == 0 else "assistant", texts[i]) for i in (0, 1, 2, 3, 5, 6)],
+        counter=EstimatingCounter(),
+        now=utcnow(),
+        max_message_bytes=Config().max_message_bytes,
+    )
+    await write_batch(store, conversation.id, live)
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(pi_lines(10)) + "\n")
+    result = await import_transcript(store, path, config=Config(), counter=Counting())
+    # 0-3, 5 and 6 are the live ones; 4 (older than the anchor, 6) is left out; 7-9 are new.
+    assert (result.stored, result.duplicates, result.left_out) == (3, 6, 1)
+    assert counted == texts[7:]
+    stored = await store.get_messages(conversation.id)
+    assert [m.content for m in stored] == [texts[i] for i in (0, 1, 2, 3, 5, 6, 7, 8, 9)]
+    assert [m.token_count for m in stored] == [EstimatingCounter().count(m.content) for m in stored]
 
 
 async def test_large_files_in_a_transcript_are_stored_aside_and_reimports_reuse_them(

@@ -138,6 +138,24 @@ def test_without_prometheus_client_recording_is_a_no_op(monkeypatch: pytest.Monk
         obs.render_metrics()
 
 
+def test_disabled_metrics_record_nothing_and_never_import_prometheus(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(sys.modules, "prometheus_client", raising=False)
+    monkeypatch.setattr(obs, "_REGISTRY", obs._Registry())
+    obs.disable_metrics()
+    obs.record("lcm_compaction_runs", trigger="manual", stop_reason="x")
+    obs.observe_ms("lcm_ingest_latency_ms", 1.0)
+    assert not obs.metrics_available() and obs.registry() is None
+    assert "prometheus_client" not in sys.modules
+
+
+def test_disabling_after_a_recording_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(obs, "_REGISTRY", obs._Registry())
+    obs.record("lcm_compaction_runs", trigger="manual", stop_reason="x")
+    obs.disable_metrics()
+    obs.record("lcm_compaction_runs", trigger="manual", stop_reason="x")
+    assert sample("lcm_compaction_runs_total", trigger="manual", stop_reason="x") == 2
+
+
 def test_configure_logging_installs_one_handler() -> None:
     logger = logging.getLogger("lossless")
     before = list(logger.handlers)

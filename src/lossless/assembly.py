@@ -51,7 +51,6 @@ from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import Any, Literal
-from xml.sax.saxutils import escape, quoteattr
 
 from lossless.budget import MESSAGE_OVERHEAD, MIN_EXCERPT_TOKENS, chat_tokens, excerpt, tail_token_cap, usable_budget
 from lossless.context import pairs, tail_start, units
@@ -177,6 +176,22 @@ class RenderCache(OrderedDict[RenderKey, Rendered]):
 
 def _iso(value: datetime | None, zone: tzinfo) -> str:
     return value.astimezone(zone).isoformat(timespec="seconds") if value else ""
+
+
+def escape(text: str) -> str:
+    """``&``, ``<`` and ``>`` as XML entities: :func:`xml.sax.saxutils.escape`, whose module would load
+    :mod:`urllib.request` (and with it ``http``, ``email`` and ``ssl``) into every engine."""
+    return text.replace("&", "&amp;").replace(">", "&gt;").replace("<", "&lt;")
+
+
+def quoteattr(text: str) -> str:
+    """``text`` escaped and quoted as an XML attribute value, as :func:`xml.sax.saxutils.quoteattr` does it."""
+    text = escape(text).replace("\n", "&#10;").replace("\r", "&#13;").replace("\t", "&#9;")
+    if '"' not in text:
+        return f'"{text}"'
+    if "'" not in text:
+        return f"'{text}'"
+    return '"{}"'.format(text.replace('"', "&quot;"))
 
 
 def render_summary(summary: Summary, parents: Sequence[str], zone: tzinfo, nonce: str = "") -> str:
@@ -484,7 +499,12 @@ def _bag(
         return found.terms
 
     a, b = group
-    return bag(present[a]) if b - a == 1 else sum(map(bag, present[a:b]), Counter[str]())
+    if b - a == 1:
+        return bag(present[a])
+    total = Counter[str]()  # added in place: Counter + Counter copies the running total at every step
+    for entry in present[a:b]:
+        total.update(bag(entry))
+    return total
 
 
 def _fit_required(

@@ -15,7 +15,10 @@ Invariants:
   event key the conversation holds is matched on the key before it is prepared:
   its tokens are not counted and its large files not looked for (nor is it
   checked against ``max_message_bytes`` again).  Only the entries matched on
-  role and content, or new, are prepared.
+  role and content, or new, are prepared, and tokens are counted only for the
+  entries written: one matched on role and content (a message stored live) has
+  its large files planned and its text repaired, as the match needs, but its
+  tokens are not counted.
 * **Reconciled with live ingest.**  A host that stores turns as they happen
   (``after_turn``/``ingest_batch``, without the file's entry ids) and calls
   bootstrap at session start gets no second copy: the file's entries are
@@ -57,7 +60,7 @@ import os
 import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Literal
@@ -92,6 +95,19 @@ from lossless.transcripts import (
 __all__ = ["FileImport", "discover_transcripts", "import_transcript"]
 
 _CHUNK = 500
+
+
+class _CountedOnWrite:
+    """The token counter an entry is prepared with: none, its tokens are counted when it is written
+    (:meth:`_Importer._append`), so an entry matched to a stored message costs no count."""
+
+    name = "counted-on-write"
+
+    def count(self, text: str) -> int:
+        return 0
+
+
+_COUNTED_ON_WRITE = _CountedOnWrite()
 _TAIL = 4096
 
 Status = Literal["imported", "appended", "unchanged", "skipped"]
@@ -216,7 +232,7 @@ class _Window:
 
 @dataclass(frozen=True, slots=True)
 class _Ready:
-    """One entry, prepared for storage (its large files planned, not yet written)."""
+    """One entry, prepared for storage (its large files planned, not yet written; its tokens counted on write)."""
 
     entry: Entry
     prepared: list[PreparedMessage]
@@ -534,7 +550,7 @@ class _Importer:
         try:
             ready, _dropped = prepare_messages(
                 [message],
-                counter=self.counter,
+                counter=_COUNTED_ON_WRITE,
                 now=utcnow(),
                 max_message_bytes=self.config.max_message_bytes,
                 prune_heartbeat_ok=self.config.prune_heartbeat_ok,
@@ -553,7 +569,8 @@ class _Importer:
 
     async def _append(self, conversation: Conversation, ready: list[_Ready], run: _Run) -> tuple[int, int | None]:
         """Append prepared entries to ``conversation`` (large files first): how many were new, the newest seq."""
-        prepared = [p for item in ready for p in item.prepared]
+        count = self.counter.count
+        prepared = [replace(p, token_count=count(p.message.content)) for item in ready for p in item.prepared]
         files = [f for item in ready for f in item.files]
         try:
             result = await write_batch(self.store, conversation.id, prepared, files, self.interceptor)

@@ -58,6 +58,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from lossless.constants import DEFAULT_PAGE_BYTES, MAX_PAGE_BYTES
 from lossless.errors import InputError
 from lossless.records import (
     FileOrigin,
@@ -641,9 +642,6 @@ def restore(message: Message, read: Callable[[str], bytes]) -> Message:
 
 # ---------------------------------------------------------------- reading stored files by lines
 
-#: Bytes of content :func:`page_lines` returns by default, and at most.
-DEFAULT_PAGE_BYTES = 32 * 1024
-MAX_PAGE_BYTES = 512 * 1024
 _SKIP_CHUNK = 1 << 16
 
 

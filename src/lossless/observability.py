@@ -21,6 +21,9 @@ Invariants:
   every recording call is a no-op and costs a function call; only :func:`render_metrics` (the
   exposition) needs it and raises :class:`~lossless.errors.MissingDependencyError` naming the
   install command.  Recording never raises.
+* A process that exposes no metrics may turn recording off first (:func:`disable_metrics`; a
+  one-shot ``lcm`` command does): every recording call is then a no-op and prometheus-client is
+  never imported.
 * Labels have small fixed value sets (never a conversation or session id), so series stay few.
 * :class:`JsonFormatter` writes one JSON object per line with ``time``, ``level``, ``logger`` and
   ``message``, then the fields of ``spec/002`` (:data:`LOG_FIELDS`) and any other ``extra`` a call
@@ -107,6 +110,15 @@ class _Registry:
 
 
 _REGISTRY = _Registry()
+
+
+def disable_metrics() -> None:
+    """Record nothing in this process from now on (a no-op where metrics were recorded already).
+
+    For a process that exposes no metrics, such as a one-shot ``lcm`` command: it then never
+    imports prometheus-client, which would cost it more than its recordings are worth.
+    """
+    _REGISTRY.ready = True
 
 
 def metrics_available() -> bool:

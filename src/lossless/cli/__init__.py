@@ -26,8 +26,9 @@ from lossless.cli._state import CliState
 
 __all__ = ["cli", "main"]
 
-#: Each command and the module that defines it: a command's module (and so the engine, the store
-#: and everything they import) loads only when that command runs, so ``lcm --version`` and
+#: Each command and the module that defines it: a command's module loads only when that command is
+#: looked up, and the engine, the store and everything they import only when it runs (the command
+#: modules import them inside their functions), so ``lcm --version``, ``lcm --help`` and
 #: ``lcm CMD --help`` start fast, and a command that needs an optional extra costs the others nothing.
 COMMANDS: dict[str, str] = {
     "import": "lossless.cli.imports:import_command",
@@ -63,6 +64,15 @@ COMMANDS: dict[str, str] = {
 }
 
 
+#: The commands that serve metrics (the HTTP API's ``/v1/metrics``, ``worker --metrics-port``) or run
+#: for long: every other command run by ``lcm`` records none (it exits with them unread) and so never
+#: imports prometheus-client (:func:`lossless.observability.disable_metrics`).
+KEEP_METRICS = frozenset({"serve", "ui", "worker", "mcp"})
+#: ``ctx.obj`` as :func:`main` starts the group: this process runs one command (not so under a
+#: ``CliRunner`` or a host that calls :data:`cli` itself, whose metrics are left as they are).
+_OWN_PROCESS = object()
+
+
 class _LazyGroup(click.Group):
     """A group whose commands are imported by name, on first use."""
 
@@ -94,9 +104,13 @@ class _LazyGroup(click.Group):
 @click.pass_context
 def cli(ctx: click.Context, database: str | None, config_file: Path | None, agent: str | None) -> None:
     """lossless: every message kept, old history compacted into summaries you can always expand back."""
+    if ctx.obj is _OWN_PROCESS and ctx.invoked_subcommand not in KEEP_METRICS:
+        from lossless.observability import disable_metrics
+
+        disable_metrics()
     ctx.obj = CliState(database, config_file, agent)
 
 
 def main() -> None:
     """Console-script entry point."""
-    cli(prog_name="lcm")
+    cli(prog_name="lcm", obj=_OWN_PROCESS)

@@ -11,6 +11,11 @@ they print (stored text, paths and error messages reach the terminal as they
 are), and control characters other than newline and tab are shown as escapes
 (``\x1b``), never sent to the terminal (:func:`visible`).  Styling is applied
 only through :func:`styled`, never by formatting markup into a string.
+
+Start-up: this module, like every command's, imports click and light helpers only (and
+:mod:`lossless.constants` for the figures options state); rich, anyio, the configuration and the
+engine are imported inside the functions that use them, so ``lcm --version`` and every ``--help``
+load no engine, and a command loads what it runs (``tests/test_cli_startup.py`` checks both).
 """
 
 from __future__ import annotations
@@ -21,18 +26,19 @@ import re
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-import anyio
 import click
-from rich.console import Console
-from rich.text import Text
 
 from lossless.cli._state import CliState
-from lossless.config import Config
-from lossless.engine import ContextEngine
-from lossless.engine.wiring import sqlite_path_from_url
 from lossless.errors import LcmError, NotFoundError, exit_code_for
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
+
+    from lossless.config import Config
+    from lossless.engine import ContextEngine
 
 __all__ = [
     "CliState",
@@ -65,13 +71,20 @@ def visible(text: str) -> str:
     return _CONTROL.sub(_escape, text)
 
 
-class _VerbatimConsole(Console):
-    """A console that prints strings as they are: no markup, no emoji codes, control characters escaped."""
+@functools.cache
+def _verbatim_console() -> type[Console]:
+    """The console class (built on first output: rich loads only when a command prints through it)."""
+    from rich.console import Console
 
-    def render_str(self, text: str, **options: Any) -> Text:
-        options["markup"] = False
-        options["emoji"] = False
-        return super().render_str(visible(text), **options)
+    class _VerbatimConsole(Console):
+        """A console that prints strings as they are: no markup, no emoji codes, control characters escaped."""
+
+        def render_str(self, text: str, **options: Any) -> Text:
+            options["markup"] = False
+            options["emoji"] = False
+            return super().render_str(visible(text), **options)
+
+    return _VerbatimConsole
 
 
 #: Tool-call syntax in the core's hints, and the same advice in the command line's own words.
@@ -97,6 +110,8 @@ def cli_words(text: str) -> str:
 
 def styled(*pieces: str | tuple[str, str]) -> Text:
     """Styled output from plain strings: each piece is ``text`` or ``(text, style)``, shown verbatim."""
+    from rich.text import Text
+
     out = Text()
     for piece in pieces:
         text, style = (piece, "") if isinstance(piece, str) else piece
@@ -107,7 +122,7 @@ def styled(*pieces: str | tuple[str, str]) -> Text:
 def _console(stream: Any, **options: Any) -> Console:
     # Pipes and captured output get a fixed, roomy width instead of rich's 80 columns.
     width = None if stream.isatty() else 132
-    return _VerbatimConsole(highlight=False, markup=False, emoji=False, width=width, **options)
+    return _verbatim_console()(highlight=False, markup=False, emoji=False, width=width, **options)
 
 
 def stdout() -> Console:
@@ -121,6 +136,8 @@ def stderr() -> Console:
 def require_store(config: Config) -> None:
     """Refuse a missing SQLite file: a command that only reads says so instead of creating an empty store
     (and the folders above it) at a mistyped path."""
+    from lossless.engine.wiring import sqlite_path_from_url
+
     url = config.database_url
     if url is None or not url.startswith("sqlite:///"):
         return
@@ -135,6 +152,8 @@ def require_store(config: Config) -> None:
 
 async def open_engine(state: CliState, *, create: bool = False, **overrides: Any) -> ContextEngine:
     """The engine on the configured store; unless ``create``, the store must already exist."""
+    from lossless.engine import ContextEngine
+
     config = state.config(**overrides)
     if not create:
         require_store(config)
@@ -153,6 +172,8 @@ def run_command(fn: Callable[P, Awaitable[T]]) -> Callable[P, T]:
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        import anyio
+
         as_json = bool(kwargs.get("as_json"))
         try:
             return anyio.run(functools.partial(fn, *args, **kwargs))

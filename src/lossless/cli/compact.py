@@ -3,19 +3,18 @@ as a tree, and list the compaction passes that built it."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table
-from rich.text import Text
-from rich.tree import Tree
 
-from lossless.adapters.service import event_dict
 from lossless.cli._common import CliState, emit_json, json_option, open_engine, run_command, stderr, stdout, styled
-from lossless.compaction import CompactionResult, Mode
-from lossless.records import ContextEntry, Summary
-from lossless.segments import format_time
+
+if TYPE_CHECKING:
+    from rich.text import Text
+    from rich.tree import Tree
+
+    from lossless.compaction import CompactionResult, Mode
+    from lossless.records import ContextEntry, Summary
 
 __all__ = ["compact_command", "compactions_command", "summaries_command", "summary_tree"]
 
@@ -31,6 +30,9 @@ __all__ = ["compact_command", "compactions_command", "summaries_command", "summa
 @run_command
 async def compact_command(state: CliState, conversation: str, until: int | None, full: bool, as_json: bool) -> None:
     """Compact CONVERSATION (id or session id) into summaries, and say why compaction stopped."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
     mode: Mode = "until_under" if until is not None else ("full" if full else "incremental")
     async with await open_engine(state) as engine:
         with Progress(
@@ -69,6 +71,8 @@ async def compact_command(state: CliState, conversation: str, until: int | None,
 
 
 def _label(summary: Summary, zone: Any) -> Text:
+    from lossless.segments import format_time
+
     span = f"{format_time(summary.earliest_at, zone)} → {format_time(summary.latest_at, zone)}"
     label = styled((summary.id, "bold"), f" · depth {summary.depth} · {span} · {summary.token_count:,} tokens")
     if summary.level != "normal":
@@ -125,6 +129,8 @@ def summary_tree(
     zone: Any,
 ) -> Tree:
     """The DAG as a tree, rooted at the context's summaries; leaves show the message range they cover."""
+    from rich.tree import Tree
+
     by_id = {s.id: s for s in summaries}
     tree = Tree(f"{title} · {len(summaries)} summaries")
 
@@ -161,6 +167,11 @@ def summary_tree(
 @run_command
 async def compactions_command(state: CliState, conversation: str, limit: int, as_json: bool) -> None:
     """List the compaction passes of CONVERSATION, oldest first: when, who asked, what each replaced."""
+    from rich.table import Table
+
+    from lossless.adapters.service import event_dict
+    from lossless.segments import format_time
+
     async with await open_engine(state) as engine:
         conv = await engine.conversation(conversation)
         events = await engine.compaction_history(conv.id, limit=limit)

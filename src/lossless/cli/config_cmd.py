@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import click
-from rich.table import Table
 
 from lossless.cli._common import CliState, emit_json, json_option, run_command, stdout, styled
-from lossless.config import SETTINGS
 
 __all__ = ["config_group"]
 
@@ -22,6 +20,10 @@ def config_group() -> None:
 @run_command
 async def show_command(state: CliState, as_json: bool) -> None:
     """Show every setting, its value, and its source (default, file, env or argument)."""
+    from rich.table import Table
+
+    from lossless.config import SETTINGS
+
     config = state.config()
     values = config.as_dict()
     derived = {

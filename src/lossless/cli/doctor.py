@@ -7,13 +7,14 @@ otherwise.  Nothing is written without ``--apply``.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.table import Table
 
 from lossless.cli._common import CliState, emit_json, json_option, open_engine, run_command, stdout, styled
-from lossless.integrity import IntegrityReport, RepairPlan, plan_repairs, why_unrepairable
+
+if TYPE_CHECKING:
+    from lossless.integrity import IntegrityReport, RepairPlan
 
 __all__ = ["PROBLEMS_FOUND", "doctor_command"]
 
@@ -22,6 +23,8 @@ PROBLEMS_FOUND = 10
 
 
 def _print_report(report: IntegrityReport, title: str) -> None:
+    from rich.table import Table
+
     out = stdout()
     scope = f"conversation {report.conversation_id}" if report.conversation_id is not None else "the whole store"
     out.print(
@@ -54,6 +57,8 @@ def _print_report(report: IntegrityReport, title: str) -> None:
 
 
 def _print_plan(plan: RepairPlan) -> None:
+    from lossless.integrity import why_unrepairable
+
     out = stdout()
     if plan.repairs:
         out.print(
@@ -80,6 +85,8 @@ async def doctor_command(
     state: CliState, conversation: str | None, show_plan: bool, apply: bool, as_json: bool
 ) -> None:
     """Check the store's integrity (lineage, context, files, search index); exit 10 if problems are found."""
+    from lossless.integrity import plan_repairs
+
     async with await open_engine(state) as engine:
         report = await engine.check_integrity(conversation)
         plan = plan_repairs(report)

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import click
-from rich.table import Table
 
 from lossless.cli._common import CliState, emit_json, json_option, open_engine, run_command, stdout
 from lossless.cli.inspect import _bytes, _when
+from lossless.constants import DEFAULT_PAGE_BYTES, MAX_PAGE_BYTES
 from lossless.errors import InputError
-from lossless.large_files import DEFAULT_PAGE_BYTES, MAX_PAGE_BYTES
 
 __all__ = ["file_command", "files_command", "parse_lines"]
 
@@ -37,6 +36,8 @@ def parse_lines(spec: str) -> tuple[int | None, int | None]:
 @run_command
 async def files_command(state: CliState, conversation: str, limit: int, offset: int, as_json: bool) -> None:
     """List the large files stored aside for CONVERSATION (its id or session id)."""
+    from rich.table import Table
+
     async with await open_engine(state) as engine:
         files = await engine.files(conversation, limit=limit, offset=offset)
     if as_json:
@@ -80,6 +81,8 @@ async def file_command(
     state: CliState, file_id: str, lines: str | None, max_bytes: int, raw: bool, as_json: bool
 ) -> None:
     """Show a stored large file: its metadata, exploration summary and (with --lines) content."""
+    from rich.table import Table
+
     if raw and (as_json or lines):
         raise InputError("--raw writes the whole file as it is: use it without --json and --lines")
     start, end = parse_lines(lines) if lines else (None, None)

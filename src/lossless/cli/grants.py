@@ -12,13 +12,16 @@ from __future__ import annotations
 import re
 import shlex
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 import click
 
 from lossless.cli._common import CliState, emit_json, json_option, open_engine, run_command
-from lossless.engine.recall import DEFAULT_GRANT_TTL, MAX_GRANT_TOKEN_CAP, MAX_GRANT_TTL, MIN_GRANT_TTL
+from lossless.constants import DEFAULT_GRANT_TTL, MAX_GRANT_TOKEN_CAP, MAX_GRANT_TTL, MIN_GRANT_TTL
 from lossless.errors import InputError
-from lossless.records import Grant, JSONValue, utcnow
+
+if TYPE_CHECKING:
+    from lossless.records import Grant, JSONValue
 
 __all__ = ["grants_group", "parse_duration"]
 
@@ -126,6 +129,8 @@ async def grants_create_command(
     as_json: bool,
 ) -> None:
     """Grant a sub-agent read access to CONVERSATION… (ids or session ids) and print how to start its server."""
+    from lossless.records import utcnow
+
     span = parse_duration(ttl)
     async with await open_engine(state) as engine:
         grant = await engine.grant_expansion(list(conversations), token_cap=token_cap, ttl=span, grantee=grantee)
@@ -147,6 +152,8 @@ async def grants_create_command(
 @run_command
 async def grants_show_command(state: CliState, grant_id: str, as_json: bool) -> None:
     """Show a grant: its conversations, token cap and use, expiry, and whether it was revoked."""
+    from lossless.records import utcnow
+
     async with await open_engine(state) as engine:
         grant = await engine.expansion_grant(grant_id)
     if as_json:
@@ -162,6 +169,8 @@ async def grants_show_command(state: CliState, grant_id: str, as_json: bool) -> 
 @run_command
 async def grants_revoke_command(state: CliState, grant_id: str, as_json: bool) -> None:
     """End a grant now: the sub-agent holding it is refused at its next call."""
+    from lossless.records import utcnow
+
     async with await open_engine(state) as engine:
         revoked = await engine.revoke_expansion_grant(grant_id)
         grant = await engine.expansion_grant(grant_id)

@@ -6,15 +6,18 @@ import contextlib
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from lossless.bootstrap import FileImport
 from lossless.cli._common import CliState, emit_json, json_option, open_engine, run_command, stderr, stdout, styled
+from lossless.constants import TRANSCRIPT_FORMATS
 from lossless.errors import LcmError, TranscriptError
-from lossless.transcripts import FORMATS
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from lossless.bootstrap import FileImport
 
 __all__ = ["import_command"]
 
@@ -29,6 +32,10 @@ def _short(path: str, width: int = 60) -> str:
 
 
 def _summary_table(results: list[FileImport | Exception]) -> Table:
+    from rich.table import Table
+
+    from lossless.bootstrap import FileImport
+
     table = Table(title="Import summary", title_justify="left", show_footer=True)
     imported = [r for r in results if isinstance(r, FileImport)]
     table.add_column("file", footer=f"{len(results)} file(s)", overflow="fold", min_width=24)
@@ -71,6 +78,8 @@ def _size(count: int) -> str:
 
 def _print_left_out(imported: list[FileImport]) -> None:
     """What was not stored as messages, by record type with its size, and where sub-agents went."""
+    from rich.table import Table
+
     counts: dict[str, int] = {}
     sizes: dict[str, int] = {}
     for result in imported:
@@ -98,7 +107,7 @@ def _print_left_out(imported: list[FileImport]) -> None:
 @click.option(
     "--format",
     "format_name",
-    type=click.Choice(FORMATS),
+    type=click.Choice(TRANSCRIPT_FORMATS),
     help="Read every file as this format instead of detecting it (files only, not folders).",
 )
 @click.option("--session-id", help="Store a single file under this session id instead of the one it names.")
@@ -115,6 +124,10 @@ async def import_command(
     is new (an unchanged file is not even read).  Each file is imported whole or
     not at all; a corrupt file is reported with its line and the others go on.
     """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from lossless.bootstrap import FileImport
+
     if session_id is not None and (len(paths) != 1 or not paths[0].is_file()):
         raise click.UsageError("--session-id needs exactly one file")
     engine = await open_engine(state, create=True)

@@ -11,13 +11,14 @@ workers do, the messages that nothing mined for long-term memories yet.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from lossless.cli._common import CliState, emit_json, json_option, open_engine, run_command, stderr, stdout
-from lossless.memory.message_index import BuildProgress
+
+if TYPE_CHECKING:
+    from lossless.memory.message_index import BuildProgress
 
 __all__ = ["index_command"]
 
@@ -44,6 +45,8 @@ def _progress_dict(progress: BuildProgress, written: int, seconds: float, mined:
 @run_command
 async def index_command(state: CliState, status: bool, conversation: str | None, as_json: bool) -> None:
     """Build the search vectors of messages and summaries that have none yet (semantic / hybrid grep)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
     async with await open_engine(state) as engine:
         started = time.perf_counter()
         written = 0

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import click
-from rich.table import Table
 
 from lossless.cli._common import CliState, emit_json, json_option, open_engine, run_command, stdout
 from lossless.errors import InputError
-from lossless.records import format_timestamp
 
 __all__ = ["conversations_command", "messages_command", "stats_command"]
 
 
 def _when(value: object) -> str:
+    from lossless.records import format_timestamp
+
     text = format_timestamp(value) if hasattr(value, "tzinfo") else str(value)  # type: ignore[arg-type]
     return text[:19].replace("T", " ")
 
@@ -36,6 +36,8 @@ def _bytes(size: int | None) -> str:
 @run_command
 async def conversations_command(state: CliState, limit: int, offset: int, as_json: bool) -> None:
     """List this agent's conversations, most recently updated first."""
+    from rich.table import Table
+
     async with await open_engine(state) as engine:
         conversations = await engine.conversations(limit=limit, offset=offset)
         counts = await engine.conversation_sizes(conversations)
@@ -87,6 +89,8 @@ async def messages_command(
     as_json: bool,
 ) -> None:
     """Show the stored messages of CONVERSATION (its id or session id)."""
+    from rich.table import Table
+
     if tail is not None and (after_seq is not None or limit is not None):
         raise InputError("--tail cannot be combined with --after or --limit")
     async with await open_engine(state) as engine:
@@ -122,6 +126,8 @@ async def messages_command(
 @run_command
 async def stats_command(state: CliState, as_json: bool) -> None:
     """Show row counts and sizes of the store."""
+    from rich.table import Table
+
     async with await open_engine(state) as engine:
         stats = await engine.stats()
     if as_json:

@@ -15,7 +15,6 @@ import shutil
 import sys
 from pathlib import Path
 
-import anyio
 import click
 
 from lossless.adapters.integrations.claude_code import HOOK_EVENTS, install, run_hook, uninstall
@@ -108,6 +107,8 @@ def hook_claude_code(state: CliState, event: str) -> None:
     async def handle() -> dict[str, object] | None:
         async with await open_engine(state, create=True) as engine:
             return await run_hook(engine, event, payload)
+
+    import anyio
 
     try:
         output = anyio.run(handle)

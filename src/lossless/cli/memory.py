@@ -19,26 +19,31 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anyio.to_thread
 import click
-from rich.table import Table
-from rich.text import Text
 
 from lossless.cli._common import CliState, emit_json, json_option, require_store, run_command, stdout, styled
-from lossless.engine import MemorySession, open_memory
+from lossless.constants import MEMORY_CATEGORIES
 from lossless.errors import InputError, NotFoundError
-from lossless.memory.records import CATEGORIES, Memory, MemoryDraft, MemoryPatch
-from lossless.memory.service import SearchResult
+
+if TYPE_CHECKING:
+    from rich.table import Table
+    from rich.text import Text
+
+    from lossless.engine import MemorySession
+    from lossless.memory.records import Memory
+    from lossless.memory.service import SearchResult
 
 __all__ = ["memory_group"]
 
-_CATEGORY = click.Choice(CATEGORIES)
+_CATEGORY = click.Choice(MEMORY_CATEGORIES)
 
 
 async def _open(ctx: click.Context, *, create: bool = False) -> MemorySession:
     """The memory service; unless ``create`` (add, import), the store must already exist."""
+    from lossless.engine import open_memory
+
     state: CliState = ctx.find_object(CliState)  # type: ignore[assignment]
     system = bool(ctx.find_root().meta.get("memory_all_scopes"))
     config = state.config()
@@ -61,6 +66,8 @@ def _preview(text: str, width: int = 90) -> str:
 
 
 def _table(memories: Sequence[Memory], scores: Sequence[float] | None = None) -> Table:
+    from rich.table import Table
+
     table = Table(show_edge=False, pad_edge=False)
     columns = ["id", "category", "tier", "scope", "memory"]
     if scores is not None:
@@ -101,6 +108,8 @@ async def add_command(
     as_json: bool,
 ) -> None:
     """Store TEXT as a memory (with --fact-key, the new version of that fact: the old one is kept as history)."""
+    from lossless.memory.records import MemoryDraft
+
     draft = MemoryDraft(
         text,
         category=category,  # type: ignore[arg-type]
@@ -166,6 +175,8 @@ async def explain_command(
     ctx: click.Context, query: str, limit: int, scope: tuple[str, ...], category: str | None, as_json: bool
 ) -> None:
     """Search for QUERY and show every candidate's score at each pipeline stage, and why others were dropped."""
+    from rich.table import Table
+
     result = await _search(ctx, query, limit, scope, category, explain=True)
     if as_json:
         emit_json(result.to_dict())
@@ -262,6 +273,8 @@ async def update_command(
     as_json: bool,
 ) -> None:
     """Change a memory in place (one transaction), or --supersede it with a new version."""
+    from lossless.memory.records import MemoryDraft, MemoryPatch
+
     async with await _open(ctx) as session:
         if supersede:
             if text is None:
@@ -318,6 +331,10 @@ async def export_command(ctx: click.Context, output: Path, scope: tuple[str, ...
 @run_command
 async def import_command(ctx: click.Context, source: Path, batch: int, as_json: bool) -> None:
     """Read memories exported by `lcm memory export` (ids kept; ids already stored are skipped)."""
+    import anyio.to_thread
+
+    from lossless.memory.records import Memory
+
     if str(source) == "-":
         text = sys.stdin.read()
     else:
@@ -421,6 +438,8 @@ async def revoke_command(ctx: click.Context, agent: str, scopes: tuple[str, ...]
 @run_command
 async def extract_command(ctx: click.Context, conversation: str, as_json: bool) -> None:
     """Mine CONVERSATION (its id or session id) for memories, with dedup decisions and provenance."""
+    from rich.table import Table
+
     state: CliState = ctx.find_object(CliState)  # type: ignore[assignment]
     agent = state.config().agent_id
     async with await _open(ctx) as session:

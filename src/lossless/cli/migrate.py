@@ -10,15 +10,10 @@ from __future__ import annotations
 import sys
 from urllib.parse import urlsplit
 
-import anyio
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from lossless.cli._common import CliState, emit_json, json_option, run_command, stderr, stdout, styled
 from lossless.cli.doctor import PROBLEMS_FOUND
-from lossless.engine import ContextEngine
-from lossless.engine.wiring import blob_store_for, open_store, sqlite_path_from_url, transfer_sqlite_to_postgres
 from lossless.errors import InputError
 
 __all__ = ["migrate_command"]
@@ -32,6 +27,13 @@ __all__ = ["migrate_command"]
 @run_command
 async def migrate_command(state: CliState, source: str, target: str, as_json: bool) -> None:
     """Copy a whole store from SQLite to PostgreSQL, then verify it (run again to resume)."""
+    import anyio
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    from lossless.engine import ContextEngine
+    from lossless.engine.wiring import blob_store_for, open_store, sqlite_path_from_url, transfer_sqlite_to_postgres
+
     if urlsplit(source).scheme != "sqlite":
         raise InputError(f"--from must be a sqlite:/// URL, got {source!r}")
     if urlsplit(target).scheme not in ("postgresql", "postgres"):

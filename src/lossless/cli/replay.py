@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from lossless.cli._common import CliState, emit_json, json_option, run_command, stderr, stdout, styled
 from lossless.cli.compact import summary_tree
-from lossless.engine import ContextEngine
-from lossless.replay import Checkpoint, ReplayResult, replay
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from lossless.replay import Checkpoint, ReplayResult
 
 __all__ = ["replay_command"]
 
@@ -23,6 +24,8 @@ def _depths(by_depth: dict[int, int]) -> str:
 
 
 def _checkpoint_table(result: ReplayResult) -> Table:
+    from rich.table import Table
+
     table = Table(
         title=f"Replay of {Path(result.transcript).name} ({result.format}) at a {result.budget:,}-token budget",
         title_justify="left",
@@ -57,6 +60,8 @@ def _checkpoint_table(result: ReplayResult) -> Table:
 
 
 def _totals(result: ReplayResult) -> Table:
+    from rich.table import Table
+
     table = Table(title="Result", title_justify="left", show_header=False)
     table.add_column("")
     table.add_column("", justify="right")
@@ -116,6 +121,11 @@ async def replay_command(
     Uses a temporary database unless --database is given (then the replayed session stays there, to
     explore with the other commands).
     """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from lossless.engine import ContextEngine
+    from lossless.replay import replay
+
     overrides: dict[str, Any] = {}
     if summarizer:
         overrides["summary_provider"] = summarizer

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import click
-from rich.table import Table
 
 from lossless.cli._common import CliState, emit_json, json_option, open_engine, run_command, stdout
 from lossless.errors import InputError
-from lossless.retention import PrunePlan
+
+if TYPE_CHECKING:
+    from lossless.retention import PrunePlan
 
 __all__ = ["prune_command", "vacuum_command"]
 
@@ -35,6 +37,8 @@ def _size(n: int | None) -> str:
 
 
 def _print_plan(plan: PrunePlan, dry_run: bool) -> None:
+    from rich.table import Table
+
     out = stdout()
     if not plan.delete and not plan.kept:
         out.print("nothing matches: no conversation would be deleted")

@@ -12,9 +12,8 @@ import click
 
 from lossless.cli._common import CliState, cli_words, emit_json, json_option, open_engine, run_command, stdout
 from lossless.cli.files import parse_lines
+from lossless.constants import DEFAULT_LIMIT, DEFAULT_MAX_DEPTH, MAX_CONTEXT, MAX_DEPTH, MAX_LIMIT
 from lossless.errors import InputError
-from lossless.retrieval.dag import DEFAULT_MAX_DEPTH, MAX_DEPTH
-from lossless.retrieval.grep import DEFAULT_LIMIT, MAX_CONTEXT, MAX_LIMIT
 
 __all__ = ["describe_command", "expand_command", "grep_command", "show_command"]
 

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import signal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anyio
 import click
-from rich.table import Table
 
 from lossless.cli._common import CliState, emit_json, json_option, open_engine, run_command, stdout
-from lossless.observability import configure_logging, registry, render_metrics
-from lossless.ports import Job
-from lossless.workers import WorkerSettings
+
+if TYPE_CHECKING:
+    import anyio
+
+    from lossless.ports import Job
 
 __all__ = ["jobs_group", "worker_command"]
 
@@ -36,6 +36,8 @@ def _job_dict(job: Job) -> dict[str, Any]:
 
 
 async def _stop_on_signals(stop: anyio.Event) -> None:
+    import anyio
+
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for _ in signals:
             stop.set()
@@ -43,6 +45,8 @@ async def _stop_on_signals(stop: anyio.Event) -> None:
 
 
 async def _integrity_every(engine: Any, seconds: float, stop: anyio.Event) -> None:
+    import anyio
+
     while not stop.is_set():
         await engine.enqueue_integrity(mode="scan_and_plan")
         with anyio.move_on_after(seconds):
@@ -89,6 +93,11 @@ async def worker_command(
     log_format: str | None,
 ) -> None:
     """Run compaction and integrity jobs from the queue; several workers may serve one database."""
+    import anyio
+
+    from lossless.observability import configure_logging, registry, render_metrics
+    from lossless.workers import WorkerSettings
+
     async with await open_engine(state, create=True) as engine:
         configure_logging(log_format or engine.config.log_format)
         if metrics_port is not None:
@@ -130,6 +139,8 @@ def jobs_group() -> None:
 @run_command
 async def jobs_list(state: CliState, state_filter: str | None, limit: int, as_json: bool) -> None:
     """Jobs, newest first."""
+    from rich.table import Table
+
     async with await open_engine(state) as engine:
         jobs = await engine.jobs(state=state_filter, limit=limit)  # type: ignore[arg-type]
     if as_json:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Literal
 import anyio
 
 from lossless.config import Config
+from lossless.constants import DEFAULT_GRANT_TTL, MAX_GRANT_TOKEN_CAP, MAX_GRANT_TTL, MIN_GRANT_TTL
 from lossless.errors import AccessDeniedError, InputError, MissingDependencyError, NotFoundError, StoreError
 from lossless.large_files import DEFAULT_PAGE_BYTES
 from lossless.observability import timed
@@ -53,12 +54,6 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_GRANT_TTL", "MAX_GRANT_TOKEN_CAP", "MAX_GRANT_TTL", "MIN_GRANT_TTL", "Recall"]
 
-#: How long a grant minted by :meth:`Recall.grant_expansion` lasts unless told, and its bounds.
-DEFAULT_GRANT_TTL = timedelta(minutes=10)
-MIN_GRANT_TTL = timedelta(seconds=1)
-MAX_GRANT_TTL = timedelta(hours=24)
-#: The largest token cap a grant may carry (that of the ``max_expand_tokens`` setting).
-MAX_GRANT_TOKEN_CAP = 10_000_000
 _MAX_LABEL = 200
 
 log = logging.getLogger("lossless.index")

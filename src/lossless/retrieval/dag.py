@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from lossless.constants import DEFAULT_MAX_DEPTH, MAX_DEPTH
 from lossless.errors import InputError
 from lossless.ports import Store
 from lossless.records import JSONValue, Summary, format_timestamp
@@ -35,8 +36,6 @@ __all__ = [
     "expand",
 ]
 
-DEFAULT_MAX_DEPTH = 3
-MAX_DEPTH = 64
 MAX_TOKEN_CAP = 1_000_000
 _FETCH = 200
 

@@ -44,6 +44,7 @@ from typing import Any, Literal
 
 import anyio
 
+from lossless.constants import DEFAULT_LIMIT, MAX_CONTEXT, MAX_LIMIT
 from lossless.errors import InputError, check_unicode
 from lossless.ports import BatchSearchStore, SearchRequest, SearchRow, Store
 from lossless.questions import FUNCTION_WORDS, keywords
@@ -89,11 +90,7 @@ Sort = Literal["recency", "relevance"]
 
 MAX_OUTPUT_CHARS = 40_000
 SNIPPET_CHARS = 200
-MAX_LIMIT = 200
-DEFAULT_LIMIT = 50
 MAX_PATTERN_CHARS = 2_000
-#: The most neighbouring turns (each side) a hit can come back with.
-MAX_CONTEXT = 5
 _PAGE = 500
 #: What the any-word note adds when a ranker may bring in the turns next to the matches.
 _NEXT_TO = " (or are the turn right before or after one that has)"

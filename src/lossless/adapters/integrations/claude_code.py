@@ -30,10 +30,12 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lossless.engine import ContextEngine
 from lossless.errors import InputError, LcmError, NotFoundError
+
+if TYPE_CHECKING:
+    from lossless.engine import ContextEngine
 
 __all__ = ["HOOK_EVENTS", "MCP_SERVER", "InstallReport", "install", "run_hook", "settings_paths", "uninstall"]
 
