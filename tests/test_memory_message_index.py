@@ -82,11 +82,14 @@ def test_a_capped_message_embeds_its_opening_and_part_of_the_uncapped_texts(
     context = context_text(previous, content, max_chars) if previous.strip() else None
     # Never empty, and it opens with the message's opening: its first chunk, or the context chunk holding it.
     assert got and got[0] in (chunks[0], context)
-    # At most the cap's own chunks, plus the context chunk (only where there is a turn before).
+    # At most the cap's own chunks, plus the context chunk (only where there is a turn before); the
+    # context chunk alone where one chunk is kept.
     limit = cap.limit(tool_output)
     own = got[:-1] if context is not None and got[-1] == context else got
     assert limit is None or len(own) <= limit
     assert len(got) <= (limit or len(chunks)) + (context is not None)
+    if context is not None and (limit == 1 or len(chunks) == 1):
+        assert got == [context]
     assert all(len(t) <= max_chars for t in got)
     # Capping only leaves texts out (in order): every text it embeds, the uncapped build embeds too.
     rest = iter(everything)
@@ -103,7 +106,8 @@ def test_the_cap_of_a_tool_output_and_of_any_other_message() -> None:
     assert len(chunk_text(log, 1500)) > MAX_CHUNKS + 1
     as_tool = embedded_texts(log, 1500, previous="go test ./...", tool_output=True)
     as_text = embedded_texts(log, 1500, previous="paste", tool_output=False)
-    assert as_tool == [*chunk_text(log, 1500)[:TOOL_CHUNKS], context_text("go test ./...", log, 1500)]
+    assert as_tool == [context_text("go test ./...", log, 1500)]  # one chunk kept: as a one-chunk message
+    assert TOOL_CHUNKS == 1 and embedded_texts(log, 1500, tool_output=True) == chunk_text(log, 1500)[:1]
     assert as_text == [*chunk_text(log, 1500)[:MAX_CHUNKS], context_text("paste", log, 1500)]
     assert embedded_texts(log, 1500) == chunk_text(log, 1500)[:MAX_CHUNKS]  # a first message: no context chunk
     with pytest.raises(ValueError, match="at least one chunk"):
@@ -126,8 +130,8 @@ def test_a_tool_output_is_a_tool_message_or_one_that_holds_a_result() -> None:
 
 
 async def test_a_long_tool_output_embeds_its_opening_and_is_found_whole_by_words(config: Config) -> None:
-    """The cap in the build: a tool output's first chunk (with its context), a long message's first four;
-    the tail, never embedded, is still found by its words (lossless)."""
+    """The cap in the build: a tool output's opening (its context chunk), a long message's first four chunks
+    and its context chunk; the tail, never embedded, is still found by its words (lossless)."""
     from lossless.testing import StubProviderServer
 
     log = " ".join(f"case{i} passed" for i in range(1500)) + " zebrafinch overflow in the last line"
@@ -156,7 +160,7 @@ async def test_a_long_tool_output_embeds_its_opening_and_is_found_whole_by_words
             assert output.role == "tool"
             want_output = embedded_texts(output.content, size, previous=stored[1].content, tool_output=True)
             want_paste = embedded_texts(pasted.content, size, previous=output.content)
-            assert len(want_output) == TOOL_CHUNKS + 1 and len(want_paste) == MAX_CHUNKS + 1
+            assert len(want_output) == 1 and len(want_paste) == MAX_CHUNKS + 1
             assert all(posted.count(t) == 1 for t in [*want_output, *want_paste])
             assert not any("zebrafinch" in t for t in posted)  # the tail is not embedded ...
             for mode in ("full_text", "hybrid"):  # ... and found by its words all the same

@@ -17,12 +17,13 @@ Invariants:
   a blank one is recorded with no vector, so it counts as indexed.
 * **Capped, lossless.**  A long message embeds only its first chunks: a tool output (role ``tool``, or
   a message holding a tool result) at most :data:`TOOL_CHUNKS`, any other message at most
-  :data:`MAX_CHUNKS` (:class:`ChunkCap`; plus the context chunk below).  What is embedded for a message
-  is never empty when it has text, opens with its opening (its first chunk, or the context chunk that
-  holds it), and is a part of what the uncapped build embeds (:func:`embedded_texts`); the rest of a
-  long output is found by its words (the full-text and trigram indexes hold every message whole), so
-  a search still finds everything.  Coding-agent sessions are mostly tool output (file dumps, test
-  logs): the cap is what makes their build fast (docs/benchmarks.md).  Summaries are not capped.
+  :data:`MAX_CHUNKS` (:class:`ChunkCap`; plus the context chunk below, alone where one chunk is kept).
+  What is embedded for a message is never empty when it has text, opens with its opening (its first
+  chunk, or the context chunk that holds it), and is a part of what the uncapped build embeds
+  (:func:`embedded_texts`); the rest of a long output is found by its words (the full-text and
+  trigram indexes hold every message whole), so a search still finds everything.  Coding-agent
+  sessions are mostly tool output (file dumps, test logs): the cap is what makes their build fast
+  (``benchmarks/index_build.py``).  Summaries are not capped.
 * **Idle is cheap.**  A pass over messages walks the rows after where the previous pass ended, so
   an idle worker checks only new messages; every :data:`RESCAN_S` seconds it walks them all again
   (rows committed out of id order).  Summaries, far fewer, are walked whole every pass, so one
@@ -30,9 +31,9 @@ Invariants:
 * **Context-aware, lossless.**  A message that has a turn before it in its conversation is embedded
   as that turn's opening followed by the message (its "context chunk"): a reply such as "Yes, we
   went there last week" is found by what "there" is, and a tool result by the command that produced
-  it.  A message longer than one chunk keeps its own (capped) chunks and gets the context chunk
-  besides; the first message of a conversation is embedded as itself.  A message scores as its best chunk.  The
-  stored message is never changed; only what is embedded is.
+  it.  A message that keeps more than one chunk (long, and not capped to one) keeps them and gets the
+  context chunk besides; the first message of a conversation is embedded as itself.  A message
+  scores as its best chunk.  The stored message is never changed; only what is embedded is.
 * **Versioned.**  Vectors are stored under :func:`index_model` (the embedder's model plus the
   index format version :data:`INDEX_VERSION`; a builder given another :class:`ChunkCap`, as the
   benchmark's uncapped build, stores under a name of its own and never deletes another format's
@@ -82,7 +83,8 @@ RESCAN_S = 300.0
 #: The format of what is embedded for an item; vectors of another version are not searched (see index_model).
 #: 1: each message and summary as itself.  2: messages also with the opening of the turn before them
 #: (an extra chunk).  3: a one-chunk message with the turn before it only (one vector; measured better).
-#: 4: a long message's own chunks capped (TOOL_CHUNKS for a tool output, MAX_CHUNKS for any other).
+#: 4: a long message's own chunks capped (TOOL_CHUNKS for a tool output, MAX_CHUNKS for any other); one
+#: that keeps one chunk is embedded as its context chunk alone, as a one-chunk message.
 INDEX_VERSION = 4
 #: How much of the turn before a message its context chunk takes (the opening: a question, a command).
 CONTEXT_CHARS = 300
@@ -136,8 +138,9 @@ def embedded_texts(
     """The texts embedded for a message: its own chunks up to the cap, and its context chunk.
 
     ``previous`` is the text of the turn before it (blank for a conversation's first message).  A message
-    of one chunk with a turn before it is embedded as its context chunk only; a longer one as its first
-    chunks (``cap``) followed by its context chunk.  Blank content embeds nothing.
+    that keeps one chunk (it has one, or its cap is one) and has a turn before it is embedded as its
+    context chunk only, which holds its opening; one that keeps more as those chunks followed by its
+    context chunk.  Blank content embeds nothing.
     """
     if not content.strip():
         return []
@@ -147,7 +150,7 @@ def embedded_texts(
     if not previous.strip():
         return kept
     context = context_text(previous, content, max_chars)
-    return [context] if len(chunks) == 1 else [*kept, context]
+    return [context] if len(kept) == 1 else [*kept, context]
 
 
 def context_text(previous: str, content: str, max_chars: int) -> str:
