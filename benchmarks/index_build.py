@@ -1,6 +1,7 @@
 """The semantic index's build on real coding-agent sessions: capped (the product) against uncapped, same run.
 
-``python benchmarks/index_build.py [--quick] [--json OUT] [--messages N] [--embedder e5|local|hash]``
+``python benchmarks/index_build.py [--quick] [--json OUT] [--messages N] [--embedder e5|local|hash]
+[--sets entireio-cli,pi-mono] [--capped-first]``
 
 Agent sessions are mostly tool output (file dumps, test logs, diffs), so a message is often many chunks.
 The build embeds only the first chunks of a long message (:class:`~lossless.memory.message_index.ChunkCap`:
@@ -14,7 +15,8 @@ set of sessions of ``../shared/corpus`` below (read with the product's transcrip
 * **build throughput** (messages per second) with the real model (``e5``, the default offline model, or
   ``local``), capped against uncapped, on the opening of each session of the set, ``--messages`` in all
   (default 350; 140 with ``--quick``), the two builds back to back in this process on fresh stores (a
-  ``VectorBuilder`` run to its end, as ``lcm index`` does); ratio = capped / uncapped.
+  ``VectorBuilder`` run to its end, as ``lcm index`` does; uncapped first, or capped first with
+  ``--capped-first``: run both orders where the load moves); ratio = capped / uncapped.
 
 The machine may be shared: compare figures of one run only (its load average is printed).
 """
@@ -112,7 +114,7 @@ def model(name: str) -> Any:
     return E5Embedder() if name == "e5" else LocalEmbedder()
 
 
-async def run(sample: int, embedder_name: str) -> list[Figure]:
+async def run(sample: int, embedder_name: str, names: Sequence[str], capped_first: bool) -> list[Figure]:
     figures: list[Figure] = []
     embedder: Any = model(embedder_name)
     try:
@@ -120,7 +122,7 @@ async def run(sample: int, embedder_name: str) -> list[Figure]:
     except MissingDependencyError as exc:  # no model extra: the text counts only
         print(f"{exc}: the build throughput is left out", file=sys.stderr)
         embedder = None
-    for name, pattern, fmt in SETS:
+    for name, pattern, fmt in [s for s in SETS if s[0] in names]:
         stored = sessions(pattern, fmt)
         count = sum(len(m) for m in stored.values())
         size = embedder.max_chars if embedder is not None else 1500
@@ -140,8 +142,12 @@ async def run(sample: int, embedder_name: str) -> list[Figure]:
             continue
         each = -(-sample // len(stored))  # the opening of every session of the set
         head = {session: messages[:each] for session, messages in stored.items()}
-        done_all, seconds_all, counted_all = await build(head, embedder, UNCAPPED)
-        done_capped, seconds_capped, counted_capped = await build(head, embedder, DEFAULT_CAP)
+        if capped_first:
+            done_capped, seconds_capped, counted_capped = await build(head, embedder, DEFAULT_CAP)
+            done_all, seconds_all, counted_all = await build(head, embedder, UNCAPPED)
+        else:
+            done_all, seconds_all, counted_all = await build(head, embedder, UNCAPPED)
+            done_capped, seconds_capped, counted_capped = await build(head, embedder, DEFAULT_CAP)
         rate_all, rate_capped = done_all / seconds_all, done_capped / seconds_capped
         figures.append(
             Figure(
@@ -162,12 +168,15 @@ def main() -> None:
     parser.add_argument("--json", metavar="OUT", help="also write the figures as JSON to OUT")
     parser.add_argument("--messages", type=int, help="messages per set for the model's build (default 350)")
     parser.add_argument("--embedder", choices=("e5", "local", "hash"), default="e5")
+    parser.add_argument("--sets", default=",".join(s[0] for s in SETS), help="which session sets, comma-separated")
+    parser.add_argument("--capped-first", action="store_true", help="build capped, then uncapped (to bracket load)")
     args = parser.parse_args()
     sample = args.messages or (140 if args.quick else 350)
     if not CORPUS.is_dir():  # a checkout without ../shared: nothing to measure (run_all goes on)
         print(f"index_build: skipped, the corpus is not at {CORPUS}")
         return
-    figures = anyio.run(run, sample, args.embedder)
+    names = [n.strip() for n in args.sets.split(",") if n.strip()]
+    figures = anyio.run(run, sample, args.embedder, names, args.capped_first)
     report("index_build", figures, args.json)
     print(f"load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
