@@ -6,24 +6,34 @@ import itertools
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from lossless import ContextEngine, Message
 from lossless.config import Config
 from lossless.memory.hashing import HashEmbedder
 from lossless.memory.message_index import (
+    DEFAULT_CAP,
+    MAX_CHUNKS,
+    TOOL_CHUNKS,
+    UNCAPPED,
     BuildProgress,
+    ChunkCap,
     VectorBuilder,
     chunk_text,
     context_text,
+    embedded_texts,
     index_model,
+    is_tool_output,
     to_unit_blob,
 )
 from lossless.memory.messages import MessageSearch
 from lossless.memory.scopes import MemoryCaller
 from lossless.memory.service import MemoryService
 from lossless.memory.vectors import chunk_text as numpy_chunk_text
+from lossless.parts import TextPart, ToolPart
 from lossless.ports import ItemVectors, PreparedMessage, SearchVectorStore, Store
-from lossless.records import utcnow
+from lossless.records import MessageRecord, utcnow
 from lossless.stores import memory_store_for
 
 pytestmark = pytest.mark.anyio
@@ -45,6 +55,135 @@ def test_progress_reports_share_and_eta() -> None:
     assert BuildProgress("m", 25, 100, rate=5.0).eta_s == 15.0
     assert BuildProgress("m", 25, 100).eta_s is None and BuildProgress("m", 3, 3).eta_s == 0.0
     assert BuildProgress("m", 0, 0).share == 1.0 and BuildProgress("m", 1, 4).share == 0.25
+
+
+_WORDS = st.sampled_from("the build log failed test ok diff src file main go error line 42 PASS".split())  # noqa: SIM905
+
+
+@given(
+    words=st.lists(_WORDS, max_size=400),
+    previous=st.sampled_from(["", "   ", "run the tests", "x " * 400]),
+    tool_output=st.booleans(),
+    tool=st.one_of(st.none(), st.integers(1, 5)),
+    other=st.one_of(st.none(), st.integers(1, 5)),
+    max_chars=st.integers(40, 400),
+)
+def test_a_capped_message_embeds_its_opening_and_part_of_the_uncapped_texts(
+    words: list[str], previous: str, tool_output: bool, tool: int | None, other: int | None, max_chars: int
+) -> None:
+    content = " ".join(words)
+    cap = ChunkCap(tool, other)
+    got = embedded_texts(content, max_chars, previous=previous, tool_output=tool_output, cap=cap)
+    everything = embedded_texts(content, max_chars, previous=previous, tool_output=tool_output, cap=UNCAPPED)
+    if not content.strip():
+        assert got == [] and everything == []
+        return
+    chunks = chunk_text(content, max_chars)
+    context = context_text(previous, content, max_chars) if previous.strip() else None
+    # Never empty, and it opens with the message's opening: its first chunk, or the context chunk holding it.
+    assert got and got[0] in (chunks[0], context)
+    # At most the cap's own chunks, plus the context chunk (only where there is a turn before); the
+    # context chunk alone where one chunk is kept.
+    limit = cap.limit(tool_output)
+    own = got[:-1] if context is not None and got[-1] == context else got
+    assert limit is None or len(own) <= limit
+    assert len(got) <= (limit or len(chunks)) + (context is not None)
+    if context is not None and (limit == 1 or len(chunks) == 1):
+        assert got == [context]
+    assert all(len(t) <= max_chars for t in got)
+    # Capping only leaves texts out (in order): every text it embeds, the uncapped build embeds too.
+    rest = iter(everything)
+    assert all(any(t == u for u in rest) for t in got)
+    # The uncapped build is format 3: every chunk, and the context chunk (alone for a one-chunk message).
+    if context is None:
+        assert everything == chunks
+    else:
+        assert everything == ([context] if len(chunks) == 1 else [*chunks, context])
+
+
+def test_the_cap_of_a_tool_output_and_of_any_other_message() -> None:
+    log = " ".join(f"line {i} of the test log" for i in range(2000))
+    assert len(chunk_text(log, 1500)) > MAX_CHUNKS + 1
+    as_tool = embedded_texts(log, 1500, previous="go test ./...", tool_output=True)
+    as_text = embedded_texts(log, 1500, previous="paste", tool_output=False)
+    assert as_tool == [context_text("go test ./...", log, 1500)]  # one chunk kept: as a one-chunk message
+    assert TOOL_CHUNKS == 1 and embedded_texts(log, 1500, tool_output=True) == chunk_text(log, 1500)[:1]
+    assert as_text == [*chunk_text(log, 1500)[:MAX_CHUNKS], context_text("paste", log, 1500)]
+    assert embedded_texts(log, 1500) == chunk_text(log, 1500)[:MAX_CHUNKS]  # a first message: no context chunk
+    with pytest.raises(ValueError, match="at least one chunk"):
+        ChunkCap(0, 4)
+    assert ChunkCap(TOOL_CHUNKS, MAX_CHUNKS) == DEFAULT_CAP
+    # Each cap is a format of its own: uncapped is format 3's name, the default the current one's.
+    names = {index_model("m", c) for c in (DEFAULT_CAP, UNCAPPED, ChunkCap(2, 4), ChunkCap(1, None))}
+    assert len(names) == 4 and index_model("m", UNCAPPED) == "m+ctx3" and index_model("m") == "m+ctx4"
+
+
+def test_a_tool_output_is_a_tool_message_or_one_that_holds_a_result() -> None:
+    def record(message: Message) -> MessageRecord:
+        return MessageRecord(1, 1, 1, message.role, message.content, message.parts, 1, utcnow())
+
+    assert is_tool_output(record(Message.tool_result("c1", "ok")))
+    call = Message.from_parts("assistant", [TextPart("running it"), ToolPart(call_id="c1", name="bash", input={})])
+    both = Message.from_parts("assistant", [ToolPart(call_id="c1", name="bash", input={}, output="PASS")])
+    assert not is_tool_output(record(call)) and is_tool_output(record(both))
+    assert not is_tool_output(record(Message("user", "a long pasted file")))
+
+
+async def test_a_long_tool_output_embeds_its_opening_and_is_found_whole_by_words(config: Config) -> None:
+    """The cap in the build: a tool output's opening (its context chunk), a long message's first four chunks
+    and its context chunk; the tail, never embedded, is still found by its words (lossless)."""
+    from lossless.testing import StubProviderServer
+
+    log = " ".join(f"case{i} passed" for i in range(1500)) + " zebrafinch overflow in the last line"
+    paste = " ".join(f"paragraph {i} of the design notes" for i in range(2500))
+    with StubProviderServer() as stub:
+        engine = await ContextEngine.open(
+            config=config.replace(
+                memory_embedder="openai",
+                memory_embedding_base_url=stub.openai_base_url,
+                memory_embedding_model="nomic-embed-text",
+                memory_embedding_dimensions=64,
+            )
+        )
+        try:
+            size = engine.memory().embedder.max_chars
+            assert len(chunk_text(log, size)) > TOOL_CHUNKS + 1 and len(chunk_text(paste, size)) > MAX_CHUNKS + 1
+            command = Message.from_parts("assistant", [ToolPart(call_id="c1", name="bash", input={"cmd": "pytest"})])
+            await engine.ingest_batch(
+                "s", [Message("user", "run the tests"), command, Message.tool_result("c1", log), Message("user", paste)]
+            )
+            while await engine.index_step():
+                pass
+            posted = [text for r in stub.requests for text in r.body["input"]]
+            stored = await engine.store.get_messages((await engine.store.list_conversations())[0].id)
+            output, pasted = stored[2], stored[3]
+            assert output.role == "tool"
+            want_output = embedded_texts(output.content, size, previous=stored[1].content, tool_output=True)
+            want_paste = embedded_texts(pasted.content, size, previous=output.content)
+            assert len(want_output) == 1 and len(want_paste) == MAX_CHUNKS + 1
+            assert all(posted.count(t) == 1 for t in [*want_output, *want_paste])
+            assert not any("zebrafinch" in t for t in posted)  # the tail is not embedded ...
+            for mode in ("full_text", "hybrid"):  # ... and found by its words all the same
+                found = await engine.grep("zebrafinch overflow", mode=mode, scope="messages", limit=3)
+                assert [h.ref for h in found.hits][:1] == [output.id]
+        finally:
+            await engine.dispose()
+
+
+async def test_a_measuring_build_keeps_the_products_vectors(store: Store) -> None:
+    """The benchmark's uncapped build stores under format 3's name and deletes no other format."""
+    assert isinstance(store, SearchVectorStore)
+    embedder = HashEmbedder()
+    a = await _messages(store, "a", ["the nightly backup failed", "backup " * 2000])
+    await VectorBuilder(store, embedder).run()
+    product = await store.vector_states(index_model(embedder.model), "messages", [a])
+    uncapped = VectorBuilder(store, embedder, cap=UNCAPPED)
+    assert uncapped.model == index_model(embedder.model, UNCAPPED) != index_model(embedder.model)
+    assert await uncapped.run() == 2
+    kept = (await store.vector_states(index_model(embedder.model), "messages", [a]))[a]
+    assert (kept.indexed, kept.rows) == (product[a].indexed, product[a].rows)
+    measured = await store.vector_states(uncapped.model, "messages", [a])
+    assert measured[a].rows == 1 + len(chunk_text("backup " * 2000, embedder.max_chars)) + 1 > product[a].rows
 
 
 async def test_each_text_is_embedded_once_and_kept(store: Store) -> None:

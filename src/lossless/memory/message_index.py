@@ -15,6 +15,15 @@ Invariants:
   write keeps the first's vectors, so the result is the same.
 * A long text is embedded in chunks of the embedder's ``max_chars`` (the same chunks as memory);
   a blank one is recorded with no vector, so it counts as indexed.
+* **Capped, lossless.**  A long message embeds only its first chunks: a tool output (role ``tool``, or
+  a message holding a tool result) at most :data:`TOOL_CHUNKS`, any other message at most
+  :data:`MAX_CHUNKS` (:class:`ChunkCap`; plus the context chunk below, alone where one chunk is kept).
+  What is embedded for a message is never empty when it has text, opens with its opening (its first
+  chunk, or the context chunk that holds it), and is a part of what the uncapped build embeds
+  (:func:`embedded_texts`); the rest of a long output is found by its words (the full-text and
+  trigram indexes hold every message whole), so a search still finds everything.  Coding-agent
+  sessions are mostly tool output (file dumps, test logs): the cap is what makes their build fast
+  (``benchmarks/index_build.py``).  Summaries are not capped.
 * **Idle is cheap.**  A pass over messages walks the rows after where the previous pass ended, so
   an idle worker checks only new messages; every :data:`RESCAN_S` seconds it walks them all again
   (rows committed out of id order).  Summaries, far fewer, are walked whole every pass, so one
@@ -22,11 +31,13 @@ Invariants:
 * **Context-aware, lossless.**  A message that has a turn before it in its conversation is embedded
   as that turn's opening followed by the message (its "context chunk"): a reply such as "Yes, we
   went there last week" is found by what "there" is, and a tool result by the command that produced
-  it.  A message longer than one chunk keeps its own chunks and gets the context chunk besides; the
-  first message of a conversation is embedded as itself.  A message scores as its best chunk.  The
-  stored message is never changed; only what is embedded is.
+  it.  A message that keeps more than one chunk (long, and not capped to one) keeps them and gets the
+  context chunk besides; the first message of a conversation is embedded as itself.  A message
+  scores as its best chunk.  The stored message is never changed; only what is embedded is.
 * **Versioned.**  Vectors are stored under :func:`index_model` (the embedder's model plus the
-  index format version :data:`INDEX_VERSION`), so a change of format is a new model to the store:
+  index format version :data:`INDEX_VERSION`; a builder given another :class:`ChunkCap`, as the
+  benchmark's uncapped build, stores under a name of its own and never deletes another format's
+  vectors), so a change of format is a new model to the store:
   the background build (and ``lcm index``) re-embeds everything, and a search in the meantime
   answers from what is built plus keywords, with a note, as during any build.  Once the new
   format is built, the old format's vectors of the same model are deleted a batch per step
@@ -45,16 +56,22 @@ from dataclasses import dataclass, field
 
 from lossless.memory.ports import Embedder
 from lossless.memory.vectors import chunk_text  # NumPy-free: vectors imports NumPy on first use
+from lossless.parts import ToolPart
 from lossless.ports import ItemVectors, SearchVectorStore, VectorSource, VectorTodo
 from lossless.records import MessageRecord
 
 __all__ = [
+    "DEFAULT_CAP",
     "INDEX_VERSION",
+    "UNCAPPED",
     "BuildProgress",
+    "ChunkCap",
     "VectorBuilder",
     "chunk_text",
     "context_text",
+    "embedded_texts",
     "index_model",
+    "is_tool_output",
     "to_unit_blob",
 ]
 
@@ -66,14 +83,74 @@ RESCAN_S = 300.0
 #: The format of what is embedded for an item; vectors of another version are not searched (see index_model).
 #: 1: each message and summary as itself.  2: messages also with the opening of the turn before them
 #: (an extra chunk).  3: a one-chunk message with the turn before it only (one vector; measured better).
-INDEX_VERSION = 3
+#: 4: a long message's own chunks capped (TOOL_CHUNKS for a tool output, MAX_CHUNKS for any other); one
+#: that keeps one chunk is embedded as its context chunk alone, as a one-chunk message.
+INDEX_VERSION = 4
 #: How much of the turn before a message its context chunk takes (the opening: a question, a command).
 CONTEXT_CHARS = 300
+#: Own chunks embedded of a tool output (a file dump, a test log): its opening says what it is.
+TOOL_CHUNKS = 1
+#: Own chunks embedded of any other message (a pasted document, a long answer, a compaction summary).
+MAX_CHUNKS = 4
 
 
-def index_model(model: str) -> str:
-    """The name vectors are stored under: the embedder's model and the index format version."""
-    return model if INDEX_VERSION == 1 else f"{model}+ctx{INDEX_VERSION}"
+@dataclass(frozen=True, slots=True)
+class ChunkCap:
+    """How many of a long message's own chunks are embedded (``None``: all); the rest is found by its words."""
+
+    tool: int | None = TOOL_CHUNKS
+    other: int | None = MAX_CHUNKS
+
+    def __post_init__(self) -> None:
+        if any(n is not None and n < 1 for n in (self.tool, self.other)):
+            raise ValueError("a chunk cap keeps at least one chunk")
+
+    def limit(self, tool_output: bool) -> int | None:
+        return self.tool if tool_output else self.other
+
+
+#: The cap of the current format (INDEX_VERSION 4).
+DEFAULT_CAP = ChunkCap()
+#: Every chunk embedded: format 3, what the build did before the cap (the benchmark's baseline).
+UNCAPPED = ChunkCap(None, None)
+
+
+def index_model(model: str, cap: ChunkCap = DEFAULT_CAP) -> str:
+    """The name vectors are stored under: the embedder's model and the index format version.
+
+    The uncapped build is format 3 exactly (its name); any other cap than the default gets a name of its own.
+    """
+    if cap == UNCAPPED:
+        return f"{model}+ctx3"
+    if cap == DEFAULT_CAP:
+        return model if INDEX_VERSION == 1 else f"{model}+ctx{INDEX_VERSION}"
+    return f"{model}+ctx{INDEX_VERSION}-cap{cap.tool or 'all'}.{cap.other or 'all'}"
+
+
+def is_tool_output(record: MessageRecord) -> bool:
+    """A tool's output: role ``tool``, or a message holding a tool result (hosts that keep call and result in one)."""
+    return record.role == "tool" or any(isinstance(p, ToolPart) and p.is_result for p in record.parts)
+
+
+def embedded_texts(
+    content: str, max_chars: int, *, previous: str = "", tool_output: bool = False, cap: ChunkCap = DEFAULT_CAP
+) -> list[str]:
+    """The texts embedded for a message: its own chunks up to the cap, and its context chunk.
+
+    ``previous`` is the text of the turn before it (blank for a conversation's first message).  A message
+    that keeps one chunk (it has one, or its cap is one) and has a turn before it is embedded as its
+    context chunk only, which holds its opening; one that keeps more as those chunks followed by its
+    context chunk.  Blank content embeds nothing.
+    """
+    if not content.strip():
+        return []
+    chunks = chunk_text(content, max_chars)
+    limit = cap.limit(tool_output)
+    kept = chunks if limit is None else chunks[:limit]
+    if not previous.strip():
+        return kept
+    context = context_text(previous, content, max_chars)
+    return [context] if len(kept) == 1 else [*kept, context]
 
 
 def context_text(previous: str, content: str, max_chars: int) -> str:
@@ -127,6 +204,8 @@ class VectorBuilder:
     store: SearchVectorStore
     embedder: Embedder
     batch: int = DEFAULT_BATCH
+    #: How much of a long message is embedded; another than :data:`DEFAULT_CAP` only to measure (own name).
+    cap: ChunkCap = DEFAULT_CAP
     _cursors: dict[str, _Cursor] = field(default_factory=dict)
     _seconds: float = 0.0
     _items: int = 0
@@ -138,7 +217,7 @@ class VectorBuilder:
 
     @property
     def model(self) -> str:
-        return index_model(self.embedder.model)
+        return index_model(self.embedder.model, self.cap)
 
     @property
     def rate(self) -> float:
@@ -190,7 +269,7 @@ class VectorBuilder:
 
         Returns how many rows went; 0 once none are left (then it is not asked again in this process).
         """
-        if self._old_formats_gone:
+        if self._old_formats_gone or self.cap != DEFAULT_CAP:  # a measuring build leaves the product's alone
             return 0
         drop = getattr(self.store, "drop_item_vectors", None)
         listed = getattr(self.store, "vector_models", None)
@@ -212,16 +291,16 @@ class VectorBuilder:
             cursor.exhausted = True
             return 0
         started = time.perf_counter()
-        pieces = [chunk_text(t.content, self.embedder.max_chars) if t.content.strip() else [] for t in todo]
-        if source == "messages" and INDEX_VERSION >= 3:
-            before = await self._previous_turns(todo)
-            for item, chunks in zip(todo, pieces, strict=True):
-                previous = before.get(int(item.key))
-                if chunks and previous:
-                    if len(chunks) == 1:  # a message of one chunk: embedded with its context only
-                        chunks[0] = context_text(previous, item.content, self.embedder.max_chars)
-                    else:  # a long one: its own chunks, and its opening with the context
-                        chunks.append(context_text(previous, item.content, self.embedder.max_chars))
+        size = self.embedder.max_chars
+        if source == "messages":
+            previous, tools = await self._neighbours(todo)
+            ids = [int(t.key) for t in todo]
+            pieces = [
+                embedded_texts(t.content, size, previous=previous.get(i, ""), tool_output=i in tools, cap=self.cap)
+                for i, t in zip(ids, todo, strict=True)
+            ]
+        else:
+            pieces = [chunk_text(t.content, size) if t.content.strip() else [] for t in todo]
         flat = [p for chunks in pieces for p in chunks]
         vectors = await self.embedder.embed(flat, task="passage") if flat else []
         if len(vectors) != len(flat):
@@ -239,13 +318,15 @@ class VectorBuilder:
         self._items += len(todo)
         return len(todo)
 
-    async def _previous_turns(self, todo: Sequence[VectorTodo]) -> dict[int, str]:
-        """Message id → the text of the turn before it in its conversation (when it has one with text)."""
+    async def _neighbours(self, todo: Sequence[VectorTodo]) -> tuple[dict[int, str], set[int]]:
+        """Message id → the text of the turn before it in its conversation (when it has one with text),
+        and the ids of the tool outputs among them."""
         get_by_id = getattr(self.store, "get_messages_by_id", None)
         get_messages = getattr(self.store, "get_messages", None)
         if get_by_id is None or get_messages is None:  # a vector store that is not a message store
-            return {}
+            return {}, set()
         records: list[MessageRecord] = await get_by_id([int(t.key) for t in todo])
+        tools = {r.id for r in records if is_tool_output(r)}
         seqs: dict[int, list[MessageRecord]] = {}
         for record in records:
             seqs.setdefault(record.conversation_id, []).append(record)
@@ -258,7 +339,7 @@ class VectorBuilder:
                 previous = text_at.get(record.seq - 1, "")
                 if previous.strip():
                     out[record.id] = previous
-        return out
+        return out, tools
 
     async def _prepare(self, source: VectorSource, dim: int) -> None:
         """Let a store with a database vector index (pgvector) set it up, once per source."""
