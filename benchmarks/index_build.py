@@ -14,7 +14,8 @@ set of sessions of ``../shared/corpus`` below (read with the product's transcrip
   deterministic hashing embedder): the work the cap saves, on every message of the session.
 * **build throughput** (messages per second) with the real model (``e5``, the default offline model, or
   ``local``), capped against uncapped, on the opening of each session of the set, ``--messages`` in all
-  (default 350; 140 with ``--quick``), the two builds back to back in this process on fresh stores (a
+  (default 350; 28 with ``--quick``: CI's quick run stays a couple of minutes), the two builds back to
+  back in this process on fresh stores (a
   ``VectorBuilder`` run to its end, as ``lcm index`` does; uncapped first, or capped first with
   ``--capped-first``: run both orders where the load moves); ratio = capped / uncapped.
 
@@ -164,14 +165,14 @@ async def run(sample: int, embedder_name: str, names: Sequence[str], capped_firs
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="140 messages for the model's build")
+    parser.add_argument("--quick", action="store_true", help="28 messages for the model's build")
     parser.add_argument("--json", metavar="OUT", help="also write the figures as JSON to OUT")
     parser.add_argument("--messages", type=int, help="messages per set for the model's build (default 350)")
     parser.add_argument("--embedder", choices=("e5", "local", "hash"), default="e5")
     parser.add_argument("--sets", default=",".join(s[0] for s in SETS), help="which session sets, comma-separated")
     parser.add_argument("--capped-first", action="store_true", help="build capped, then uncapped (to bracket load)")
     args = parser.parse_args()
-    sample = args.messages or (140 if args.quick else 350)
+    sample = args.messages or (28 if args.quick else 350)
     if not CORPUS.is_dir():  # a checkout without ../shared: nothing to measure (run_all goes on)
         print(f"index_build: skipped, the corpus is not at {CORPUS}")
         return
