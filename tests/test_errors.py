@@ -27,7 +27,7 @@ def test_every_error_is_an_lcm_error_and_drawn_in_the_docstring() -> None:
     classes = [c for _, c in inspect.getmembers(errors, inspect.isclass) if issubclass(c, Exception)]
     assert classes
     for cls in classes:
-        assert issubclass(cls, LcmError)
+        assert issubclass(cls, Warning) or issubclass(cls, LcmError)  # warnings are warned, never raised
         assert cls.__name__ in (errors.__doc__ or ""), f"{cls.__name__} is missing from the tree drawing"
 
 

@@ -335,6 +335,58 @@ def test_a_public_address_serves_only_authenticated_callers(tmp_path: Path) -> N
     assert ALICE.encode() not in stderr  # tokens are never logged
 
 
+def test_lcm_serve_builds_the_semantic_index_while_idle(tmp_path: Path) -> None:
+    """``lcm serve`` builds what its searches by meaning read (they never embed): a store imported before
+    it started is found by meaning once the build catches up, and the JSON result says how much is built."""
+    import socket
+
+    import anyio
+
+    from lossless import ContextEngine, Message
+
+    url = f"sqlite:///{tmp_path / 'b.db'}"
+
+    async def fill() -> None:
+        async with await ContextEngine.open(url, memory_embedder="hash") as engine:
+            await engine.ingest_batch(
+                "s", [Message.user(f"note {i}: the nightly backup moved to array {i}") for i in range(30)]
+            )
+
+    anyio.run(fill)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    lcm = Path(sys.executable).with_name("lcm")
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "LCM_MEMORY_EMBEDDER": "hash"}
+    server = subprocess.Popen(
+        [str(lcm), "--database", url, "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        seen: list[Any] = []
+        with client(base, token=None) as http:
+            while True:
+                try:
+                    found = http.post("/v1/grep", json={"pattern": "backup array", "mode": "semantic"}).json()
+                except httpx.TransportError:
+                    found = None
+                if found is not None:
+                    seen.append(found.get("notes"))
+                    if "notes" not in found:
+                        break
+                assert server.poll() is None and time.monotonic() < deadline, f"never fully built: {seen[-1:]}"
+                time.sleep(0.2)
+        assert found["matches"]  # by meaning now, the whole store
+        assert all("semantic index still building" in notes[0] for notes in seen[:-1])
+    finally:
+        server.terminate()
+        server.communicate(timeout=10)
+
+
 def test_every_agent_tool_is_an_endpoint_too(base_url: str) -> None:
     with client(base_url) as http, client(base_url, BOB) as bob:
         spec = http.get("/openapi.json").json()

@@ -18,6 +18,9 @@ tree is shallow so callers can catch at the level they care about::
     └── MissingDependencyError (ImportError)
                                     an optional extra is not installed (names the pip command)
 
+One warning (``warnings.warn``, not raised): :class:`PartialIndexWarning`, a search by meaning answered
+from a semantic index that nothing in this process is building.
+
 Invariants:
 
 * Messages say what was wrong *and what to do about it*; values are shown with
@@ -48,6 +51,7 @@ __all__ = [
     "LcmError",
     "MissingDependencyError",
     "NotFoundError",
+    "PartialIndexWarning",
     "ProviderAuthError",
     "ProviderError",
     "ProviderUnavailable",
@@ -159,6 +163,12 @@ class MissingDependencyError(LcmError, ImportError):
             f"{feature} needs the optional package {module!r}: install it with  pip install 'lossless-context[{extra}]'"
         )
         self.extra = extra
+
+
+class PartialIndexWarning(UserWarning):
+    """A ``semantic`` / ``hybrid`` search answered from a partial semantic index (the rest by its words), and
+    nothing in this process builds it: call ``await engine.build_index()`` after storing history, or run a
+    background worker.  Warned once per engine; a worker in another process makes it moot."""
 
 
 #: Process exit codes used by the ``lcm`` command, by error class (most specific first).

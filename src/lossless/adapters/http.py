@@ -709,14 +709,27 @@ def create_app(config: Config, *, engines: Engines | None = None, listen_host: s
     return app
 
 
-async def serve(config: Config, *, host: str = "127.0.0.1", port: int = 8765) -> None:
-    """Run the API with uvicorn until interrupted; refuses a non-loopback ``host`` without api_tokens."""
+async def serve(config: Config, *, host: str = "127.0.0.1", port: int = 8765, build_index: bool = True) -> None:
+    """Run the API with uvicorn until interrupted; refuses a non-loopback ``host`` without api_tokens.
+
+    With ``build_index`` (``lcm serve``; not the read-only ``lcm ui``) the server also builds the
+    semantic index and mines memories while idle, as the MCP server and workers do: searches by
+    meaning never embed stored texts, so without a builder they would rank by words alone.
+    """
     import uvicorn
 
     check_bind(config, host)
-    app = create_app(config, listen_host=host)
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info"))
-    await server.serve()
+    engines = await Engines.open(config)
+    try:
+        app = create_app(config, engines=engines, listen_host=host)
+        server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info"))
+        async with anyio.create_task_group() as group:
+            if build_index:
+                group.start_soon(engines.base.index_in_background)
+            await server.serve()
+            group.cancel_scope.cancel()
+    finally:
+        await engines.close()
 
 
 def check_bind(config: Config, host: str) -> None:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 import click
 
 from lossless.cli._state import CliState
-from lossless.errors import LcmError, NotFoundError, exit_code_for
+from lossless.errors import LcmError, NotFoundError, PartialIndexWarning, exit_code_for
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -172,8 +172,11 @@ def run_command(fn: Callable[P, Awaitable[T]]) -> Callable[P, T]:
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        import warnings
+
         import anyio
 
+        warnings.simplefilter("ignore", PartialIndexWarning)  # a command prints the search result's note instead
         as_json = bool(kwargs.get("as_json"))
         try:
             return anyio.run(functools.partial(fn, *args, **kwargs))

@@ -44,7 +44,7 @@ async def ui_command(state: CliState, port: int, no_browser: bool) -> None:
     click.echo(f"the explorer is at {address} (Ctrl-C stops it)")
     if not no_browser:
         webbrowser.open(address)
-    await serve(state.config(), host="127.0.0.1", port=port)
+    await serve(state.config(), host="127.0.0.1", port=port, build_index=False)  # the explorer only reads
 
 
 @click.command("mcp")

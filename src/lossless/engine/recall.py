@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
+import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -24,7 +26,14 @@ import anyio
 
 from lossless.config import Config
 from lossless.constants import DEFAULT_GRANT_TTL, MAX_GRANT_TOKEN_CAP, MAX_GRANT_TTL, MIN_GRANT_TTL
-from lossless.errors import AccessDeniedError, InputError, MissingDependencyError, NotFoundError, StoreError
+from lossless.errors import (
+    AccessDeniedError,
+    InputError,
+    MissingDependencyError,
+    NotFoundError,
+    PartialIndexWarning,
+    StoreError,
+)
 from lossless.large_files import DEFAULT_PAGE_BYTES
 from lossless.observability import timed
 from lossless.ports import SearchVectorStore, Store
@@ -43,6 +52,7 @@ from lossless.retrieval.access import check_grant
 from lossless.retrieval.dag import DEFAULT_MAX_DEPTH
 from lossless.retrieval.expansion import ExpandQueryResult, new_grant_id
 from lossless.retrieval.expansion import expand_query as run_expand_query
+from lossless.retrieval.semantic import INDEX_BUILDING_NOTE
 from lossless.subagent import DEFAULT_MAX_TOKENS as DEFAULT_EXPANSION_ANSWER_TOKENS
 from lossless.subagent import ExpansionRunner
 from lossless.tokens import TokenCounter
@@ -57,6 +67,9 @@ __all__ = ["DEFAULT_GRANT_TTL", "MAX_GRANT_TOKEN_CAP", "MAX_GRANT_TTL", "MIN_GRA
 _MAX_LABEL = 200
 
 log = logging.getLogger("lossless.index")
+
+#: A background build step of this process within this many seconds means something here builds the index.
+_BUILDER_SEEN_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +112,9 @@ class Recall:
         self._vector_builder: VectorBuilder | None = None
         #: Why this engine builds no vectors in the background (e.g. the embeddings extra is missing).
         self.vector_build_off: str | None = None
+        #: When this process last ran a background build step (a worker's idle work, ``index_in_background``).
+        self._built_at: float | None = None
+        self._warned_partial = False
 
     def _message_search(self) -> MessageSearch:
         from lossless.memory.messages import MessageSearch
@@ -171,6 +187,7 @@ class Recall:
         """
         if self.vector_build_off is not None:
             return False
+        self._built_at = time.monotonic()
         try:
             builder = self.vector_builder()
             built = await builder.step() > 0
@@ -233,7 +250,30 @@ class Recall:
             sort=sort,
             context=context,
         )
-        return await self.retriever.grep(who, options, conversation_id=conversation_id, all_conversations=wide)
+        result = await self.retriever.grep(who, options, conversation_id=conversation_id, all_conversations=wide)
+        if mode in ("semantic", "hybrid"):
+            self._warn_if_unbuilt(result)
+        return result
+
+    def _warn_if_unbuilt(self, result: GrepResult) -> None:
+        """Warn once when a search by meaning answered from a partial index that nothing here is building.
+
+        A host that stores history and then asks questions, with no worker, would otherwise rank by words
+        alone for good and never know it but by the result's note.
+        """
+        if self._warned_partial or not any(note.startswith(INDEX_BUILDING_NOTE) for note in result.notes):
+            return
+        if self._built_at is not None and time.monotonic() - self._built_at < _BUILDER_SEEN_S:
+            return  # a worker or index_in_background of this process is building it
+        self._warned_partial = True
+        warnings.warn(
+            f"grep(mode={result.options.mode!r}) answered from a partial semantic index (the rest by its words "
+            "alone), and nothing in this process is building it. Call `await engine.build_index()` after storing "
+            "history, or run a background worker (`async with engine.background():`, `lcm worker`); "
+            "`lcm index` builds it from a shell. Ignore this where a worker in another process builds it.",
+            PartialIndexWarning,
+            stacklevel=4,  # the caller of engine.grep (through the metrics wrapper)
+        )
 
     async def describe(
         self,

@@ -292,6 +292,7 @@ class GrepResult:
         }
         if self.fallback:
             out["fallback"] = "any_word"
+        if self.notes:  # e.g. a search by meaning answered from a partial index says how much is built
             out["notes"] = [str(note) for note in self.notes]
         return out
 

@@ -51,7 +51,7 @@ from lossless.retrieval.grep import (
 from lossless.retrieval.hybrid import hybrid_hits
 from lossless.retrieval.query import FullTextQuery, QuerySyntax, parse_full_text
 
-__all__ = ["SemanticHit", "SemanticSearch", "SemanticSummaryHit", "grep_semantic"]
+__all__ = ["INDEX_BUILDING_NOTE", "SemanticHit", "SemanticSearch", "SemanticSummaryHit", "grep_semantic"]
 
 #: The most candidates asked of the port (its own cap) when times filter them afterwards.
 _MAX_CANDIDATES = 1000
@@ -126,6 +126,10 @@ def _wanted(options: GrepOptions, score: float, conversation_id: int, allowed: s
     return conversation_id in allowed and (options.mode == "hybrid" or score > 0)
 
 
+#: How the note of a search answered from a partial semantic index opens (the engine watches for it).
+INDEX_BUILDING_NOTE = "(semantic index still building:"
+
+
 async def _partial_index(
     search: SemanticSearch, conversation_ids: tuple[int, ...], scopes: Sequence[Literal["messages", "summaries"]]
 ) -> str | None:
@@ -141,9 +145,9 @@ async def _partial_index(
     if not parts:
         return None
     return (
-        f"(semantic index still building: {' and '.join(parts)} embedded so far; the rest was searched by "
-        "its words. Background workers (`lcm worker`, `lcm mcp`, `engine.background()`) build it when idle; "
-        "`lcm index` or `await engine.build_index()` finishes it now.)"
+        f"{INDEX_BUILDING_NOTE} {' and '.join(parts)} embedded so far; the rest was searched by "
+        "its words. Background workers (`lcm worker`, `lcm mcp`, `lcm serve`, `engine.background()`) build it "
+        "when idle; `lcm index` or `await engine.build_index()` finishes it now.)"
     )
 
 
