@@ -2,14 +2,16 @@
 
 ``python benchmarks/recall.py [--quick] [--json OUT] [--split dev|test] [--dataset FILE] [--methods a,b,…]
 [--pad-with dev|test] [--wording paraphrase|literal|terse] [--embedder local|e5|hash|none] [--embed-cache FILE]
-[--backend sqlite|postgres]``
+[--backend sqlite|postgres] [--speakers text|metadata]``
 
 The dataset is JSON: ``{"conversations": [{"id", "messages": [{"id", "role", "content", "created_at"}]}],
 "questions": [{"id", "conversation_id", "question", "answer", "evidence": [message ids]}]}``.  The default is
 ``data/recall-test.json`` (report only; tune on ``--split dev``), made by ``scripts/make_recall_data.py``;
 ``data/recall-small.json`` (30 hand-written questions) stays as a smoke test (``--dataset``).  ``--wording``
 asks each question as written (``paraphrase``), in its ``literal`` wording, or ``terse``: the literal
-wording's words without the baseline's stopwords, as an agent types a grep (:func:`worded`).
+wording's words without the baseline's stopwords, as an agent types a grep (:func:`worded`).  ``--speakers
+metadata`` stores each chat turn's speaker in its metadata instead of the text's ``Name:`` prefix, as a
+transcript's ``name`` field is stored (:func:`speakers_in_metadata`).
 
 Every conversation is ingested through the engine (message ids become event keys, dates kept) into one
 store, compacted with small thresholds, and its messages are mined for long-term memories (as the
@@ -69,6 +71,7 @@ from _harness import Figure, machine, report
 from lossless import ContextEngine, Message
 from lossless.records import parse_timestamp
 from lossless.retrieval import SummaryDescription
+from lossless.speakers import speaker_label
 
 HERE = Path(__file__).resolve().parent
 SPLITS = {name: HERE / "data" / f"recall-{name}.json" for name in ("dev", "test")}
@@ -137,6 +140,26 @@ def summarise(rows: list[dict[str, float]], latencies: list[float]) -> dict[str,
     out["p95_ms"] = _percentile(latencies, 0.95)
     out["questions"] = float(len(rows))
     return out
+
+
+def speakers_in_metadata(dataset: dict[str, Any]) -> dict[str, Any]:
+    """``dataset`` with each chat turn's ``Name: `` prefix moved to its metadata (``{"speaker": Name}``).
+
+    Hosts store who spoke either way (a transcript's ``name`` / ``speaker`` field, or the name in the
+    text); both must be found alike.  The baseline indexes the same stripped text.  Agent sessions (no
+    prefix) are unchanged.
+    """
+    conversations = []
+    for conversation in dataset["conversations"]:
+        messages = []
+        for m in conversation["messages"]:
+            found = speaker_label(m["content"], None)  # the product's reading of a "Name: " prefix
+            if found is not None:
+                name, start = found
+                m = {**m, "content": m["content"][start:], "metadata": {"speaker": name}}
+            messages.append(m)
+        conversations.append({**conversation, "messages": messages})
+    return {**dataset, "conversations": conversations}
 
 
 def worded(dataset: dict[str, Any], wording: str) -> dict[str, Any]:
@@ -249,13 +272,21 @@ async def evaluate(
             await engine.ingest_batch(
                 f"pad-{conversation['id']}",
                 [
-                    Message(m["role"], m["content"], created_at=parse_timestamp(m["created_at"]))
+                    Message(
+                        m["role"], m["content"], created_at=parse_timestamp(m["created_at"]), metadata=m.get("metadata")
+                    )
                     for m in conversation["messages"]
                 ],
             )
         for conversation in dataset["conversations"]:
             messages = [
-                Message(m["role"], m["content"], event_key=m["id"], created_at=parse_timestamp(m["created_at"]))
+                Message(
+                    m["role"],
+                    m["content"],
+                    event_key=m["id"],
+                    created_at=parse_timestamp(m["created_at"]),
+                    metadata=m.get("metadata"),
+                )
                 for m in conversation["messages"]
             ]
             await engine.ingest_batch(conversation["id"], messages)
@@ -431,6 +462,14 @@ def main() -> int:
         "or 'terse': the literal wording's words without stopwords, as an agent types a grep",
     )
     parser.add_argument(
+        "--speakers",
+        choices=("text", "metadata"),
+        default="text",
+        help="where a chat turn names its speaker: as the data writes it, a 'Name: ' prefix of the text, or "
+        "'metadata': the prefix moved to the message's metadata ({'speaker': Name}), as a transcript's "
+        "name field is stored",
+    )
+    parser.add_argument(
         "--embedder",
         choices=("local", "e5", "hash", "none"),
         help="default: as the product's auto: e5, else local, else none (the base install: no embedder, so "
@@ -465,6 +504,8 @@ def main() -> int:
     if args.quick:
         dataset = quick_subset(dataset)
     dataset = worded(dataset, args.wording)
+    if args.speakers == "metadata":
+        dataset = speakers_in_metadata(dataset)
     embedder = args.embedder or default_embedder()
     if embedder == "none":
         hide_model_packages()
@@ -475,11 +516,14 @@ def main() -> int:
     padding: list[dict[str, Any]] = []
     if args.pad_with:
         padding = json.loads(SPLITS[args.pad_with].read_text(encoding="utf-8"))["conversations"]
+        if args.speakers == "metadata":
+            padding = speakers_in_metadata({"conversations": padding})["conversations"]
     with tempfile.TemporaryDirectory() as tmp, store_url(args.backend, Path(tmp)) as url:
         results = anyio.run(evaluate, dataset, methods, url, padding, embedder, args.embed_cache)
     counts, timings = results["counts"], results["timings"]
+    where = ", speakers in metadata" if args.speakers == "metadata" else ""
     print(
-        f"\nrecall — {path.name}{' (quick)' if args.quick else ''}, {args.wording} wording: "
+        f"\nrecall — {path.name}{' (quick)' if args.quick else ''}, {args.wording} wording{where}: "
         f"{counts['questions']} questions, "
         f"{counts['messages']:,} messages in {counts['conversations']} conversations ({counts['stored_messages']:,} "
         f"stored in all); each question asked within its conversation; embedder {embedder}; backend {args.backend}"
@@ -527,6 +571,7 @@ def main() -> int:
             "results": results,
             "dataset": path.name,
             "wording": args.wording,
+            "speakers": args.speakers,
             "quick": args.quick,
             "embedder": embedder,
             "backend": args.backend,

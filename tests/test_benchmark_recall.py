@@ -55,3 +55,16 @@ def test_the_baseline_asks_the_same_words_in_the_literal_and_the_terse_wording()
     terse = recall.worded(DATASET, "terse")["questions"][0]["question"]
     assert baseline.search(literal, "c1") == baseline.search(terse, "c1") == ["m1"]
     assert baseline.search("the of and", "c1") == []  # stopwords only: no query
+
+
+def test_speakers_move_from_the_text_to_the_metadata() -> None:
+    agent = {"id": "a1", "messages": [{"id": "x", "role": "assistant", "content": "Error: exit 1"}]}
+    moved = recall.speakers_in_metadata({**DATASET, "conversations": [*DATASET["conversations"], agent]})
+    chat = moved["conversations"][0]["messages"]
+    assert [(m["content"], m["metadata"]) for m in chat] == [
+        ("I signed up for piano lessons on Thursdays.", {"speaker": "Maya"}),
+        ("Lovely, which teacher?", {"speaker": "Jonas"}),
+    ]
+    assert [m["id"] for m in chat] == ["m1", "m2"]  # evidence ids unchanged
+    assert moved["conversations"][1] == agent  # no name prefix: left alone
+    assert DATASET["conversations"][0]["messages"][0]["content"].startswith("Maya: ")  # the input is not changed
