@@ -7,7 +7,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lossless.speakers import named_in, speaker_label, without_names
+from lossless.speakers import named_in, speaker_label, spoken, without_names
 
 
 def test_the_speaker_comes_from_the_metadata_first_then_a_name_prefix() -> None:
@@ -52,3 +52,23 @@ def test_no_name_survives_and_no_other_word_is_lost(parts: list[str]) -> None:
     assert named_in(out, ["Maya", "Jonas"]) == []
     kept = [w for w in re.findall(r"\w+", text) if w not in ("Maya", "Jonas", "s")]
     assert [w for w in re.findall(r"\w+", out) if w != "s"] == kept
+
+
+def test_a_turn_named_by_its_metadata_is_spoken_as_the_prefix_form_writes_it() -> None:
+    assert spoken("Meet Noodle!", {"speaker": "Maya"}) == "Maya: Meet Noodle!"
+    assert spoken("Meet Noodle!", {"name": "Mary Ann"}) == "Mary Ann: Meet Noodle!"
+    assert spoken("Maya: Meet Noodle!", {"speaker": "Maya"}) == "Maya: Meet Noodle!"  # named in the text too
+    assert spoken("Maya: Meet Noodle!", None) == "Maya: Meet Noodle!"  # the prefix form itself
+    assert spoken("Meet Noodle!", {"speaker": "assistant"}) == "Meet Noodle!"  # a role names nobody
+    assert spoken("Meet Noodle!", None) == "Meet Noodle!"
+    assert spoken("  ", {"speaker": "Maya"}) == "  "  # blank stays blank (nothing is embedded for it)
+
+
+@given(st.text(max_size=40), st.sampled_from(["Maya", "Mary Ann", "assistant", ""]))
+def test_spoken_reads_back_to_the_same_speaker_and_text(text: str, name: str) -> None:
+    out = spoken(text, {"speaker": name})
+    assert out.endswith(text)  # the text is kept whole, at most a name put before it
+    if out != text:
+        assert out == f"{name}: {text}"
+        found = speaker_label(out, None)
+        assert found is not None and found[0] == name  # the prefix form reads back the same speaker

@@ -14,6 +14,9 @@ Invariants:
   "Maya's dog" names Maya, "mayan" and "maya" do not.
 * :func:`without_names` removes only the names it is given (and their possessive) and folds the
   spaces left; the rest of the text is unchanged.
+* :func:`spoken` writes a turn as the text-prefix form would: ``Name: text`` where only the metadata
+  names its speaker, so what is embedded for a turn does not depend on where the host put the name;
+  a text that names its speaker already, or names nobody, is returned unchanged.
 * Pure functions of their input: no I/O, no state.
 """
 
@@ -22,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-__all__ = ["named_in", "speaker_label", "without_names"]
+__all__ = ["named_in", "speaker_label", "spoken", "without_names"]
 
 #: Metadata keys that name a message's speaker, in order of preference.
 SPEAKER_KEYS = ("speaker", "name", "author", "sender")
@@ -67,3 +70,15 @@ def without_names(text: str, names: Iterable[str]) -> str:
     if pattern is None:
         return text
     return re.sub(r"\s+([?!.,;:])", r"\1", re.sub(r"\s{2,}", " ", pattern.sub("", text))).strip()
+
+
+def spoken(content: str, metadata: Mapping[str, object] | None) -> str:
+    """``content`` with its speaker's ``Name: `` before it when only ``metadata`` names them (else unchanged)."""
+    found = speaker_label(content, metadata)
+    if found is None or found[1] > 0 or not content.strip():
+        return content
+    name = found[0]
+    prefix = NAME_PREFIX.match(content)
+    if prefix is not None and prefix.group(1) == name:  # the text names them too
+        return content
+    return f"{name}: {content}"
