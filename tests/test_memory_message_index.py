@@ -495,6 +495,8 @@ async def test_an_upgrade_embeds_only_the_texts_that_changed(store: Store) -> No
     upgrade = HashEmbedder(max_chars=_SIZE)
     builder = VectorBuilder(store, upgrade, batch=3)
     assert (await builder.progress()).indexed == 0
+    written = [await builder.step() for _ in range(3)]  # the summary, then messages: copied ones count as built
+    assert written == [1, 3, 3] and (await builder.progress()).indexed == 7
     await builder.run()
     changed: list[str] = []
     unchanged = rows = 0
