@@ -1,4 +1,5 @@
-"""The semantic index's build on real coding-agent sessions: capped (the product) against uncapped, same run.
+"""The semantic index's build on real coding-agent sessions: capped (the product) against uncapped, and an
+upgrade from format 3 (uncapped) to 4 against a fresh build, same run.
 
 ``python benchmarks/index_build.py [--quick] [--json OUT] [--messages N] [--embedder e5|local|hash]
 [--sets entireio-cli,pi-mono] [--capped-first]``
@@ -18,6 +19,12 @@ set of sessions of ``../shared/corpus`` below (read with the product's transcrip
   back in this process on fresh stores (a
   ``VectorBuilder`` run to its end, as ``lcm index`` does; uncapped first, or capped first with
   ``--capped-first``: run both orders where the load moves); ratio = capped / uncapped.
+* **upgrade from format 3**: a store built uncapped (format 3, what stores held before format 4) is
+  upgraded by the product's build, which copies the vectors of every item whose texts did not change
+  and embeds the rest (:data:`~lossless.memory.message_index.FORMATS`): the texts it embeds on the
+  whole session (instant embedder) against a fresh build's, and its seconds with the real model on the
+  same opening against the fresh capped build's seconds (ratio = upgrade / fresh: what an upgrade now
+  costs, where before it was a fresh build).
 
 The machine may be shared: compare figures of one run only (its load average is printed).
 """
@@ -90,19 +97,33 @@ def sessions(pattern: str, fmt: str) -> dict[str, list[Message]]:
     return out
 
 
-async def build(stored: dict[str, list[Message]], embedder: Any, cap: ChunkCap) -> tuple[int, float, Counting]:
+Built = tuple[int, float, Counting]
+
+
+async def build(stored: dict[str, list[Message]], embedder: Any, cap: ChunkCap) -> Built:
     """Store the sessions in a fresh SQLite store and build their vectors: (messages, seconds, counts)."""
-    counting = Counting(embedder)
+    built, _ = await build_and_upgrade(stored, embedder, cap, upgrade=False)
+    return built
+
+
+async def build_and_upgrade(
+    stored: dict[str, list[Message]], embedder: Any, cap: ChunkCap, *, upgrade: bool = True
+) -> tuple[Built, Built | None]:
+    """:func:`build`, then (``upgrade``) the product's build in the same store: its (messages, seconds, counts)."""
     with tempfile.TemporaryDirectory() as folder:
         engine = await ContextEngine.open(f"sqlite:///{folder}/build.db")
         try:
             for session, messages in stored.items():
                 await engine.ingest_batch(session, messages)
             assert isinstance(engine.store, SearchVectorStore)
-            builder = VectorBuilder(engine.store, counting, cap=cap)
-            started = time.perf_counter()
-            written = await builder.run()
-            return written, time.perf_counter() - started, counting
+            runs: list[Built] = []
+            for step_cap in (cap, DEFAULT_CAP) if upgrade else (cap,):
+                counting = Counting(embedder)
+                builder = VectorBuilder(engine.store, counting, cap=step_cap)
+                started = time.perf_counter()
+                written = await builder.run()
+                runs.append((written, time.perf_counter() - started, counting))
+            return runs[0], runs[1] if upgrade else None
         finally:
             await engine.dispose()
 
@@ -127,8 +148,9 @@ async def run(sample: int, embedder_name: str, names: Sequence[str], capped_firs
         stored = sessions(pattern, fmt)
         count = sum(len(m) for m in stored.values())
         size = embedder.max_chars if embedder is not None else 1500
-        _, _, whole_capped = await build(stored, HashEmbedder(384, max_chars=size), DEFAULT_CAP)
-        _, _, whole_all = await build(stored, HashEmbedder(384, max_chars=size), UNCAPPED)
+        _, fresh_s, whole_capped = await build(stored, HashEmbedder(384, max_chars=size), DEFAULT_CAP)
+        (_, _, whole_all), upgraded = await build_and_upgrade(stored, HashEmbedder(384, max_chars=size), UNCAPPED)
+        assert upgraded is not None
         figures.append(
             Figure(
                 f"{name}: texts embedded (all {count:,} msgs)",
@@ -139,16 +161,28 @@ async def run(sample: int, embedder_name: str, names: Sequence[str], capped_firs
                 f"(ratio {whole_capped.chars / max(whole_all.chars, 1):.2f})",
             )
         )
+        figures.append(
+            Figure(
+                f"{name}: texts an upgrade from format 3 embeds (all {count:,} msgs)",
+                upgraded[2].texts,
+                "txt",
+                baseline=whole_capped.texts,
+                note=f"against a fresh build's, on {upgraded[0]:,} items (the rest copied); characters "
+                f"{upgraded[2].chars:,} against {whole_capped.chars:,}; {upgraded[1]:.1f} s against {fresh_s:.1f} s "
+                "with the instant embedder (the copying's own cost)",
+            )
+        )
         if embedder is None:
             continue
         each = -(-sample // len(stored))  # the opening of every session of the set
         head = {session: messages[:each] for session, messages in stored.items()}
         if capped_first:
             done_capped, seconds_capped, counted_capped = await build(head, embedder, DEFAULT_CAP)
-            done_all, seconds_all, counted_all = await build(head, embedder, UNCAPPED)
+            (done_all, seconds_all, counted_all), upgrade = await build_and_upgrade(head, embedder, UNCAPPED)
         else:
-            done_all, seconds_all, counted_all = await build(head, embedder, UNCAPPED)
+            (done_all, seconds_all, counted_all), upgrade = await build_and_upgrade(head, embedder, UNCAPPED)
             done_capped, seconds_capped, counted_capped = await build(head, embedder, DEFAULT_CAP)
+        assert upgrade is not None
         rate_all, rate_capped = done_all / seconds_all, done_capped / seconds_capped
         figures.append(
             Figure(
@@ -158,6 +192,16 @@ async def run(sample: int, embedder_name: str, names: Sequence[str], capped_firs
                 baseline=rate_all,
                 note=f"{embedder.model}; texts embedded {counted_capped.texts:,} capped, {counted_all.texts:,} "
                 f"uncapped; {seconds_capped:.1f} s against {seconds_all:.1f} s",
+            )
+        )
+        figures.append(
+            Figure(
+                f"{name}: upgrade from format 3, s ({upgrade[0]} msgs)",
+                upgrade[1],
+                "s",
+                baseline=seconds_capped,
+                note=f"{embedder.model}; against a fresh build's {seconds_capped:.1f} s; texts embedded "
+                f"{upgrade[2].texts:,} against {counted_capped.texts:,}",
             )
         )
     return figures

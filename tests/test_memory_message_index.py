@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import itertools
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lossless import ContextEngine, Message
@@ -14,11 +16,14 @@ from lossless.config import Config
 from lossless.memory.hashing import HashEmbedder
 from lossless.memory.message_index import (
     DEFAULT_CAP,
+    FORMATS,
+    INDEX_VERSION,
     MAX_CHUNKS,
     TOOL_CHUNKS,
     UNCAPPED,
     BuildProgress,
     ChunkCap,
+    IndexFormat,
     VectorBuilder,
     chunk_text,
     context_text,
@@ -413,3 +418,227 @@ async def test_a_store_made_before_the_counts_gets_them_from_its_vectors(tmp_pat
         assert (got[a].indexed, got[a].rows) == (2, 2)
     finally:
         await store.close()
+
+
+# ------------------------------------------------------------------ format upgrades reuse unchanged vectors
+
+_SIZE = 120  # the test embedder's chunk size: a few words make a chunk
+
+
+def _words(chunks: int, tag: str) -> str:
+    """A text of about ``chunks`` chunks of _SIZE characters."""
+    return " ".join(f"{tag}{i}" for i in range(chunks * _SIZE // 7))
+
+
+async def _conversation(store: Store, session: str, messages: Sequence[Message]) -> int:
+    conversation = await store.get_or_create_conversation(agent_id="main", session_id=session)
+    await store.append_messages(conversation.id, [PreparedMessage(m, 5, utcnow()) for m in messages])
+    return conversation.id
+
+
+async def _agent_session(store: Store) -> list[int]:
+    """Messages of every kind the cap treats apart, and a summary (never capped)."""
+    from tests.test_memory_messages import _summarise
+
+    command = Message.from_parts("assistant", [ToolPart(call_id="c1", name="bash", input={"cmd": "pytest"})])
+    a = await _conversation(
+        store,
+        "a",
+        [
+            Message("user", "run the tests"),  # first: itself
+            command,
+            Message.tool_result("c1", _words(6, "log")),  # long tool output: capped (changed)
+            Message.tool_result("c2", "ok"),  # one-chunk tool output: unchanged
+            Message("user", _words(3, "paste")),  # three chunks: all kept (unchanged)
+            Message("user", _words(8, "doc")),  # eight chunks: four kept (changed)
+            Message("user", "   "),  # blank: no vector either way
+            Message("assistant", "thanks, merged"),
+        ],
+    )
+    b = await _conversation(store, "b", [Message("user", _words(7, "first"))])  # a first message, capped
+    await _summarise(store, b, ["more"], _words(6, "summary"))
+    return [a, b]
+
+
+async def _texts_by_format(store: Store, conversation_id: int, fmt: IndexFormat) -> list[tuple[int, list[str]]]:
+    """(message id, the texts ``fmt`` embeds for it), recomputed from the stored messages."""
+    records = await store.get_messages(conversation_id)
+    out = []
+    for before, record in zip([None, *records], records, strict=False):
+        previous = before.content if before is not None else ""
+        out.append((record.id, fmt.texts(record.content, _SIZE, previous=previous, tool_output=is_tool_output(record))))
+    return out
+
+
+async def _expected_vectors(
+    store: Store, conversation_id: int, embedder: HashEmbedder
+) -> list[tuple[int | str, bytes]]:
+    """What a build of the current format stores for the conversation's messages, embedding each text anew."""
+    texts = await _texts_by_format(store, conversation_id, FORMATS[-1])
+    return [(key, to_unit_blob(embedder.vector(t))) for key, chunks in texts for t in chunks]
+
+
+def test_the_formats_an_upgrade_reuses() -> None:
+    """Format 3 is the uncapped build, the last listed is the current one; names are index_model's."""
+    assert [f.version for f in FORMATS] == sorted({f.version for f in FORMATS}) and FORMATS[-1].version == INDEX_VERSION
+    assert FORMATS[0] == IndexFormat(3, UNCAPPED) and FORMATS[-1].cap == DEFAULT_CAP
+    assert all(f.model("m") == index_model("m", f.cap) for f in FORMATS)
+
+
+async def test_an_upgrade_embeds_only_the_texts_that_changed(store: Store) -> None:
+    """From format 3 to 4: every unchanged item's vectors copied in the store, the rest embedded; the result
+    is what a fresh build stores, byte for byte, and the old format is given back (SQLite) once built."""
+    assert isinstance(store, SearchVectorStore)
+    conversations = await _agent_session(store)
+    await VectorBuilder(store, HashEmbedder(max_chars=_SIZE), cap=UNCAPPED).run()
+    old_model = FORMATS[0].model(HashEmbedder().model)
+    upgrade = HashEmbedder(max_chars=_SIZE)
+    builder = VectorBuilder(store, upgrade, batch=3)
+    assert (await builder.progress()).indexed == 0
+    written = [await builder.step() for _ in range(3)]  # the summary, then messages: copied ones count as built
+    assert written == [1, 3, 3] and (await builder.progress()).indexed == 7
+    await builder.run()
+    changed: list[str] = []
+    unchanged = rows = 0
+    for conversation_id in conversations:
+        old = dict(await _texts_by_format(store, conversation_id, FORMATS[0]))
+        for key, texts in await _texts_by_format(store, conversation_id, FORMATS[-1]):
+            rows += len(texts)  # rows count vectors (a blank message has none)
+            if texts == old[key]:
+                unchanged += 1
+            else:
+                changed.extend(texts)
+        got = await store.load_item_vectors(builder.model, "messages", conversation_id)
+        assert got == await _expected_vectors(store, conversation_id, upgrade)
+    assert unchanged >= 6 and len(changed) >= 3  # the session has both kinds
+    assert sorted(t for batch in upgrade.calls for t in batch) == sorted(changed)  # only what changed
+    summary = (await store.list_summaries(conversations[1]))[0]
+    want = [(summary.id, to_unit_blob(upgrade.vector(t))) for t in chunk_text(summary.content, _SIZE)]
+    assert len(want) > 1 and await store.load_item_vectors(builder.model, "summaries", conversations[1]) == want
+    progress = await builder.progress()
+    assert (progress.indexed, progress.total) == (11, 11)  # ten messages and a summary
+    states = await store.vector_states(builder.model, "messages", conversations)
+    assert sum(s.rows for s in states.values()) == rows
+    if hasattr(store, "drop_item_vectors"):  # SQLite gives the old format's space back once the new one is built
+        assert old_model not in await store.vector_models()  # type: ignore[attr-defined]
+
+
+class _OtherRules(IndexFormat):
+    """A past format whose rules are not a cap: as many texts as format 4, but a tool output's are other texts."""
+
+    def texts(self, content: str, max_chars: int, *, previous: str = "", tool_output: bool = False) -> list[str]:
+        texts = IndexFormat.texts(self, content, max_chars, previous=previous, tool_output=tool_output)
+        return [f"older {t}" for t in texts] if tool_output else texts
+
+
+async def test_a_format_with_other_rules_is_reused_where_its_texts_are_the_same(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Texts decide, not counts: an item whose old texts differ is embedded again even with as many of them."""
+    from lossless.memory import message_index
+
+    assert isinstance(store, SearchVectorStore)
+    conversations = await _agent_session(store)
+    embedder = HashEmbedder(max_chars=_SIZE)
+    past = _OtherRules(3, DEFAULT_CAP)
+    monkeypatch.setattr(message_index, "FORMATS", (past, FORMATS[-1]))
+    tool_texts: list[str] = []
+    for conversation_id in conversations:  # the past format's vectors, as its build stored them
+        tools = {r.id for r in await store.get_messages(conversation_id) if is_tool_output(r)}
+        old = await _texts_by_format(store, conversation_id, past)
+        items = [ItemVectors(k, conversation_id, tuple(to_unit_blob(embedder.vector(t)) for t in ts)) for k, ts in old]
+        await store.put_item_vectors(past.model(embedder.model), "messages", items)
+        tool_texts += [
+            t for k, ts in await _texts_by_format(store, conversation_id, FORMATS[-1]) if k in tools for t in ts
+        ]
+    upgrade = HashEmbedder(max_chars=_SIZE)
+    builder = VectorBuilder(store, upgrade)
+    await builder.run()
+    summary = (await store.list_summaries(conversations[1]))[0]  # no past vectors of it: embedded
+    assert sorted(t for batch in upgrade.calls for t in batch) == sorted(
+        [*tool_texts, *chunk_text(summary.content, _SIZE)]
+    )
+    assert len(tool_texts) == 2
+    for conversation_id in conversations:
+        got = await store.load_item_vectors(builder.model, "messages", conversation_id)
+        assert got == await _expected_vectors(store, conversation_id, upgrade)
+
+
+async def test_a_copy_takes_only_an_item_whose_old_rows_are_all_there(store: Store) -> None:
+    """An item of the old format missing a row (half deleted) is not copied: it is embedded again."""
+    assert isinstance(store, SearchVectorStore)
+    a = await _messages(store, "a", ["one", "two", "three"])
+    first, second, third = [m.id for m in await store.get_messages(a)]
+    blob, other = to_unit_blob([1.0, 2.0]), to_unit_blob([2.0, 1.0])
+    old = [ItemVectors(first, a, (blob, other)), ItemVectors(second, a, (blob,)), ItemVectors(third, a, ())]
+    await store.put_item_vectors("old", "messages", old)
+    copy = store.copy_item_vectors  # type: ignore[attr-defined]
+    assert await copy("messages", "old", "new", []) == []
+    assert sorted(await copy("messages", "old", "new", [(first, 2), (second, 2), (third, 1)])) == [first, third]
+    assert await store.load_item_vectors("new", "messages", a) == [(first, blob), (first, other)]
+    assert sorted(await copy("messages", "old", "new", [(first, 2), (second, 1)])) == [first, second]  # kept once
+    state = (await store.vector_states("new", "messages", [a]))[a]
+    assert (state.indexed, state.rows) == (3, 3)  # three items, three vectors (the third is blank)
+    assert sorted(await store.vector_models()) == ["new", "old"]  # type: ignore[attr-defined]
+
+
+async def test_two_upgrading_builders_at_once_end_as_one(store: Store) -> None:
+    import anyio
+
+    assert isinstance(store, SearchVectorStore)
+    conversations = await _agent_session(store)
+    await VectorBuilder(store, HashEmbedder(max_chars=_SIZE), cap=UNCAPPED).run()
+    builders = [VectorBuilder(store, HashEmbedder(max_chars=_SIZE), batch=2) for _ in range(2)]
+    async with anyio.create_task_group() as group:
+        for builder in builders:
+            group.start_soon(builder.run)
+    for conversation_id in conversations:
+        got = await store.load_item_vectors(builders[0].model, "messages", conversation_id)
+        assert got == await _expected_vectors(store, conversation_id, HashEmbedder(max_chars=_SIZE))
+    progress = await builders[1].progress()
+    assert (progress.indexed, progress.total) == (11, 11)  # ten messages and a summary
+
+
+@st.composite
+def _sessions(draw: st.DrawFn) -> list[list[tuple[str, int]]]:
+    shape = st.tuples(st.sampled_from(["user", "assistant", "tool"]), st.integers(0, 7))
+    return draw(st.lists(st.lists(shape, min_size=1, max_size=6), min_size=1, max_size=3))
+
+
+@given(sessions=_sessions())
+@settings(max_examples=15, deadline=None)
+def test_any_upgraded_store_holds_what_a_fresh_build_stores(sessions: list[list[tuple[str, int]]]) -> None:
+    """Property: built in format 3 then upgraded, or built fresh, a store ends with the same vectors (SQLite)."""
+    import anyio
+
+    from lossless.stores import open_store
+
+    def message(role: str, chunks: int, n: int) -> Message:
+        text = _words(chunks, f"w{n}x") if chunks else " "
+        return Message.tool_result(f"c{n}", text) if role == "tool" else Message(role, text)
+
+    async def run() -> None:
+        with tempfile.TemporaryDirectory() as folder:
+            stores = [await open_store(f"sqlite:///{folder}/{name}.db") for name in ("upgraded", "fresh")]
+            try:
+                found = []
+                for store in stores:
+                    assert isinstance(store, SearchVectorStore)
+                    ids = [
+                        await _conversation(store, f"s{i}", [message(r, c, n) for n, (r, c) in enumerate(shape)])
+                        for i, shape in enumerate(sessions)
+                    ]
+                    if store is stores[0]:
+                        await VectorBuilder(store, HashEmbedder(max_chars=_SIZE), cap=UNCAPPED).run()
+                    embedder = HashEmbedder(max_chars=_SIZE)
+                    builder = VectorBuilder(store, embedder, batch=4)
+                    await builder.run()
+                    found.append([await store.load_item_vectors(builder.model, "messages", c) for c in ids])
+                    progress = await builder.progress()
+                    assert progress.indexed == progress.total == sum(len(s) for s in sessions)
+                assert found[0] == found[1]
+            finally:
+                for store in stores:
+                    await store.close()
+
+    anyio.run(run)

@@ -345,3 +345,33 @@ async def test_a_store_without_an_hnsw_index_is_not_asked_on_every_search(
         assert len(asked) > looked  # the window passed: asked again
     finally:
         await store.close()
+
+
+async def test_an_upgrade_copies_the_pgvector_columns_with_the_vectors(pg_url: str) -> None:
+    """Rows copied from an older index format carry their ``embedding`` and half copy, as a fresh write would."""
+    from lossless.memory.message_index import UNCAPPED
+    from tests.test_memory_message_index import _SIZE, _agent_session, _expected_vectors
+
+    store = await _store_with_pgvector(pg_url)
+    try:
+        conversations = await _agent_session(store)
+        await VectorBuilder(store, HashEmbedder(max_chars=_SIZE), cap=UNCAPPED).run()
+        upgrade = HashEmbedder(max_chars=_SIZE)
+        builder = VectorBuilder(store, upgrade)
+        await builder.run()
+        assert upgrade.calls  # some texts changed ...
+        async with await psycopg.AsyncConnection.connect(pg_url) as conn:
+            rows = await (
+                await conn.execute(
+                    "SELECT vector, embedding::text, (embedding_half = embedding::halfvec) FROM message_vectors "
+                    "WHERE model = %s AND dim > 0 ORDER BY message_id, chunk",
+                    (builder.model,),
+                )
+            ).fetchall()
+        want = [v for c in conversations for _, v in await _expected_vectors(store, c, upgrade)]
+        assert len(rows) == len(want) > len([t for batch in upgrade.calls for t in batch])  # ... most were copied
+        for (vector, embedding, halved), blob in zip(rows, want, strict=True):
+            values = [float(v) for v in embedding.strip("[]").split(",")]
+            assert bytes(vector) == blob == struct.pack(f"<{len(values)}f", *values) and halved
+    finally:
+        await store.close()

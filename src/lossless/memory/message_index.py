@@ -37,11 +37,26 @@ Invariants:
 * **Versioned.**  Vectors are stored under :func:`index_model` (the embedder's model plus the
   index format version :data:`INDEX_VERSION`; a builder given another :class:`ChunkCap`, as the
   benchmark's uncapped build, stores under a name of its own and never deletes another format's
-  vectors), so a change of format is a new model to the store:
-  the background build (and ``lcm index``) re-embeds everything, and a search in the meantime
-  answers from what is built plus keywords, with a note, as during any build.  Once the new
-  format is built, the old format's vectors of the same model are deleted a batch per step
-  (where the store can; SQLite).
+  vectors), so a change of format is a new model to the store: the background build (and
+  ``lcm index``) builds the new format, and a search in the meantime answers from what is built plus
+  keywords, with a note, as during any build.  Once the new format is built, the old format's
+  vectors of the same model are deleted a batch per step (where the store can; SQLite).
+* **An upgrade re-embeds only what changed.**  :data:`FORMATS` lists every format whose texts this
+  code can make again (:class:`IndexFormat`: format 3 is the uncapped build, 4 the capped one).  For
+  each item of a batch, the product's build makes the texts of each older listed format that the
+  store holds vectors of (newest first); where they equal the new format's texts, the store copies
+  that format's rows to the new name in SQL (``INSERT … SELECT``, one statement per batch and
+  format: :meth:`copy_item_vectors`, only of an item whose old rows are all there) and only the
+  rest are embedded.  Same texts, same model: the copy is byte for byte what embedding them again
+  would store (the model name is the promise that its embedder embeds a text the same way), so an
+  upgraded store ends with the vectors a fresh build gives.  From 3 to 4 that is every summary and
+  every message that keeps all its chunks (a one-chunk message, a long non-tool message of at most
+  :data:`MAX_CHUNKS` chunks); only capped long messages are embedded again.  Why compare texts
+  made again rather than store a hash of each embedded text beside its vector: the stores that
+  upgrade now hold format 3 rows without any hash, so matching them needs format 3's rules anyway;
+  rules need no schema change, no migration, no hashing of every text at each write, and a future
+  format is reused by adding its entry here (a format whose rules are not a cap gets a field of
+  :class:`IndexFormat`).  Formats 1 and 2 are not listed (their stores re-embed everything).
 * Progress is measured, not guessed: :meth:`VectorBuilder.progress` counts indexed and total items
   in the store, and the ETA comes from the throughput of this builder's own batches.
 """
@@ -62,10 +77,12 @@ from lossless.records import MessageRecord
 
 __all__ = [
     "DEFAULT_CAP",
+    "FORMATS",
     "INDEX_VERSION",
     "UNCAPPED",
     "BuildProgress",
     "ChunkCap",
+    "IndexFormat",
     "VectorBuilder",
     "chunk_text",
     "context_text",
@@ -125,6 +142,31 @@ def index_model(model: str, cap: ChunkCap = DEFAULT_CAP) -> str:
     if cap == DEFAULT_CAP:
         return model if INDEX_VERSION == 1 else f"{model}+ctx{INDEX_VERSION}"
     return f"{model}+ctx{INDEX_VERSION}-cap{cap.tool or 'all'}.{cap.other or 'all'}"
+
+
+@dataclass(frozen=True, slots=True)
+class IndexFormat:
+    """An index format whose texts this code makes again: its version, and how it built a message's texts.
+
+    Summaries are embedded as their chunks in every listed format.
+    """
+
+    version: int
+    cap: ChunkCap
+
+    def model(self, embedder_model: str) -> str:
+        """The name this format's vectors of ``embedder_model`` are stored under."""
+        return f"{embedder_model}+ctx{self.version}"
+
+    def texts(self, content: str, max_chars: int, *, previous: str = "", tool_output: bool = False) -> list[str]:
+        """What this format embedded for a message (see :func:`embedded_texts`)."""
+        return embedded_texts(content, max_chars, previous=previous, tool_output=tool_output, cap=self.cap)
+
+
+#: Every format an upgrade can reuse vectors of, oldest first; the last is the current one (:data:`INDEX_VERSION`).
+#: A format bump appends its own entry and keeps the others, so a store of any listed format re-embeds only
+#: the items whose texts changed.
+FORMATS: tuple[IndexFormat, ...] = (IndexFormat(3, UNCAPPED), IndexFormat(INDEX_VERSION, DEFAULT_CAP))
 
 
 def is_tool_output(record: MessageRecord) -> bool:
@@ -204,7 +246,8 @@ class VectorBuilder:
     store: SearchVectorStore
     embedder: Embedder
     batch: int = DEFAULT_BATCH
-    #: How much of a long message is embedded; another than :data:`DEFAULT_CAP` only to measure (own name).
+    #: How much of a long message is embedded; another than :data:`DEFAULT_CAP` only to measure (own name;
+    #: such a build neither reuses nor deletes another format's vectors).
     cap: ChunkCap = DEFAULT_CAP
     _cursors: dict[str, _Cursor] = field(default_factory=dict)
     _seconds: float = 0.0
@@ -214,6 +257,8 @@ class VectorBuilder:
     _last_rescan: float = field(default_factory=time.monotonic)
     _old_formats_gone: bool = False
     _upgraded: bool = False
+    #: The older formats whose vectors the store holds, newest first (listed at the first step and each rescan).
+    _reuse_from: list[IndexFormat] | None = None
 
     @property
     def model(self) -> str:
@@ -243,6 +288,7 @@ class VectorBuilder:
         rescan = now - self._last_rescan >= RESCAN_S
         if rescan:
             self._last_rescan = now
+            self._reuse_from = None
         for source, cursor in self._cursors.items():
             # summaries (a tenth as many) are always walked again: one rewritten in place is re-embedded soon
             self._cursors[source] = _Cursor(after=0 if rescan or source == "summaries" else cursor.after)
@@ -300,23 +346,75 @@ class VectorBuilder:
                 for i, t in zip(ids, todo, strict=True)
             ]
         else:
+            previous, tools = {}, set()
             pieces = [chunk_text(t.content, size) if t.content.strip() else [] for t in todo]
-        flat = [p for chunks in pieces for p in chunks]
+        reused = await self._reuse(source, todo, pieces, previous, tools)
+        fresh = [(t, p) for t, p in zip(todo, pieces, strict=True) if t.key not in reused]
+        flat = [p for _, chunks in fresh for p in chunks]
         vectors = await self.embedder.embed(flat, task="passage") if flat else []
         if len(vectors) != len(flat):
             raise ValueError(f"the embedder returned {len(vectors)} vectors for {len(flat)} texts")
         items: list[ItemVectors] = []
         at = 0
-        for item, chunks in zip(todo, pieces, strict=True):
+        for item, chunks in fresh:
             blobs = tuple(to_unit_blob(v) for v in vectors[at : at + len(chunks)])
             at += len(chunks)
             items.append(ItemVectors(item.key, item.conversation_id, blobs))
-        await self._prepare(source, len(vectors[0]) if vectors else 0)
-        await self.store.put_item_vectors(self.model, source, items)
+        if items:
+            await self._prepare(source, len(vectors[0]) if vectors else 0)
+            await self.store.put_item_vectors(self.model, source, items)
         cursor.after = todo[-1].row
         self._seconds += time.perf_counter() - started
         self._items += len(todo)
         return len(todo)
+
+    async def _reusable(self) -> list[IndexFormat]:
+        """The older listed formats whose vectors the store holds, newest first (none for a measuring build)."""
+        if self._reuse_from is None:
+            listed = getattr(self.store, "vector_models", None)
+            can_copy = hasattr(self.store, "copy_item_vectors")
+            self._reuse_from = []
+            if self.cap == DEFAULT_CAP and listed is not None and can_copy:
+                present = set(await listed())
+                base = self.embedder.model
+                self._reuse_from = [
+                    f for f in reversed(FORMATS) if f.model(base) != self.model and f.model(base) in present
+                ]
+        return self._reuse_from
+
+    async def _reuse(
+        self,
+        source: VectorSource,
+        todo: Sequence[VectorTodo],
+        pieces: Sequence[list[str]],
+        previous: dict[int, str],
+        tools: set[int],
+    ) -> set[int | str]:
+        """Copy, in the store, the vectors of an older format for the items it embedded the same texts for.
+
+        Returns the keys that have vectors of this builder's model now (copied, or written by another builder).
+        """
+        formats = await self._reusable()
+        copy = getattr(self.store, "copy_item_vectors", None)
+        if not formats or copy is None:
+            return set()
+        size = self.embedder.max_chars
+        done: set[int | str] = set()
+        for fmt in formats:
+            wanted: list[tuple[int | str, int]] = []
+            for item, texts in zip(todo, pieces, strict=True):
+                if item.key in done:
+                    continue
+                if source == "messages":
+                    key = int(item.key)
+                    old = fmt.texts(item.content, size, previous=previous.get(key, ""), tool_output=key in tools)
+                else:
+                    old = texts  # summaries: their chunks in every listed format
+                if old == texts:
+                    wanted.append((item.key, max(1, len(texts))))  # a blank text has one row (no vector)
+            if wanted:
+                done.update(await copy(source, fmt.model(self.embedder.model), self.model, wanted))
+        return done
 
     async def _neighbours(self, todo: Sequence[VectorTodo]) -> tuple[dict[int, str], set[int]]:
         """Message id → the text of the turn before it in its conversation (when it has one with text),

@@ -70,7 +70,9 @@ class SearchVectorStore(Protocol):
     Contract: vectors are written by the background build (never by a search); a summary rewritten
     in place loses its vectors in the rewriting transaction (so it is never found by its old text
     and the build embeds it again); vectors go with their message, summary and conversation.
-    Writing vectors that are already stored is harmless (the stored ones are kept).
+    Writing vectors that are already stored is harmless (the stored ones are kept).  Optional, where a store
+    has them: ``vector_models`` and ``drop_item_vectors`` (an old index format's space given back) and
+    ``copy_item_vectors`` (an index format upgrade copies the vectors of unchanged texts in the store).
     """
 
     async def vectors_todo(

@@ -35,6 +35,10 @@ Invariants:
   :data:`BULK_BACKLOG` items makes its HNSW index with one ``CREATE INDEX`` after the pass
   instead of inserting every vector into the graph.  Until then searches rank what is built in
   memory (plus keywords, with the partial note), as during any build.
+* **An upgrade copies in SQL.**  An index format upgrade copies the rows of items whose embedded texts
+  did not change from the old format's name to the new one (:meth:`~SearchVectors.copy_item_vectors`:
+  one ``INSERT … SELECT`` per batch, under the writers' lock, the ``embedding`` and its half copy
+  copied with the ``bytea``), never through Python.
 * A failure of the optional index never fails a search: it answers ``None`` and the caller ranks
   the loaded vectors instead.  No user text is SQL (identifiers are fixed, the dimension an ``int``).
 """
@@ -206,6 +210,49 @@ class SearchVectors:
                 ),
             )
         return sum(1 for (chunk,) in found if chunk == 0)
+
+    async def copy_item_vectors(
+        self, source: VectorSource, from_model: str, to_model: str, items: Sequence[tuple[int | str, int]]
+    ) -> list[int | str]:
+        """Copy ``from_model``'s rows to ``to_model`` for each ``(key, rows)`` whose ``from_model`` rows are all
+        there (exactly ``rows``); the keys of ``items`` that have ``to_model`` vectors afterwards (copied here,
+        or written before).  Rows already there are kept; one transaction."""
+        if not items:
+            return []
+        vectors, key, _, _ = _TABLES[source]
+        keys = [k for k, _ in items]
+        async with self._db.transaction() as conn:
+            await conn.execute(f"LOCK TABLE {vectors} IN ROW EXCLUSIVE MODE")  # as a writer: see put_item_vectors
+            schema = await self._schema(conn) if await _one(conn, _HAS_COLUMN, (vectors,)) else None
+            half = schema is not None and bool(await _one(conn, _HAS_HALF, (vectors,)))
+            columns = (", embedding" if schema is not None else "") + (", embedding_half" if half else "")
+            embedding = ", v.embedding" if schema is not None else ""
+            if half:
+                embedding += f", v.embedding::{schema}.halfvec"
+            await conn.execute(
+                f"INSERT INTO {vectors} ({key}, model, chunk, conversation_id, dim, vector{columns}) "
+                f"SELECT v.{key}, %s, v.chunk, v.conversation_id, v.dim, v.vector{embedding} "
+                f"FROM unnest(%s::{_KEY_TYPES[source]}[], %s::integer[]) AS w(k, n) "
+                f"JOIN {vectors} v ON v.{key} = w.k AND v.model = %s "
+                f"WHERE (SELECT count(*) FROM {vectors} o WHERE o.{key} = w.k AND o.model = %s) = w.n "
+                "ON CONFLICT DO NOTHING",
+                (to_model, keys, [n for _, n in items], from_model, from_model),
+            )
+            found = await _all(
+                conn,
+                f"SELECT w.k FROM unnest(%s::{_KEY_TYPES[source]}[]) AS w(k) WHERE EXISTS "
+                f"(SELECT 1 FROM {vectors} v WHERE v.{key} = w.k AND v.model = %s AND v.chunk = 0)",
+                (keys, to_model),
+            )
+        return [r[0] if source == "summaries" else int(r[0]) for r in found]
+
+    async def vector_models(self) -> list[str]:
+        """Every model name that has vectors in this store."""
+        async with self._db.transaction() as conn:
+            found = await _all(
+                conn, "SELECT model FROM vector_counts GROUP BY model HAVING sum(indexed) <> 0 OR sum(rows) <> 0"
+            )
+        return [str(r[0]) for r in found]
 
     async def vector_states(
         self, model: str, source: VectorSource, conversation_ids: Sequence[int]

@@ -617,6 +617,15 @@ class SQLiteStore:
             return 0
         return await self._db.write(lambda conn: vectors.drop(conn, models, limit))
 
+    async def copy_item_vectors(
+        self, source: VectorSource, from_model: str, to_model: str, items: Sequence[tuple[int | str, int]]
+    ) -> list[int | str]:
+        """Copy ``from_model``'s vectors of these ``(key, rows)`` items to ``to_model`` (an index format upgrade,
+        the texts unchanged) in one transaction; the keys that have ``to_model`` vectors now."""
+        if not items:
+            return []
+        return await self._db.write(lambda conn: vectors.copy(conn, source, from_model, to_model, items))
+
     async def vector_models(self) -> list[str]:
         """Every model name that has vectors in this store."""
         return await self._db.read(vectors.models)

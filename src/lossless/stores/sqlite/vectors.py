@@ -9,7 +9,8 @@ SQLite has no vector index: searches load a conversation's vectors once and keep
 until :func:`states` says rows were added or removed.  The counts :func:`states` reads are kept per
 (source, model, conversation) in ``vector_counts`` by triggers on the vector tables (so they follow
 inserts, deletes and cascades), with a revision bumped by every change: one row read per conversation,
-however many vectors it has.
+however many vectors it has.  An index format upgrade copies the rows of items whose embedded texts did
+not change from the old format's name to the new one in SQL (:func:`copy`), never through Python.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Sequence
 from lossless.ports import ItemVectors, VectorSource, VectorState, VectorTodo
 from lossless.stores.sqlite.statements import chunks
 
-__all__ = ["drop", "load", "models", "put", "states", "todo", "totals"]
+__all__ = ["copy", "drop", "load", "models", "put", "states", "todo", "totals"]
 
 # (vector table, key column, item table, row column)
 _TABLES = {
@@ -59,6 +60,40 @@ def put(conn: sqlite3.Connection, model: str, source: VectorSource, items: Seque
         )
         added += conn.total_changes > before
     return added
+
+
+def copy(
+    conn: sqlite3.Connection,
+    source: VectorSource,
+    from_model: str,
+    to_model: str,
+    items: Sequence[tuple[int | str, int]],
+) -> list[int | str]:
+    """Copy the rows of ``from_model`` to ``to_model`` for each ``(key, rows)`` whose ``from_model`` rows are all
+    there (exactly ``rows`` of them: not an item half deleted); the keys of ``items`` that have ``to_model``
+    vectors afterwards (copied here, or written before).  Rows already there are kept (``OR IGNORE``)."""
+    vectors, key, _, _ = _TABLES[source]
+    done: list[int | str] = []
+    for part in chunks(list(items), 400):
+        want = ", ".join("(?, ?)" for _ in part)
+        pairs = tuple(v for pair in part for v in pair)
+        conn.execute(
+            f"WITH want(k, n) AS (VALUES {want}) "
+            f"INSERT OR IGNORE INTO {vectors} ({key}, model, chunk, conversation_id, dim, vector) "
+            f"SELECT v.{key}, ?, v.chunk, v.conversation_id, v.dim, v.vector FROM want w "
+            f"JOIN {vectors} v ON v.{key} = w.k AND v.model = ? "
+            f"WHERE (SELECT count(*) FROM {vectors} o WHERE o.{key} = w.k AND o.model = ?) = w.n",
+            (*pairs, to_model, from_model, from_model),
+        )
+        done.extend(
+            r[0]
+            for r in conn.execute(
+                f"WITH want(k, n) AS (VALUES {want}) SELECT w.k FROM want w WHERE EXISTS "
+                f"(SELECT 1 FROM {vectors} v WHERE v.{key} = w.k AND v.model = ? AND v.chunk = 0)",
+                (*pairs, to_model),
+            )
+        )
+    return done
 
 
 def states(
