@@ -120,7 +120,7 @@ def test_the_cap_of_a_tool_output_and_of_any_other_message() -> None:
     assert ChunkCap(TOOL_CHUNKS, MAX_CHUNKS) == DEFAULT_CAP
     # Each cap is a format of its own: uncapped is format 3's name, the default the current one's.
     names = {index_model("m", c) for c in (DEFAULT_CAP, UNCAPPED, ChunkCap(2, 4), ChunkCap(1, None))}
-    assert len(names) == 4 and index_model("m", UNCAPPED) == "m+ctx3" and index_model("m") == "m+ctx4"
+    assert len(names) == 4 and index_model("m", UNCAPPED) == "m+ctx3" and index_model("m") == f"m+ctx{INDEX_VERSION}"
 
 
 def test_a_tool_output_is_a_tool_message_or_one_that_holds_a_result() -> None:
@@ -482,7 +482,8 @@ def test_the_formats_an_upgrade_reuses() -> None:
     """Format 3 is the uncapped build, the last listed is the current one; names are index_model's."""
     assert [f.version for f in FORMATS] == sorted({f.version for f in FORMATS}) and FORMATS[-1].version == INDEX_VERSION
     assert FORMATS[0] == IndexFormat(3, UNCAPPED) and FORMATS[-1].cap == DEFAULT_CAP
-    assert all(f.model("m") == index_model("m", f.cap) for f in FORMATS)
+    assert FORMATS[0].model("m") == index_model("m", UNCAPPED) and FORMATS[-1].model("m") == index_model("m")
+    assert [f.version for f in FORMATS] == [3, 4, 5] and [f.names for f in FORMATS] == [False, False, True]
 
 
 async def test_an_upgrade_embeds_only_the_texts_that_changed(store: Store) -> None:
@@ -642,3 +643,94 @@ def test_any_upgraded_store_holds_what_a_fresh_build_stores(sessions: list[list[
                     await store.close()
 
     anyio.run(run)
+
+
+async def test_a_turn_named_by_its_metadata_is_embedded_as_the_prefix_form_writes_it(store: Store) -> None:
+    """Format 5: where the host put the speaker's name (metadata, or the text) does not change what is embedded."""
+    assert isinstance(store, SearchVectorStore)
+    said = ["Have you been to the jazz club on the market square?", "Yes! We went there last week."]
+    by_meta = await _conversation(
+        store,
+        "meta",
+        [
+            Message("user", said[0], metadata={"speaker": "Maya"}),
+            Message("assistant", said[1], metadata={"name": "Jonas"}),
+        ],
+    )
+    by_text = await _conversation(
+        store, "text", [Message("user", f"Maya: {said[0]}"), Message("assistant", f"Jonas: {said[1]}")]
+    )
+    command = Message.from_parts("assistant", [ToolPart(call_id="c1", name="bash", input={"cmd": "ls"})])
+    tools = await _conversation(
+        store,
+        "tools",
+        [command, Message.tool_result("c1", "README.md", name="bash", metadata={"name": "Maya"})],
+    )
+    embedder = HashEmbedder(max_chars=_SIZE)
+    await VectorBuilder(store, embedder).run()
+    model = index_model(embedder.model)
+    meta = await store.load_item_vectors(model, "messages", by_meta)
+    text = await store.load_item_vectors(model, "messages", by_text)
+    assert [blob for _, blob in meta] == [blob for _, blob in text]  # the same texts, so the same vectors
+    assert embedder.calls and f"Maya: {said[0]}\nJonas: {said[1]}" in [t for batch in embedder.calls for t in batch]
+    embedded = [t for batch in embedder.calls for t in batch]
+    assert any(t.endswith("README.md") for t in embedded) and not any("Maya: README" in t for t in embedded)
+    assert len(await store.load_item_vectors(model, "messages", tools)) == 2  # a tool's record is never named
+
+
+async def test_an_upgrade_to_format_5_embeds_only_the_turns_a_name_changes(store: Store) -> None:
+    """From format 4: a chat named in its text, an agent session and summaries are copied; only the turns of a
+    chat named by metadata (and the turn after one, whose context chunk names it) are embedded again."""
+    from lossless.memory import message_index
+
+    assert isinstance(store, SearchVectorStore)
+    sessions = await _agent_session(store)
+    by_text = await _conversation(store, "text", [Message("user", "Maya: hi"), Message("assistant", "Jonas: hello")])
+    by_meta = await _conversation(
+        store,
+        "meta",
+        [Message("user", "I adopted a beagle.", metadata={"speaker": "Maya"}), Message("assistant", "Lovely!")],
+    )
+    old = HashEmbedder(max_chars=_SIZE)
+    four = FORMATS[1]
+    for conversation_id in [*sessions, by_text, by_meta]:  # format 4's vectors, as its build stored them
+        texts = await _texts_by_format(store, conversation_id, four)
+        items = [ItemVectors(k, conversation_id, tuple(to_unit_blob(old.vector(t)) for t in ts)) for k, ts in texts]
+        await store.put_item_vectors(four.model(old.model), "messages", items)
+    for conversation_id in sessions:
+        for summary in await store.list_summaries(conversation_id):
+            chunks = tuple(to_unit_blob(old.vector(t)) for t in chunk_text(summary.content, _SIZE))
+            await store.put_item_vectors(
+                four.model(old.model), "summaries", [ItemVectors(summary.id, conversation_id, chunks)]
+            )
+    upgrade = HashEmbedder(max_chars=_SIZE)
+    assert message_index.INDEX_VERSION == 5
+    await VectorBuilder(store, upgrade).run()
+    assert sorted(t for batch in upgrade.calls for t in batch) == sorted(
+        ["Maya: I adopted a beagle.", "Maya: I adopted a beagle.\nLovely!"]  # the second turn's context chunk
+    )
+    for conversation_id in [*sessions, by_text, by_meta]:
+        got = await store.load_item_vectors(index_model(upgrade.model), "messages", conversation_id)
+        want = [
+            (k, to_unit_blob(upgrade.vector(t)))
+            for k, ts in await _texts_by_format_5(store, conversation_id)
+            for t in ts
+        ]
+        assert got == want  # what a fresh format-5 build stores
+
+
+async def _texts_by_format_5(store: Store, conversation_id: int) -> list[tuple[int, list[str]]]:
+    """(message id, the texts format 5 embeds for it): format 4's, of the turns as :func:`spoken` names them."""
+    from lossless.speakers import spoken
+
+    def named(record: MessageRecord) -> str:
+        plain = record.role not in ("user", "assistant") or any(isinstance(p, ToolPart) for p in record.parts)
+        return record.content if plain else spoken(record.content, record.metadata)
+
+    records = await store.get_messages(conversation_id)
+    out = []
+    for before, record in zip([None, *records], records, strict=False):
+        previous = named(before) if before is not None else ""
+        texts = FORMATS[-1].texts(named(record), _SIZE, previous=previous, tool_output=is_tool_output(record))
+        out.append((record.id, texts))
+    return out

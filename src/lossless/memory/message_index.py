@@ -34,6 +34,11 @@ Invariants:
   it.  A message that keeps more than one chunk (long, and not capped to one) keeps them and gets the
   context chunk besides; the first message of a conversation is embedded as itself.  A message
   scores as its best chunk.  The stored message is never changed; only what is embedded is.
+* **Named alike** (format 5).  A chat turn (a user or assistant message holding no tool record) whose
+  speaker only its metadata names (a transcript's ``name`` / ``speaker`` field) is embedded as
+  ``Name: text``, and so is the turn before a message in its context chunk: the texts are those of a
+  host that writes the name into the text, so a question that names a person finds their turns
+  however the host stored who spoke (:func:`lossless.speakers.spoken`).
 * **Versioned.**  Vectors are stored under :func:`index_model` (the embedder's model plus the
   index format version :data:`INDEX_VERSION`; a builder given another :class:`ChunkCap`, as the
   benchmark's uncapped build, stores under a name of its own and never deletes another format's
@@ -74,12 +79,14 @@ from lossless.memory.vectors import chunk_text  # NumPy-free: vectors imports Nu
 from lossless.parts import ToolPart
 from lossless.ports import ItemVectors, SearchVectorStore, VectorSource, VectorTodo
 from lossless.records import MessageRecord
+from lossless.speakers import spoken
 
 __all__ = [
     "DEFAULT_CAP",
     "FORMATS",
     "INDEX_VERSION",
     "UNCAPPED",
+    "Around",
     "BuildProgress",
     "ChunkCap",
     "IndexFormat",
@@ -101,8 +108,10 @@ RESCAN_S = 300.0
 #: 1: each message and summary as itself.  2: messages also with the opening of the turn before them
 #: (an extra chunk).  3: a one-chunk message with the turn before it only (one vector; measured better).
 #: 4: a long message's own chunks capped (TOOL_CHUNKS for a tool output, MAX_CHUNKS for any other); one
-#: that keeps one chunk is embedded as its context chunk alone, as a one-chunk message.
-INDEX_VERSION = 4
+#: that keeps one chunk is embedded as its context chunk alone, as a one-chunk message.  5: a chat turn whose
+#: speaker only its metadata names is embedded as ``Name: text`` (:func:`lossless.speakers.spoken`), and so
+#: is the turn before it in a context chunk: the text-prefix form, wherever the host put the name.
+INDEX_VERSION = 5
 #: How much of the turn before a message its context chunk takes (the opening: a question, a command).
 CONTEXT_CHARS = 300
 #: Own chunks embedded of a tool output (a file dump, a test log): its opening says what it is.
@@ -126,7 +135,7 @@ class ChunkCap:
         return self.tool if tool_output else self.other
 
 
-#: The cap of the current format (INDEX_VERSION 4).
+#: The cap of the current format (formats 4 and 5).
 DEFAULT_CAP = ChunkCap()
 #: Every chunk embedded: format 3, what the build did before the cap (the benchmark's baseline).
 UNCAPPED = ChunkCap(None, None)
@@ -135,7 +144,9 @@ UNCAPPED = ChunkCap(None, None)
 def index_model(model: str, cap: ChunkCap = DEFAULT_CAP) -> str:
     """The name vectors are stored under: the embedder's model and the index format version.
 
-    The uncapped build is format 3 exactly (its name); any other cap than the default gets a name of its own.
+    The uncapped build is stored under format 3's name (its texts are format 3's but for turns named by
+    their metadata, which it names as the current format does); any other cap than the default gets a name
+    of its own.
     """
     if cap == UNCAPPED:
         return f"{model}+ctx3"
@@ -146,27 +157,59 @@ def index_model(model: str, cap: ChunkCap = DEFAULT_CAP) -> str:
 
 @dataclass(frozen=True, slots=True)
 class IndexFormat:
-    """An index format whose texts this code makes again: its version, and how it built a message's texts.
+    """An index format whose texts this code makes again: its version, and how it built a message's texts
+    (its cap; ``names``: a turn named by its metadata written with its speaker's name, from format 5).
 
     Summaries are embedded as their chunks in every listed format.
     """
 
     version: int
     cap: ChunkCap
+    names: bool = False
 
     def model(self, embedder_model: str) -> str:
         """The name this format's vectors of ``embedder_model`` are stored under."""
         return f"{embedder_model}+ctx{self.version}"
 
     def texts(self, content: str, max_chars: int, *, previous: str = "", tool_output: bool = False) -> list[str]:
-        """What this format embedded for a message (see :func:`embedded_texts`)."""
+        """What this format embedded for a message of ``content`` (see :func:`embedded_texts`)."""
         return embedded_texts(content, max_chars, previous=previous, tool_output=tool_output, cap=self.cap)
+
+    def message_texts(self, key: int, content: str, max_chars: int, around: Around) -> list[str]:
+        """:meth:`texts` of message ``key``, its own text and the turn before it read in ``around`` (named or not)."""
+        if self.names:
+            content = around.spoken.get(key, content)
+        previous = (around.spoken_previous if self.names else around.previous).get(key, "")
+        return self.texts(content, max_chars, previous=previous, tool_output=key in around.tools)
+
+
+@dataclass(frozen=True, slots=True)
+class Around:
+    """What a batch of messages is embedded with, by message id: the text of the turn before each (where it
+    has one with text), the same named as :func:`~lossless.speakers.spoken` writes it, a message's own
+    text so named (only where that differs from its stored text), and the ids of the tool outputs."""
+
+    previous: dict[int, str] = field(default_factory=dict[int, str])
+    spoken_previous: dict[int, str] = field(default_factory=dict[int, str])
+    spoken: dict[int, str] = field(default_factory=dict[int, str])
+    tools: frozenset[int] = frozenset()
 
 
 #: Every format an upgrade can reuse vectors of, oldest first; the last is the current one (:data:`INDEX_VERSION`).
 #: A format bump appends its own entry and keeps the others, so a store of any listed format re-embeds only
 #: the items whose texts changed.
-FORMATS: tuple[IndexFormat, ...] = (IndexFormat(3, UNCAPPED), IndexFormat(INDEX_VERSION, DEFAULT_CAP))
+FORMATS: tuple[IndexFormat, ...] = (
+    IndexFormat(3, UNCAPPED),
+    IndexFormat(4, DEFAULT_CAP),
+    IndexFormat(INDEX_VERSION, DEFAULT_CAP, names=True),
+)
+
+
+def _spoken(record: MessageRecord) -> str:
+    """A chat turn's text as embedded from format 5: named as the prefix form writes it (tools' records are not)."""
+    if record.role not in ("user", "assistant") or any(isinstance(p, ToolPart) for p in record.parts):
+        return record.content
+    return spoken(record.content, record.metadata)
 
 
 def is_tool_output(record: MessageRecord) -> bool:
@@ -339,16 +382,13 @@ class VectorBuilder:
         started = time.perf_counter()
         size = self.embedder.max_chars
         if source == "messages":
-            previous, tools = await self._neighbours(todo)
-            ids = [int(t.key) for t in todo]
-            pieces = [
-                embedded_texts(t.content, size, previous=previous.get(i, ""), tool_output=i in tools, cap=self.cap)
-                for i, t in zip(ids, todo, strict=True)
-            ]
+            around = await self._neighbours(todo)
+            build = IndexFormat(INDEX_VERSION, self.cap, names=FORMATS[-1].names)  # a measuring build names alike
+            pieces = [build.message_texts(int(t.key), t.content, size, around) for t in todo]
         else:
-            previous, tools = {}, set()
+            around = Around()
             pieces = [chunk_text(t.content, size) if t.content.strip() else [] for t in todo]
-        reused = await self._reuse(source, todo, pieces, previous, tools)
+        reused = await self._reuse(source, todo, pieces, around)
         fresh = [(t, p) for t, p in zip(todo, pieces, strict=True) if t.key not in reused]
         flat = [p for _, chunks in fresh for p in chunks]
         vectors = await self.embedder.embed(flat, task="passage") if flat else []
@@ -387,8 +427,7 @@ class VectorBuilder:
         source: VectorSource,
         todo: Sequence[VectorTodo],
         pieces: Sequence[list[str]],
-        previous: dict[int, str],
-        tools: set[int],
+        around: Around,
     ) -> set[int | str]:
         """Copy, in the store, the vectors of an older format for the items it embedded the same texts for.
 
@@ -406,8 +445,7 @@ class VectorBuilder:
                 if item.key in done:
                     continue
                 if source == "messages":
-                    key = int(item.key)
-                    old = fmt.texts(item.content, size, previous=previous.get(key, ""), tool_output=key in tools)
+                    old = fmt.message_texts(int(item.key), item.content, size, around)
                 else:
                     old = texts  # summaries: their chunks in every listed format
                 if old == texts:
@@ -416,28 +454,30 @@ class VectorBuilder:
                 done.update(await copy(source, fmt.model(self.embedder.model), self.model, wanted))
         return done
 
-    async def _neighbours(self, todo: Sequence[VectorTodo]) -> tuple[dict[int, str], set[int]]:
-        """Message id → the text of the turn before it in its conversation (when it has one with text),
-        and the ids of the tool outputs among them."""
+    async def _neighbours(self, todo: Sequence[VectorTodo]) -> Around:
+        """The turns the messages of ``todo`` are embedded with (see :class:`Around`)."""
         get_by_id = getattr(self.store, "get_messages_by_id", None)
         get_messages = getattr(self.store, "get_messages", None)
         if get_by_id is None or get_messages is None:  # a vector store that is not a message store
-            return {}, set()
+            return Around()
         records: list[MessageRecord] = await get_by_id([int(t.key) for t in todo])
-        tools = {r.id for r in records if is_tool_output(r)}
+        own = {r.id: named for r in records if (named := _spoken(r)) != r.content}
+        previous: dict[int, str] = {}
+        spoken_previous: dict[int, str] = {}
         seqs: dict[int, list[MessageRecord]] = {}
         for record in records:
             seqs.setdefault(record.conversation_id, []).append(record)
-        out: dict[int, str] = {}
         for conversation_id, found in seqs.items():
             low, high = min(r.seq for r in found), max(r.seq for r in found)
-            around: list[MessageRecord] = await get_messages(conversation_id, after_seq=low - 2, limit=high - low + 1)
-            text_at = {r.seq: r.content for r in around}
+            turns: list[MessageRecord] = await get_messages(conversation_id, after_seq=low - 2, limit=high - low + 1)
+            at = {r.seq: r for r in turns}
             for record in found:
-                previous = text_at.get(record.seq - 1, "")
-                if previous.strip():
-                    out[record.id] = previous
-        return out, tools
+                before = at.get(record.seq - 1)
+                if before is not None and before.content.strip():
+                    previous[record.id] = before.content
+                    spoken_previous[record.id] = _spoken(before)
+        tools = frozenset(r.id for r in records if is_tool_output(r))
+        return Around(previous, spoken_previous, own, tools)
 
     async def _prepare(self, source: VectorSource, dim: int) -> None:
         """Let a store with a database vector index (pgvector) set it up, once per source."""
