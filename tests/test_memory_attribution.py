@@ -62,6 +62,9 @@ def test_the_conversation_tells_a_common_word_from_a_name() -> None:
     assert attributed("Traffic was awful today.", "Jonas", words) == "Jonas said traffic was awful today."
     assert attributed("Traffic was awful today.", "Jonas") == "Jonas said Traffic was awful today."  # no evidence
     assert attributed("Rosa was thrilled.", "Jonas", words) == "Jonas said Rosa was thrilled."
+    # A label is no name: lowered after "said", whatever follows it; a name with a colon keeps its capital.
+    assert attributed("Milestone: Rosa lost a tooth.", "Jonas", words) == "Jonas said milestone: Rosa lost a tooth."
+    assert attributed("Rosa: dinner is ready.", "Jonas", words) == "Jonas said Rosa: dinner is ready."
     speakers = Vocabulary.of([], people=["Ana Lopez"])
     assert remark("Ana's turn again.", speakers) == "I said it was Ana's turn again."
 

@@ -34,7 +34,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from lossless.memory.fragments import has_verb
-from lossless.speakers import named_in
+from lossless.speakers import named_in, speaker_label
 
 __all__ = ["Vocabulary", "attributed", "remark"]
 
@@ -56,7 +56,8 @@ class Vocabulary:
         names = {word.lower() for person in people for word in person.split()}
         for text in texts:
             lower.update(re.findall(r"(?<![\w'’-])[a-z][a-z'’-]*", text))
-            for sentence in re.split(r"(?<=[.!?])\s+|\n+", text):
+            speaker = speaker_label(text, None)  # after a "Jonas: " prefix a sentence starts
+            for sentence in re.split(r"(?<=[.!?])\s+|\n+", text[speaker[1] :] if speaker else text):
                 words = re.findall(r"[\w'’-]+", sentence)
                 names.update(re.sub(r"['’]s$", "", w).lower() for w in words[1:] if w[:1].isupper() and w != "I")
         return cls(frozenset(lower), frozenset(names))
@@ -130,12 +131,15 @@ def _lowered(text: str, words: Vocabulary, names_unless_known: bool = True) -> s
     A common opener ("the", "there's") is lowered.  Any other first word keeps its capital when the next
     word is capitalised too ("Osteria Nove"), when it has a capital past its first letter or a digit ("iOS",
     "5G"), when it is possessive ("Rosa's") or one of ``words.names``; and (``names_unless_known``) when the
-    conversation never writes it in lower case and it is no plural: "traffic" is lowered, "Rosa" is not."""
+    conversation never writes it in lower case and it is no plural: "traffic" is lowered, "Rosa" is not.  A
+    label ("Milestone: …"; a word and a colon) is lowered unless it is one of ``words.names``."""
     split = text.split(" ")
     bare = re.sub(r"[^\w'’-]", "", split[0])
     if not bare or not bare[:1].isupper() or bare == "I" or bare.startswith(("I'", "I’")):
         return text
     lower = bare.lower()
+    if split[0].endswith(":") and lower not in words.names:  # a label ("Milestone: Rosa's first tooth")
+        return text[0].lower() + text[1:]
     if lower not in _COMMON_OPENERS:
         second = re.sub(r"[^\w]", "", split[1]) if len(split) > 1 else ""
         if any(c.isupper() or c.isdigit() for c in bare[1:]) or (second[:1].isupper() and second != "I"):
