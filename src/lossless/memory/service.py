@@ -8,7 +8,9 @@ Invariants:
 * Text is embedded in chunks (never averaged), and each chunk's vector is
   cached by (content hash, model) in the store, so re-embedding the same text
   never calls the embedder again.
-* Search runs the pipeline of :mod:`lossless.memory.ranking`; a search that
+* Search runs the pipeline of :mod:`lossless.memory.ranking`; a query that names a speaker of its
+  candidates is also searched without that name, and the memories naming none of the query's
+  people are ranked by the better of the two cosines (:mod:`lossless.memory.people`); a search that
   returns memories counts one access of each and applies the tier rules
   (:mod:`lossless.memory.decay`) at once; :meth:`MemoryService.maintain`
   applies them to every memory.
@@ -45,6 +47,7 @@ from lossless.errors import InputError, NotFoundError, ProviderError
 from lossless.memory import admission as amac
 from lossless.memory import changes, dating, decay, extraction, judging, llm_dedup, mining, querying
 from lossless.memory.admission import AdmissionConfig
+from lossless.memory.people import cosines, named_people, names_one, without_people
 from lossless.memory.ports import (
     DedupJudge,
     Embedder,
@@ -483,7 +486,8 @@ class MemoryService:
         revision = await self.store.revision()
         filter_ = await self._read_scopes(scopes, revision)
         when = dating.asked(searched)  # "last May", "a week before the trip": boosts the memories of that time
-        (qvec,) = await self.embed([when.meant() if when else searched], task="query")
+        meant = when.meant() if when else searched
+        (qvec,) = await self.embed([meant], task="query")
         timings["embed"] = (time.perf_counter() - clock) * 1000
         history = as_of is not None
         pool = self.retrieval.pool_size(limit) * (4 if asked.tags else 1) * (dating.TIME_POOL if when else 1)
@@ -502,14 +506,40 @@ class MemoryService:
         clock = time.perf_counter()
         ids = list(dict.fromkeys([h.memory_id for h in vector_hits] + [h.memory_id for h in keyword_hits]))
         memories = {m.memory_id: m for m in await self.store.get(ids)}  # keyword ghosts vanish here
+        # A query naming a speaker ("What did Jonas misplace?") is searched without the name too (people).
+        people = named_people(searched, memories.values())
+        blind_text = without_people(meant, people)
+        blind_hits: list[VectorHit] = []
+        if blind_text is not None:
+            clock = time.perf_counter()
+            (bvec,) = await self.embed([blind_text], task="query")
+            blind_hits, blind_index = await self._nearest(
+                bvec, limit=pool, scopes=filter_, include_superseded=history, revision=revision, only=only
+            )
+            index = index or blind_index
+            more = [h.memory_id for h in blind_hits if h.memory_id not in memories]
+            memories.update((m.memory_id, m) for m in await self.store.get(more))
+            ids = list(dict.fromkeys([*ids, *more]))
+            timings["vector"] += (time.perf_counter() - clock) * 1000
         if index is None:  # the store searched: the candidates' own vectors serve the cosines and MMR
             assert isinstance(self.store, NearestNeighbours)
             index = VectorIndex(revision, await self.store.vectors_of(self.embedder.model, ids))
+        floor = similarity_floor(self.embedder)
+        if blind_hits:
+            found = list(dict.fromkeys([h.memory_id for h in vector_hits] + [h.memory_id for h in blind_hits]))
+            scored = cosines(
+                [h.memory_id for h in vector_hits],
+                {k: calibrate(v, floor) for k, v in index.similarity(qvec, found).items()},
+                {k: calibrate(v, floor) for k, v in index.similarity(bvec, found).items()},
+                [k for k in found if k in memories and names_one(memories[k], people)],
+            )
+            vector_hits = [VectorHit(k, v) for k, v in sorted(scored.items(), key=lambda kv: -kv[1])]
+            keyword_ids = {h.memory_id for h in keyword_hits}
+            ids = [k for k in ids if k in scored or k in keyword_ids]
         vector_rank = {h.memory_id: (h.similarity, rank) for rank, h in enumerate(vector_hits, 1)}
         keyword_rank = {h.memory_id: (h.score, rank) for rank, h in enumerate(keyword_hits, 1)}
         # Keyword-only hits still get their cosine (for the rerank fallback and explain); fusion
         # treats them as keyword-only all the same, as specified.
-        floor = similarity_floor(self.embedder)
         keyword_only = [i for i in keyword_rank if i not in vector_rank]
         extra = {k: calibrate(v, floor) for k, v in index.similarity(qvec, keyword_only).items()}
         candidates: list[Candidate] = []
