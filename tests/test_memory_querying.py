@@ -10,8 +10,8 @@ from click.testing import CliRunner
 from lossless.cli import cli
 from lossless.config import Config, load_config
 from lossless.engine import open_memory
-from lossless.errors import ConfigError
-from lossless.memory.querying import MAX_ADDED, expand, holds_tags, names, split_tags
+from lossless.errors import ConfigError, InputError
+from lossless.memory.querying import MAX_ADDED, MAX_QUERY_CHARS, check_query, expand, holds_tags, names, split_tags
 from lossless.memory.ranking import Candidate, RetrievalConfig, fuse
 from lossless.memory.records import Memory, MemoryDraft
 
@@ -120,3 +120,14 @@ def test_fusion_weights_are_settings_that_reach_the_fusion() -> None:
 
     assert order(Config()) == ["mem_semantic", "mem_keyword"]  # the reference's 0.7 / 0.3
     assert order(config) == ["mem_keyword", "mem_semantic"]
+
+
+@pytest.mark.parametrize("bad", ["", "   ", None, 42, "x" * (MAX_QUERY_CHARS + 1), "bad \ud800 surrogate"])
+def test_a_query_must_be_short_valid_text(bad: object) -> None:
+    with pytest.raises(InputError):
+        check_query(bad)
+
+
+def test_a_query_of_the_longest_length_is_accepted() -> None:
+    check_query("x" * MAX_QUERY_CHARS)
+    check_query("What did Maya buy?")

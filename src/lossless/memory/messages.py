@@ -29,7 +29,8 @@ from typing import Any, Literal, Protocol, TypeVar
 
 from lossless.errors import InputError, StoreError
 from lossless.memory.message_index import index_model
-from lossless.memory.service import MAX_QUERY_CHARS, MemoryService
+from lossless.memory.querying import MAX_QUERY_CHARS
+from lossless.memory.service import MemoryService
 from lossless.memory.vector_blocks import VectorBlocks
 from lossless.memory.vectors import to_blob
 from lossless.ports import SearchVectorStore, Store, VectorSource, VectorState

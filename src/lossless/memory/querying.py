@@ -15,6 +15,8 @@ Invariants:
 * **Names are what the query calls by name.**  :func:`names` returns its
   capitalised words (``Maya``, ``Kubernetes``; a possessive ``'s`` dropped)
   that are not question or function words, for the ranking's name stage.
+* **A query is text.**  :func:`check_query` refuses (``InputError``) anything but non-empty text of
+  at most :data:`MAX_QUERY_CHARS` characters that encodes as UTF-8 (no lone surrogate).
 * Pure: no I/O, deterministic.
 """
 
@@ -24,10 +26,11 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from lossless.errors import InputError
 from lossless.memory.records import Memory
 from lossless.text import WORD
 
-__all__ = ["MAX_ADDED", "TagQuery", "expand", "holds_tags", "names", "split_tags"]
+__all__ = ["MAX_ADDED", "MAX_QUERY_CHARS", "TagQuery", "check_query", "expand", "holds_tags", "names", "split_tags"]
 
 MAX_ADDED = 5
 
@@ -120,3 +123,18 @@ def expand(query: str) -> str:
                 added.append(synonym)
     added = added[:MAX_ADDED]
     return f"{query} {' '.join(added)}" if added else query
+
+
+MAX_QUERY_CHARS = 8000
+
+
+def check_query(query: object) -> None:
+    """Refuse a query that is not non-empty text of at most :data:`MAX_QUERY_CHARS` valid Unicode characters."""
+    if not isinstance(query, str) or not query.strip():
+        raise InputError("the search query must be non-empty text")
+    if len(query) > MAX_QUERY_CHARS:
+        raise InputError(f"the search query is {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(f"the search query holds invalid Unicode (a lone surrogate at position {exc.start})") from exc

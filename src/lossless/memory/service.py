@@ -8,7 +8,9 @@ Invariants:
 * Text is embedded in chunks (never averaged), and each chunk's vector is
   cached by (content hash, model) in the store, so re-embedding the same text
   never calls the embedder again.
-* Search runs the pipeline of :mod:`lossless.memory.ranking`; a search that
+* Search runs the pipeline of :mod:`lossless.memory.ranking`; a query that names a speaker of its
+  candidates is also searched without that name, and the memories naming none of the query's
+  people are ranked by the better of the two cosines (:mod:`lossless.memory.people`); a search that
   returns memories counts one access of each and applies the tier rules
   (:mod:`lossless.memory.decay`) at once; :meth:`MemoryService.maintain`
   applies them to every memory.
@@ -21,7 +23,7 @@ Invariants:
   (mining old history never overwrites a newer value).  A change of mind (a draft
   flagged ``revises``) is first told with the same speaker's earlier statement it
   takes back, when one is alike enough by topic (:mod:`lossless.memory.changes`).
-* The judge is a side line: any failure of it (timeout, garbage, refusal) is
+* The judge is a side line (:mod:`lossless.memory.judging`): any failure of it (timeout, garbage, refusal) is
   logged and the rules decide (the rules' merge text, utility 0.5) — a
   candidate is never lost to it and no error reaches the caller.
 * :meth:`MemoryService.mine` mines each stored message at most once: it claims
@@ -43,8 +45,9 @@ from typing import TYPE_CHECKING, Any
 
 from lossless.errors import InputError, NotFoundError, ProviderError
 from lossless.memory import admission as amac
-from lossless.memory import changes, dating, decay, extraction, llm_dedup, mining, querying
+from lossless.memory import changes, dating, decay, extraction, judging, llm_dedup, mining, querying
 from lossless.memory.admission import AdmissionConfig
+from lossless.memory.people import cosines, named_people, names_one, without_people
 from lossless.memory.ports import (
     DedupJudge,
     Embedder,
@@ -471,7 +474,7 @@ class MemoryService:
         A time the query names ("last May", "a week before the trip to Porto") boosts the memories of
         that time, read against ``as_of`` when given (:mod:`lossless.memory.dating`).
         """
-        _check_query(query)
+        querying.check_query(query)
         asked = split_tags(query, self.tag_prefixes)
         searched = asked.text
         if not 1 <= limit <= MAX_LIMIT:
@@ -483,7 +486,8 @@ class MemoryService:
         revision = await self.store.revision()
         filter_ = await self._read_scopes(scopes, revision)
         when = dating.asked(searched)  # "last May", "a week before the trip": boosts the memories of that time
-        (qvec,) = await self.embed([when.meant() if when else searched], task="query")
+        meant = when.meant() if when else searched
+        (qvec,) = await self.embed([meant], task="query")
         timings["embed"] = (time.perf_counter() - clock) * 1000
         history = as_of is not None
         pool = self.retrieval.pool_size(limit) * (4 if asked.tags else 1) * (dating.TIME_POOL if when else 1)
@@ -502,14 +506,40 @@ class MemoryService:
         clock = time.perf_counter()
         ids = list(dict.fromkeys([h.memory_id for h in vector_hits] + [h.memory_id for h in keyword_hits]))
         memories = {m.memory_id: m for m in await self.store.get(ids)}  # keyword ghosts vanish here
+        # A query naming a speaker ("What did Jonas misplace?") is searched without the name too (people).
+        people = named_people(searched, memories.values())
+        blind_text = without_people(meant, people)
+        blind_hits: list[VectorHit] = []
+        if blind_text is not None:
+            clock = time.perf_counter()
+            (bvec,) = await self.embed([blind_text], task="query")
+            blind_hits, blind_index = await self._nearest(
+                bvec, limit=pool, scopes=filter_, include_superseded=history, revision=revision, only=only
+            )
+            index = index or blind_index
+            more = [h.memory_id for h in blind_hits if h.memory_id not in memories]
+            memories.update((m.memory_id, m) for m in await self.store.get(more))
+            ids = list(dict.fromkeys([*ids, *more]))
+            timings["vector"] += (time.perf_counter() - clock) * 1000
         if index is None:  # the store searched: the candidates' own vectors serve the cosines and MMR
             assert isinstance(self.store, NearestNeighbours)
             index = VectorIndex(revision, await self.store.vectors_of(self.embedder.model, ids))
+        floor = similarity_floor(self.embedder)
+        if blind_hits:
+            found = list(dict.fromkeys([h.memory_id for h in vector_hits] + [h.memory_id for h in blind_hits]))
+            scored = cosines(
+                [h.memory_id for h in vector_hits],
+                {k: calibrate(v, floor) for k, v in index.similarity(qvec, found).items()},
+                {k: calibrate(v, floor) for k, v in index.similarity(bvec, found).items()},
+                [k for k in found if k in memories and names_one(memories[k], people)],
+            )
+            vector_hits = [VectorHit(k, v) for k, v in sorted(scored.items(), key=lambda kv: -kv[1])]
+            keyword_ids = {h.memory_id for h in keyword_hits}
+            ids = [k for k in ids if k in scored or k in keyword_ids]
         vector_rank = {h.memory_id: (h.similarity, rank) for rank, h in enumerate(vector_hits, 1)}
         keyword_rank = {h.memory_id: (h.score, rank) for rank, h in enumerate(keyword_hits, 1)}
         # Keyword-only hits still get their cosine (for the rerank fallback and explain); fusion
         # treats them as keyword-only all the same, as specified.
-        floor = similarity_floor(self.embedder)
         keyword_only = [i for i in keyword_rank if i not in vector_rank]
         extra = {k: calibrate(v, floor) for k, v in index.similarity(qvec, keyword_only).items()}
         candidates: list[Candidate] = []
@@ -607,7 +637,7 @@ class MemoryService:
             kept.append((draft, vector, stored))
         out: list[tuple[MemoryDraft, extraction.Decision, str | None]] = []
         sources = [m.content for m in messages]
-        utilities = await self._utilities([d for d, _, _ in kept], sources)
+        utilities = await judging.utilities(self.judge, self.admission, [d for d, _, _ in kept], sources)
         for (draft, vector, stored), utility in zip(kept, utilities, strict=True):
             if self.admission is not None:
                 pool, _ = await self._nearest(vector, limit=self.admission.novelty_pool, scopes=[scope])
@@ -635,7 +665,7 @@ class MemoryService:
             embedded = draft
             if (draft.metadata or {}).get("revises"):
                 draft, neighbours = await self._with_earlier(draft, vector, scope, neighbours)
-            decision = await self._decide(draft, neighbours)
+            decision = await judging.decide(self.judge, draft, neighbours)
             if decision.by == "model" and decision.kind == "create":
                 draft = llm_dedup.keyless(draft, neighbours)
             same_text = (draft.abstract, draft.content) == (embedded.abstract, embedded.content)
@@ -718,29 +748,6 @@ class MemoryService:
                 log.warning("extractor %s failed (%s); using the offline extractor", self.extractor.name, exc)
         return extraction.extract(conversation_id, messages)
 
-    async def _utilities(self, drafts: Sequence[MemoryDraft], sources: Sequence[str]) -> Sequence[float | None]:
-        """The judge's utility rating of each draft when admission control runs (``None``: not rated)."""
-        if self.judge is not None and self.admission is not None and drafts:
-            try:
-                return await self.judge.rate(drafts, sources)
-            except Exception as exc:  # the judge is a side line: utility falls back to 0.5
-                log.warning("memory judge %s could not rate utility (%s); using 0.5", self.judge.name, exc)
-        return [None] * len(drafts)
-
-    async def _decide(self, draft: MemoryDraft, neighbours: Sequence[tuple[Memory, float]]) -> extraction.Decision:
-        decision = extraction.decide(draft, neighbours)
-        if self.judge is not None:
-            try:
-                decision = await self.judge.decide(draft, neighbours) or decision
-            except Exception as exc:  # the judge is a side line: the rules decide instead
-                log.warning("memory judge %s failed (%s); the dedup rules decide", self.judge.name, exc)
-        if decision.kind in ("supersede", "contradict") and draft.valid_from is not None:
-            target = next((m for m, _ in neighbours if m.memory_id == decision.target), None)
-            if target is not None and draft.valid_from < target.valid_from:
-                why = f"older than {target.memory_id} (valid from {target.valid_from:%Y-%m-%d %H:%M}), which stays"
-                return extraction.Decision("skip", target.memory_id, why, by=decision.by)
-        return decision
-
     async def _apply(
         self, draft: MemoryDraft, decision: extraction.Decision, vectors: StoredVectors | None = None
     ) -> str | None:
@@ -760,7 +767,7 @@ class MemoryService:
         sources = tuple(i for i in draft.source_message_ids if i not in target.source_message_ids) if same else ()
         if decision.kind in ("merge", "contextualize"):
             label = (decision.context_label or "general") if decision.kind == "contextualize" else None
-            merged = await self._merged(target, draft, label)
+            merged = await judging.merged(self.judge, target, draft, label)
             if merged is None and not sources:
                 return target.memory_id
             patch = MemoryPatch(add_sources=sources) if merged is None else replace(merged, add_sources=sources)
@@ -770,19 +777,6 @@ class MemoryService:
             patch = MemoryPatch(confidence=boosted, add_sources=sources)
             return (await self.update(target.memory_id, patch)).memory_id
         return target.memory_id  # skip
-
-    async def _merged(self, target: Memory, draft: MemoryDraft, label: str | None) -> MemoryPatch | None:
-        """The patch that folds ``draft`` into ``target``: the judge's text, else appended (None: nothing new)."""
-        if self.judge is not None:
-            try:
-                abstract, overview, content = await self.judge.merge(target, draft, context_label=label)
-                return MemoryPatch(content=content, abstract=abstract or None, overview=overview or None)
-            except Exception as exc:  # the judge is a side line: the candidate is appended instead
-                log.warning("memory judge %s could not merge (%s); appending the text", self.judge.name, exc)
-        if draft.content in target.content:
-            return None
-        addition = f"({label}) {draft.content}" if label else draft.content
-        return MemoryPatch(content=f"{target.content}\n{addition}")
 
 
 def _apart(abstract: str, pieces: Sequence[str]) -> bool:
@@ -796,17 +790,3 @@ def _with_scope(draft: MemoryDraft, scope: str) -> MemoryDraft:
 
 def _with_fact_key(draft: MemoryDraft, fact_key: str) -> MemoryDraft:
     return replace(draft, fact_key=fact_key)
-
-
-MAX_QUERY_CHARS = 8000
-
-
-def _check_query(query: object) -> None:
-    if not isinstance(query, str) or not query.strip():
-        raise InputError("the search query must be non-empty text")
-    if len(query) > MAX_QUERY_CHARS:
-        raise InputError(f"the search query is {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
-    try:
-        query.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InputError(f"the search query holds invalid Unicode (a lone surrogate at position {exc.start})") from exc
