@@ -56,7 +56,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Literal
+from typing import Literal, cast
 
 from lossless.config import Config
 from lossless.memory import decay
@@ -277,6 +277,15 @@ def _rerank(
     return _order(out)
 
 
+def _above(similarity: Callable[[str, str], float]) -> Callable[[str, Sequence[str], float], bool]:
+    """Whether a memory is more similar than a threshold to any of others: the similarity's own ``above``
+    (:class:`~lossless.memory.vectors.Pairwise`: one step for all of them), else pair by pair."""
+    above = getattr(similarity, "above", None)
+    if callable(above):
+        return cast("Callable[[str, Sequence[str], float], bool]", above)
+    return lambda a, others, threshold: any(similarity(a, b) > threshold for b in others)
+
+
 def _legacy_decay(memory: Memory, now: datetime, config: RetrievalConfig) -> float:
     age = max(0.0, (now - memory.created_at).total_seconds() / 86_400)
     half_life = config.time_decay_half_life_days / (3.0 if memory.temporal_type == "dynamic" else 1.0)
@@ -351,15 +360,18 @@ def finish(
     ordered = _order(staged)
     if similarity is not None and config.mmr_threshold < 1.0:
         chosen: list[Scored] = []
+        chosen_ids: list[str] = []
         demoted: list[Scored] = []
+        above = _above(similarity)
         for position, s in enumerate(ordered):
             if len(chosen) == limit:  # the rest falls beyond the limit whatever its similarity
                 demoted += ordered[position:]
                 break
-            if any(similarity(s.memory.memory_id, c.memory.memory_id) > config.mmr_threshold for c in chosen):
+            if above(s.memory.memory_id, chosen_ids, config.mmr_threshold):
                 demoted.append(s.at("mmr", s.score, clamp=False))
             else:
                 chosen.append(s)
+                chosen_ids.append(s.memory.memory_id)
         ordered = chosen + demoted
     dropped.extend(s.drop("limit") for s in ordered[limit:])
     return ordered[:limit], dropped
