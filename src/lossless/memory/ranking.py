@@ -56,6 +56,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import lru_cache
 from typing import Literal, cast
 
 from lossless.config import Config
@@ -277,6 +278,12 @@ def _rerank(
     return _order(out)
 
 
+@lru_cache(maxsize=8192)
+def _noise(text: str) -> bool:
+    """Whether ``text`` is a non-answer the noise filter drops (kept per text: the same memories come back)."""
+    return _NOISE.search(text) is not None
+
+
 def _above(similarity: Callable[[str, str], float]) -> Callable[[str, Sequence[str], float], bool]:
     """Whether a memory is more similar than a threshold to any of others: the similarity's own ``above``
     (:class:`~lossless.memory.vectors.Pairwise`: one step for all of them), else pair by pair."""
@@ -308,8 +315,10 @@ def finish(
     similarity: Callable[[str, str], float] | None = None,
     names: Sequence[str] = (),
     boosts: Mapping[str, float] | None = None,
+    keep_dropped: bool = True,
 ) -> tuple[list[Scored], list[Scored]]:
     """Stages 3–11 on the fused pool: (results best first, dropped); ``names``: the query's, lower case;
+    ``keep_dropped=False``: those beyond the limit are left out of the dropped list (no one reads them);
     ``boosts``: memory id → what the time stage adds (the memories inside the query's time)."""
     boosts = boosts or {}
     dropped: list[Scored] = []
@@ -342,10 +351,10 @@ def finish(
             score = max(0.0, score * factor)
             stages.append((stage, score))
             absolute = None if absolute is None else absolute * factor
-        s = replace(s, score=score, stages=tuple(stages), absolute=absolute)
+        s = Scored(s.candidate, score, tuple(stages), s.dropped_at, absolute)  # ``replace``, built directly
         if config.fusion != "rrf" and _gate(s) < config.hard_min_score:
             dropped.append(s.drop("hard_min_score"))
-        elif config.noise_filter and (_NOISE.search(m.abstract) or _NOISE.search(m.content)):
+        elif config.noise_filter and (_noise(m.abstract) or _noise(m.content)):
             dropped.append(s.drop("noise"))
         else:
             staged.append(s)
@@ -373,5 +382,6 @@ def finish(
                 chosen.append(s)
                 chosen_ids.append(s.memory.memory_id)
         ordered = chosen + demoted
-    dropped.extend(s.drop("limit") for s in ordered[limit:])
+    if keep_dropped:
+        dropped.extend(s.drop("limit") for s in ordered[limit:])
     return ordered[:limit], dropped

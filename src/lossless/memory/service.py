@@ -574,6 +574,7 @@ class MemoryService:
             similarity=similarity,
             names=querying.names(searched),
             boosts=boosts,
+            keep_dropped=explain,
         )
         timings["rank"] = (time.perf_counter() - clock) * 1000
         hits = tuple(MemoryHit(s.memory, s.score, s.stages) for s in results)
