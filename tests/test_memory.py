@@ -23,6 +23,7 @@ from lossless.memory.vectors import (
     VectorIndex,
     calibrate,
     chunk_text,
+    from_blob,
     normalize,
     pairwise,
     to_blob,
@@ -301,6 +302,63 @@ def test_vector_index_is_exact_against_brute_force() -> None:
     assert all(int(h.memory_id[4:]) % 3 == 0 for h in scoped)
 
 
+@given(
+    st.lists(st.integers(1, 3), min_size=1, max_size=40),
+    st.lists(st.sampled_from(["global", "agent:a"]), min_size=40, max_size=40),
+    st.lists(st.booleans(), min_size=40, max_size=40),
+    st.sets(st.integers(0, 45)),
+    st.integers(1, 12),
+    st.integers(0, 2**32 - 1),
+)
+@settings(max_examples=80, deadline=None)
+def test_vector_index_search_among_some_memories_is_brute_force_over_them(
+    chunks: list[int], scopes: list[str], current: list[bool], only: set[int], limit: int, seed: int
+) -> None:
+    """``only`` (the memories of the conversations searched): the best chunk of each of those memories alone,
+    ranked as over the whole index, ties by id; the subset's rows are kept, and asking again gives the same."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    rows = [
+        (f"mem_{i:03d}", scopes[i], current[i], to_blob(normalize(rng.normal(size=8))[0]))
+        for i, n in enumerate(chunks)
+        for _ in range(n)
+    ]
+    index = VectorIndex(1, rows)
+    query = normalize(rng.normal(size=8))[0]
+    wanted = frozenset(f"mem_{i:03d}" for i in only)  # some name no memory of the index
+    best: dict[str, float] = {}
+    for memory_id, scope, is_current, blob in rows:
+        if memory_id in wanted and scope == "agent:a" and is_current:
+            best[memory_id] = max(best.get(memory_id, -2.0), float(from_blob(blob) @ query))
+    expected = sorted(best, key=lambda m: (-best[m], m))[:limit]
+    for _ in range(2):
+        hits = index.search(query, limit=limit, scopes=["agent:a"], only=wanted)
+        assert [h.memory_id for h in hits] == expected
+        assert [h.similarity for h in hits] == pytest.approx([best[m] for m in expected], abs=1e-5)
+    assert index.search(query, limit=limit, only=set()) == []
+
+
+async def test_a_memory_added_after_a_search_of_some_conversations_is_found_by_the_next(store: Store) -> None:
+    """The memories of the conversations searched are kept per store revision: one added (or removed) since
+    is found (or gone) at the next search of those conversations."""
+    service = MemoryService(memory_store_for(store), HashEmbedder(), MemoryCaller.agent("main"))
+    a = await store.get_or_create_conversation(agent_id="main", session_id="a")
+    b = await store.get_or_create_conversation(agent_id="main", session_id="b")
+    await service.add(MemoryDraft("The cat Miso sleeps on the balcony", conversation_id=a.id))
+    await service.add(MemoryDraft("The lighthouse cabin is booked for June", conversation_id=b.id))
+    question = "where is the lighthouse cabin"
+    before = await service.search(question, limit=5, record_access=False, conversations=[a.id])
+    assert all(h.memory.conversation_id == a.id for h in before.hits)
+    added = await service.add(MemoryDraft("The lighthouse cabin has a blue door", conversation_id=a.id))
+    after = await service.search(question, limit=5, record_access=False, conversations=[a.id])
+    assert added.memory_id in [h.memory.memory_id for h in after.hits]
+    assert all(h.memory.conversation_id == a.id for h in after.hits)
+    await service.forget(added.memory_id)
+    again = await service.search(question, limit=5, record_access=False, conversations=[a.id])
+    assert added.memory_id not in [h.memory.memory_id for h in again.hits]
+
+
 # ------------------------------------------------------------------ keyword search
 
 
@@ -561,6 +619,11 @@ def test_rerank_blend_and_mmr_demotion() -> None:
         pool, limit=3, now=NOW, config=RetrievalConfig(), similarity=lambda x, y: 0.99 if {x, y} in twins else 0.0
     )
     assert [r.memory.memory_id for r in results][-1] == "mem_b"
+    # The vectors' own pairwise cosines (MMR's one-step check) demote the same twin.
+    vectors = {"mem_a": [1.0, 0.0, 0.0], "mem_b": [0.99, 0.1, 0.0], "mem_c": [0.0, 0.0, 1.0]}
+    similarity = pairwise({key: normalize(v)[0] for key, v in vectors.items()}, 0.0)
+    results, _ = finish(pool, limit=3, now=NOW, config=RetrievalConfig(), similarity=similarity)
+    assert [r.memory.memory_id for r in results][-1] == "mem_b" and dict(results[-1].stages).get("mmr") is not None
 
 
 def test_the_names_stage_puts_the_named_ones_memories_first() -> None:
@@ -964,6 +1027,26 @@ def test_pairwise_gives_each_pairs_calibrated_cosine(
         expected = -1.0 if va is None or vb is None else calibrate(float(va @ vb), floor)
         assert similarity(a, b) == pytest.approx(expected, abs=1e-5)
     assert similarity("m0", "unknown") == -1.0
+
+
+@given(
+    st.lists(st.lists(st.floats(-1.0, 1.0), min_size=3, max_size=3), min_size=1, max_size=6),
+    st.sampled_from([0.0, 0.8]),
+    st.floats(-1.5, 1.0),
+    st.data(),
+)
+def test_pairwise_above_is_the_pairs_compared_one_by_one(
+    rows: list[list[float]], floor: float, threshold: float, data: st.DataObject
+) -> None:
+    """MMR's check in one step: exactly ``any(similarity(a, b) > threshold for b in others)``, the pairs
+    with no vector (-1) included."""
+    vectors = {f"m{i}": normalize(row)[0] for i, row in enumerate(rows) if any(abs(v) > 1e-3 for v in row)}
+    listed = {**vectors, "none": None}
+    similarity = pairwise(listed, floor)
+    names = sorted([*listed, "unknown"])
+    a = data.draw(st.sampled_from(names))
+    others = data.draw(st.lists(st.sampled_from(names), max_size=5))
+    assert similarity.above(a, others, threshold) == any(similarity(a, b) > threshold for b in others)
 
 
 async def test_a_model_with_high_cosines_dedups_and_ranks_like_any_other(store: Store) -> None:

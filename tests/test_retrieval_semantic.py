@@ -647,6 +647,25 @@ async def test_hybrid_lifts_the_messages_a_matching_memory_was_mined_from(
     assert plain.render() == again.render()
 
 
+async def test_what_is_stored_after_a_hybrid_search_is_found_by_the_next(engine: ContextEngine) -> None:
+    """Nothing a hybrid search keeps (vectors per conversation, memories per conversation and revision, texts
+    read) hides a later message, or a memory mined from it, from the next search of the same conversation."""
+    ids = await seed(engine, texts=TRIP)
+    first = await ranked(engine)
+    assert first and set(first) <= set(ids)
+    added = await engine.ingest_batch(
+        "s1", [Message("user", "Dana is staying at the lighthouse cabin for her island holiday")], session_key="k1"
+    )
+    (new,) = [m.id for m in added.stored]
+    assert new in await ranked(engine)  # by its words before its vector is built
+    await build(engine)
+    assert (await ranked(engine))[0] == new
+    conversation_id = (await engine.conversation("s1")).id
+    before = await scored(engine)
+    await engine.memory().add(memory_of(conversation_id, [ids[3]]))  # a lead to the booking turn, added now
+    assert ((await scored(engine)).get(ids[3]) or 0.0) > (before.get(ids[3]) or 0.0)
+
+
 async def test_memory_leads_come_only_from_the_callers_reach(
     engine: ContextEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:

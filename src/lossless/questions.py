@@ -24,6 +24,7 @@ import calendar
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 
 __all__ = [
     "DAYS_AFTER",
@@ -204,12 +205,14 @@ def _around_a_date(text: str, anchor: datetime) -> TimeWindow | None:
 _MONTH_YEAR = re.compile(r"\b([A-Za-z]+)\.?,?\s+(?:of\s+)?((?:19|20)\d\d)\b")
 
 
+@lru_cache(maxsize=4096)
 def spans_named(text: str) -> tuple[tuple[datetime, datetime], ...]:
     """The spans of the dates ``text`` names with their year, in order: a day ("13 September 2023",
     "September 13, 2023", "2023-09-13") as that day, a month ("September 2023") as that month.
 
     A date without its year, a bare year or a capitalised-only "May" read otherwise is not named
-    (a memory's text is read without an anchor: only what it says in full counts)."""
+    (a memory's text is read without an anchor: only what it says in full counts).  Kept per text (a memory
+    search reads the same memories' dates on every question that names a time)."""
     found: list[tuple[int, datetime, datetime]] = []
     taken: list[tuple[int, int]] = []
     for match in _ISO_DAY.finditer(text):

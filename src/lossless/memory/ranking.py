@@ -56,7 +56,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Literal
+from functools import lru_cache
+from typing import Literal, cast
 
 from lossless.config import Config
 from lossless.memory import decay
@@ -277,6 +278,21 @@ def _rerank(
     return _order(out)
 
 
+@lru_cache(maxsize=8192)
+def _noise(text: str) -> bool:
+    """Whether ``text`` is a non-answer the noise filter drops (kept per text: the same memories come back)."""
+    return _NOISE.search(text) is not None
+
+
+def _above(similarity: Callable[[str, str], float]) -> Callable[[str, Sequence[str], float], bool]:
+    """Whether a memory is more similar than a threshold to any of others: the similarity's own ``above``
+    (:class:`~lossless.memory.vectors.Pairwise`: one step for all of them), else pair by pair."""
+    above = getattr(similarity, "above", None)
+    if callable(above):
+        return cast("Callable[[str, Sequence[str], float], bool]", above)
+    return lambda a, others, threshold: any(similarity(a, b) > threshold for b in others)
+
+
 def _legacy_decay(memory: Memory, now: datetime, config: RetrievalConfig) -> float:
     age = max(0.0, (now - memory.created_at).total_seconds() / 86_400)
     half_life = config.time_decay_half_life_days / (3.0 if memory.temporal_type == "dynamic" else 1.0)
@@ -299,8 +315,10 @@ def finish(
     similarity: Callable[[str, str], float] | None = None,
     names: Sequence[str] = (),
     boosts: Mapping[str, float] | None = None,
+    keep_dropped: bool = True,
 ) -> tuple[list[Scored], list[Scored]]:
     """Stages 3–11 on the fused pool: (results best first, dropped); ``names``: the query's, lower case;
+    ``keep_dropped=False``: those beyond the limit are left out of the dropped list (no one reads them);
     ``boosts``: memory id → what the time stage adds (the memories inside the query's time)."""
     boosts = boosts or {}
     dropped: list[Scored] = []
@@ -333,10 +351,10 @@ def finish(
             score = max(0.0, score * factor)
             stages.append((stage, score))
             absolute = None if absolute is None else absolute * factor
-        s = replace(s, score=score, stages=tuple(stages), absolute=absolute)
+        s = Scored(s.candidate, score, tuple(stages), s.dropped_at, absolute)  # ``replace``, built directly
         if config.fusion != "rrf" and _gate(s) < config.hard_min_score:
             dropped.append(s.drop("hard_min_score"))
-        elif config.noise_filter and (_NOISE.search(m.abstract) or _NOISE.search(m.content)):
+        elif config.noise_filter and (_noise(m.abstract) or _noise(m.content)):
             dropped.append(s.drop("noise"))
         else:
             staged.append(s)
@@ -351,15 +369,19 @@ def finish(
     ordered = _order(staged)
     if similarity is not None and config.mmr_threshold < 1.0:
         chosen: list[Scored] = []
+        chosen_ids: list[str] = []
         demoted: list[Scored] = []
+        above = _above(similarity)
         for position, s in enumerate(ordered):
             if len(chosen) == limit:  # the rest falls beyond the limit whatever its similarity
                 demoted += ordered[position:]
                 break
-            if any(similarity(s.memory.memory_id, c.memory.memory_id) > config.mmr_threshold for c in chosen):
+            if above(s.memory.memory_id, chosen_ids, config.mmr_threshold):
                 demoted.append(s.at("mmr", s.score, clamp=False))
             else:
                 chosen.append(s)
+                chosen_ids.append(s.memory.memory_id)
         ordered = chosen + demoted
-    dropped.extend(s.drop("limit") for s in ordered[limit:])
+    if keep_dropped:
+        dropped.extend(s.drop("limit") for s in ordered[limit:])
     return ordered[:limit], dropped

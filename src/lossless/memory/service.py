@@ -29,6 +29,8 @@ Invariants:
 * :meth:`MemoryService.mine` mines each stored message at most once: it claims
   the messages in the store's mining record first, and gives back the claims of
   what it could not finish (or was asked to leave: ``defer_work``).
+* A search limited to some conversations reads their memories' ids once per store revision (a memory
+  added or removed bumps it; conversation ids are never reused) and searches their vectors alone.
 * Extraction embeds each draft once (one call for all of them): the dedup vector
   is one of the vectors the memory is stored with, and those are stored as they are.
 """
@@ -92,6 +94,8 @@ PREFILTER_NEIGHBOURS = 3
 CHANGE_CANDIDATES = 48
 MAX_LIMIT = 100
 RECENT_EMBEDDINGS = 2048
+#: Sets of conversations whose memory ids a service keeps (per store revision) for searches limited to them.
+RECENT_CONVERSATION_SETS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +167,8 @@ class MemoryService:
         self._index: VectorIndex | None = None
         self._grants: tuple[int, dict[str, list[str]]] | None = None
         self._recent: OrderedDict[str, bytes] = OrderedDict()  # in-process front of the embedding cache
+        self._from_revision: int | None = None  # the revision the memories-by-conversation below were read at
+        self._from: dict[tuple[int, ...], frozenset[str]] = {}
 
     # ------------------------------------------------------------------ scopes
 
@@ -269,6 +275,20 @@ class MemoryService:
             revision, rows = await self.store.load_vectors(self.embedder.model)
             self._index = VectorIndex(revision, rows, exact_max=self.exact_search_max)
         return self._index
+
+    async def _memories_from(self, conversations: Sequence[int], revision: int) -> frozenset[str]:
+        """The ids of the memories mined from ``conversations``, kept per store revision (a memory added or
+        removed changes the revision)."""
+        key = tuple(sorted(set(conversations)))
+        if self._from_revision != revision:
+            self._from_revision, self._from = revision, {}
+        found = self._from.get(key)
+        if found is None:
+            found = frozenset(await self.store.memory_ids_from(key))
+            if len(self._from) >= RECENT_CONVERSATION_SETS:
+                self._from.pop(next(iter(self._from)))
+            self._from[key] = found
+        return found
 
     async def _nearest(
         self,
@@ -492,7 +512,7 @@ class MemoryService:
         history = as_of is not None
         pool = self.retrieval.pool_size(limit) * (4 if asked.tags else 1) * (dating.TIME_POOL if when else 1)
         clock = time.perf_counter()
-        only = None if conversations is None else await self.store.memory_ids_from(conversations)
+        only = None if conversations is None else await self._memories_from(conversations, revision)
         vector_hits, index = await self._nearest(
             qvec, limit=pool, scopes=filter_, include_superseded=history, revision=revision, only=only
         )
@@ -584,6 +604,7 @@ class MemoryService:
             similarity=similarity,
             names=querying.names(searched),
             boosts=boosts,
+            keep_dropped=explain,
         )
         timings["rank"] = (time.perf_counter() - clock) * 1000
         hits = tuple(MemoryHit(s.memory, s.score, s.stages) for s in results)

@@ -159,7 +159,13 @@ class VectorBlocks:
             scores = scores[items]
         k = min(limit, len(items))
         top = xp.argpartition(-scores, k - 1)[:k] if k < len(items) else xp.arange(len(items))
-        chosen = [(self.keys[int(items[i])], int(self.conversation[int(items[i])]), float(scores[i])) for i in top]
+        found = items[top]  # one conversion per array, not per item (the same ints and doubles)
+        chosen = [
+            (self.keys[item], conversation, score)
+            for item, conversation, score in zip(
+                found.tolist(), self.conversation[found].tolist(), scores[top].tolist(), strict=True
+            )
+        ]
         chosen.sort(key=lambda h: (-h[2], h[0]))
         return chosen
 

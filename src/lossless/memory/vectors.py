@@ -14,12 +14,17 @@ Invariants:
   scored — same result type and scores, recall measured against exact search
   by ``benchmarks/memory_search.py``.  It is an immutable snapshot of one store
   revision; the service swaps in a new one when ``memory_revision`` changes.
+* A search among some memories only (``only``: those of the conversations searched) is a product
+  over their rows alone, kept per distinct set (:data:`_SUBSETS` of them): its cost follows the
+  conversations searched, not the store's whole history.
+* :class:`Pairwise` (MMR's cosines) gives the same doubles as :func:`calibrate` of each pair's
+  product, and compares one text with all the chosen ones in one step.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -47,6 +52,7 @@ else:
     np = _LazyNumpy()
 
 __all__ = [
+    "Pairwise",
     "VectorIndex",
     "calibrate",
     "chunk_text",
@@ -75,27 +81,54 @@ def calibrate(similarity: float, floor: float) -> float:
     return similarity if floor == 0.0 else (similarity - floor) / (1.0 - floor)
 
 
-def pairwise(vectors: Mapping[str, F32 | None], floor: float) -> Callable[[str, str], float]:
-    """The calibrated cosine of any two of ``vectors`` (-1 where either has none or is not listed).
+class Pairwise:
+    """The calibrated cosine of any two of some vectors (MMR's lookups): -1 where either has none or is not listed.
 
     The first lookup of a vector computes its cosines with all the others in one product (kept), so
-    comparing one text with many chosen ones costs one product, not one per pair.
+    comparing one text with many chosen ones costs one product, not one per pair; :meth:`above` then
+    compares it with all of them in one step.  Calling it is :func:`pairwise`'s function.
     """
-    present = [(key, vector) for key, vector in vectors.items() if vector is not None]
-    position = {key: i for i, (key, _) in enumerate(present)}
-    matrix = np.stack([vector for _, vector in present]) if present else np.zeros((0, 0), dtype=np.float32)
-    rows: dict[int, list[float]] = {}
 
-    def similarity(a: str, b: str) -> float:
-        i, j = position.get(a), position.get(b)
+    def __init__(self, vectors: Mapping[str, F32 | None], floor: float) -> None:
+        present = [(key, vector) for key, vector in vectors.items() if vector is not None]
+        self._position = {key: i for i, (key, _) in enumerate(present)}
+        self._matrix = np.stack([vector for _, vector in present]) if present else np.zeros((0, 0), dtype=np.float32)
+        self._floor = floor
+        self._rows: dict[int, npt.NDArray[np.float64]] = {}
+
+    def _row(self, i: int) -> npt.NDArray[np.float64]:
+        """Row ``i``'s calibrated cosines with every vector: the same doubles :func:`calibrate` gives one by one."""
+        row = self._rows.get(i)
+        if row is None:
+            row = (self._matrix @ self._matrix[i]).astype(np.float64)
+            if self._floor != 0.0:
+                row = (row - self._floor) / (1.0 - self._floor)
+            self._rows[i] = row
+        return row
+
+    def __call__(self, a: str, b: str) -> float:
+        i, j = self._position.get(a), self._position.get(b)
         if i is None or j is None:
             return -1.0
-        row = rows.get(i)
-        if row is None:
-            row = rows[i] = [calibrate(float(c), floor) for c in (matrix @ matrix[i]).tolist()]
-        return row[j]
+        return float(self._row(i)[j])
 
-    return similarity
+    def above(self, a: str, others: Sequence[str], threshold: float) -> bool:
+        """Whether ``a``'s similarity to any of ``others`` exceeds ``threshold`` (as asking it pair by pair)."""
+        if not others:
+            return False
+        i = self._position.get(a)
+        listed = [j for j in (self._position.get(b) for b in others) if j is not None]
+        if i is None or len(listed) < len(others):  # a pair with no vector counts -1
+            if threshold < -1.0:
+                return True
+            if i is None:
+                return False
+        return bool(listed) and bool((self._row(i)[listed] > threshold).any())
+
+
+def pairwise(vectors: Mapping[str, F32 | None], floor: float) -> Pairwise:
+    """The calibrated cosine of any two of ``vectors`` (-1 where either has none or is unlisted): :class:`Pairwise`."""
+    return Pairwise(vectors, floor)
 
 
 def uncalibrate(similarity: float, floor: float) -> float:
@@ -175,6 +208,19 @@ class VectorHit:
     similarity: float
 
 
+#: How many subsets of memories (a search's ``only``: the memories of the conversations searched) an index keeps.
+_SUBSETS = 64
+
+
+@dataclass(frozen=True, slots=True)
+class _Among:
+    """A subset of an index's memories: their positions (ascending), their chunk rows, and each row's memory."""
+
+    memories: npt.NDArray[np.int64]
+    matrix: F32
+    owner: npt.NDArray[np.int64]
+
+
 class VectorIndex:
     """An exact cosine index over one model's chunk vectors (one row per chunk)."""
 
@@ -208,6 +254,7 @@ class VectorIndex:
         self._scope_masks: dict[tuple[str, ...] | None, npt.NDArray[np.bool_]] = {}
         self._rows: dict[str, list[int]] | None = None
         self._position: dict[str, int] | None = None
+        self._subsets: dict[frozenset[str], _Among] = {}
         # Above ``exact_max`` chunk vectors, a sign-bit sketch of every vector (48 bytes for 384
         # dimensions) picks the candidates by Hamming distance; the candidates are then scored
         # exactly.  Approximate in which rows reach the exact step, exact in the scores returned.
@@ -242,6 +289,8 @@ class VectorIndex:
         if q.shape[0] != self.matrix.shape[1]:
             return []
         allowed = self._mask(scopes, include_superseded)
+        if only is not None and not self.approximate:
+            return self._search_among(self._among(only), q, allowed, limit, min_similarity)
         if only is not None:
             if self._position is None:
                 self._position = {memory_id: i for i, memory_id in enumerate(self.ids)}
@@ -267,6 +316,46 @@ class VectorIndex:
             VectorHit(self.ids[i], float(best[i]))
             for i in ordered
             if np.isfinite(best[i]) and best[i] >= min_similarity
+        ]
+
+    def _among(self, only: Collection[str]) -> _Among:
+        """The rows of the memories of ``only``, kept per distinct ``only`` (a frozenset is looked up by value)."""
+        key = only if isinstance(only, frozenset) else frozenset(only)
+        among = self._subsets.get(key)
+        if among is None:
+            if self._position is None:
+                self._position = {memory_id: i for i, memory_id in enumerate(self.ids)}
+            memories = np.asarray(sorted({self._position[m] for m in key if m in self._position}), dtype=np.int64)
+            rows = np.flatnonzero(np.isin(self.owner, memories))
+            owner = np.searchsorted(memories, self.owner[rows])
+            among = _Among(memories, np.ascontiguousarray(self.matrix[rows]), owner)
+            if len(self._subsets) >= _SUBSETS:
+                self._subsets.pop(next(iter(self._subsets)))
+            self._subsets[key] = among
+        return among
+
+    def _search_among(
+        self, among: _Among, q: F32, allowed: npt.NDArray[np.bool_], limit: int, min_similarity: float
+    ) -> list[VectorHit]:
+        """:meth:`search` within one subset of the memories: a product over their rows only."""
+        if not len(among.memories):
+            return []
+        chunk_sims = among.matrix @ q
+        if len(chunk_sims) == len(among.memories):  # one chunk per memory
+            best = chunk_sims
+        else:
+            best = np.full(len(among.memories), -np.inf, dtype=np.float32)
+            np.maximum.at(best, among.owner, chunk_sims)
+        permitted = allowed[among.memories]
+        best = np.where(permitted, best, -np.inf)
+        k = min(limit, int(permitted.sum()))
+        if k <= 0:
+            return []
+        top = np.argpartition(-best, k - 1)[:k] if k < len(best) else np.arange(len(best))
+        ids = [self.ids[i] for i in among.memories.tolist()]
+        ordered = sorted(top.tolist(), key=lambda i: (-float(best[i]), ids[i]))
+        return [
+            VectorHit(ids[i], float(best[i])) for i in ordered if np.isfinite(best[i]) and best[i] >= min_similarity
         ]
 
     def _approximate(self, q: F32, allowed: npt.NDArray[np.bool_], limit: int) -> F32:

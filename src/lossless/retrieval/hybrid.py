@@ -177,16 +177,18 @@ async def _name_blind(
     conversation_ids: tuple[int, ...],
     words: Sequence[str],
     semantic: dict[int | str, tuple[float, int]],
+    read: dict[int, MessageRecord] | None = None,
 ) -> dict[int | str, tuple[float, int]]:
-    """The meaning scores blended with those of the question without the speakers' names it mentions (step 2)."""
+    """The meaning scores blended with those of the question without the speakers' names it mentions (step 2).
+
+    ``read``: the messages read for their speakers are added to it (the later steps need not read them again)."""
     if not any(c.isupper() or not c.isascii() for c in options.pattern):  # no name can be in it: nothing to read
         return semantic
     probe = sorted(semantic, key=lambda key: semantic[key][0], reverse=True)[:SPEAKER_PROBE]
-    labels = {
-        label[0]
-        for record in await store.get_messages_by_id([int(key) for key in probe])
-        if (label := speaker_label(record.content, record.metadata)) is not None
-    }
+    probed = await store.get_messages_by_id([int(key) for key in probe])
+    if read is not None:
+        read.update((record.id, record) for record in probed)
+    labels = {label[0] for record in probed if (label := speaker_label(record.content, record.metadata)) is not None}
     names = named_in(options.pattern, labels)
     blind_text = without_names(options.pattern, names) if names else ""
     if not _WORDY.search(blind_text):
@@ -232,6 +234,7 @@ async def _fused(
     scope: Scope,
     words: Sequence[str],
     keyword_weight: float = ranking.KEYWORD_WEIGHT,
+    read: dict[int, MessageRecord] | None = None,
 ) -> dict[int | str, float]:
     keyword = await _keyword_scores(store, options, conversation_ids, words, scope)
     if search is None:  # words alone: each score as a share of the best (a weak match keeps its weight)
@@ -239,7 +242,7 @@ async def _fused(
         return {key: value / best if best > 0 else 1.0 for key, value in keyword.items()}
     semantic = await _semantic_scores(search, options, conversation_ids, scope, words)
     if scope == "messages" and NAME_BLIND_SHARE > 0:
-        semantic = await _name_blind(store, search, options, conversation_ids, words, semantic)
+        semantic = await _name_blind(store, search, options, conversation_ids, words, semantic, read)
     return fuse(keyword, {key: score for key, (score, _) in semantic.items()}, keyword_weight=keyword_weight)
 
 
@@ -250,12 +253,14 @@ async def _message_fusion(
     search: SemanticSearch | None,
     words: Sequence[str],
     shared: dict[str, dict[int | str, float]] | None,
+    read: dict[int, MessageRecord] | None = None,
 ) -> dict[int | str, float]:
-    """The messages' fused ranking (step 3, with the hybrid message weights), from ``shared`` when made before."""
+    """The messages' fused ranking (step 3, with the hybrid message weights), from ``shared`` when made before;
+    ``read``: the messages it read on the way are added to it."""
     if shared is not None and "messages" in shared:
         return shared["messages"]
     weight = KEYWORD_WEIGHT if search is not None else ranking.KEYWORD_WEIGHT
-    fused = await _fused(store, options, conversation_ids, search, "messages", words, weight)
+    fused = await _fused(store, options, conversation_ids, search, "messages", words, weight, read)
     if shared is not None:
         shared["messages"] = fused
     return fused
@@ -287,16 +292,18 @@ async def hybrid_hits(
         probe = TimeWindow(datetime.now(UTC), datetime.now(UTC), offset.words)
     words = keywords(options.pattern, probe, stopwords=stopwords) if keyword else []
     fitted = scope == "messages" and search is not None  # the hybrid message ranking's own weights
+    read: dict[int, MessageRecord] = {}  # every message read so far by this search (none is read twice)
     if scope == "messages":  # a copy: the steps below change it
-        scores = dict(await _message_fusion(store, options, conversation_ids, search, words, shared))
+        scores = dict(await _message_fusion(store, options, conversation_ids, search, words, shared, read))
     else:  # summaries keep the hand-set fusion weight
         scores = await _fused(store, options, conversation_ids, search, scope, words)
     if scope == "messages":
         if search is not None:
             await _lifted(store, options, conversation_ids, search, words, agent, scores)
         ranked = best_first(scores)[: DEPTH * 2]
-        records = {m.id: m for m in await store.get_messages_by_id([int(k) for k, _ in ranked])}
-        neighbours, tools, read = await _neighbours(store, list(records.values()))
+        have = await _completed(store, read, [k for k, _ in ranked])
+        records = {int(k): have[int(k)] for k, _ in ranked if int(k) in have}  # in rank order, as read before
+        neighbours, tools, around = await _neighbours(store, list(records.values()), read)
         kept = {k: s for k, s in ranked if int(k) in records}
         if fitted:
             scores = with_neighbours(
@@ -311,7 +318,7 @@ async def hybrid_hits(
             )
         else:  # the any-word ranking of a full_text question: its own hand-set share, the better side only
             scores = with_neighbours(kept, neighbours, best_only=True)
-        records = await _completed(store, records | read, scores)
+        records = await _completed(store, have | around, scores)
         when: dict[int | str, datetime] = {key: records[int(key)].created_at for key in scores if int(key) in records}
         _priors(scores, records, options.pattern, SUBSTANCE_WORDS if fitted else ranking.SUBSTANCE_WORDS)
     else:
@@ -517,15 +524,18 @@ async def _completed(
 
 
 async def _neighbours(
-    store: Store, records: Sequence[object]
+    store: Store, records: Sequence[object], read: dict[int, MessageRecord] | None = None
 ) -> tuple[dict[int | str, tuple[int | str | None, int | str | None]], set[int | str], dict[int, MessageRecord]]:
     """For each message, the ids of the turns right before and right after it in its conversation (or None);
     which of them all are a tool's call or output (:func:`~lossless.retrieval.ranking.is_tool_record`); and
-    every message read, by id (those given and their neighbours)."""
+    every message read, by id (those given and their neighbours; ``read``: messages already read, not read again)."""
     messages = [r for r in records if isinstance(r, MessageRecord)]
     given = {m.id: m for m in messages}
     around = {m.id + d for m in messages for d in (-1, 1)} - given.keys()
-    found = {m.id: m for m in await store.get_messages_by_id(sorted(around))} | given
+    known = {key: read[key] for key in around if key in read} if read else {}
+    missing = sorted(around - known.keys())
+    fetched = {m.id: m for m in await store.get_messages_by_id(missing)} if missing else {}
+    found = fetched | known | given
     tools: set[int | str] = {key for key, m in found.items() if ranking.is_tool_record(m.role, m.content)}
     out: dict[int | str, tuple[int | str | None, int | str | None]] = {}
     for m in messages:
