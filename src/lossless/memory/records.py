@@ -41,8 +41,10 @@ __all__ = [
     "DecisionKind",
     "Memory",
     "MemoryDraft",
+    "MemoryHit",
     "MemoryPatch",
     "MemoryStats",
+    "SearchResult",
     "Tier",
     "derive_levels",
 ]
@@ -346,3 +348,33 @@ class Decision:
     #: For ``contextualize``: the situation the candidate holds in (``evening``, ``work``, …).
     context_label: str | None = None
     by: Literal["rules", "model"] = "rules"
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryHit:
+    """A memory a search found, its score and the score after each ranking stage."""
+
+    memory: Memory
+    score: float
+    stages: tuple[tuple[str, float], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"score": round(self.score, 4), "stages": dict(self.stages), "memory": self.memory.to_dict()}
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """What a memory search returns: its hits best first, what the stages dropped (with ``explain``) and timings."""
+
+    query: str
+    hits: tuple[MemoryHit, ...]
+    dropped: tuple[tuple[str, str, tuple[tuple[str, float], ...]], ...] = ()
+    timings_ms: Mapping[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "hits": [h.to_dict() for h in self.hits],
+            "dropped": [{"memory_id": m, "stage": st, "stages": dict(sc)} for m, st, sc in self.dropped],
+            "timings_ms": {k: round(v, 3) for k, v in self.timings_ms.items()},
+        }

@@ -40,10 +40,10 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lossless.errors import InputError, NotFoundError, ProviderError
 from lossless.memory import admission as amac
@@ -62,7 +62,7 @@ from lossless.memory.ports import (
 )
 from lossless.memory.querying import holds_tags, split_tags
 from lossless.memory.ranking import Candidate, RetrievalConfig, Scored, finish, fuse, rerank_window
-from lossless.memory.records import CATEGORIES, Memory, MemoryDraft, MemoryPatch, MemoryStats
+from lossless.memory.records import CATEGORIES, Memory, MemoryDraft, MemoryHit, MemoryPatch, MemoryStats, SearchResult
 from lossless.memory.scopes import MemoryCaller, check_scope, default_write_scope, reachable_scopes, require_reach
 from lossless.memory.vectors import (
     DEFAULT_EXACT_MAX,
@@ -96,32 +96,6 @@ MAX_LIMIT = 100
 RECENT_EMBEDDINGS = 2048
 #: Sets of conversations whose memory ids a service keeps (per store revision) for searches limited to them.
 RECENT_CONVERSATION_SETS = 64
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryHit:
-    memory: Memory
-    score: float
-    stages: tuple[tuple[str, float], ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"score": round(self.score, 4), "stages": dict(self.stages), "memory": self.memory.to_dict()}
-
-
-@dataclass(frozen=True, slots=True)
-class SearchResult:
-    query: str
-    hits: tuple[MemoryHit, ...]
-    dropped: tuple[tuple[str, str, tuple[tuple[str, float], ...]], ...] = ()
-    timings_ms: Mapping[str, float] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "query": self.query,
-            "hits": [h.to_dict() for h in self.hits],
-            "dropped": [{"memory_id": m, "stage": st, "stages": dict(sc)} for m, st, sc in self.dropped],
-            "timings_ms": {k: round(v, 3) for k, v in self.timings_ms.items()},
-        }
 
 
 @dataclass(frozen=True, slots=True)
