@@ -147,3 +147,11 @@ async def test_without_the_step_the_name_keeps_the_other_persons_memory_out(
     result = await service.search(_QUESTION, limit=10, record_access=False)
     assert _MAYA not in [h.memory.content for h in result.hits]
     assert people.without_people(_QUESTION, ["Jonas"]) == "What has lost?"
+
+
+@pytest.mark.anyio
+async def test_people_false_searches_the_question_as_asked_only(store: Store) -> None:
+    """Hybrid grep's memory leads pass ``people=False`` (its meaning side reads the question without names)."""
+    service = await _service(store)
+    result = await service.search(_QUESTION, limit=10, record_access=False, people=False)
+    assert _MAYA not in [h.memory.content for h in result.hits]  # as the step monkeypatched off above

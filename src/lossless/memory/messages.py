@@ -222,8 +222,14 @@ class MessageSearch:
         if not await self._has_memories(service):
             return []
         try:  # a question the memory search refuses (e.g. lone surrogates) simply leads nowhere
+            # people=False: hybrid's meaning side reads a question without the names it mentions already;
+            # a second memory search per such question cost its p50 about 12 ms and moved no dev R@10.
             result = await service.search(
-                query[:MAX_QUERY_CHARS], limit=limit, record_access=False, conversations=sorted(allowed)
+                query[:MAX_QUERY_CHARS],
+                limit=limit,
+                record_access=False,
+                conversations=sorted(allowed),
+                people=False,
             )
         except InputError:
             return []

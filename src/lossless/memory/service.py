@@ -458,6 +458,7 @@ class MemoryService:
         explain: bool = False,
         expand: bool = False,
         conversations: Sequence[int] | None = None,
+        people: bool = True,
     ) -> SearchResult:
         """The pipeline of :mod:`lossless.memory.ranking` over vector and keyword candidates.
 
@@ -466,7 +467,9 @@ class MemoryService:
         ``conversations`` keeps the memories mined from those conversations only, before the
         candidates are drawn (so the memories of a store's other conversations never crowd them out).
         A time the query names ("last May", "a week before the trip to Porto") boosts the memories of
-        that time, read against ``as_of`` when given (:mod:`lossless.memory.dating`).
+        that time, read against ``as_of`` when given (:mod:`lossless.memory.dating`).  With ``people``, a
+        query that names a speaker is also searched without the name (:mod:`lossless.memory.people`);
+        hybrid grep's memory leads turn it off, its own meaning side reading the question without names.
         """
         querying.check_query(query)
         asked = split_tags(query, self.tag_prefixes)
@@ -501,8 +504,8 @@ class MemoryService:
         ids = list(dict.fromkeys([h.memory_id for h in vector_hits] + [h.memory_id for h in keyword_hits]))
         memories = {m.memory_id: m for m in await self.store.get(ids)}  # keyword ghosts vanish here
         # A query naming a speaker ("What did Jonas misplace?") is searched without the name too (people).
-        people = named_people(searched, memories.values())
-        blind_text = without_people(meant, people)
+        named = named_people(searched, memories.values()) if people else []
+        blind_text = without_people(meant, named)
         blind_hits: list[VectorHit] = []
         if blind_text is not None:
             clock = time.perf_counter()
@@ -525,7 +528,7 @@ class MemoryService:
                 [h.memory_id for h in vector_hits],
                 {k: calibrate(v, floor) for k, v in index.similarity(qvec, found).items()},
                 {k: calibrate(v, floor) for k, v in index.similarity(bvec, found).items()},
-                [k for k in found if k in memories and names_one(memories[k], people)],
+                [k for k in found if k in memories and names_one(memories[k], named)],
             )
             vector_hits = [VectorHit(k, v) for k, v in sorted(scored.items(), key=lambda kv: -kv[1])]
             keyword_ids = {h.memory_id for h in keyword_hits}
