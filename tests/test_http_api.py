@@ -301,20 +301,34 @@ def test_a_missing_extra_names_the_install_command() -> None:
     assert "pip install 'lossless-context[mcp]'" in done.stdout
 
 
-def test_a_public_address_serves_only_authenticated_callers(tmp_path: Path) -> None:
-    """``lcm serve`` on 0.0.0.0 (all interfaces) with tokens: no token, no data."""
+def _lcm_serve(
+    tmp_path: Path, url: str, *options: str, stderr: int = subprocess.DEVNULL, **env: str
+) -> tuple[subprocess.Popen[bytes], int]:
+    """``lcm serve`` on ``url`` in a subprocess, on a free loopback port (HOME in ``tmp_path``, ``env`` added)."""
     import socket
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     lcm = Path(sys.executable).with_name("lcm")
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "LCM_API_TOKENS": f"{ALICE}=alice"}
     server = subprocess.Popen(
-        [str(lcm), "--database", f"sqlite:///{tmp_path / 'p.db'}", "serve", "--host", "0.0.0.0", "--port", str(port)],
-        env=env,
+        [str(lcm), "--database", url, "serve", *options, "--port", str(port)],
+        env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), **env},
         stdout=subprocess.DEVNULL,
+        stderr=stderr,
+    )
+    return server, port
+
+
+def test_a_public_address_serves_only_authenticated_callers(tmp_path: Path) -> None:
+    """``lcm serve`` on 0.0.0.0 (all interfaces) with tokens: no token, no data."""
+    server, port = _lcm_serve(
+        tmp_path,
+        f"sqlite:///{tmp_path / 'p.db'}",
+        "--host",
+        "0.0.0.0",
         stderr=subprocess.PIPE,
+        LCM_API_TOKENS=f"{ALICE}=alice",
     )
     try:
         base = f"http://127.0.0.1:{port}"
@@ -338,8 +352,6 @@ def test_a_public_address_serves_only_authenticated_callers(tmp_path: Path) -> N
 def test_lcm_serve_builds_the_semantic_index_while_idle(tmp_path: Path) -> None:
     """``lcm serve`` builds what its searches by meaning read (they never embed): a store imported before
     it started is found by meaning once the build catches up, and the JSON result says how much is built."""
-    import socket
-
     import anyio
 
     from lossless import ContextEngine, Message
@@ -353,17 +365,7 @@ def test_lcm_serve_builds_the_semantic_index_while_idle(tmp_path: Path) -> None:
             )
 
     anyio.run(fill)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    lcm = Path(sys.executable).with_name("lcm")
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "LCM_MEMORY_EMBEDDER": "hash"}
-    server = subprocess.Popen(
-        [str(lcm), "--database", url, "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    server, port = _lcm_serve(tmp_path, url, LCM_MEMORY_EMBEDDER="hash")
     try:
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60

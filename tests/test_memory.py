@@ -33,6 +33,7 @@ from lossless.ports import PreparedMessage, Store
 from lossless.records import Message, utcnow
 from lossless.stores import memory_store_for, open_store
 from lossless.testing import HashEmbedder
+from tests.memories import memory_value
 
 from .conftest import BACKENDS, backend_url
 
@@ -80,34 +81,7 @@ def service(store: Store, embedder: HashEmbedder) -> MemoryService:
 
 
 def _memory(**overrides: object) -> Memory:
-    values: dict[str, object] = {
-        "memory_id": "mem_x",
-        "scope": "global",
-        "category": "preferences",
-        "tier": "working",
-        "abstract": "a",
-        "overview": "a",
-        "content": "a",
-        "importance": 0.8,
-        "confidence": 0.7,
-        "temporal_type": "static",
-        "valid_from": NOW,
-        "valid_until": None,
-        "fact_key": None,
-        "supersedes": None,
-        "superseded_by": None,
-        "invalidated_at": None,
-        "access_count": 0,
-        "last_accessed_at": None,
-        "access_gap_days": 0.0,
-        "conversation_id": None,
-        "source_message_ids": (),
-        "source": "manual",
-        "created_at": NOW,
-        "updated_at": NOW,
-    }
-    values.update(overrides)
-    return Memory(**values)  # type: ignore[arg-type]
+    return memory_value(**overrides)
 
 
 # ------------------------------------------------------------------ records and storage

@@ -18,6 +18,7 @@ from lossless.ports import Store
 from lossless.questions import TimeWindow
 from lossless.stores import memory_store_for
 from lossless.testing import HashEmbedder
+from tests.memories import memory_value
 
 pytestmark = pytest.mark.anyio
 
@@ -25,31 +26,14 @@ NOW = datetime(2026, 6, 1, tzinfo=UTC)
 
 
 def _memory(memory_id: str = "mem_x", content: str = "a", said: datetime = NOW) -> Memory:
-    return Memory(
+    return memory_value(
         memory_id=memory_id,
-        scope="global",
         category="events",
-        tier="working",
         abstract=content[:160],
         overview=content[:600],
         content=content,
         importance=0.6,
-        confidence=0.7,
-        temporal_type="static",
         valid_from=said,
-        valid_until=None,
-        fact_key=None,
-        supersedes=None,
-        superseded_by=None,
-        invalidated_at=None,
-        access_count=0,
-        last_accessed_at=None,
-        access_gap_days=0.0,
-        conversation_id=None,
-        source_message_ids=(),
-        source="manual",
-        created_at=NOW,
-        updated_at=NOW,
     )
 
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from lossless.memory import extraction, judging
 from lossless.memory.admission import AdmissionConfig
 from lossless.memory.records import Decision, Memory, MemoryDraft, MemoryPatch
+from tests.memories import memory_value
 
 pytestmark = pytest.mark.anyio
 
@@ -19,29 +20,13 @@ NOW = datetime(2026, 6, 1, tzinfo=UTC)
 
 
 def _memory(memory_id: str, content: str, *, valid_from: datetime = NOW) -> Memory:
-    return Memory(
+    return memory_value(
         memory_id=memory_id,
-        scope="global",
-        category="preferences",
-        tier="working",
         abstract=content,
         overview=content,
         content=content,
         importance=0.5,
-        confidence=0.7,
-        temporal_type="static",
         valid_from=valid_from,
-        valid_until=None,
-        fact_key=None,
-        supersedes=None,
-        superseded_by=None,
-        invalidated_at=None,
-        access_count=0,
-        last_accessed_at=None,
-        access_gap_days=0.0,
-        conversation_id=None,
-        source_message_ids=(),
-        source="manual",
         created_at=valid_from,
         updated_at=valid_from,
     )

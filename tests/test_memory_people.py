@@ -16,36 +16,19 @@ from lossless.memory.service import MemoryService
 from lossless.ports import Store
 from lossless.stores import memory_store_for
 from lossless.testing import HashEmbedder
+from tests.memories import memory_value
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 
 
 def _memory(memory_id: str, content: str, speaker: str | None = None) -> Memory:
-    return Memory(
+    return memory_value(
         memory_id=memory_id,
-        scope="global",
         category="events",
-        tier="working",
         abstract=content,
         overview=content,
         content=content,
         importance=0.5,
-        confidence=0.7,
-        temporal_type="static",
-        valid_from=NOW,
-        valid_until=None,
-        fact_key=None,
-        supersedes=None,
-        superseded_by=None,
-        invalidated_at=None,
-        access_count=0,
-        last_accessed_at=None,
-        access_gap_days=0.0,
-        conversation_id=None,
-        source_message_ids=(),
-        source="manual",
-        created_at=NOW,
-        updated_at=NOW,
         metadata=None if speaker is None else {"speaker": speaker},
     )
 
