@@ -22,7 +22,7 @@ from lossless.engine import IndexBuild
 from lossless.errors import InputError, PartialIndexWarning
 from lossless.memory.messages import MessageHit, SummaryHit
 from lossless.memory.records import MemoryDraft
-from lossless.records import Summary
+from lossless.records import MessageRecord, Summary
 from lossless.retrieval import Caller, GrepOptions, Retriever, hybrid
 from lossless.retrieval.semantic import grep_semantic
 from lossless.retrieval.toolcalls import call_tool
@@ -851,6 +851,20 @@ async def test_a_question_that_names_the_wrong_speaker_still_finds_the_fact(
         assert await rank(right) == 0
     finally:
         await engine.dispose()
+
+
+@given(
+    st.sampled_from(["Maya", "Jonas", "Mary Ann", "Priya"]),
+    st.lists(st.sampled_from(["salami", "won", "the", "veggie", "experiment", "is", "over", "ok", "yes"]), max_size=9),
+)
+def test_the_substance_prior_reads_a_speaker_in_metadata_as_one_in_the_text(name: str, words: list[str]) -> None:
+    """A turn scores the same whether its chat names the speaker in the text or in the metadata."""
+    text = " ".join(words) or "ok"
+    in_text = MessageRecord(1, 1, 1, "user", f"{name}: {text}", (), 5, T0)
+    in_metadata = MessageRecord(2, 1, 2, "user", text, (), 5, T0, metadata={"speaker": name})
+    scores: dict[int | str, float] = {1: 1.0, 2: 1.0}
+    hybrid._priors(scores, {1: in_text, 2: in_metadata}, "Is Maya still avoiding meat?", hybrid.SUBSTANCE_WORDS)
+    assert scores[1] == scores[2]
 
 
 _SCORES = st.dictionaries(st.integers(0, 30), st.floats(-1.0, 1.0, allow_nan=False), max_size=20)

@@ -61,7 +61,7 @@ from lossless.records import MessageRecord, Summary
 from lossless.retrieval import ranking
 from lossless.retrieval.grep import GrepHit, GrepOptions, grep, snippet
 from lossless.retrieval.ranking import best_first, fuse, with_neighbours
-from lossless.speakers import named_in, speaker_label, without_names
+from lossless.speakers import named_in, speaker_label, spoken, without_names
 
 if TYPE_CHECKING:
     from lossless.retrieval.semantic import SemanticHit, SemanticSearch
@@ -383,8 +383,8 @@ def _priors(scores: dict[int | str, float], records: dict[int, MessageRecord], q
         record = records.get(int(key))
         if record is None:
             continue
-        if enough > 0:
-            scores[key] *= ranking.substance(record.content, enough)
+        if enough > 0:  # a speaker named in metadata counts as one named in the text ("Maya: …")
+            scores[key] *= ranking.substance(spoken(record.content, record.metadata), enough)
         if intent is not None and ranking.shows(intent, record.role, record.content):
             scores[key] += INTENT_BOOST
 
