@@ -719,12 +719,14 @@ class RecordingPort(LeakyPort):
 
 
 @pytest.mark.parametrize(
-    ("form", "embedded"), [("question", "What did Maya's kids call the dog?"), (None, "Maya kids call dog")]
+    ("form", "embedded"),
+    [("question", ["What did Maya's kids call the dog?", "Maya kids call dog"]), (None, ["Maya kids call dog"])],
 )
 async def test_hybrid_embeds_what_the_embedder_ranks_best_by(
-    engine: ContextEngine, form: str | None, embedded: str
+    engine: ContextEngine, form: str | None, embedded: list[str]
 ) -> None:
-    """e5 (trained on questions) is asked with the question as written; a model that does not say, with its keywords."""
+    """e5 (trained on questions) is asked with the question as written, then with its keywords (the two blended); a
+    model that does not say, with its keywords only."""
     conversation = await engine.ingest_batch("dogs", [Message.user("We named the puppy Biscuit.")])
     port = RecordingPort(form)
     await hybrid.hybrid_hits(
@@ -734,7 +736,68 @@ async def test_hybrid_embeds_what_the_embedder_ranks_best_by(
         port,  # type: ignore[arg-type]
         "messages",
     )
-    assert port.asked == [embedded]
+    assert port.asked == embedded
+
+
+class WordingPort(RecordingPort):
+    """A port whose cosines depend on the wording asked: ``by_text`` maps a query to ``{message id: cosine}``."""
+
+    def __init__(self, conversation_id: int, by_text: dict[str, dict[int, float]]) -> None:
+        super().__init__("question")
+        self.conversation_id = conversation_id
+        self.by_text = by_text
+
+    async def search(
+        self,
+        query: str,
+        conversation_ids: Sequence[int],
+        *,
+        limit: int = 20,
+        mode: str = "semantic",
+        fulltext: Sequence[int] = (),
+    ) -> Sequence[MessageHit]:
+        self.asked.append(query)
+        found = self.by_text.get(query, {})
+        return [MessageHit(key, self.conversation_id, score) for key, score in found.items()]
+
+
+@pytest.mark.parametrize("share", [0.0, 0.3, 0.5, 1.0])
+async def test_a_messages_meaning_blends_the_question_and_its_keywords(
+    engine: ContextEngine, monkeypatch: pytest.MonkeyPatch, share: float
+) -> None:
+    """Where the question as written is embedded, each message's meaning score is ``share`` of its cosine to the
+    question's keywords and the rest of its cosine to the question; one ranking's miss counts its lowest score."""
+    texts = ["Volunteering at the repair cafe on Sundays.", "Nothing planned.", "The orchid is blooming."]
+    stored = (await engine.ingest_batch("fun", [Message.user(t) for t in texts])).stored
+    a, b, c = (m.id for m in stored)
+    question = "What does Maya do for fun?"
+    port = WordingPort(stored[0].conversation_id, {question: {a: 0.9, b: 0.6}, "Maya fun": {a: 0.2, b: 0.8, c: 0.5}})
+    monkeypatch.setattr(hybrid, "KEYWORD_QUERY_SHARE", share)
+    options = GrepOptions(question, mode="hybrid", scope="messages")
+    asked = await hybrid._semantic_scores(port, options, (port.conversation_id,), "messages", ["Maya", "fun"])  # type: ignore[arg-type]
+    blended = await hybrid._with_keywords(port, options, (port.conversation_id,), ["Maya", "fun"], asked)  # type: ignore[arg-type]
+    if share == 0:
+        assert blended == asked and port.asked == [question]  # off: the keywords are not even embedded
+        return
+    assert port.asked == [question, "Maya fun"]
+    expected = {a: (0.9, 0.2), b: (0.6, 0.8), c: (0.6, 0.5)}  # c: not found by the question, its lowest (0.6)
+    assert {key: score for key, (score, _) in blended.items()} == pytest.approx(
+        {key: (1 - share) * q + share * k for key, (q, k) in expected.items()}
+    )
+
+
+async def test_a_question_of_keywords_alone_is_embedded_once(engine: ContextEngine) -> None:
+    """Nothing to blend when the keywords are the question itself (a grep typed as words): one embedding."""
+    stored = (await engine.ingest_batch("words", [Message.user("backup quota raised")])).stored
+    port = WordingPort(stored[0].conversation_id, {"backup quota": {stored[0].id: 0.7}})
+    await hybrid.hybrid_hits(
+        engine.store,
+        GrepOptions("backup quota", mode="hybrid", scope="messages"),
+        (port.conversation_id,),
+        port,  # type: ignore[arg-type]
+        "messages",
+    )
+    assert port.asked == ["backup quota"]
 
 
 AGENT_WORK = [

@@ -152,8 +152,9 @@ class E5Embedder:
     #: messages; paraphrases 0.94–0.99): memory thresholds read its cosines rescaled from this floor
     #: (:func:`lossless.memory.vectors.calibrate`).
     similarity_floor = 0.78
-    #: Trained on natural-language queries: hybrid grep embeds a question as written, not its keywords
-    #: (on the recall dev split: R@5 88.1 against 85.7, R@10 93.5 against 93.0).
+    #: Trained on natural-language queries: hybrid grep embeds a question as written, not its keywords alone
+    #: (on the recall dev split: R@5 88.1 against 85.7, R@10 93.5 against 93.0); for messages it blends in
+    #: the keywords' cosine too (``lossless.retrieval.hybrid.KEYWORD_QUERY_SHARE``).
     query_form = "question"
 
     def __init__(self, *, threads: int | None = None) -> None:

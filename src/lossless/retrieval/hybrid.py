@@ -12,6 +12,8 @@
    score blends the two cosines (:data:`NAME_BLIND_SHARE`): every turn carries its speaker's name, which
    pulls the question to that person's turns, so a question that names the wrong person ("Which breed
    is the dog Jonas adopted?" when Maya adopted it) would otherwise miss the turn that tells the fact.
+   Where the embedder ranks by the question as written, a message's meaning score is also blended with
+   its cosine to the question's keywords (:data:`KEYWORD_QUERY_SHARE`).
 3. **Fusion** of the two by normalised score (:func:`~lossless.retrieval.ranking.fuse`).
 4. **Memory leads** (``hybrid`` messages only): the long-term memories that match the question
    (the memory search, run as the caller's agent, restricted to memories mined from the
@@ -92,6 +94,11 @@ SEMANTIC_QUERY = "keywords"
 #:
 #: Keyword side's weight in the fusion (the meaning side gets ``1 - KEYWORD_WEIGHT``).
 KEYWORD_WEIGHT = 0.15
+#: An embedder that ranks best by the question as written (e5): the share of a message's meaning score that is its
+#: cosine to the question's keywords (the rest: to the question as written), messages only.  The two wordings
+#: each find what the other misses ("What does Maya do for fun?" against "Maya fun"); a blend, not the better
+#: of the two, which lifted every turn that matches either (docs/retrieval.md, step 2).  Chosen on the dev split.
+KEYWORD_QUERY_SHARE = 0.5
 #: A question that names a speaker of the conversation: the share of a message's meaning score that is its
 #: cosine to the question without the speakers' names (the rest: to the question as asked).  Chosen on the dev
 #: split with its adversarial questions (docs/retrieval.md, "questions that name the wrong person").
@@ -201,6 +208,23 @@ async def _name_blind(
     return _blend(semantic, blind, NAME_BLIND_SHARE)
 
 
+async def _with_keywords(
+    search: SemanticSearch,
+    options: GrepOptions,
+    conversation_ids: tuple[int, ...],
+    words: Sequence[str],
+    semantic: dict[int | str, tuple[float, int]],
+) -> dict[int | str, tuple[float, int]]:
+    """The messages' meaning scores blended with their cosines to the question's keywords (:data:`KEYWORD_QUERY_SHARE`),
+    where the meaning side embedded the question as written; unchanged otherwise (it embedded the keywords already)."""
+    text = " ".join(words)
+    form = getattr(search, "query_form", None) or SEMANTIC_QUERY
+    if KEYWORD_QUERY_SHARE <= 0 or form != "question" or not text or text == options.pattern:
+        return semantic
+    keyworded = await _semantic_scores(search, replace(options, pattern=text), conversation_ids, "messages", words)
+    return _blend(semantic, keyworded, KEYWORD_QUERY_SHARE)
+
+
 def _blend(
     asked: dict[int | str, tuple[float, int]], blind: dict[int | str, tuple[float, int]], share: float
 ) -> dict[int | str, tuple[float, int]]:
@@ -241,6 +265,8 @@ async def _fused(
         best = max(keyword.values(), default=0.0)
         return {key: value / best if best > 0 else 1.0 for key, value in keyword.items()}
     semantic = await _semantic_scores(search, options, conversation_ids, scope, words)
+    if scope == "messages":
+        semantic = await _with_keywords(search, options, conversation_ids, words, semantic)
     if scope == "messages" and NAME_BLIND_SHARE > 0:
         semantic = await _name_blind(store, search, options, conversation_ids, words, semantic, read)
     return fuse(keyword, {key: score for key, (score, _) in semantic.items()}, keyword_weight=keyword_weight)
