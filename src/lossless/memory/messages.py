@@ -219,7 +219,8 @@ class MessageSearch:
             return []
         if agent is not None and self._memory_for is None and service.caller.agent_id != agent:
             return []
-        if not await self._has_memories(service):
+        revision = await service.store.revision()  # read once for the question (the search takes it over)
+        if not await self._has_memories(service, revision):
             return []
         try:  # a question the memory search refuses (e.g. lone surrogates) simply leads nowhere
             # people=False: hybrid's meaning side reads a question without the names it mentions already;
@@ -230,6 +231,7 @@ class MessageSearch:
                 record_access=False,
                 conversations=sorted(allowed),
                 people=False,
+                revision=revision,
             )
         except InputError:
             return []
@@ -245,9 +247,8 @@ class MessageSearch:
                     out[message_id] = MemoryLead(message_id, conversation_id, score)
         return sorted(out.values(), key=lambda lead: (-lead.score, lead.message_id))
 
-    async def _has_memories(self, service: MemoryService) -> bool:
+    async def _has_memories(self, service: MemoryService, revision: int) -> bool:
         """Whether ``service``'s caller reaches any current memory (counted once per store revision)."""
-        revision = await service.store.revision()
         key = service.caller.agent_id
         known = self._memory_counts.get(key)
         if known is None or known[0] != revision:
