@@ -145,14 +145,19 @@ class MessageSearch:
         return vector
 
     async def _nearest(
-        self, source: VectorSource, qvec: Any, conversation_ids: Sequence[int], limit: int
+        self, source: VectorSource, qvec: Any, conversation_ids: Sequence[int], limit: int, *, recheck: bool = True
     ) -> list[tuple[str, int, float]]:
-        """``(key, conversation id, cosine)`` of the nearest stored items, best first."""
+        """``(key, conversation id, cosine)`` of the nearest stored items, best first.
+
+        ``recheck=False``: conversations whose vectors this process has loaded are ranked as loaded, without
+        reading whether they changed (a second search for one question, right after the first read them)."""
         found = await self.vectors.nearest_items(self.model, source, to_blob(qvec), conversation_ids, limit=limit)
         if found is not None:
             return [(str(key), c, score) for key, c, score in found]
-        states = await self._states(source, conversation_ids)
         blocks = self._blocks.setdefault(source, VectorBlocks())
+        if not recheck and all(c in blocks.spans for c in conversation_ids):
+            return blocks.search(qvec, conversation_ids, limit)
+        states = await self._states(source, conversation_ids)
         versions = {c: (s.rows, s.revision) for c, s in states.items()}
         gone = [c for c in conversation_ids if c not in states and c in blocks.spans]
         stale = blocks.stale(versions)
@@ -176,6 +181,7 @@ class MessageSearch:
         fulltext: Sequence[K],
         parse: Callable[[str], K],
         owners: Callable[[list[K]], Awaitable[list[tuple[K, int]]]],
+        recheck: bool = True,
     ) -> list[tuple[K, int, float]]:
         """``(id, conversation id, score)`` of the ``limit`` best items, the same way for messages and summaries."""
         if not query.strip():
@@ -185,7 +191,7 @@ class MessageSearch:
         if mode not in ("semantic", "hybrid"):
             raise InputError(f"mode must be semantic or hybrid, got {mode!r}")
         qvec = await self._query_vector(query)
-        found = await self._nearest(source, qvec, list(conversation_ids), limit * 2)
+        found = await self._nearest(source, qvec, list(conversation_ids), limit * 2, recheck=recheck)
         hits = [(parse(key), conversation_id, score) for key, conversation_id, score in found]
         hits.sort(key=lambda h: (-h[2], h[0]))
         if mode == "semantic":
@@ -264,8 +270,13 @@ class MessageSearch:
         limit: int = 20,
         mode: Mode = "semantic",
         fulltext: Sequence[int] = (),
+        recheck: bool = True,
     ) -> list[MessageHit]:
-        """The ``limit`` best messages of ``conversation_ids``; ``hybrid`` fuses with the ``fulltext`` ranking."""
+        """The ``limit`` best messages of ``conversation_ids``; ``hybrid`` fuses with the ``fulltext`` ranking.
+
+        ``recheck=False``: the vectors as this process last loaded them (read only for conversations it has not
+        loaded): for a second search of the same question right after a first, which read whether they changed.
+        """
 
         async def owners(ids: list[int]) -> list[tuple[int, int]]:
             return [(m.id, m.conversation_id) for m in await self.store.get_messages_by_id(ids)]
@@ -279,8 +290,14 @@ class MessageSearch:
             source="messages",
             parse=int,
             owners=owners,
+            recheck=recheck,
         )
         return [MessageHit(m, c, s) for m, c, s in ranked]
+
+    async def search_again(self, query: str, conversation_ids: Sequence[int], *, limit: int = 20) -> list[MessageHit]:
+        """:meth:`search` by meaning with ``recheck=False``: a second search for one question right after the
+        first (hybrid grep's search of the question without the names it mentions)."""
+        return await self.search(query, conversation_ids, limit=limit, recheck=False)
 
     async def search_summaries(
         self,

@@ -148,8 +148,11 @@ async def _semantic_scores(
     conversation_ids: tuple[int, ...],
     scope: Scope,
     words: Sequence[str] = (),
+    *,
+    recheck: bool = True,
 ) -> dict[int | str, tuple[float, int]]:
-    """Item id → (cosine, conversation id)."""
+    """Item id → (cosine, conversation id); ``recheck=False``: the question's second search of messages (the port
+    need not read again whether the vectors changed since the first)."""
     allowed = set(conversation_ids)
     texts = [options.pattern]
     form = getattr(search, "query_form", None) or SEMANTIC_QUERY  # the embedder's own preference first
@@ -159,7 +162,11 @@ async def _semantic_scores(
     for text in texts:
         found: list[tuple[int | str, float, int]]
         if scope == "messages":
-            hits = await search.search(text, list(conversation_ids), limit=DEPTH, mode="semantic")
+            again = None if recheck else getattr(search, "search_again", None)  # the port's optional part
+            if again is not None:
+                hits = await again(text, list(conversation_ids), limit=DEPTH)
+            else:
+                hits = await search.search(text, list(conversation_ids), limit=DEPTH, mode="semantic")
             found = [(h.message_id, h.score, h.conversation_id) for h in hits]
         else:
             summaries = await search.search_summaries(text, list(conversation_ids), limit=DEPTH, mode="semantic")
@@ -196,7 +203,7 @@ async def _name_blind(
     parts = {part for name in names for part in name.split()}  # "Mary Ann" is two keywords
     blind_words = [w for w in words if w not in parts]
     blind = await _semantic_scores(
-        search, replace(options, pattern=blind_text), conversation_ids, "messages", blind_words
+        search, replace(options, pattern=blind_text), conversation_ids, "messages", blind_words, recheck=False
     )
     return _blend(semantic, blind, NAME_BLIND_SHARE)
 

@@ -47,6 +47,15 @@ def _idf(total: int, hits: int) -> float:
     return idf if idf > 0 else 1e-6
 
 
+def _frequency(weights: dict[str, str], lexemes: Sequence[str]) -> float:
+    """A word's weighted frequency in one memory: per column, the fewest positions of any of its lexemes
+    (``weights``: lexeme → one weight letter per position), times the column's weight."""
+    if len(lexemes) == 1:  # most words: one lexeme, often absent (the same sum, without the min)
+        marks = weights.get(lexemes[0])
+        return 0.0 if marks is None else sum(weight * marks.count(col) for col, weight in _COLUMN_WEIGHTS)
+    return sum(weight * min(weights.get(lex, "").count(col) for lex in lexemes) for col, weight in _COLUMN_WEIGHTS)
+
+
 def _bm25(idfs: Sequence[float], freqs: Sequence[float], length: float, average: float) -> float:
     """FTS5's ``bm25()``: per term, IDF × weighted frequency saturated by k1 and normalised by length."""
     norm = _K1 * (1 - _B + _B * (length / average if average > 0 else 1.0))
@@ -178,10 +187,7 @@ class KeywordSearch:
         hits: dict[str, float] = {}
         for memory_id, length, postings in found:
             weights = dict(p.split(":", 1) for p in postings)
-            freqs = [
-                sum(weight * min(weights.get(lex, "").count(col) for lex in lexs) for col, weight in _COLUMN_WEIGHTS)
-                for _, lexs, _ in known
-            ]
+            freqs = [_frequency(weights, lexs) for _, lexs, _ in known]
             hits[memory_id] = _bm25(idfs, freqs, float(length), average)
         return dict(sorted(hits.items(), key=lambda kv: (-kv[1], kv[0]))[:limit])
 
