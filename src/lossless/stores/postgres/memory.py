@@ -73,6 +73,14 @@ _REVISION = "SELECT value::bigint FROM lcm_meta WHERE key = 'memory_revision'"
 #: The columns a write may change without bumping the revision (``record_access``, ``set_tiers``, and a deleted
 #: conversation setting ``conversation_id`` to NULL), read fresh beside the records cached per revision.
 _UNBUMPED = "m.memory_id, m.tier, m.access_count, m.last_accessed_at, m.access_gap_days, m.conversation_id"
+_UNBUMPED_BY_ID = f"SELECT {_UNBUMPED} FROM memories m WHERE m.memory_id = ANY(%s)"
+#: The whole rows of the first ids, and of the second too unless the revision is the third parameter (the ids
+#: whose records are kept for that revision): one round trip whether or not the revision moved.
+_RECORDS_UNLESS_AT = (
+    f"SELECT {_COLUMNS} FROM memories m WHERE m.memory_id = ANY(%s) "
+    "OR (m.memory_id = ANY(%s) AND (SELECT value::bigint FROM lcm_meta WHERE key = 'memory_revision') "
+    "IS DISTINCT FROM %s)"
+)
 #: Records kept per revision at most (the cache starts over above it).
 _CACHED_RECORDS = 50_000
 _BUMP = "UPDATE lcm_meta SET value = (value::bigint + 1)::text WHERE key = 'memory_revision'"
@@ -424,9 +432,9 @@ class PostgresMemoryStore(memory_keywords.KeywordSearch, memory_mining.MinedMess
 
         A record read at revision *r* is what any read at *r* reads, except the columns that change
         without a bump (:data:`_UNBUMPED`), which are read again every time: the revision, those columns of
-        the cached ids and the whole rows of the others are read in one snapshot (another host's write
-        either bumps the revision, dropping the cache, or shows in those columns).  Inside ``atomic()`` (a
-        read that may be rolled back) nothing is cached.
+        the cached ids and the whole rows of the others (of all, where the revision moved) are read in one
+        snapshot and one round trip (another host's write either bumps the revision, dropping the cache,
+        or shows in those columns).  Inside ``atomic()`` (a read that may be rolled back) nothing is cached.
         """
         wanted = list(dict.fromkeys(memory_ids))
         if not wanted:
@@ -437,11 +445,10 @@ class PostgresMemoryStore(memory_keywords.KeywordSearch, memory_mining.MinedMess
         revision, cached = self._records
         known = [i for i in wanted if i in cached]
         unknown = [i for i in wanted if i not in cached]
-        light, full = f"SELECT {_UNBUMPED} FROM memories m WHERE m.memory_id = ANY(%s)", _SELECT_BY_ID
-        now, fresh, rows = await self._db.read_all([(_REVISION, ()), (light, (known,)), (full, (unknown,))])
-        if _revision_of(now) != revision:  # another revision: nothing cached holds
-            if known:  # read the whole rows of all, in one snapshot with the revision
-                now, rows = await self._db.read_all([(_REVISION, ()), (full, (wanted,))])
+        now, fresh, rows = await self._db.read_all(
+            [(_REVISION, ()), (_UNBUMPED_BY_ID, (known,)), (_RECORDS_UNLESS_AT, (unknown, known, revision))]
+        )
+        if _revision_of(now) != revision:  # another revision: nothing cached holds (the whole rows came)
             revision, cached, fresh = _revision_of(now), {}, []
         by_id = {memory.memory_id: memory for memory in map(_memory, rows)}
         for memory_id, tier, access_count, last_accessed_at, access_gap_days, conversation_id in fresh:
