@@ -380,6 +380,22 @@ async def test_a_memory_read_by_one_host_is_what_the_next_read_finds_after_anoth
         await two.close()
 
 
+async def test_a_memory_read_inside_a_block_that_rolls_back_is_not_what_later_reads_find(store: Store) -> None:
+    """A read inside ``atomic()`` sees the block's own writes, which a rollback undoes: what it read is kept
+    for no later read, even once another write brings the store to the revision the block had reached."""
+    memories = memory_store_for(store)
+    (memory,) = await memories.insert([MemoryDraft("Dana booked the lighthouse cabin")], [("m", ())])
+    with pytest.raises(RuntimeError):
+        async with store.atomic():
+            await memories.update(memory.memory_id, MemoryPatch(abstract="Dana booked a tent"), None)
+            (inside,) = await memories.get([memory.memory_id])
+            assert inside.abstract == "Dana booked a tent"
+            raise RuntimeError("rolled back")
+    await memories.update(memory.memory_id, MemoryPatch(abstract="Dana booked the cabin by the lighthouse"), None)
+    (last,) = await memories.get([memory.memory_id])
+    assert last.abstract == "Dana booked the cabin by the lighthouse"
+
+
 # ------------------------------------------------------------------ keyword search
 
 
