@@ -333,7 +333,85 @@ async def test_a_memory_added_after_a_search_of_some_conversations_is_found_by_t
     assert added.memory_id not in [h.memory.memory_id for h in again.hits]
 
 
+async def test_a_memory_read_by_one_host_is_what_the_next_read_finds_after_another_hosts_writes(
+    memory_url: str,
+) -> None:
+    """Two hosts on one store: whatever the second writes (an access, a tier, an edit, a deleted conversation, a
+    removal), the first host's next ``get`` returns the memory as stored now (PostgreSQL keeps the records it read
+    per revision, and reads the columns that change without a bump every time)."""
+    one, two = await open_store(memory_url), await open_store(memory_url)
+    try:
+        here, there = memory_store_for(one), memory_store_for(two)
+        chat = await one.get_or_create_conversation(agent_id="main", session_id="hosts")
+        (kept, other) = await here.insert(
+            [
+                MemoryDraft("Dana booked the lighthouse cabin", conversation_id=chat.id),
+                MemoryDraft("Jonas adopted a beagle", conversation_id=chat.id),
+            ],
+            [("m", ()), ("m", ())],
+        )
+        ids = [kept.memory_id, other.memory_id]
+
+        async def both() -> tuple[list[Memory], list[Memory]]:
+            """What the first host reads (twice: from the store, then from what it read) and the second reads."""
+            first = await here.get(ids)
+            assert await here.get(ids) == first
+            return first, await there.get(ids)
+
+        first, second = await both()
+        assert first == second and [m.memory_id for m in first] == ids
+        await there.record_access([kept.memory_id], NOW)
+        first, second = await both()
+        assert first == second and first[0].access_count == 1 and first[0].last_accessed_at == NOW
+        await there.set_tiers({kept.memory_id: "peripheral"})
+        first, second = await both()
+        assert first == second and first[0].tier == "peripheral"
+        await there.update(kept.memory_id, MemoryPatch(abstract="Dana booked the cabin by the lighthouse"), None)
+        first, second = await both()
+        assert first == second and first[0].abstract == "Dana booked the cabin by the lighthouse"
+        assert await two.delete_conversations([chat.id]) == 1  # memories outlive it, citing no conversation
+        first, second = await both()
+        assert first == second and [m.conversation_id for m in first] == [None, None]
+        await there.delete([other.memory_id])
+        first, second = await both()
+        assert first == second and [m.memory_id for m in first] == [kept.memory_id]
+    finally:
+        await one.close()
+        await two.close()
+
+
+async def test_a_memory_read_inside_a_block_that_rolls_back_is_not_what_later_reads_find(store: Store) -> None:
+    """A read inside ``atomic()`` sees the block's own writes, which a rollback undoes: what it read is kept
+    for no later read, even once another write brings the store to the revision the block had reached."""
+    memories = memory_store_for(store)
+    (memory,) = await memories.insert([MemoryDraft("Dana booked the lighthouse cabin")], [("m", ())])
+    with pytest.raises(RuntimeError):
+        async with store.atomic():
+            await memories.update(memory.memory_id, MemoryPatch(abstract="Dana booked a tent"), None)
+            (inside,) = await memories.get([memory.memory_id])
+            assert inside.abstract == "Dana booked a tent"
+            raise RuntimeError("rolled back")
+    await memories.update(memory.memory_id, MemoryPatch(abstract="Dana booked the cabin by the lighthouse"), None)
+    (last,) = await memories.get([memory.memory_id])
+    assert last.abstract == "Dana booked the cabin by the lighthouse"
+
+
 # ------------------------------------------------------------------ keyword search
+
+
+async def test_keyword_search_ands_the_words_and_ors_them_only_when_no_memory_holds_them_all(
+    service: MemoryService,
+) -> None:
+    both = await service.add(MemoryDraft("The walrus and the pelican met at the harbour"))
+    one = await service.add(MemoryDraft("A pelican nests on the lighthouse"))
+
+    async def found(query: str) -> set[str]:
+        return {h.memory_id for h in await service.store.keyword_search(query, None, limit=5)}
+
+    assert await found("walrus pelican") == {both.memory_id}  # AND: the memory that holds both words only
+    assert await found("pelican lighthouse") == {one.memory_id}
+    assert await found("walrus lighthouse") == {both.memory_id, one.memory_id}  # none holds both: OR
+    assert await found("walrus zeppelin") == {both.memory_id}  # a word no memory holds is dropped
 
 
 async def test_cjk_and_exact_tokens_are_found_by_keyword(service: MemoryService) -> None:

@@ -69,6 +69,40 @@ async def test_semantic_and_hybrid_message_search(store: Store) -> None:
         await search.search(" ", [a.id])
 
 
+async def test_a_second_search_of_a_question_may_skip_rereading_the_vectors_states(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``recheck=False`` (hybrid's name-blind search, right after the question's first) ranks the vectors as
+    loaded without reading their states; a conversation never loaded is read all the same, and the next
+    search that rechecks finds what was built in between."""
+    embedder = HashEmbedder()
+    service = MemoryService(memory_store_for(store), embedder, MemoryCaller.agent("main"))
+    search = MessageSearch(store, service)
+    a = await store.get_or_create_conversation(agent_id="main", session_id="a")
+    b = await store.get_or_create_conversation(agent_id="main", session_id="b")
+    for conversation in (a, b):
+        await store.append_messages(
+            conversation.id, [PreparedMessage(Message("user", "the nightly backup failed"), 5, utcnow())]
+        )
+    await build(store, embedder)
+    reads: list[list[int]] = []
+    states = search.vectors.vector_states
+
+    async def counted(model: str, source: str, conversation_ids: list[int]) -> object:
+        reads.append(list(conversation_ids))
+        return await states(model, source, conversation_ids)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(search.vectors, "vector_states", counted)
+    assert len(await search.search("backup", [a.id], limit=5)) == 1 and reads == [[a.id]]
+    assert len(await search.search("nightly backup", [a.id], limit=5, recheck=False)) == 1
+    assert reads == [[a.id]]  # loaded a moment ago: not read again
+    assert len(await search.search("backup", [a.id, b.id], limit=5, recheck=False)) == 2
+    assert reads == [[a.id], [a.id, b.id]]  # b was never loaded: read
+    await store.append_messages(a.id, [PreparedMessage(Message("user", "the backup is fixed"), 5, utcnow())])
+    await build(store, embedder)
+    assert len(await search.search("backup", [a.id], limit=5)) == 2  # rechecked: the new vector is found
+
+
 async def _summarise(store: Store, conversation_id: int, texts: list[str], content: str) -> Summary:
     """Store ``texts`` as messages and put a leaf summary saying ``content`` in place of them."""
     await store.append_messages(conversation_id, [PreparedMessage(Message("user", t), 5, utcnow()) for t in texts])

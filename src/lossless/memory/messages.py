@@ -145,14 +145,19 @@ class MessageSearch:
         return vector
 
     async def _nearest(
-        self, source: VectorSource, qvec: Any, conversation_ids: Sequence[int], limit: int
+        self, source: VectorSource, qvec: Any, conversation_ids: Sequence[int], limit: int, *, recheck: bool = True
     ) -> list[tuple[str, int, float]]:
-        """``(key, conversation id, cosine)`` of the nearest stored items, best first."""
+        """``(key, conversation id, cosine)`` of the nearest stored items, best first.
+
+        ``recheck=False``: conversations whose vectors this process has loaded are ranked as loaded, without
+        reading whether they changed (a second search for one question, right after the first read them)."""
         found = await self.vectors.nearest_items(self.model, source, to_blob(qvec), conversation_ids, limit=limit)
         if found is not None:
             return [(str(key), c, score) for key, c, score in found]
-        states = await self._states(source, conversation_ids)
         blocks = self._blocks.setdefault(source, VectorBlocks())
+        if not recheck and all(c in blocks.spans for c in conversation_ids):
+            return blocks.search(qvec, conversation_ids, limit)
+        states = await self._states(source, conversation_ids)
         versions = {c: (s.rows, s.revision) for c, s in states.items()}
         gone = [c for c in conversation_ids if c not in states and c in blocks.spans]
         stale = blocks.stale(versions)
@@ -176,6 +181,7 @@ class MessageSearch:
         fulltext: Sequence[K],
         parse: Callable[[str], K],
         owners: Callable[[list[K]], Awaitable[list[tuple[K, int]]]],
+        recheck: bool = True,
     ) -> list[tuple[K, int, float]]:
         """``(id, conversation id, score)`` of the ``limit`` best items, the same way for messages and summaries."""
         if not query.strip():
@@ -185,7 +191,7 @@ class MessageSearch:
         if mode not in ("semantic", "hybrid"):
             raise InputError(f"mode must be semantic or hybrid, got {mode!r}")
         qvec = await self._query_vector(query)
-        found = await self._nearest(source, qvec, list(conversation_ids), limit * 2)
+        found = await self._nearest(source, qvec, list(conversation_ids), limit * 2, recheck=recheck)
         hits = [(parse(key), conversation_id, score) for key, conversation_id, score in found]
         hits.sort(key=lambda h: (-h[2], h[0]))
         if mode == "semantic":
@@ -219,7 +225,8 @@ class MessageSearch:
             return []
         if agent is not None and self._memory_for is None and service.caller.agent_id != agent:
             return []
-        if not await self._has_memories(service):
+        revision = await service.store.revision()  # read once for the question (the search takes it over)
+        if not await self._has_memories(service, revision):
             return []
         try:  # a question the memory search refuses (e.g. lone surrogates) simply leads nowhere
             # people=False: hybrid's meaning side reads a question without the names it mentions already;
@@ -230,6 +237,7 @@ class MessageSearch:
                 record_access=False,
                 conversations=sorted(allowed),
                 people=False,
+                revision=revision,
             )
         except InputError:
             return []
@@ -245,9 +253,8 @@ class MessageSearch:
                     out[message_id] = MemoryLead(message_id, conversation_id, score)
         return sorted(out.values(), key=lambda lead: (-lead.score, lead.message_id))
 
-    async def _has_memories(self, service: MemoryService) -> bool:
+    async def _has_memories(self, service: MemoryService, revision: int) -> bool:
         """Whether ``service``'s caller reaches any current memory (counted once per store revision)."""
-        revision = await service.store.revision()
         key = service.caller.agent_id
         known = self._memory_counts.get(key)
         if known is None or known[0] != revision:
@@ -263,8 +270,13 @@ class MessageSearch:
         limit: int = 20,
         mode: Mode = "semantic",
         fulltext: Sequence[int] = (),
+        recheck: bool = True,
     ) -> list[MessageHit]:
-        """The ``limit`` best messages of ``conversation_ids``; ``hybrid`` fuses with the ``fulltext`` ranking."""
+        """The ``limit`` best messages of ``conversation_ids``; ``hybrid`` fuses with the ``fulltext`` ranking.
+
+        ``recheck=False``: the vectors as this process last loaded them (read only for conversations it has not
+        loaded): for a second search of the same question right after a first, which read whether they changed.
+        """
 
         async def owners(ids: list[int]) -> list[tuple[int, int]]:
             return [(m.id, m.conversation_id) for m in await self.store.get_messages_by_id(ids)]
@@ -278,8 +290,14 @@ class MessageSearch:
             source="messages",
             parse=int,
             owners=owners,
+            recheck=recheck,
         )
         return [MessageHit(m, c, s) for m, c, s in ranked]
+
+    async def search_again(self, query: str, conversation_ids: Sequence[int], *, limit: int = 20) -> list[MessageHit]:
+        """:meth:`search` by meaning with ``recheck=False``: a second search for one question right after the
+        first (hybrid grep's search of the question without the names it mentions)."""
+        return await self.search(query, conversation_ids, limit=limit, recheck=False)
 
     async def search_summaries(
         self,

@@ -459,6 +459,7 @@ class MemoryService:
         expand: bool = False,
         conversations: Sequence[int] | None = None,
         people: bool = True,
+        revision: int | None = None,
     ) -> SearchResult:
         """The pipeline of :mod:`lossless.memory.ranking` over vector and keyword candidates.
 
@@ -470,6 +471,8 @@ class MemoryService:
         that time, read against ``as_of`` when given (:mod:`lossless.memory.dating`).  With ``people``, a
         query that names a speaker is also searched without the name (:mod:`lossless.memory.people`);
         hybrid grep's memory leads turn it off, its own meaning side reading the question without names.
+        ``revision``: the store's revision as the caller has just read it (hybrid grep's memory leads read it once
+        per question); ``None``: read here.
         """
         querying.check_query(query)
         asked = split_tags(query, self.tag_prefixes)
@@ -480,7 +483,8 @@ class MemoryService:
             raise InputError(f"category must be one of {', '.join(CATEGORIES)}; got {category!r}")
         timings: dict[str, float] = {}
         clock = time.perf_counter()
-        revision = await self.store.revision()
+        if revision is None:
+            revision = await self.store.revision()
         filter_ = await self._read_scopes(scopes, revision)
         when = dating.asked(searched)  # "last May", "a week before the trip": boosts the memories of that time
         meant = when.meant() if when else searched

@@ -155,8 +155,11 @@ async def _semantic_scores(
     conversation_ids: tuple[int, ...],
     scope: Scope,
     words: Sequence[str] = (),
+    *,
+    recheck: bool = True,
 ) -> dict[int | str, tuple[float, int]]:
-    """Item id → (cosine, conversation id)."""
+    """Item id → (cosine, conversation id); ``recheck=False``: the question's second search of messages (the port
+    need not read again whether the vectors changed since the first)."""
     allowed = set(conversation_ids)
     texts = [options.pattern]
     form = getattr(search, "query_form", None) or SEMANTIC_QUERY  # the embedder's own preference first
@@ -166,7 +169,11 @@ async def _semantic_scores(
     for text in texts:
         found: list[tuple[int | str, float, int]]
         if scope == "messages":
-            hits = await search.search(text, list(conversation_ids), limit=DEPTH, mode="semantic")
+            again = None if recheck else getattr(search, "search_again", None)  # the port's optional part
+            if again is not None:
+                hits = await again(text, list(conversation_ids), limit=DEPTH)
+            else:
+                hits = await search.search(text, list(conversation_ids), limit=DEPTH, mode="semantic")
             found = [(h.message_id, h.score, h.conversation_id) for h in hits]
         else:
             summaries = await search.search_summaries(text, list(conversation_ids), limit=DEPTH, mode="semantic")
@@ -203,7 +210,7 @@ async def _name_blind(
     parts = {part for name in names for part in name.split()}  # "Mary Ann" is two keywords
     blind_words = [w for w in words if w not in parts]
     blind = await _semantic_scores(
-        search, replace(options, pattern=blind_text), conversation_ids, "messages", blind_words
+        search, replace(options, pattern=blind_text), conversation_ids, "messages", blind_words, recheck=False
     )
     return _blend(semantic, blind, NAME_BLIND_SHARE)
 
@@ -327,9 +334,11 @@ async def hybrid_hits(
         if search is not None:
             await _lifted(store, options, conversation_ids, search, words, agent, scores)
         ranked = best_first(scores)[: DEPTH * 2]
-        have = await _completed(store, read, [k for k, _ in ranked])
-        records = {int(k): have[int(k)] for k, _ in ranked if int(k) in have}  # in rank order, as read before
-        neighbours, tools, around = await _neighbours(store, list(records.values()), read)
+        # The ranked messages and the turns around them (ids next to theirs), in one read.
+        keys = [int(k) for k, _ in ranked]
+        have = await _completed(store, read, [*keys, *(k + d for k in keys for d in (-1, 1))])
+        records = {k: have[k] for k in keys if k in have}  # in rank order, as read before
+        neighbours, tools, around = _neighbours(list(records.values()), have)
         kept = {k: s for k, s in ranked if int(k) in records}
         if fitted:
             scores = with_neighbours(
@@ -545,26 +554,23 @@ async def _completed(
     store: Store, records: dict[int, MessageRecord], keys: Iterable[int | str]
 ) -> dict[int, MessageRecord]:
     """``records`` with those of ``keys`` it lacks read from the store (no read when it lacks none)."""
-    missing = [int(key) for key in keys if int(key) not in records]
+    missing = list(dict.fromkeys(int(key) for key in keys if int(key) not in records))
     return records | {m.id: m for m in await store.get_messages_by_id(missing)} if missing else records
 
 
-async def _neighbours(
-    store: Store, records: Sequence[object], read: dict[int, MessageRecord] | None = None
+def _neighbours(
+    records: Sequence[MessageRecord], read: dict[int, MessageRecord]
 ) -> tuple[dict[int | str, tuple[int | str | None, int | str | None]], set[int | str], dict[int, MessageRecord]]:
     """For each message, the ids of the turns right before and right after it in its conversation (or None);
     which of them all are a tool's call or output (:func:`~lossless.retrieval.ranking.is_tool_record`); and
-    every message read, by id (those given and their neighbours; ``read``: messages already read, not read again)."""
-    messages = [r for r in records if isinstance(r, MessageRecord)]
-    given = {m.id: m for m in messages}
-    around = {m.id + d for m in messages for d in (-1, 1)} - given.keys()
-    known = {key: read[key] for key in around if key in read} if read else {}
-    missing = sorted(around - known.keys())
-    fetched = {m.id: m for m in await store.get_messages_by_id(missing)} if missing else {}
-    found = fetched | known | given
+    every message of them, by id (those given and their neighbours).  ``read``: the messages read, among them
+    every one with an id next to a given one's that exists (the caller reads them first)."""
+    given = {m.id: m for m in records}
+    around = {m.id + d for m in records for d in (-1, 1)} - given.keys()
+    found = {key: read[key] for key in around if key in read} | given
     tools: set[int | str] = {key for key, m in found.items() if ranking.is_tool_record(m.role, m.content)}
     out: dict[int | str, tuple[int | str | None, int | str | None]] = {}
-    for m in messages:
+    for m in records:
         near: list[int | str | None] = []
         for other_id in (m.id - 1, m.id + 1):
             other = found.get(other_id)

@@ -199,6 +199,11 @@ class Database:
 
     # -- transactions
 
+    @property
+    def in_block(self) -> bool:
+        """Whether the current task is inside :meth:`atomic` or :meth:`snapshot` (its reads may be rolled back)."""
+        return self._own_atomic() is not None
+
     def _own_atomic(self) -> _Atomic | None:
         current = _CURRENT.get()
         if current is not None and current.database is self and current.owner == _task_id():

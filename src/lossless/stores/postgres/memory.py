@@ -47,6 +47,7 @@ import json
 import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -67,7 +68,21 @@ _COLUMNS = (
     "m.created_at, m.updated_at, m.metadata, "
     "(SELECT array_agg(s.message_id ORDER BY s.ordinal) FROM memory_sources s WHERE s.memory_rowid = m.memory_rowid)"
 )
+_SELECT_BY_ID = f"SELECT {_COLUMNS} FROM memories m WHERE m.memory_id = ANY(%s)"
 _REVISION = "SELECT value::bigint FROM lcm_meta WHERE key = 'memory_revision'"
+#: The columns a write may change without bumping the revision (``record_access``, ``set_tiers``, and a deleted
+#: conversation setting ``conversation_id`` to NULL), read fresh beside the records cached per revision.
+_UNBUMPED = "m.memory_id, m.tier, m.access_count, m.last_accessed_at, m.access_gap_days, m.conversation_id"
+_UNBUMPED_BY_ID = f"SELECT {_UNBUMPED} FROM memories m WHERE m.memory_id = ANY(%s)"
+#: The whole rows of the first ids, and of the second too unless the revision is the third parameter (the ids
+#: whose records are kept for that revision): one round trip whether or not the revision moved.
+_RECORDS_UNLESS_AT = (
+    f"SELECT {_COLUMNS} FROM memories m WHERE m.memory_id = ANY(%s) "
+    "OR (m.memory_id = ANY(%s) AND (SELECT value::bigint FROM lcm_meta WHERE key = 'memory_revision') "
+    "IS DISTINCT FROM %s)"
+)
+#: Records kept per revision at most (the cache starts over above it).
+_CACHED_RECORDS = 50_000
 _BUMP = "UPDATE lcm_meta SET value = (value::bigint + 1)::text WHERE key = 'memory_revision'"
 _PATCHABLE = ("abstract", "overview", "category", "importance", "confidence", "tier", "fact_key")
 
@@ -106,6 +121,11 @@ def _memory(row: Sequence[Any]) -> Memory:
     )
 
 
+def _revision_of(rows: Sequence[Sequence[Any]]) -> int:
+    """The revision from the rows of :data:`_REVISION` (0 before the first write)."""
+    return int(rows[0][0]) if rows else 0
+
+
 def _new_id() -> str:
     return "mem_" + uuid.uuid4().hex
 
@@ -120,6 +140,8 @@ class PostgresMemoryStore(memory_keywords.KeywordSearch, memory_mining.MinedMess
     def __init__(self, database: Database) -> None:
         self._db = database
         self._ann = memory_ann.AnnIndex()
+        #: :meth:`get`'s records, valid for one revision (their unbumped columns are read afresh each time).
+        self._records: tuple[int, dict[str, Memory]] = (-1, {})
 
     # ------------------------------------------------------------------ writes
 
@@ -401,15 +423,58 @@ class PostgresMemoryStore(memory_keywords.KeywordSearch, memory_mining.MinedMess
     async def _get(conn: Connection, memory_ids: Sequence[str]) -> list[Memory]:
         if not memory_ids:
             return []
-        rows = await fetchall(
-            conn, f"SELECT {_COLUMNS} FROM memories m WHERE m.memory_id = ANY(%s)", (list(set(memory_ids)),)
-        )
+        rows = await fetchall(conn, _SELECT_BY_ID, (list(set(memory_ids)),))
         by_id = {row[1]: _memory(row) for row in rows}
         return [by_id[i] for i in dict.fromkeys(memory_ids) if i in by_id]
 
     async def get(self, memory_ids: Sequence[str]) -> list[Memory]:
-        async with self._db.transaction() as conn:
-            return await self._get(conn, memory_ids)
+        """The memories, from the records read before for this revision where it can (one round trip).
+
+        A record read at revision *r* is what any read at *r* reads, except the columns that change
+        without a bump (:data:`_UNBUMPED`), which are read again every time: the revision, those columns of
+        the cached ids and the whole rows of the others (of all, where the revision moved) are read in one
+        snapshot and one round trip (another host's write either bumps the revision, dropping the cache,
+        or shows in those columns).  Inside ``atomic()`` (a read that may be rolled back) nothing is cached.
+        """
+        wanted = list(dict.fromkeys(memory_ids))
+        if not wanted:
+            return []
+        if self._db.in_block:
+            async with self._db.read() as conn:
+                return await self._get(conn, memory_ids)
+        revision, cached = self._records
+        known = [i for i in wanted if i in cached]
+        unknown = [i for i in wanted if i not in cached]
+        now, fresh, rows = await self._db.read_all(
+            [(_REVISION, ()), (_UNBUMPED_BY_ID, (known,)), (_RECORDS_UNLESS_AT, (unknown, known, revision))]
+        )
+        if _revision_of(now) != revision:  # another revision: nothing cached holds (the whole rows came)
+            revision, cached, fresh = _revision_of(now), {}, []
+        by_id = {memory.memory_id: memory for memory in map(_memory, rows)}
+        for memory_id, tier, access_count, last_accessed_at, access_gap_days, conversation_id in fresh:
+            memory = cached[memory_id]
+            unbumped = (tier, access_count, _utc(last_accessed_at), access_gap_days, conversation_id)
+            if unbumped != (
+                memory.tier,
+                memory.access_count,
+                memory.last_accessed_at,
+                memory.access_gap_days,
+                memory.conversation_id,
+            ):
+                memory = replace(
+                    memory,
+                    tier=tier,
+                    access_count=access_count,
+                    last_accessed_at=unbumped[2],
+                    access_gap_days=access_gap_days,
+                    conversation_id=conversation_id,
+                )
+            by_id[memory_id] = memory
+        if len(cached) + len(rows) > _CACHED_RECORDS:
+            cached = {}
+        cached.update(by_id)  # ids gone from the store are simply not found: no entry to keep
+        self._records = (revision, cached)
+        return [by_id[i] for i in wanted if i in by_id]
 
     async def find_by_prefix(self, prefix: str, scopes: Sequence[str] | None) -> list[Memory]:
         if not re.fullmatch(r"[A-Za-z0-9_]{1,64}", prefix):
@@ -472,7 +537,7 @@ class PostgresMemoryStore(memory_keywords.KeywordSearch, memory_mining.MinedMess
         """:meth:`load_vectors` rows of the listed memories only."""
         if not memory_ids:
             return []
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             rows = await fetchall(
                 conn,
                 "SELECT m.memory_id, m.scope, m.invalidated_at IS NULL, v.vector FROM memory_vectors v "
@@ -511,9 +576,8 @@ class PostgresMemoryStore(memory_keywords.KeywordSearch, memory_mining.MinedMess
             )
 
     async def revision(self) -> int:
-        async with self._db.transaction() as conn:
-            row = await fetchone(conn, _REVISION)
-            return int(row[0]) if row else 0
+        async with self._db.read() as conn:
+            return _revision_of(await fetchall(conn, _REVISION))
 
     async def memories_without_vectors(self, model: str, limit: int = 500) -> list[Memory]:
         async with self._db.transaction() as conn:
@@ -576,7 +640,7 @@ class PostgresMemoryStore(memory_keywords.KeywordSearch, memory_mining.MinedMess
     async def cached_embeddings(self, hashes: Sequence[str], model: str) -> dict[str, bytes]:
         if not hashes:
             return {}
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             rows = await fetchall(
                 conn,
                 "SELECT content_hash, vector FROM embedding_cache WHERE model = %s AND content_hash = ANY(%s)",
@@ -599,7 +663,7 @@ class PostgresMemoryStore(memory_keywords.KeywordSearch, memory_mining.MinedMess
     # ------------------------------------------------------------------ access
 
     async def grants(self) -> dict[str, list[str]]:
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             rows = await fetchall(
                 conn, 'SELECT agent_id, scope FROM memory_access ORDER BY agent_id COLLATE "C", scope COLLATE "C"'
             )

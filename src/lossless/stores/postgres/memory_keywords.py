@@ -8,7 +8,7 @@ in that module's docstring.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from lossless.memory.ports import KeywordHit
@@ -45,6 +45,15 @@ def _idf(total: int, hits: int) -> float:
     """FTS5's IDF: ``ln((N - n + 0.5) / (n + 0.5))``, at least 1e-6."""
     idf = math.log((total - hits + 0.5) / (hits + 0.5)) if total > 0 else 0.0
     return idf if idf > 0 else 1e-6
+
+
+def _frequency(weights: dict[str, str], lexemes: Sequence[str]) -> float:
+    """A word's weighted frequency in one memory: per column, the fewest positions of any of its lexemes
+    (``weights``: lexeme → one weight letter per position), times the column's weight."""
+    if len(lexemes) == 1:  # most words: one lexeme, often absent (the same sum, without the min)
+        marks = weights.get(lexemes[0])
+        return 0.0 if marks is None else sum(weight * marks.count(col) for col, weight in _COLUMN_WEIGHTS)
+    return sum(weight * min(weights.get(lex, "").count(col) for lex in lexemes) for col, weight in _COLUMN_WEIGHTS)
 
 
 def _bm25(idfs: Sequence[float], freqs: Sequence[float], length: float, average: float) -> float:
@@ -93,7 +102,7 @@ class KeywordSearch:
             params = [*params, list(dict.fromkeys(int(c) for c in conversations))]
         if not include_superseded:
             clause += " AND m.invalidated_at IS NULL"
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             scores: dict[str, float] = {}
             if words:
                 scores.update(await self._word_search(conn, words, clause, params, limit))
@@ -104,74 +113,82 @@ class KeywordSearch:
         return [KeywordHit(memory_id, score) for memory_id, score in ranked]
 
     @staticmethod
-    async def _corpus(conn: Connection) -> tuple[int, float]:
-        """(memories, average length in bytes) for BM25 — counted exactly up to 10,000, estimated above."""
-        row = await fetchone(
-            conn,
+    async def _corpus(conn: Connection) -> Callable[[], Awaitable[tuple[int, float]]]:
+        """Sends the BM25 corpus statistics' query; the returned reader gives (memories, average length in
+        bytes) — counted exactly up to 10,000, estimated above.  Sent inside a pipeline, it costs no round trip
+        of its own."""
+        cursor = await conn.execute(
             "SELECT CASE WHEN c.reltuples >= 10000 THEN c.reltuples::bigint "
-            "ELSE (SELECT count(*) FROM memories) END FROM pg_class c WHERE c.oid = 'memories'::regclass",
-        )
-        total = int(row[0]) if row else 0
-        row = await fetchone(
-            conn,
-            "SELECT avg(octet_length(s.abstract) + octet_length(s.overview) + octet_length(s.content)) "
+            "ELSE (SELECT count(*) FROM memories) END, "
+            "(SELECT avg(octet_length(s.abstract) + octet_length(s.overview) + octet_length(s.content)) "
             "FROM (SELECT abstract, overview, content FROM memories "
-            f"ORDER BY memory_rowid DESC LIMIT {_AVGDL_SAMPLE}) s",
+            f"ORDER BY memory_rowid DESC LIMIT {_AVGDL_SAMPLE}) s) "
+            "FROM pg_class c WHERE c.oid = 'memories'::regclass"
         )
-        return total, float(row[0]) if row and row[0] is not None else 0.0
+
+        async def read() -> tuple[int, float]:
+            row = await cursor.fetchone()
+            total = int(row[0]) if row and row[0] is not None else 0
+            return total, float(row[1]) if row and row[1] is not None else 0.0
+
+        return read
 
     async def _word_search(
         self, conn: Connection, words: list[str], clause: str, params: list[Any], limit: int
     ) -> dict[str, float]:
         # Stop words cost the most (they match everything) and tell the least; terms no memory
         # contains would make the AND query fail.  Drop both, then AND; OR only when AND finds nothing.
+        # Two round trips: the terms' document frequencies with the corpus statistics (one pipeline),
+        # then the AND query and, only where it matches nothing, the OR query (one statement).
         content_words = [w for w in words if w not in STOP_WORDS] or words
-        rows = await fetchall(
-            conn,
-            "SELECT t.word, t.lexemes, CASE WHEN cardinality(t.lexemes) = 0 THEN 0 ELSE ("
-            "SELECT count(*) FROM (SELECT 1 FROM memories m WHERE m.search_tsv @@ plainto_tsquery('english', t.word) "
-            f"LIMIT {_DF_CAP}) s) END "
-            "FROM (SELECT u.word, u.ordinal, "
-            "ARRAY(SELECT lexeme FROM unnest(to_tsvector('english', u.word))) AS lexemes "
-            "FROM unnest(%s::text[]) WITH ORDINALITY AS u(word, ordinal)) t ORDER BY t.ordinal",
-            (content_words,),
-        )
+        async with conn.pipeline():
+            terms = await conn.execute(
+                "SELECT t.word, t.lexemes, CASE WHEN cardinality(t.lexemes) = 0 THEN 0 ELSE ("
+                "SELECT count(*) FROM (SELECT 1 FROM memories m "
+                "WHERE m.search_tsv @@ plainto_tsquery('english', t.word) "
+                f"LIMIT {_DF_CAP}) s) END "
+                "FROM (SELECT u.word, u.ordinal, "
+                "ARRAY(SELECT lexeme FROM unnest(to_tsvector('english', u.word))) AS lexemes "
+                "FROM unnest(%s::text[]) WITH ORDINALITY AS u(word, ordinal)) t ORDER BY t.ordinal",
+                (content_words,),
+            )
+            corpus = await self._corpus(conn)
+            rows = await terms.fetchall()
+            total, average = await corpus()
         known = [(word, list(lexemes), int(df)) for word, lexemes, df in rows if df > 0]
         if not known:
             return {}
-        total, average = await self._corpus(conn)
         idfs = [_idf(total, df) for _, _, df in known]
         lexemes = sorted({lexeme for _, lexs, _ in known for lexeme in lexs})
+        single = "plainto_tsquery('english', %s)"
+        word_params = [w for w, _, _ in known]
 
-        async def run(operator: str) -> dict[str, float]:
-            single = "plainto_tsquery('english', %s)"
+        def matching(operator: str) -> tuple[str, list[Any]]:
             tsquery = f" {operator} ".join([single] * len(known))
-            word_params = [w for w, _, _ in known]
-            found = await fetchall(
-                conn,
+            sql = (
                 "SELECT m.memory_id, octet_length(m.abstract) + octet_length(m.overview) + octet_length(m.content), "
                 "ARRAY(SELECT u.lexeme || ':' || array_to_string(u.weights, '') FROM unnest(m.search_tsv) u "
                 "WHERE u.lexeme = ANY(%s)) "
                 f"FROM memories m WHERE m.search_tsv @@ ({tsquery}){clause} "
                 f"ORDER BY ts_rank('{{0.05, 0.5, 0.5, 1.0}}', m.search_tsv, ({tsquery})) DESC, m.memory_rowid DESC "
-                "LIMIT %s",
-                (lexemes, *word_params, *params, *word_params, max(_SCORED_CAP, 5 * limit)),
+                "LIMIT %s"
             )
-            out: dict[str, float] = {}
-            for memory_id, length, postings in found:
-                weights = dict(p.split(":", 1) for p in postings)
-                freqs = [
-                    sum(
-                        weight * min(weights.get(lex, "").count(col) for lex in lexs) for col, weight in _COLUMN_WEIGHTS
-                    )
-                    for _, lexs, _ in known
-                ]
-                out[memory_id] = _bm25(idfs, freqs, float(length), average)
-            return out
+            return sql, [lexemes, *word_params, *params, *word_params, max(_SCORED_CAP, 5 * limit)]
 
-        hits = await run("&&")
-        if not hits and len(known) > 1:
-            hits = await run("||")
+        sql, query_params = matching("&&")
+        if len(known) > 1:  # the OR query runs only when the AND query matched nothing (a one-time filter)
+            either, either_params = matching("||")
+            sql = (
+                f"WITH anded AS MATERIALIZED ({sql}) SELECT * FROM anded "
+                f"UNION ALL (SELECT * FROM ({either}) s WHERE NOT EXISTS (SELECT 1 FROM anded))"
+            )
+            query_params = [*query_params, *either_params]
+        found = await fetchall(conn, sql, query_params)
+        hits: dict[str, float] = {}
+        for memory_id, length, postings in found:
+            weights = dict(p.split(":", 1) for p in postings)
+            freqs = [_frequency(weights, lexs) for _, lexs, _ in known]
+            hits[memory_id] = _bm25(idfs, freqs, float(length), average)
         return dict(sorted(hits.items(), key=lambda kv: (-kv[1], kv[0]))[:limit])
 
     async def _cjk_search(
@@ -188,7 +205,7 @@ class KeywordSearch:
                 "FROM unnest(%s::text[]) WITH ORDINALITY AS t(pattern, ordinal) ORDER BY t.ordinal",
                 (patterns,),
             )
-            total, average = await self._corpus(conn)
+            total, average = await (await self._corpus(conn))()
             idfs = [_idf(total, int(r[0])) for r in rows]
             counts = ", ".join(
                 f"ARRAY(SELECT (octet_length(m.{col}) - octet_length(replace(m.{col}, g, ''))) / octet_length(g) "
@@ -226,7 +243,7 @@ class KeywordSearch:
         ids = list(dict.fromkeys(int(c) for c in conversation_ids))
         if not ids:
             return set()
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             sql = "SELECT memory_id FROM memories WHERE conversation_id = ANY(%s::bigint[])"
             rows = await fetchall(conn, sql, (ids,))
         return {str(r[0]) for r in rows}

@@ -28,7 +28,7 @@ Invariants (the same rows as the SQLite backend's, see :mod:`lossless.stores.sql
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -74,6 +74,7 @@ __all__ = [
     "copy_rows",
     "grant_from_row",
     "grant_params",
+    "id_array",
     "large_file_from_row",
     "large_file_params",
     "lock_conversation",
@@ -121,6 +122,11 @@ PARTS_PER_MESSAGE = 65536
 _BOOLEAN_PART_COLUMNS = tuple(
     PART_COLUMNS.index(c) for c in ("from_content", "is_ignored", "is_synthetic", "compaction_auto")
 )
+
+
+def id_array(ids: Iterable[int]) -> str:
+    """A ``bigint[]`` literal of ``ids`` (``{1,2,3}``), for a ``%s::bigint[]`` parameter."""
+    return "{" + ",".join(str(int(i)) for i in ids) + "}"
 
 
 def chunks(items: Sequence[Any], size: int = CHUNK) -> Iterator[list[Any]]:

@@ -267,7 +267,7 @@ class SearchVectors:
             if source == "messages"
             else f"SELECT count(*) FROM {items} i WHERE i.conversation_id = c.conversation_id"
         )
-        async with self._db.transaction() as conn:
+        async with self._db.read() as conn:
             found = await _all(
                 conn,
                 f"SELECT c.conversation_id, ({total}), coalesce(v.indexed, 0), coalesce(v.rows, 0), "
