@@ -228,7 +228,9 @@ async def _with_keywords(
     form = getattr(search, "query_form", None) or SEMANTIC_QUERY
     if KEYWORD_QUERY_SHARE <= 0 or form != "question" or not text or text == options.pattern:
         return semantic
-    keyworded = await _semantic_scores(search, replace(options, pattern=text), conversation_ids, "messages", words)
+    keyworded = await _semantic_scores(
+        search, replace(options, pattern=text), conversation_ids, "messages", words, recheck=False
+    )
     return _blend(semantic, keyworded, KEYWORD_QUERY_SHARE)
 
 
