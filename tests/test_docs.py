@@ -97,6 +97,8 @@ def test_readme_python_quickstart_runs(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "claude-code" in done.stdout and "new messages" in done.stdout
     assert re.search(r"^\d+ messages, \d+ tokens$", done.stdout, flags=re.M)
+    hits = [line for line in done.stdout.splitlines() if line.startswith("[msg#")]
+    assert len(hits) == 2 and "keys the window" in hits[0], done.stdout  # the answer ranks first
     # Run again, as its comment promises: nothing is stored twice.
     again = subprocess.run(
         [sys.executable, "-c", block.group(1)], cwd=tmp_path, capture_output=True, text=True, timeout=120
