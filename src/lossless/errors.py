@@ -160,7 +160,7 @@ class MissingDependencyError(LcmError, ImportError):
 
     def __init__(self, feature: str, extra: str, module: str) -> None:
         super().__init__(
-            f"{feature} needs the optional package {module!r}: install it with  pip install 'lossless-context[{extra}]'"
+            f"{feature} needs the optional package {module!r}: install it with: pip install 'lossless-context[{extra}]'"
         )
         self.extra = extra
 

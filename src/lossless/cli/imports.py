@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from lossless.bootstrap import FileImport
+    from lossless.config import Config
 
 __all__ = ["import_command"]
 
@@ -200,12 +201,22 @@ async def import_command(
             for error in failures:
                 stderr().print(styled(("error:", "bold red"), f" {error}"))
             if any(isinstance(r, FileImport) and r.stored for r in results):
-                stderr().print(
-                    styled(
-                        ("next", "cyan"),
-                        ": search by meaning (`lcm grep --mode hybrid`) and long-term memories need the "
-                        "background build: `lcm index` runs it now (or leave `lcm worker` / `lcm mcp` running)",
-                    )
-                )
+                stderr().print(styled(("next", "cyan"), f": {_next_step(engine.config)}"))
         if failures:
             sys.exit(3)
+
+
+def _next_step(config: Config) -> str:
+    """What to run after an import that stored messages: the background build, or the extra it needs."""
+    from lossless.providers import embedder_missing
+
+    missing = embedder_missing(config)
+    if missing is not None:
+        return (
+            f"`lcm grep --mode hybrid` ranks by words until an embedder can run: {missing} "
+            "(then `lcm index` builds the search by meaning and long-term memories)"
+        )
+    return (
+        "search by meaning (`lcm grep --mode hybrid`) and long-term memories need the background build: "
+        "`lcm index` runs it now (or leave `lcm worker` / `lcm mcp` running)"
+    )

