@@ -162,6 +162,15 @@ async def test_untitled_sessions_get_their_first_prompt_and_last_activity(engine
     assert conversation.updated_at < conversation.created_at  # written long before it was imported
 
 
+async def test_a_bare_slash_command_does_not_title_a_session(engine: ContextEngine, corpus: Path) -> None:
+    """This pi session opens with "/mode" typed alone: the title is the first prompt with a subject."""
+    result = await engine.bootstrap(corpus / "badlogic-pi-mono" / "large-session.jsonl")
+    [conversation] = [c for c in await engine.conversations() if c.id == result.conversation_id]
+    assert (await engine.messages(conversation.id, limit=1))[0].content == "/mode"  # stored all the same
+    assert conversation.title is not None
+    assert conversation.title.startswith("read packages/coding-agent/docs/theme.md in full")
+
+
 async def test_subagent_conversations_hang_off_their_session(engine: ContextEngine, corpus: Path) -> None:
     folder = corpus / "marot-spotter"
     await engine.import_paths([folder])

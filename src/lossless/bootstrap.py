@@ -616,16 +616,19 @@ class _Importer:
 #: Titles made from a first prompt are cut to this many characters.
 TITLE_CHARS = 80
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+#: A bare slash command ("/mode", "/clear", "/model:opus"): typed, but it names no subject.
+_BARE_COMMAND = re.compile(r"/[\w:.-]+")
 
 
 def _prompt_title(message: Message) -> str | None:
     """A title from a person's message: its first line of typed text (not host-injected, not a
-    ``<command…>`` wrapper), cut to :data:`TITLE_CHARS`; ``None`` when it has none."""
+    ``<command…>`` wrapper, not a bare slash command), cut to :data:`TITLE_CHARS`; ``None`` when it
+    has none."""
     for part in message.parts:
         if not isinstance(part, TextPart) or part.synthetic or part.ignored:
             continue
         text = part.text.strip()
-        if not text or text.startswith("<"):
+        if not text or text.startswith("<") or _BARE_COMMAND.fullmatch(text):
             continue
         line = _LONE_SURROGATE.sub("\ufffd", " ".join(text.splitlines()[0].split()))  # a title is plain Unicode
         return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1] + "…"
