@@ -47,3 +47,45 @@ def test_index_status_then_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert one["indexed"] == one["total"] == built["total"]
     after = run(db, "grep", "what went wrong", "--mode", "semantic", "--limit", "3")
     assert after.exit_code == 0 and "still building" not in after.output
+
+
+def test_index_says_how_far_it_is_where_stderr_is_not_a_terminal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under a log or a pipe there is no bar: a plain line now and then (here: after every batch)."""
+    import re
+
+    from lossless.cli import index
+
+    monkeypatch.setenv("LCM_MEMORY_EMBEDDER", "hash")
+    monkeypatch.setenv("LCM_MEMORY_AUTO_EXTRACT", "false")
+    monkeypatch.setattr(index, "PLAIN_PROGRESS_EVERY_S", 0.0)
+    db = f"sqlite:///{tmp_path / 'cli.db'}"
+    assert run(db, "import", str(SAMPLE)).exit_code == 0
+    total = json.loads(run(db, "index", "--status", "--json").stdout)["total"]
+    built = run(db, "index")
+    assert built.exit_code == 0
+    lines = re.findall(
+        r"^embedded ([\d,]+) of ([\d,]+) \((\d+)%\) · [\d.,]+/s · about \S+ (?:s|min|h) left$", built.stderr, flags=re.M
+    )
+    assert lines, built.stderr
+    counts = [int(done.replace(",", "")) for done, _, _ in lines]
+    assert counts == sorted(counts) and counts[-1] == total  # it moves forward, to the end
+    assert {int(of.replace(",", "")) for _, of, _ in lines} == {total}
+    # --json prints nothing but its object; a second build has nothing left to say
+    assert run(db, "index", "--json").stderr == "" and "embedded" not in run(db, "index").stderr
+
+
+@pytest.mark.parametrize(
+    ("indexed", "total", "rate", "expected"),
+    [
+        (0, 1000, 2.0, "embedded 0 of 1,000 (0%) · 2.0/s · about 8 min left"),
+        (900, 1000, 10.0, "embedded 900 of 1,000 (90%) · 10.0/s · about 10 s left"),
+        (0, 100_000, 5.0, "embedded 0 of 100,000 (0%) · 5.0/s · about 5.6 h left"),
+        (10, 20, 0.0, "embedded 10 of 20 (50%) · 0.0/s · time left unknown"),
+    ],
+)
+def test_plain_progress_line(indexed: int, total: int, rate: float, expected: str) -> None:
+    from lossless.cli.index import _plain_progress
+
+    assert _plain_progress(indexed, total, rate) == expected

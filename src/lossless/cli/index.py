@@ -2,7 +2,8 @@
 
 Semantic and hybrid grep rank by vectors that background workers build ahead (never a search);
 this command shows how far the build is (``--status``) or runs it here with a progress bar and
-an ETA measured from its own batches, for a store no worker serves or right after a big import.
+an ETA measured from its own batches (where stderr is not a terminal: a plain line every
+:data:`PLAIN_PROGRESS_EVERY_S` seconds instead), for a store no worker serves or right after a big import.
 It then embeds the long-term memories that have no vectors of the current embedder (after
 ``memory_embedder`` changed) and, with ``memory_auto_extract`` (the default), mines, as the
 workers do, the messages that nothing mined for long-term memories yet.
@@ -21,6 +22,26 @@ if TYPE_CHECKING:
     from lossless.memory.message_index import BuildProgress
 
 __all__ = ["index_command"]
+
+
+#: Where stderr is not a terminal (a log, a pipe), the build says how far it is this often instead of a bar.
+PLAIN_PROGRESS_EVERY_S = 15.0
+
+
+def _plain_progress(indexed: int, total: int, rate: float) -> str:
+    """One line for a log: how far, how fast, and about how long is left."""
+    left = max(total - indexed, 0)
+    eta = f"about {_duration(left / rate)} left" if rate > 0 else "time left unknown"
+    share = indexed / total if total else 1.0
+    return f"embedded {indexed:,} of {total:,} ({share:.0%}) · {rate:,.1f}/s · {eta}"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _progress_dict(progress: BuildProgress, written: int, seconds: float, mined: int) -> dict[str, Any]:
@@ -65,10 +86,16 @@ async def index_command(state: CliState, status: bool, conversation: str | None,
                 task = bar.add_task(
                     "index", total=current.total, completed=current.indexed, model=current.model, rate=""
                 )
+                plain = not as_json and not stderr().is_terminal  # a log or a pipe: a line now and then
+                said = time.perf_counter()
                 while done := await engine.index_step():
                     written += done
-                    rate = written / max(time.perf_counter() - started, 1e-9)
+                    now = time.perf_counter()
+                    rate = written / max(now - started, 1e-9)
                     bar.update(task, advance=done, rate=f"{rate:,.0f}/s")
+                    if plain and now - said >= PLAIN_PROGRESS_EVERY_S:
+                        said = now
+                        stderr().print(_plain_progress(current.indexed + written, current.total, rate), highlight=False)
             current = await engine.index_progress(conversation)
         mined = revectored = 0
         if not status:  # memories stored under another memory_embedder get this one's vectors
