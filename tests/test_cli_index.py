@@ -72,6 +72,14 @@ def test_index_says_how_far_it_is_where_stderr_is_not_a_terminal(
     counts = [int(done.replace(",", "")) for done, _, _ in lines]
     assert counts == sorted(counts) and counts[-1] == total  # it moves forward, to the end
     assert {int(of.replace(",", "")) for _, of, _ in lines} == {total}
+    # then the mining, where memory_auto_extract is on: its own lines, also moving forward
+    monkeypatch.setenv("LCM_MEMORY_AUTO_EXTRACT", "true")
+    mining = run(db, "index")
+    mined = [
+        int(n.replace(",", ""))
+        for n in re.findall(r"^mined ([\d,]+) messages for long-term memories so far$", mining.stderr, flags=re.M)
+    ]
+    assert mined and mined == sorted(mined) and mined[-1] == 175, mining.stderr
     # --json prints nothing but its object; a second build has nothing left to say
     assert run(db, "index", "--json").stderr == "" and "embedded" not in run(db, "index").stderr
 

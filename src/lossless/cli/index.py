@@ -102,10 +102,15 @@ async def index_command(state: CliState, status: bool, conversation: str | None,
             while done := await engine.memory_vectors_step():
                 revectored += done
         if not status and engine.config.memory_auto_extract:
+            plain = not as_json and not stderr().is_terminal
+            said = time.perf_counter()
             with stderr().status("mining messages for long-term memories", spinner="dots") as spinner:
                 while done := await engine.mine_step():
                     mined += done
                     spinner.update(f"mining messages for long-term memories: {mined:,} so far")
+                    if plain and time.perf_counter() - said >= PLAIN_PROGRESS_EVERY_S:
+                        said = time.perf_counter()
+                        stderr().print(f"mined {mined:,} messages for long-term memories so far", highlight=False)
         seconds = time.perf_counter() - started
     if as_json:
         emit_json(_progress_dict(current, written, seconds, mined) | {"memories_embedded_now": revectored})
