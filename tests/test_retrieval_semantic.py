@@ -268,13 +268,25 @@ async def test_scope_both_merges_messages_and_summaries_best_first(engine: Conte
         both = await engine.grep(query, mode=mode, limit=50)  # type: ignore[arg-type]
         kinds = {h.scope for h in both.hits}
         assert kinds == {"messages", "summaries"}, mode
-        assert {h.ref for h in both.hits[:2]} == {ids[0], backup.id}, mode
+        if mode == "semantic":
+            assert {h.ref for h in both.hits[:2]} == {ids[0], backup.id}, mode
+        else:  # the summary was found by that message, listed above it: folded into its hit
+            assert both.hits[0].ref == ids[0] and both.hits[0].summary == backup.id, mode
         scores = [h.score or 0.0 for h in both.hits]
         assert scores == sorted(scores, reverse=True), mode
         # Exactly the two one-kind searches, merged by score.
         messages = await engine.grep(query, mode=mode, scope="messages", limit=50)  # type: ignore[arg-type]
         summaries = await engine.grep(query, mode=mode, scope="summaries", limit=50)  # type: ignore[arg-type]
         merged = sorted([*messages.hits, *summaries.hits], key=lambda h: -(h.score or 0.0))
+        if mode == "hybrid":  # less each summary whose best match inside is a message listed above it
+            above: set[int | str] = set()
+            kept = []
+            for hit in merged:
+                if hit.scope == "summaries" and hit.source in above:
+                    continue
+                above.add(hit.ref) if hit.scope == "messages" else None
+                kept.append(hit)
+            merged = kept
         assert [(h.scope, h.ref) for h in both.hits] == [(h.scope, h.ref) for h in merged], mode
         assert not both.more and both.notes == ()
         # limit and more apply to the merged list.
@@ -283,6 +295,25 @@ async def test_scope_both_merges_messages_and_summaries_best_first(engine: Conte
     text = (await engine.grep("backup disk quota", mode="semantic")).render()
     assert f"[{backup.id}]" in text and f"[msg#{ids[0]}]" in text and "covers" not in text
     assert password.id not in text  # shares no word with the query
+
+
+async def test_hybrid_folds_a_summary_into_the_message_hit_it_found_it_by(engine: ContextEngine) -> None:
+    """scope="both": a summary found by a message listed above it takes no place of its own; that
+    message's hit names it, and nothing else changes (the messages keep their order)."""
+    ids, backup, _ = await summarised(engine)
+    query = "ramen place lunch"  # the second message under the backup summary: the summary says nothing of it
+    alone = await engine.grep(query, mode="hybrid", scope="summaries", limit=1)
+    assert alone.hits[0].ref == backup.id and alone.hits[0].source == ids[1]  # found by that message
+    both = await engine.grep(query, mode="hybrid", limit=20)
+    messages = await engine.grep(query, mode="hybrid", scope="messages", limit=20)
+    assert backup.id not in {h.ref for h in both.hits}
+    [hit] = [h for h in both.hits if h.ref == ids[1]]
+    assert hit.summary == backup.id and hit.to_dict()["summary_id"] == backup.id
+    assert f"[msg#{ids[1]}]" in both.render() and f"condensed in [{backup.id}]" in both.render()
+    assert [h.ref for h in both.hits if h.scope == "messages"] == [h.ref for h in messages.hits]
+    assert all(h.summary is None for h in messages.hits)  # one kind searched: nothing to fold
+    # The summary is one citation away: describing it shows what it condenses.
+    assert ids[1] in {m.id for m in (await engine.expand([backup.id], include_messages=True)).messages}
 
 
 async def test_hybrid_over_summaries_fuses_with_their_full_text_ranking(engine: ContextEngine) -> None:
@@ -380,7 +411,7 @@ async def test_summaries_outside_the_reach_are_never_returned(engine: ContextEng
         for mode in ("semantic", "hybrid"):
             for scope in ("summaries", "both"):
                 family = await engine.grep("backup job failed", mode=mode, scope=scope, caller=caller)  # type: ignore[arg-type]
-                refs = {h.ref for h in family.hits}
+                refs = {h.ref for h in family.hits} | {h.summary for h in family.hits if h.summary}  # folded too
                 assert mine.id in refs and not refs & {sibling.id, theirs.id}, (mode, scope)
         outcome = await call_tool(
             engine.recall.retriever,
@@ -450,6 +481,7 @@ async def test_hits_of_other_conversations_from_the_port_are_dropped(engine: Con
             port,  # type: ignore[arg-type]
         )
         refs = [(h.scope, h.ref) for h in found.hits]
+        refs += [("summaries", h.summary) for h in found.hits if h.summary]  # a summary folded into a message hit
         if mode == "semantic":
             assert refs == [("messages", ids[0]), ("summaries", mine.id)]
         else:  # hybrid adds this conversation's keyword matches and neighbouring turns, never another's

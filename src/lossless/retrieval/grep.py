@@ -169,6 +169,9 @@ class GrepHit:
     context: tuple[ContextTurn, ...] = ()
     #: A summary hit of ``hybrid``: the message it condenses that matched best (the one to expand to), if any did.
     source: int | None = None
+    #: A message hit of ``hybrid`` with ``scope="both"``: the leaf summary that condenses it, whose own hit
+    #: (this message its best match, ranked below it) was folded into this one.
+    summary: str | None = None
 
     @property
     def citation(self) -> str:
@@ -186,6 +189,8 @@ class GrepHit:
             what = f"{what} · score {self.score:.3f}"
         if self.source is not None:
             what = f"{what} · best match inside: [msg#{self.source}]"
+        if self.summary is not None:
+            what = f"{what} · condensed in [{self.summary}]"
         text = f"- {self.citation} conversation {self.conversation_id} · {stamp} · {what}\n  {self.snippet}"
         if self.context:
             text += "".join(f"\n    {turn.render(self.ref)}" for turn in self.context)
@@ -211,6 +216,8 @@ class GrepHit:
             out["context"] = [turn.to_dict() for turn in self.context]
         if self.source is not None:
             out["source_message_id"] = self.source
+        if self.summary is not None:
+            out["summary_id"] = self.summary
         return out
 
 

@@ -16,6 +16,9 @@ Invariants:
   (BM25 over the word index, any of the query's terms; reciprocal-rank fusion, k = 60), so an exact
   keyword and a paraphrase both rank.  Results are always best match first: with ``scope="both"``
   messages and summaries are merged by score (both cosines, or both fusion scores, so comparable).
+* **No hit twice** (``hybrid``, ``scope="both"``): a leaf summary whose best match inside is a message
+  already listed above it is folded into that message's hit (``GrepHit.summary``), so the places go to
+  other matches and the summary stays one citation away.
 * A summary rewritten in place is found by its new text only (its vectors go with the old text).
 * **No search waits for embedding.**  While the build has not covered everything searched, a
   ``semantic`` search runs as ``hybrid`` (the built vectors by meaning, every item by its words) and
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Literal, Protocol
 
@@ -328,9 +332,27 @@ async def grep_semantic(
     if len(scopes) > 1:
         # Scores of both kinds are cosines (semantic) or fusion scores (hybrid): one order, best first.
         found.sort(key=lambda h: -(h.score or 0.0))
+        found = _folded(found)
         more = more or len(found) > options.limit
         found = found[: options.limit]
     if not found:
         message = "\n".join([no_matches(options, conversations), *notes])
         return GrepResult(options, message=message, conversations=conversations)
     return GrepResult(options, tuple(found), conversations=conversations, more=more, notes=tuple(notes))
+
+
+def _folded(hits: Sequence[GrepHit]) -> list[GrepHit]:
+    """``hits`` (best first) with each summary whose best match inside is a message hit above it folded
+    into that hit: the message names the summary, which leaves the list."""
+    out: list[GrepHit] = []
+    listed: dict[int, int] = {}  # message id -> its place in out
+    for hit in hits:
+        if hit.scope == "messages" and isinstance(hit.ref, int):
+            listed[hit.ref] = len(out)
+        elif hit.scope == "summaries" and hit.source is not None and hit.source in listed:
+            place = listed[hit.source]
+            if out[place].summary is None:
+                out[place] = replace(out[place], summary=str(hit.ref))
+                continue
+        out.append(hit)
+    return out
