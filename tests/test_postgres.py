@@ -490,6 +490,31 @@ def test_the_sql_identifier_words_are_the_python_ones(pg_url: str) -> None:
             assert conn.execute("SELECT lcm_identifier_words(%s)", (text,)).fetchone() == (identifier_words(text),)
 
 
+def test_a_text_array_literal_reads_back_every_text_exactly(pg_url: str) -> None:
+    """:func:`~lossless.stores.postgres.statements.text_array` (the memory ids and words of the memory reads): any
+    texts, quotes, backslashes, braces, commas, ``NULL``, empty strings, spaces and U+0000 included, come back as
+    they were, as psycopg's own list adapter sends them."""
+    import psycopg
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from lossless.stores.postgres.connection import nul_safe
+    from lossless.stores.postgres.statements import text_array
+
+    pieces = st.sampled_from(['"', "\\", "{", "}", ",", " ", "NULL", "'", "\x00", "\ue000", "é", "数", "a", "\n"])
+    texts = st.one_of(st.text(st.characters(codec="utf-8")), st.lists(pieces, max_size=8).map("".join))
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        nul_safe(conn)  # type: ignore[arg-type]
+
+        @settings(max_examples=150, deadline=None)
+        @given(batch=st.lists(texts, max_size=12))
+        def check(batch: list[str]) -> None:
+            row = conn.execute("SELECT %s::text[], %s::text[]", (text_array(batch), batch)).fetchone()
+            assert row is not None and row[0] == batch == row[1]
+
+        check()
+
+
 async def test_the_word_index_of_identifiers_is_a_gin_indexed_column(pg_url: str) -> None:
     """Searches by an identifier's words use the GIN indexes of ``content_tsv`` (messages and summaries)."""
     import psycopg

@@ -18,8 +18,13 @@ import pytest
 
 from lossless import ContextEngine, Message
 from lossless.errors import InputError
+from lossless.memory.hashing import HashEmbedder
+from lossless.memory.messages import MessageSearch
+from lossless.memory.scopes import MemoryCaller
+from lossless.memory.service import MemoryService
 from lossless.ports import ReachSearchStore, Store
 from lossless.retrieval import AccessDenied, Caller, GrepOptions, GrepResult, Retriever
+from lossless.stores import memory_store_for
 from lossless.stores.postgres import PostgresStore
 
 pytestmark = pytest.mark.anyio
@@ -216,6 +221,54 @@ async def test_a_grep_takes_one_round_trip_once_its_reach_is_known(pg_url: str, 
                 await store.close()
     finally:
         await bob.dispose()
+        await writer.dispose()
+
+
+async def test_a_hybrid_grep_reads_its_keyword_page_with_its_reach(pg_url: str, tmp_path: Path) -> None:
+    """A ``hybrid`` grep sends its keyword search's first page with the reach, as a plain grep does: the same hits."""
+    writer = await ContextEngine.open(pg_url, agent_id="alice", memory_embedder="hash")
+    try:
+        texts = ["we should deploy the parent task on friday", "the deploy failed on the parent host", "lunch?"]
+        stored = await writer.ingest_batch("a-main", [Message.user(t) for t in texts * 5], session_key="alice:chat")
+        await writer.ingest_batch("a-other", [Message.user("deploy the other one")], session_key="alice:other")
+        while await writer.index_step():
+            pass
+        await writer.store.wait_indexed()
+        async with counting_proxy(pg_url, tmp_path) as (url, counter):
+            reader = await PostgresStore.open(url, pool_size=1)
+            try:
+                memory = MemoryService(memory_store_for(reader), HashEmbedder(), MemoryCaller.agent("alice"))
+                search = MessageSearch(reader, memory)
+                fast = Retriever(reader, semantic=lambda: search)
+                plain = Retriever(PlainStore(reader), semantic=lambda: search)  # type: ignore[arg-type]
+                for options, caller, reach in (
+                    (
+                        GrepOptions("why did the deploy fail", mode="hybrid", scope="messages", sort="relevance"),
+                        ALICE,
+                        {},
+                    ),
+                    (GrepOptions("parent deploy", mode="hybrid", scope="both"), OPERATOR, {"all_conversations": True}),
+                    (
+                        GrepOptions("friday deploy", mode="hybrid", scope="messages", limit=3),
+                        OPERATOR,
+                        {"conversation_id": stored.conversation_id, "all_conversations": True},
+                    ),
+                ):
+                    await fast.grep(caller, options, **reach)  # learns the reach (and the words' tsqueries)
+                    await plain.grep(caller, options, **reach)
+                    counter.reset()
+                    found = await fast.grep(caller, options, **reach)
+                    trips = counter.round_trips
+                    counter.reset()
+                    same(found, await plain.grep(caller, options, **reach))
+                    # The plain path reads the links, the session's conversation (for a session), then the keyword
+                    # search of each scope (one at a time): the one round trip of the reach holds them all.
+                    saved = (2 if options.scope == "both" else 1) + (1 if caller.session_key else 0)
+                    assert trips == counter.round_trips - saved, (options, caller)
+                    assert found.hits
+            finally:
+                await reader.close()
+    finally:
         await writer.dispose()
 
 

@@ -1022,3 +1022,43 @@ async def test_no_warning_while_this_process_builds_the_index(engine: ContextEng
         warnings.simplefilter("error", PartialIndexWarning)
         found = await engine.grep("backup array", mode="hybrid")
     assert found.notes and "0 of 1 messages" in found.notes[0]  # partial, said in the note only
+
+
+async def test_hybrid_ranks_the_same_with_its_keyword_pages_read_ahead(
+    engine: ContextEngine,
+) -> None:
+    """The keyword side's first page read with the reach (PostgreSQL; both backends when handed in) changes nothing:
+    the same hits, in the same order and with the same scores, as the search reading its own pages; memory leads on."""
+    ids = await seed(engine, "trip", "kt", TRIP)
+    conversation = await engine.conversation("trip")
+    await engine.memory().add(
+        MemoryDraft(
+            "Dana stays in the cabin near the lighthouse", conversation_id=conversation.id, source_message_ids=(ids[3],)
+        )
+    )
+    options = GrepOptions(QUESTION, mode="hybrid", scope="messages", sort="relevance", limit=6)
+    search = engine.recall.retriever.semantic_search()
+    alone = await grep_semantic(engine.store, options, (conversation.id,), search, agent=engine.config.agent_id)
+    leads = await search.memory_leads(QUESTION, [conversation.id])  # type: ignore[attr-defined]
+    assert [lead.message_id for lead in leads] == [ids[3]]  # the memory leads somewhere
+    for _ in range(2):  # the first grep learns the reach; the second reads the keyword page with it
+        found = await engine.grep(
+            QUESTION, mode="hybrid", scope="messages", conversation="trip", sort="relevance", limit=6
+        )
+        assert [(h.ref, h.score, h.snippet) for h in found.hits] == [(h.ref, h.score, h.snippet) for h in alone.hits]
+    # Pages for another request (other conversations, other words) are never used for this one.
+    (request,) = hybrid.keyword_requests(options, (conversation.id,))
+    wrong = {replace(request, conversation_ids=(conversation.id + 1,)): [], replace(request, words='"cabin"'): []}
+    misled = await grep_semantic(
+        engine.store, options, (conversation.id,), search, agent=engine.config.agent_id, ahead=wrong
+    )
+    assert [(h.ref, h.score) for h in misled.hits] == [(h.ref, h.score) for h in alone.hits]
+    ahead = {request: await engine.store.search(request)}
+    read = await grep_semantic(
+        engine.store, options, (conversation.id,), search, agent=engine.config.agent_id, ahead=ahead
+    )
+    assert [(h.ref, h.score) for h in read.hits] == [(h.ref, h.score) for h in alone.hits]
+    assert hybrid.keyword_requests(replace(options, mode="semantic"), (conversation.id,)) == []
+    assert hybrid.keyword_requests(replace(options, pattern="NEAR(cabin lighthouse)"), (conversation.id,)) == []
+    both = hybrid.keyword_requests(replace(options, scope="both"), (conversation.id,))
+    assert [r.scope for r in both] == ["messages", "summaries"] and both[0] == request

@@ -39,10 +39,11 @@ _ROLES = ("user", "assistant")
 def speaker_label(content: str, metadata: Mapping[str, object] | None) -> tuple[str, int] | None:
     """The named speaker of a message and where its text starts (after a ``Name:`` prefix; 0 when the name
     comes from the metadata), or ``None`` when it names nobody."""
-    for key in SPEAKER_KEYS:
-        value = (metadata or {}).get(key)
-        if isinstance(value, str) and value.strip() and value.strip().lower() not in _ROLES:
-            return value.strip(), 0
+    if metadata:  # most turns have none: nothing to look up (a search reads hundreds of turns' speakers)
+        for key in SPEAKER_KEYS:
+            value = metadata.get(key)
+            if isinstance(value, str) and value.strip() and value.strip().lower() not in _ROLES:
+                return value.strip(), 0
     prefix = NAME_PREFIX.match(content)
     if prefix and prefix.group(1) not in NOT_NAMES and prefix.group(1).lower() not in _ROLES:
         return prefix.group(1), prefix.end()

@@ -52,23 +52,24 @@ searched, never lead (the port runs the memory search as ``agent`` and drops the
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
 
-from lossless.ports import Store
+from lossless.ports import SearchRequest, SearchRow, Store
 from lossless.questions import FUNCTION_WORDS, STOPWORDS, EventOffset, TimeWindow, event_offset, keywords, time_window
 from lossless.records import MessageRecord, Summary
 from lossless.retrieval import ranking
-from lossless.retrieval.grep import GrepHit, GrepOptions, grep, snippet
+from lossless.retrieval.grep import GrepHit, GrepOptions, first_page_requests, grep, snippet
+from lossless.retrieval.query import QuerySyntax, parse_full_text
 from lossless.retrieval.ranking import best_first, fuse, with_neighbours
 from lossless.speakers import named_in, speaker_label, spoken, without_names
 
 if TYPE_CHECKING:
     from lossless.retrieval.semantic import SemanticHit, SemanticSearch
 
-__all__ = ["DEPTH", "SUMMARY_SHARE", "hybrid_hits", "keyword_hits"]
+__all__ = ["DEPTH", "SUMMARY_SHARE", "hybrid_hits", "keyword_hits", "keyword_requests"]
 
 _WORDY = re.compile(r"\w")
 
@@ -135,18 +136,59 @@ INTENT_BOOST = 0.3
 Scope = Literal["messages", "summaries"]
 
 
-async def _keyword_scores(
-    store: Store, options: GrepOptions, conversation_ids: tuple[int, ...], words: Sequence[str], scope: Scope
-) -> dict[int | str, float]:
-    """Item id → relevance (higher is better) for any of ``words``."""
-    if not words:
-        return {}
+def _keyword_options(options: GrepOptions, words: Sequence[str], scope: Scope) -> GrepOptions:
+    """The any-word ``full_text`` grep of the keyword side (step 1) for ``words``."""
     query = " OR ".join(f'"{w}"' for w in dict.fromkeys(words))  # quoted: no word is an operator
-    keyword = GrepOptions(
+    return GrepOptions(
         query, mode="full_text", scope=scope, since=options.since, before=options.before, limit=DEPTH, sort="relevance"
     )
-    found = await grep(store, keyword, conversation_ids)
+
+
+async def _keyword_scores(
+    store: Store,
+    options: GrepOptions,
+    conversation_ids: tuple[int, ...],
+    words: Sequence[str],
+    scope: Scope,
+    ahead: Mapping[SearchRequest, list[SearchRow]] | None = None,
+) -> dict[int | str, float]:
+    """Item id → relevance (higher is better) for any of ``words``; ``ahead``: store pages read ahead, by request
+    (:func:`keyword_requests`), used where this search's first page is among them."""
+    if not words:
+        return {}
+    keyword = _keyword_options(options, words, scope)
+    first = first_page_requests(keyword, conversation_ids) if ahead else None
+    pages = [ahead[r] for r in first] if ahead and first and all(r in ahead for r in first) else None
+    found = await grep(store, keyword, conversation_ids, first_pages=pages)
     return {h.ref: -(h.rank or 0.0) for h in found.hits}
+
+
+def _question_words(options: GrepOptions, stopwords: frozenset[str]) -> tuple[list[str], EventOffset | None]:
+    """The question's keywords (its time expression's words dropped) and its event offset ("two weeks before …")."""
+    probe = time_window(options.pattern, datetime.now(UTC))  # only its words matter here
+    offset = event_offset(options.pattern) if probe is None else None
+    if offset is not None:  # "two weeks before the trip": the offset's words carry no topic
+        probe = TimeWindow(datetime.now(UTC), datetime.now(UTC), offset.words)
+    return keywords(options.pattern, probe, stopwords=stopwords), offset
+
+
+def keyword_requests(options: GrepOptions, conversation_ids: tuple[int, ...]) -> list[SearchRequest]:
+    """The store requests of the first page of each keyword search a ``hybrid`` grep with an embedder sends (step
+    1, one per scope searched), for a caller that reads them ahead (with the caller's reach, in one round trip) and
+    hands the rows to :func:`hybrid_hits` as ``ahead``; none where the question has no usable keyword side."""
+    if options.mode != "hybrid" or options.scope not in ("messages", "summaries", "both"):
+        return []
+    if isinstance(parse_full_text(options.pattern), QuerySyntax):  # grep_semantic ranks it by meaning alone
+        return []
+    words, _ = _question_words(options, STOPWORDS)
+    if not words:
+        return []
+    scopes: list[Scope] = ["messages", "summaries"] if options.scope == "both" else [options.scope]
+    return [
+        r
+        for scope in scopes
+        for r in first_page_requests(_keyword_options(options, words, scope), conversation_ids) or []
+    ]
 
 
 async def _semantic_scores(
@@ -268,8 +310,9 @@ async def _fused(
     words: Sequence[str],
     keyword_weight: float = ranking.KEYWORD_WEIGHT,
     read: dict[int, MessageRecord] | None = None,
+    ahead: Mapping[SearchRequest, list[SearchRow]] | None = None,
 ) -> dict[int | str, float]:
-    keyword = await _keyword_scores(store, options, conversation_ids, words, scope)
+    keyword = await _keyword_scores(store, options, conversation_ids, words, scope, ahead)
     if search is None:  # words alone: each score as a share of the best (a weak match keeps its weight)
         best = max(keyword.values(), default=0.0)
         return {key: value / best if best > 0 else 1.0 for key, value in keyword.items()}
@@ -289,13 +332,14 @@ async def _message_fusion(
     words: Sequence[str],
     shared: dict[str, dict[int | str, float]] | None,
     read: dict[int, MessageRecord] | None = None,
+    ahead: Mapping[SearchRequest, list[SearchRow]] | None = None,
 ) -> dict[int | str, float]:
     """The messages' fused ranking (step 3, with the hybrid message weights), from ``shared`` when made before;
     ``read``: the messages it read on the way are added to it."""
     if shared is not None and "messages" in shared:
         return shared["messages"]
     weight = KEYWORD_WEIGHT if search is not None else ranking.KEYWORD_WEIGHT
-    fused = await _fused(store, options, conversation_ids, search, "messages", words, weight, read)
+    fused = await _fused(store, options, conversation_ids, search, "messages", words, weight, read, ahead)
     if shared is not None:
         shared["messages"] = fused
     return fused
@@ -312,6 +356,7 @@ async def hybrid_hits(
     stopwords: frozenset[str] = STOPWORDS,
     agent: str | None = None,
     shared: dict[str, dict[int | str, float]] | None = None,
+    ahead: Mapping[SearchRequest, list[SearchRow]] | None = None,
 ) -> tuple[list[GrepHit], bool]:
     """Up to ``limit`` hits of ``scope``, best first, and whether more passed the filters.
 
@@ -320,18 +365,17 @@ async def hybrid_hits(
     side drops from the question.  ``agent``: whose long-term memories lead to messages (``hybrid``
     messages only; ``None``: the port's own agent).  ``shared``: kept by the caller across the calls for
     each scope of one search, so the messages' fused ranking (step 3, which step 9 reads too) is made once.
+    ``ahead``: the pages of :func:`keyword_requests` read ahead (by request; a page is used only for the
+    request it answers, so pages read for other conversations or words are never used).
     """
-    probe = time_window(options.pattern, datetime.now(UTC))  # only its words matter here
-    offset = event_offset(options.pattern) if probe is None else None
-    if offset is not None:  # "two weeks before the trip": the offset's words carry no topic
-        probe = TimeWindow(datetime.now(UTC), datetime.now(UTC), offset.words)
-    words = keywords(options.pattern, probe, stopwords=stopwords) if keyword else []
+    words, offset = _question_words(options, stopwords)
+    words = words if keyword else []
     fitted = scope == "messages" and search is not None  # the hybrid message ranking's own weights
     read: dict[int, MessageRecord] = {}  # every message read so far by this search (none is read twice)
     if scope == "messages":  # a copy: the steps below change it
-        scores = dict(await _message_fusion(store, options, conversation_ids, search, words, shared, read))
+        scores = dict(await _message_fusion(store, options, conversation_ids, search, words, shared, read, ahead))
     else:  # summaries keep the hand-set fusion weight
-        scores = await _fused(store, options, conversation_ids, search, scope, words)
+        scores = await _fused(store, options, conversation_ids, search, scope, words, ahead=ahead)
     if scope == "messages":
         if search is not None:
             await _lifted(store, options, conversation_ids, search, words, agent, scores)

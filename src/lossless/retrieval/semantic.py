@@ -36,13 +36,13 @@ Invariants:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Literal, Protocol
 
 from lossless.errors import InputError
-from lossless.ports import Store
+from lossless.ports import SearchRequest, SearchRow, Store
 from lossless.questions import FUNCTION_WORDS, STOPWORDS
 from lossless.retrieval.grep import (
     SEMANTIC_MODES,
@@ -265,12 +265,14 @@ async def grep_semantic(
     *,
     agent: str | None = None,
     without_meaning: str | None = None,
+    ahead: Mapping[SearchRequest, list[SearchRow]] | None = None,
 ) -> GrepResult:
     """Rank the messages and/or summaries of ``conversation_ids`` by meaning, or meaning and words (``hybrid``).
 
     ``agent``: the caller, whose long-term memories (of those conversations only) ``hybrid`` fuses.
     ``search=None`` (``hybrid`` only): no embedder can run, so the question is ranked by its words alone
-    and the result says so, with ``without_meaning`` (why; what to install).
+    and the result says so, with ``without_meaning`` (why; what to install).  ``ahead``: pages of the keyword
+    searches read ahead (:func:`~lossless.retrieval.hybrid.keyword_requests`), used where they answer one.
     """
     if options.mode not in SEMANTIC_MODES or options.scope not in ("messages", "summaries", "both"):
         raise InputError("grep_semantic runs semantic and hybrid searches of messages and summaries")
@@ -320,6 +322,7 @@ async def grep_semantic(
                 # as the any-word ranking of a full_text question does.
                 stopwords=STOPWORDS if search is not None else FUNCTION_WORDS,
                 shared=shared,
+                ahead=ahead,
             )
             found += hits
             more = more or extra

@@ -31,7 +31,7 @@ Invariants:
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -39,7 +39,7 @@ import anyio
 
 from lossless.errors import InputError, MissingDependencyError, NotFoundError, check_integer, check_unicode
 from lossless.large_files import DEFAULT_PAGE_BYTES, Page, page_lines
-from lossless.ports import ReachSearchStore, SearchRow, Store
+from lossless.ports import ReachSearchStore, SearchRequest, SearchRow, Store
 from lossless.records import JSONValue, LargeFile, MessageRecord, Summary, format_timestamp, utcnow
 from lossless.retrieval.access import AccessDenied, Caller, Reach, check_reach_options, reach_from_links, resolve_reach
 from lossless.retrieval.dag import (
@@ -52,7 +52,7 @@ from lossless.retrieval.dag import (
 )
 from lossless.retrieval.files import grep_files
 from lossless.retrieval.grep import SEMANTIC_MODES, GrepOptions, GrepResult, first_page_requests, grep, with_context
-from lossless.retrieval.hybrid import keyword_hits
+from lossless.retrieval.hybrid import keyword_hits, keyword_requests
 from lossless.retrieval.semantic import SemanticSearch, grep_semantic
 from lossless.tokens import EstimatingCounter, TokenCounter
 
@@ -194,12 +194,13 @@ class Retriever:
         conversation_id: int | None = None,
         all_conversations: bool = False,
     ) -> GrepResult:
-        reach, first_pages = await self._grep_reach(caller, options, conversation_id, all_conversations)
+        reach, requests, first_pages = await self._grep_reach(caller, options, conversation_id, all_conversations)
         if options.scope == "files":
             result = await grep_files(self.store, options, reach.conversation_ids, self._read_file)
         else:
             if options.mode in SEMANTIC_MODES:
-                found = await self._grep_semantic(caller, options, reach.conversation_ids)
+                ahead = dict(zip(requests, first_pages, strict=True)) if first_pages is not None else None
+                found = await self._grep_semantic(caller, options, reach.conversation_ids, ahead)
             else:
                 found = await grep(
                     self.store, options, reach.conversation_ids, first_pages=first_pages, rank_any_word=keyword_hits
@@ -225,13 +226,21 @@ class Retriever:
         return replace(result, hits=result.hits[:kept], more=True, notes=(*result.notes, note))
 
     async def _grep_semantic(
-        self, caller: Caller, options: GrepOptions, conversation_ids: tuple[int, ...]
+        self,
+        caller: Caller,
+        options: GrepOptions,
+        conversation_ids: tuple[int, ...],
+        ahead: Mapping[SearchRequest, list[SearchRow]] | None = None,
     ) -> GrepResult:
-        """A semantic or hybrid grep; hybrid ranks by words alone, with a note, where no embedder can run."""
+        """A semantic or hybrid grep; hybrid ranks by words alone, with a note, where no embedder can run.
+
+        ``ahead``: the pages of its keyword searches read with the reach
+        (:func:`~lossless.retrieval.hybrid.keyword_requests`).
+        """
         if self._no_embedder is None or options.mode != "hybrid":
             try:
                 return await grep_semantic(
-                    self.store, options, conversation_ids, self.semantic_search(), agent=caller.agent_id
+                    self.store, options, conversation_ids, self.semantic_search(), agent=caller.agent_id, ahead=ahead
                 )
             except MissingDependencyError as exc:
                 if options.mode != "hybrid":
@@ -243,8 +252,9 @@ class Retriever:
 
     async def _grep_reach(
         self, caller: Caller, options: GrepOptions, conversation_id: int | None, all_conversations: bool
-    ) -> tuple[Reach, list[list[SearchRow]] | None]:
-        """The caller's reach and, where the store can read it in the same request, the search's first pages.
+    ) -> tuple[Reach, list[SearchRequest], list[list[SearchRow]] | None]:
+        """The caller's reach and, where the store can read it in the same request, the search's first pages
+        (with the requests they answer: a ``hybrid`` grep's are its keyword searches').
 
         A store that reads the caller's conversation links and searches in one request
         (:class:`~lossless.ports.ReachSearchStore`) is sent the first page of each scope for the
@@ -258,11 +268,13 @@ class Retriever:
         store = self.store
         if caller.grant_id is not None or not isinstance(store, ReachSearchStore):
             reach = await self.reach(caller, conversation_id=conversation_id, all_conversations=all_conversations)
-            return reach, None
+            return reach, [], None
         check_reach_options(conversation_id, all_conversations)
         key = (caller.agent_id, caller.session_key, caller.session_id, conversation_id, all_conversations)
         guess = self._reach_guesses.get(key)
         requests = None if guess is None else first_page_requests(options, guess)
+        if guess is not None and options.mode == "hybrid" and self._no_embedder is None:
+            requests = keyword_requests(options, guess) or None
         read = await store.search_with_links(
             caller.agent_id, requests or [], session_id=caller.session_id, session_key=caller.session_key
         )
@@ -276,8 +288,8 @@ class Retriever:
         if len(ids) <= _GUESSED_IDS:
             guesses[key] = ids
         if requests is None or guess != reach.conversation_ids:
-            return reach, None
-        return reach, read.pages
+            return reach, [], None
+        return reach, requests, read.pages
 
     # -- describe
 

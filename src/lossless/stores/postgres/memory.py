@@ -58,6 +58,7 @@ from lossless.records import content_hash, utcnow
 from lossless.stores.postgres import memory_ann, memory_keywords, memory_mining
 from lossless.stores.postgres.connection import Connection, Database
 from lossless.stores.postgres.memory_keywords import fetchall, fetchone, scope_clause
+from lossless.stores.postgres.statements import text_array
 
 __all__ = ["PostgresMemoryStore"]
 
@@ -68,17 +69,17 @@ _COLUMNS = (
     "m.created_at, m.updated_at, m.metadata, "
     "(SELECT array_agg(s.message_id ORDER BY s.ordinal) FROM memory_sources s WHERE s.memory_rowid = m.memory_rowid)"
 )
-_SELECT_BY_ID = f"SELECT {_COLUMNS} FROM memories m WHERE m.memory_id = ANY(%s)"
+_SELECT_BY_ID = f"SELECT {_COLUMNS} FROM memories m WHERE m.memory_id = ANY(%s::text[])"
 _REVISION = "SELECT value::bigint FROM lcm_meta WHERE key = 'memory_revision'"
 #: The columns a write may change without bumping the revision (``record_access``, ``set_tiers``, and a deleted
 #: conversation setting ``conversation_id`` to NULL), read fresh beside the records cached per revision.
 _UNBUMPED = "m.memory_id, m.tier, m.access_count, m.last_accessed_at, m.access_gap_days, m.conversation_id"
-_UNBUMPED_BY_ID = f"SELECT {_UNBUMPED} FROM memories m WHERE m.memory_id = ANY(%s)"
+_UNBUMPED_BY_ID = f"SELECT {_UNBUMPED} FROM memories m WHERE m.memory_id = ANY(%s::text[])"
 #: The whole rows of the first ids, and of the second too unless the revision is the third parameter (the ids
 #: whose records are kept for that revision): one round trip whether or not the revision moved.
 _RECORDS_UNLESS_AT = (
-    f"SELECT {_COLUMNS} FROM memories m WHERE m.memory_id = ANY(%s) "
-    "OR (m.memory_id = ANY(%s) AND (SELECT value::bigint FROM lcm_meta WHERE key = 'memory_revision') "
+    f"SELECT {_COLUMNS} FROM memories m WHERE m.memory_id = ANY(%s::text[]) "
+    "OR (m.memory_id = ANY(%s::text[]) AND (SELECT value::bigint FROM lcm_meta WHERE key = 'memory_revision') "
     "IS DISTINCT FROM %s)"
 )
 #: Records kept per revision at most (the cache starts over above it).
@@ -423,7 +424,7 @@ class PostgresMemoryStore(memory_keywords.KeywordSearch, memory_mining.MinedMess
     async def _get(conn: Connection, memory_ids: Sequence[str]) -> list[Memory]:
         if not memory_ids:
             return []
-        rows = await fetchall(conn, _SELECT_BY_ID, (list(set(memory_ids)),))
+        rows = await fetchall(conn, _SELECT_BY_ID, (text_array(set(memory_ids)),))
         by_id = {row[1]: _memory(row) for row in rows}
         return [by_id[i] for i in dict.fromkeys(memory_ids) if i in by_id]
 
@@ -446,7 +447,11 @@ class PostgresMemoryStore(memory_keywords.KeywordSearch, memory_mining.MinedMess
         known = [i for i in wanted if i in cached]
         unknown = [i for i in wanted if i not in cached]
         now, fresh, rows = await self._db.read_all(
-            [(_REVISION, ()), (_UNBUMPED_BY_ID, (known,)), (_RECORDS_UNLESS_AT, (unknown, known, revision))]
+            [
+                (_REVISION, ()),
+                (_UNBUMPED_BY_ID, (text_array(known),)),
+                (_RECORDS_UNLESS_AT, (text_array(unknown), text_array(known), revision)),
+            ]
         )
         if _revision_of(now) != revision:  # another revision: nothing cached holds (the whole rows came)
             revision, cached, fresh = _revision_of(now), {}, []

@@ -14,6 +14,7 @@ from typing import Any
 from lossless.memory.ports import KeywordHit
 from lossless.stores.postgres.connection import Connection, Database
 from lossless.stores.postgres.schema import MEMORY_TRGM_TEXT
+from lossless.stores.postgres.statements import id_array, text_array
 from lossless.text import STOP_WORDS
 from lossless.text import keyword_terms as fts_terms
 
@@ -78,7 +79,7 @@ def scope_clause(scopes: Sequence[str] | None) -> tuple[str, list[Any]]:
         return "", []
     if not scopes:
         return " AND false", []
-    return " AND m.scope = ANY(%s)", [list(scopes)]
+    return " AND m.scope = ANY(%s::text[])", [text_array(scopes)]
 
 
 class KeywordSearch:
@@ -99,7 +100,7 @@ class KeywordSearch:
         clause, params = scope_clause(scopes)
         if conversations is not None:
             clause += " AND m.conversation_id = ANY(%s::bigint[])"
-            params = [*params, list(dict.fromkeys(int(c) for c in conversations))]
+            params = [*params, id_array(dict.fromkeys(int(c) for c in conversations))]
         if not include_superseded:
             clause += " AND m.invalidated_at IS NULL"
         async with self._db.read() as conn:
@@ -150,7 +151,7 @@ class KeywordSearch:
                 "FROM (SELECT u.word, u.ordinal, "
                 "ARRAY(SELECT lexeme FROM unnest(to_tsvector('english', u.word))) AS lexemes "
                 "FROM unnest(%s::text[]) WITH ORDINALITY AS u(word, ordinal)) t ORDER BY t.ordinal",
-                (content_words,),
+                (text_array(content_words),),
             )
             corpus = await self._corpus(conn)
             rows = await terms.fetchall()
@@ -168,12 +169,12 @@ class KeywordSearch:
             sql = (
                 "SELECT m.memory_id, octet_length(m.abstract) + octet_length(m.overview) + octet_length(m.content), "
                 "ARRAY(SELECT u.lexeme || ':' || array_to_string(u.weights, '') FROM unnest(m.search_tsv) u "
-                "WHERE u.lexeme = ANY(%s)) "
+                "WHERE u.lexeme = ANY(%s::text[])) "
                 f"FROM memories m WHERE m.search_tsv @@ ({tsquery}){clause} "
                 f"ORDER BY ts_rank('{{0.05, 0.5, 0.5, 1.0}}', m.search_tsv, ({tsquery})) DESC, m.memory_rowid DESC "
                 "LIMIT %s"
             )
-            return sql, [lexemes, *word_params, *params, *word_params, max(_SCORED_CAP, 5 * limit)]
+            return sql, [text_array(lexemes), *word_params, *params, *word_params, max(_SCORED_CAP, 5 * limit)]
 
         sql, query_params = matching("&&")
         if len(known) > 1:  # the OR query runs only when the AND query matched nothing (a one-time filter)
