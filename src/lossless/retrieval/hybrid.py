@@ -54,11 +54,21 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
 from lossless.ports import Store
-from lossless.questions import FUNCTION_WORDS, STOPWORDS, EventOffset, TimeWindow, event_offset, keywords, time_window
+from lossless.questions import (
+    FUNCTION_WORDS,
+    PROBE_AT,
+    STOPWORDS,
+    EventOffset,
+    TimeWindow,
+    event_offset,
+    keywords,
+    time_named,
+    time_window,
+)
 from lossless.records import MessageRecord, Summary
 from lossless.retrieval import ranking
 from lossless.retrieval.grep import GrepHit, GrepOptions, grep, snippet
@@ -321,10 +331,10 @@ async def hybrid_hits(
     messages only; ``None``: the port's own agent).  ``shared``: kept by the caller across the calls for
     each scope of one search, so the messages' fused ranking (step 3, which step 9 reads too) is made once.
     """
-    probe = time_window(options.pattern, datetime.now(UTC))  # only its words matter here
+    probe = time_named(options.pattern)  # only its words matter here (the same whenever it is asked)
     offset = event_offset(options.pattern) if probe is None else None
     if offset is not None:  # "two weeks before the trip": the offset's words carry no topic
-        probe = TimeWindow(datetime.now(UTC), datetime.now(UTC), offset.words)
+        probe = TimeWindow(PROBE_AT, PROBE_AT, offset.words)
     words = keywords(options.pattern, probe, stopwords=stopwords) if keyword else []
     fitted = scope == "messages" and search is not None  # the hybrid message ranking's own weights
     read: dict[int, MessageRecord] = {}  # every message read so far by this search (none is read twice)
