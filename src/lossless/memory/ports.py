@@ -1,6 +1,7 @@
 """The memory layer's ports: where memories are kept, and what turns text into vectors.
 
-Invariants a :class:`MemoryStore` keeps (``tests/test_memory_store.py`` checks them):
+Invariants a :class:`MemoryStore` keeps (``tests/test_memory.py`` checks them; the times,
+``tests/test_memory_clock.py``):
 
 * **Transactional.**  Each method is one transaction: ``insert`` stores every
   draft with its source links and vectors or nothing; ``update`` changes a row

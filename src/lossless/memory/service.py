@@ -31,6 +31,9 @@ Invariants:
   what it could not finish (or was asked to leave: ``defer_work``).
 * A search limited to some conversations reads their memories' ids once per store revision (a memory
   added or removed bumps it; conversation ids are never reused) and searches their vectors alone.
+* **One clock.**  Every time the service has the store write (a memory added, updated,
+  superseded or accessed, a mining claim, a cached embedding) and every "now" it ranks, decays,
+  admits or moves tiers by is one reading of ``clock`` (the engine's); the store reads none.
 * Extraction embeds each draft once (one call for all of them): the dedup vector
   is one of the vectors the memory is stored with, and those are stored as they are.
 """
