@@ -707,6 +707,26 @@ def test_the_names_stage_puts_the_named_ones_memories_first() -> None:
     assert [r.memory.memory_id for r in off] == ["mem_other", "mem_named"]
 
 
+@given(ids=st.lists(st.from_regex(r"mem_[0-9a-f]{32}", fullmatch=True), min_size=3, max_size=3, unique=True))
+def test_an_exact_tie_is_ordered_by_content_whatever_the_ids(ids: list[str]) -> None:
+    """Memory ids are random per store: two stores holding the same memories (two runs of a benchmark)
+    rank a tie alike."""
+    texts = [
+        "Ben's colleague's party was fun.",
+        "Kwame's colleague's party was fun.",
+        "Tom's colleague's party is fun.",
+    ]
+    config = RetrievalConfig(fusion="weighted")
+    candidates = [
+        Candidate(_memory(memory_id=i, content=t), cosine=0.8, vector_rank=1)
+        for i, t in zip(ids, reversed(texts), strict=True)
+    ]
+    pool, _ = fuse(candidates, config)
+    results, _ = finish(pool, limit=3, now=NOW, config=config)
+    assert len({r.score for r in results}) == 1
+    assert [r.memory.content for r in results] == texts
+
+
 async def test_explain_lists_dropped_candidates(service: MemoryService) -> None:
     await service.add(MemoryDraft("Deploys happen on Tuesdays.", category="patterns"))
     await service.add(MemoryDraft("Unrelated note about llamas.", category="entities"))
