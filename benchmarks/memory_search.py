@@ -33,6 +33,7 @@ from lossless.memory.records import MemoryDraft
 from lossless.memory.scopes import MemoryCaller
 from lossless.memory.service import MemoryService
 from lossless.memory.vectors import DEFAULT_EXACT_MAX, VectorIndex, normalize, to_blob
+from lossless.records import utcnow
 from lossless.stores import memory_store_for, open_store
 
 DIM = 384
@@ -80,7 +81,7 @@ async def run(count: int, queries: int, exact_max: int) -> list[Figure]:
                         for t in texts[start : start + BATCH]
                     ]
                     blobs = [(embedder.model, (to_blob(v),)) for v in vectors[start : start + BATCH]]
-                    await memories.insert(drafts, blobs)
+                    await memories.insert(drafts, blobs, now=utcnow())
             figures.append(Figure(f"store {count:,} memories", count / elapsed(), "/s", note="rows + FTS5 + vectors"))
             service = MemoryService(memories, embedder, MemoryCaller.agent("bench"), exact_search_max=exact_max)
             picks = rng.integers(0, count, size=queries)

@@ -19,8 +19,11 @@ compactor's leaf hook would; whenever ``hybrid``, ``summary`` or ``memory`` is a
 fuses the memories of the conversations searched).  The store is a SQLite file, or with ``--backend
 postgres`` a fresh database on the embedded PostgreSQL server the tests use (:mod:`tests.pg`, or the server
 of ``LCM_TEST_POSTGRES_URL``), opened through ``ContextEngine.open("postgresql://…")`` with the same
-settings; pgvector is not installed there, so vectors are ranked in the searching process as on SQLite.  Each
-question is then asked **within its own conversation**, as an agent would, through the public API only:
+settings; pgvector is not installed there, so vectors are ranked in the searching process as on SQLite.  The
+engine runs on a frozen clock (:func:`frozen_clock`): "now" is the newest message date of everything stored, the
+whole run long, so the memories' stamped times and the ranking's recency and decay are the same in every run
+(on the wall clock they depended on how long the setup took, and a run's memory ranks could differ from the
+last's).  Each question is then asked **within its own conversation**, as an agent would, through the public API only:
 
 * ``full_text`` / ``semantic`` / ``hybrid`` — ``engine.grep(question, mode=…, scope="messages",
   conversation=…, sort="relevance")``, the hits' message ids in the order returned;
@@ -57,7 +60,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -191,6 +194,17 @@ def quick_subset(dataset: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def frozen_clock(conversations: Sequence[dict[str, Any]]) -> Callable[[], datetime]:
+    """The engine's clock in a run: always the newest message date among ``conversations`` (those stored).
+
+    As if every question were asked just after the last conversation: the times the memory layer stamps
+    (stored, superseded, accessed) and the "now" its recency and decay read are this one moment, whatever
+    the wall clock says, so two runs of the same code rank alike.
+    """
+    newest = max(parse_timestamp(m["created_at"]) for c in conversations for m in c["messages"])
+    return lambda: newest
+
+
 def default_embedder() -> str:
     """What the product's default (``memory_embedder = "auto"``) picks: e5 when its package is installed,
     else the local model, else ``none`` (the base install, no embeddings extra: hybrid ranks by words)."""
@@ -261,7 +275,10 @@ async def evaluate(
         "condensed_target_tokens": 160,
         "condensed_min_fanout": 4,
     }
-    engine = await ContextEngine.open(url, memory_embedder="auto" if embedder == "none" else embedder, **settings)
+    clock = frozen_clock([*dataset["conversations"], *padding])
+    engine = await ContextEngine.open(
+        url, clock=clock, memory_embedder="auto" if embedder == "none" else embedder, **settings
+    )
     if embed_cache is not None and embedder != "none":  # same vectors, embedded once across runs (before the build)
         engine.memory().embedder = CachingEmbedder(engine.memory().embedder, embed_cache)
     timings: dict[str, float] = {}
@@ -416,6 +433,7 @@ async def evaluate(
                     chosen = [(m, t) for q, m, t in per_question if str(q.get(field, "-")) == key]
                     results[group].setdefault(key, {})[name] = summarise([m for m, _ in chosen], [t for _, t in chosen])
         results["timings"] = timings
+        results["clock"] = clock().isoformat()
         results["counts"] = {
             "conversations": len(dataset["conversations"]),
             "messages": sum(len(c["messages"]) for c in dataset["conversations"]),

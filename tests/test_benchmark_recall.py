@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -68,3 +69,12 @@ def test_speakers_move_from_the_text_to_the_metadata() -> None:
     assert [m["id"] for m in chat] == ["m1", "m2"]  # evidence ids unchanged
     assert moved["conversations"][1] == agent  # no name prefix: left alone
     assert DATASET["conversations"][0]["messages"][0]["content"].startswith("Maya: ")  # the input is not changed
+
+
+def test_the_runs_clock_is_frozen_at_the_newest_message_stored() -> None:
+    """Every run of a dataset has the same "now": the newest message date of what it stores (padding too)."""
+    chat = {"id": "c1", "messages": [{"created_at": "2023-05-08T13:56:00Z"}, {"created_at": "2023-06-01T09:00:00Z"}]}
+    pad = {"id": "p1", "messages": [{"created_at": "2023-07-02T10:30:00+02:00"}]}
+    clock = recall.frozen_clock([chat])
+    assert clock() == clock() == datetime(2023, 6, 1, 9, tzinfo=UTC)
+    assert recall.frozen_clock([chat, pad])() == datetime(2023, 7, 2, 8, 30, tzinfo=UTC)

@@ -186,12 +186,12 @@ async def test_concurrent_writers_neither_fork_history_nor_lose_accesses(store: 
     import anyio
 
     memories = memory_store_for(store)
-    (old,) = await memories.insert([MemoryDraft("I prefer coffee.", category="preferences")], [("m", ())])
+    (old,) = await memories.insert([MemoryDraft("I prefer coffee.", category="preferences")], [("m", ())], now=NOW)
     outcomes: list[str] = []
 
     async def supersede(text: str) -> None:
         try:
-            outcomes.append((await memories.supersede(old.memory_id, MemoryDraft(text), ("m", ()))).content)
+            outcomes.append((await memories.supersede(old.memory_id, MemoryDraft(text), ("m", ()), now=NOW)).content)
         except InputError as exc:
             outcomes.append(str(exc))
 
@@ -209,7 +209,9 @@ async def test_concurrent_writers_neither_fork_history_nor_lose_accesses(store: 
 async def test_forget_by_prefix_and_export_import_without_cap(tmp_path: Path, service: MemoryService) -> None:
     drafts = [MemoryDraft(f"Fact number {i} about project apollo.", category="events") for i in range(1205)]
     vectors = [("hash-256", ()) for _ in drafts]
-    await service.store.insert([MemoryDraft(d.content, category="events", scope="agent:main") for d in drafts], vectors)
+    await service.store.insert(
+        [MemoryDraft(d.content, category="events", scope="agent:main") for d in drafts], vectors, now=NOW
+    )
     exported = [m async for m in service.export(batch=500)]
     assert len(exported) == 1205  # the reference stopped at 1000
     target = exported[0]
@@ -349,6 +351,7 @@ async def test_a_memory_read_by_one_host_is_what_the_next_read_finds_after_anoth
                 MemoryDraft("Jonas adopted a beagle", conversation_id=chat.id),
             ],
             [("m", ()), ("m", ())],
+            now=NOW,
         )
         ids = [kept.memory_id, other.memory_id]
 
@@ -366,7 +369,9 @@ async def test_a_memory_read_by_one_host_is_what_the_next_read_finds_after_anoth
         await there.set_tiers({kept.memory_id: "peripheral"})
         first, second = await both()
         assert first == second and first[0].tier == "peripheral"
-        await there.update(kept.memory_id, MemoryPatch(abstract="Dana booked the cabin by the lighthouse"), None)
+        await there.update(
+            kept.memory_id, MemoryPatch(abstract="Dana booked the cabin by the lighthouse"), None, now=NOW
+        )
         first, second = await both()
         assert first == second and first[0].abstract == "Dana booked the cabin by the lighthouse"
         assert await two.delete_conversations([chat.id]) == 1  # memories outlive it, citing no conversation
@@ -384,14 +389,16 @@ async def test_a_memory_read_inside_a_block_that_rolls_back_is_not_what_later_re
     """A read inside ``atomic()`` sees the block's own writes, which a rollback undoes: what it read is kept
     for no later read, even once another write brings the store to the revision the block had reached."""
     memories = memory_store_for(store)
-    (memory,) = await memories.insert([MemoryDraft("Dana booked the lighthouse cabin")], [("m", ())])
+    (memory,) = await memories.insert([MemoryDraft("Dana booked the lighthouse cabin")], [("m", ())], now=NOW)
     with pytest.raises(RuntimeError):
         async with store.atomic():
-            await memories.update(memory.memory_id, MemoryPatch(abstract="Dana booked a tent"), None)
+            await memories.update(memory.memory_id, MemoryPatch(abstract="Dana booked a tent"), None, now=NOW)
             (inside,) = await memories.get([memory.memory_id])
             assert inside.abstract == "Dana booked a tent"
             raise RuntimeError("rolled back")
-    await memories.update(memory.memory_id, MemoryPatch(abstract="Dana booked the cabin by the lighthouse"), None)
+    await memories.update(
+        memory.memory_id, MemoryPatch(abstract="Dana booked the cabin by the lighthouse"), None, now=NOW
+    )
     (last,) = await memories.get([memory.memory_id])
     assert last.abstract == "Dana booked the cabin by the lighthouse"
 
@@ -454,7 +461,7 @@ def test_keyword_search_accepts_any_text(memory_url: str, tmp_path_factory: pyte
             memories = memory_store_for(store)
             if not (await memories.stats(None)).total:
                 await memories.insert(
-                    [MemoryDraft("Seed: ünïcode 漢字かな 한국어 words, ids like ZX-1_2 and 50%.")], [("m", ())]
+                    [MemoryDraft("Seed: ünïcode 漢字かな 한국어 words, ids like ZX-1_2 and 50%.")], [("m", ())], now=NOW
                 )
             await memories.keyword_search(text, ["global"], limit=5)
 
@@ -483,7 +490,7 @@ async def test_scopes_filter_reads_and_refuse_writes(store: Store, embedder: Has
     wifi = MemoryDraft("The office wifi is called Ganymede.", category="entities")
     with pytest.raises(AccessDeniedError, match="explicit grant"):  # global is everyone's: writing needs a grant
         await alice.add(wifi, scope="global")
-    await memories.grant("alice", ["global", "agent:alice"])
+    await memories.grant("alice", ["global", "agent:alice"], now=NOW)
     shared = await alice.add(wifi, scope="global")
     assert not [h for h in (await bob.search("launch code 8812")).hits if h.memory.memory_id == secret.memory_id]
     assert (await bob.search("wifi Ganymede")).hits
@@ -502,7 +509,7 @@ async def test_scopes_filter_reads_and_refuse_writes(store: Store, embedder: Has
         with pytest.raises(AccessDeniedError, match="explicit grant"):
             await change
     assert (await bob.get(shared.memory_id)).content == wifi.content
-    await memories.grant("bob", ["agent:alice"])
+    await memories.grant("bob", ["agent:alice"], now=NOW)
     assert (await bob.search("launch code 8812")).hits[0].memory.memory_id == secret.memory_id
     everything = MemoryService(memories, embedder, MemoryCaller.system())
     assert (await everything.stats()).total == 2
@@ -575,7 +582,7 @@ async def test_tiers_move_on_access(store: Store, embedder: HashEmbedder) -> Non
     (stored,) = await service.store.get([memory.memory_id])
     assert stored.access_count == 11 and stored.tier == "core"
     clock[0] += timedelta(days=4000)
-    await service.store.update(memory.memory_id, MemoryPatch(importance=0.0, confidence=0.0), None)
+    await service.store.update(memory.memory_id, MemoryPatch(importance=0.0, confidence=0.0), None, now=clock[0])
     assert await service.maintain() == {}  # 11 accesses: core stays core (needs < 3 to demote)
 
 
@@ -698,6 +705,26 @@ def test_the_names_stage_puts_the_named_ones_memories_first() -> None:
         pool, limit=2, now=NOW, config=RetrievalConfig(fusion="weighted", name_factor=1.0), names=("jonas",)
     )
     assert [r.memory.memory_id for r in off] == ["mem_other", "mem_named"]
+
+
+@given(ids=st.lists(st.from_regex(r"mem_[0-9a-f]{32}", fullmatch=True), min_size=3, max_size=3, unique=True))
+def test_an_exact_tie_is_ordered_by_content_whatever_the_ids(ids: list[str]) -> None:
+    """Memory ids are random per store: two stores holding the same memories (two runs of a benchmark)
+    rank a tie alike."""
+    texts = [
+        "Ben's colleague's party was fun.",
+        "Kwame's colleague's party was fun.",
+        "Tom's colleague's party is fun.",
+    ]
+    config = RetrievalConfig(fusion="weighted")
+    candidates = [
+        Candidate(_memory(memory_id=i, content=t), cosine=0.8, vector_rank=1)
+        for i, t in zip(ids, reversed(texts), strict=True)
+    ]
+    pool, _ = fuse(candidates, config)
+    results, _ = finish(pool, limit=3, now=NOW, config=config)
+    assert len({r.score for r in results}) == 1
+    assert [r.memory.content for r in results] == texts
 
 
 async def test_explain_lists_dropped_candidates(service: MemoryService) -> None:
@@ -828,7 +855,7 @@ async def test_pgvector_index_answers_like_exact_search_and_stays_in_step(pg_url
         memories = memory_store_for(store)
         assert isinstance(memories, NearestNeighbours)
         embedder = HashEmbedder(64)
-        await memories.grant("main", ["global", "agent:main"])  # it writes global memories too
+        await memories.grant("main", ["global", "agent:main"], now=NOW)  # it writes global memories too
         exact = MemoryService(memories, embedder, MemoryCaller.agent("main"), exact_search_max=10**6)
         import random
 

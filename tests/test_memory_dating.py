@@ -91,6 +91,9 @@ def test_the_meaning_side_is_asked_without_the_time_words() -> None:
     event = "What did Maya buy about a week before the trip to Porto?"
     assert meant(event) == event
     assert meant("in May 2024") == "in May 2024"
+    # The same whatever day the search runs: "29 February" is a day (read at the clock it was one only in a
+    # leap year, and the 29 was embedded with the question in other years).
+    assert meant("What did Maya do on 29 February?") == "What did Maya do on"
 
 
 def test_an_event_offset_is_placed_from_the_events_memories() -> None:

@@ -619,12 +619,16 @@ async def test_migration_125_indexes_the_identifier_words_of_stored_memories(
         monkeypatch.setattr(connection, "MIGRATIONS", tuple(m for m in schema.MIGRATIONS if m.version <= 124))
         async with await ContextEngine.open(url) as engine:
             memories = memory_store_for(engine.store)
-            await memories.insert([MemoryDraft("Edited diff.go (in computeDiff).", category="events")], [("m", ())])
+            await memories.insert(
+                [MemoryDraft("Edited diff.go (in computeDiff).", category="events")], [("m", ())], now=utcnow()
+            )
             assert await memories.keyword_search("compute", None, limit=5) == []
         monkeypatch.setattr(connection, "MIGRATIONS", schema.MIGRATIONS)
         async with await ContextEngine.open(url) as engine:
             memories = memory_store_for(engine.store)
-            await memories.insert([MemoryDraft("Renamed parseHTTPHeaders.", category="events")], [("m", ())])
+            await memories.insert(
+                [MemoryDraft("Renamed parseHTTPHeaders.", category="events")], [("m", ())], now=utcnow()
+            )
             for query in ("compute", "compute diff", "computeDiff", "parse HTTP headers", "parse headers"):
                 assert len(await memories.keyword_search(query, None, limit=5)) == 1, query
     finally:

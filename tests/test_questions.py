@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lossless.questions import FUNCTION_WORDS, STOPWORDS, event_offset, keywords, spans_named, time_window
+from lossless.questions import (
+    FUNCTION_WORDS,
+    STOPWORDS,
+    event_offset,
+    keywords,
+    spans_named,
+    time_named,
+    time_window,
+)
 
 ANCHOR = datetime(2024, 8, 20, 12, tzinfo=UTC)
 
@@ -131,3 +139,48 @@ def test_spans_named_are_the_dates_a_text_gives_in_full() -> None:
 def test_spans_named_never_raise_and_are_ordered_spans(text: str) -> None:
     for start, end in spans_named(text):
         assert start < end and start.tzinfo is UTC
+
+
+def test_a_named_29_february_keeps_its_words_whatever_year_it_is_asked_in() -> None:
+    """Read at the clock, "29 February" was that day in a leap year (after the 29th) and February alone
+    otherwise: the words a search drops from the question, so the text it embeds, changed with the date."""
+    named = time_named("What did Maya do on 29 February?")
+    assert named is not None and named.words == ("29", "february")
+    assert time_window("What did Maya do on 29 February?", datetime(2026, 11, 27, tzinfo=UTC)) is not None
+
+
+_MONTH_NAMES = ["January", "Feb", "February", "March", "May", "June", "Sept", "October", "december"]
+_TIMED = st.one_of(
+    st.builds(
+        lambda day, month, year, before: f"{before}on {day} {month}{year}?",
+        st.integers(min_value=1, max_value=31),
+        st.sampled_from(_MONTH_NAMES),
+        st.sampled_from(["", " 2023", ", 2024"]),
+        st.sampled_from(["what did Maya do ", "the week before ", "two days after "]),
+    ),
+    st.builds(
+        lambda month, day: f"what happened {month} {day}th and later",
+        st.sampled_from(_MONTH_NAMES),
+        st.integers(min_value=1, max_value=31),
+    ),
+    st.sampled_from(
+        ["in May", "last May", "back in March 2022", "in 2023", "last week", "three weeks ago", "between May and July"]
+    ).map(lambda when: f"what did Jonas cook {when}?"),
+    st.sampled_from(["which dog did they adopt?", "may I ask about the trip?", "two weeks before the trip to Porto"]),
+)
+
+
+@given(
+    question=_TIMED,
+    anchor=st.datetimes(min_value=datetime(1990, 1, 1), max_value=datetime(2090, 1, 1), timezones=st.just(UTC)),
+)
+def test_whether_a_question_names_a_time_and_in_which_words_is_the_same_at_any_date(
+    question: str, anchor: datetime
+) -> None:
+    """time_named finds a time wherever the question, read at any anchor, names one; and its words are
+    those read at any anchor where every day named exists (a leap year from March on)."""
+    named = time_named(question)
+    assert (named is None) == (time_window(question, anchor) is None)
+    leap = datetime(2028, 3, 1, tzinfo=UTC) + timedelta(days=anchor.timetuple().tm_yday % 300)
+    at_leap = time_window(question, leap)
+    assert (named and named.words) == (at_leap and at_leap.words)

@@ -172,7 +172,7 @@ async def test_migration_125_indexes_the_identifier_words_of_stored_memories(
     monkeypatch.setattr(connection, "MIGRATIONS", tuple(m for m in MIGRATIONS if m.version <= 116))
     store = await SQLiteStore.open(path)
     await memory_store_for(store).insert(
-        [MemoryDraft("The assistant edited diff.go (in computeDiff).", category="events")], [("m", ())]
+        [MemoryDraft("The assistant edited diff.go (in computeDiff).", category="events")], [("m", ())], now=utcnow()
     )
     assert await memory_store_for(store).keyword_search("compute", None, limit=5) == []
     await store.close()
@@ -180,7 +180,9 @@ async def test_migration_125_indexes_the_identifier_words_of_stored_memories(
     store = await SQLiteStore.open(path)
     try:
         memories = memory_store_for(store)
-        (added,) = await memories.insert([MemoryDraft("Renamed parseHTTPHeaders.", category="events")], [("m", ())])
+        (added,) = await memories.insert(
+            [MemoryDraft("Renamed parseHTTPHeaders.", category="events")], [("m", ())], now=utcnow()
+        )
         for query in ("compute", "compute diff", "computeDiff", "parse HTTP headers", "parse headers"):
             assert len(await memories.keyword_search(query, None, limit=5)) == 1, query
         await memories.delete([added.memory_id])

@@ -30,12 +30,14 @@ __all__ = [
     "DAYS_AFTER",
     "DAY_BEFORE",
     "FUNCTION_WORDS",
+    "PROBE_AT",
     "STOPWORDS",
     "EventOffset",
     "TimeWindow",
     "event_offset",
     "keywords",
     "spans_named",
+    "time_named",
     "time_window",
 ]
 
@@ -133,6 +135,20 @@ def time_window(text: str, anchor: datetime) -> TimeWindow | None:
         year = int(found.group(1))
         return TimeWindow(datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC), (found.group(1),))
     return None
+
+
+#: Where :func:`time_named` reads a question: the last day of a leap year, so that every day a question
+#: can name without its year ("on 29 February") exists in the year it is read in.
+PROBE_AT = datetime(2024, 12, 31, tzinfo=UTC)
+
+
+def time_named(text: str) -> TimeWindow | None:
+    """Whether ``text`` names a time, and in which words, the same whenever it is asked: :func:`time_window`
+    read at :data:`PROBE_AT` (its ``words`` alone mean something; the window a caller ranks by is read
+    against the anchor of what it searches).  Read at the clock instead, "on 29 February" would be that
+    day in a leap year and February alone in other years, and the words a search drops from the
+    question (so the text it embeds) would change with the day it is asked."""
+    return time_window(text, PROBE_AT)
 
 
 _DAY_MONTH = re.compile(r"\b(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?([A-Za-z]+)\.?(?:,?\s+((?:19|20)\d\d))?\b")

@@ -407,7 +407,7 @@ async def grant_command(ctx: click.Context, agent: str, scopes: tuple[str, ...],
     MemoryCaller.agent(agent)
     checked = [check_scope(s) for s in scopes]
     async with await _open(ctx) as session:
-        await session.service.store.grant(agent, checked)
+        await session.service.store.grant(agent, checked, now=session.service.clock())
         reach = (await session.service.store.grants()).get(agent, [])
     if as_json:
         emit_json({"agent": agent, "grants": reach, "reaches": [*reach, f"reflection:agent:{agent}"]})

@@ -23,6 +23,10 @@ Invariants:
   that conversation's lock, so different conversations proceed concurrently.
 * Nothing here reads the environment: the :class:`Config` is built once, at the edge
   (:meth:`ContextEngine.open` or the CLI).
+* **One clock.**  The ``clock`` the engine is given (default: the wall clock, UTC) is the one
+  every part stamps and compares times by: compaction, grants, jobs and long-term memory (the
+  times memories are stored, superseded, updated and accessed at, and the "now" their decay and
+  recency are read against).
 """
 
 from __future__ import annotations
@@ -126,7 +130,7 @@ class ContextEngine:
         self.clock = clock
         self.zone: tzinfo = ZoneInfo(config.timezone) if config.timezone else _local_zone()
         counting = RecentCounter(self.tokens)  # interception and the ingest checks share counts
-        memory = AgentMemory(store, config)
+        memory = AgentMemory(store, config, clock=clock)
         built = wiring.build(
             store, config, tokens=self.tokens, counting=counting, zone=self.zone, clock=clock,
             summarizer=summarizer, blobs=blobs, file_summarizer=file_summarizer,
@@ -161,19 +165,25 @@ class ContextEngine:
 
     @classmethod
     async def open(
-        cls, database_url: str | None = None, *, config: Config | None = None, **settings: Any
+        cls,
+        database_url: str | None = None,
+        *,
+        config: Config | None = None,
+        clock: Callable[[], datetime] = utcnow,
+        **settings: Any,
     ) -> ContextEngine:
         """Open an engine on ``database_url`` (default: the configured one, else SQLite in the data dir).
 
         ``settings`` override configuration values by name (e.g. ``fresh_tail_count=32``);
         without ``config`` the configuration is loaded from the environment and config file.
+        ``clock``: what "now" is, as for the constructor (default: the wall clock, UTC).
         """
         if config is None:
             config = load_config({"database_url": database_url, **settings})
         elif settings or database_url:
             config = config.replace(**({"database_url": database_url} if database_url else {}), **settings)
         store = await wiring.open_store(config.resolved_database_url, config)
-        return cls(store, config)
+        return cls(store, config, clock=clock)
 
     async def __aenter__(self) -> ContextEngine:
         return self

@@ -9,6 +9,8 @@ Invariants:
   hook) only its segments that hold a user message: its agent's work is left to the background build.
 * The services are built by :mod:`lossless.engine.wiring` (embedder, reranker, extractor and
   dedup judge as the settings name them), lazily: an engine that never uses memory loads none.
+  Each runs on the engine's clock: the times its memories are stored, superseded, updated and
+  accessed at, and the "now" decay and recency are read against, are the clock's, never the wall's.
 * **The backlog is mined in the background** (:meth:`AgentMemory.mine_step`, a batch per call; the
   background workers' idle work and ``lcm index`` call it when ``memory_auto_extract``): messages
   of this engine's agent that nothing mined yet — history imported in bulk, turns stored with
@@ -22,6 +24,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from lossless.config import Config
@@ -29,7 +33,7 @@ from lossless.engine import wiring
 from lossless.errors import MissingDependencyError
 from lossless.memory.scopes import MemoryCaller
 from lossless.ports import Store
-from lossless.records import IngestResult, MessageRecord, Summary
+from lossless.records import IngestResult, MessageRecord, Summary, utcnow
 from lossless.sessions import agent_id_from_session_key
 
 if TYPE_CHECKING:
@@ -50,9 +54,10 @@ log = logging.getLogger("lossless.memory")
 class AgentMemory:
     """The engine's ``memory()`` and ``remember()``."""
 
-    def __init__(self, store: Store, config: Config) -> None:
+    def __init__(self, store: Store, config: Config, *, clock: Callable[[], datetime] = utcnow) -> None:
         self.store = store
         self.config = config
+        self.clock = clock  # the engine's: every memory service here stamps and compares times by it
         self._services: dict[str, MemoryService] = {}  # by agent id: the engine's, and those session keys name
         self._mined_to = 0  # the backlog walk's cursor: every message id up to it was looked at
         self._last_rescan = time.monotonic()
@@ -65,7 +70,9 @@ class AgentMemory:
         agent = agent or self.config.agent_id
         service = self._services.get(agent)
         if service is None:
-            service = self._services[agent] = wiring.memory_service(self.store, self.config, MemoryCaller.agent(agent))
+            service = self._services[agent] = wiring.memory_service(
+                self.store, self.config, MemoryCaller.agent(agent), clock=self.clock
+            )
         return service
 
     async def remember(self, ingested: IngestResult, *, session_key: str | None = None) -> Remembered | None:

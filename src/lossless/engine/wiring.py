@@ -30,7 +30,7 @@ from lossless.memory.scopes import MemoryCaller
 from lossless.ports import BlobStore, Store, Summarizer
 from lossless.providers import embedder_for as provider_embedder_for
 from lossless.providers import file_summarizer_for, reranker_for, summarizer_for
-from lossless.records import Summary
+from lossless.records import Summary, utcnow
 from lossless.stores import blob_store_for, memory_store_for, open_store, sqlite_path_from_url
 from lossless.stores.transfer import transfer_sqlite_to_postgres
 from lossless.subagent import ExpansionRunner
@@ -172,8 +172,11 @@ def dedup_judge_for(config: Config) -> DedupJudge | None:
     return LlmJudge(chat, timeout_s=timeout_s, name=f"{mode}:{model}")
 
 
-def memory_service(store: Store, config: Config, caller: MemoryCaller) -> MemoryService:
-    """The memory service the settings describe, on ``store``'s file, as ``caller``."""
+def memory_service(
+    store: Store, config: Config, caller: MemoryCaller, *, clock: Callable[[], datetime] = utcnow
+) -> MemoryService:
+    """The memory service the settings describe, on ``store``'s file, as ``caller``; every time it writes or
+    compares (decay, recency, tiers, access) is ``clock``'s (the engine's)."""
     from lossless.memory import decay
     from lossless.memory.admission import PRESETS
     from lossless.memory.ranking import RetrievalConfig
@@ -192,6 +195,7 @@ def memory_service(store: Store, config: Config, caller: MemoryCaller) -> Memory
         admission=PRESETS.get(config.memory_admission),
         extractor=extractor_for(config),
         judge=dedup_judge_for(config),
+        clock=clock,
     )
 
 

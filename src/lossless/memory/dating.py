@@ -17,7 +17,9 @@ Invariants:
 * **Relative to the searched.**  Relative expressions ("last week", "in May") are read against
   the anchor: ``as_of`` when the search asks for the state at a moment, else the newest
   ``valid_from`` among the candidates (the conversation's "now", as the message search takes its
-  newest candidate's date), never the clock.
+  newest candidate's date), never the clock.  Whether a question names a time at all, and in which
+  words (those :meth:`TimeAsked.meant` leaves out of the text embedded), is read once at a fixed
+  date (:func:`~lossless.questions.time_named`), so it cannot change with the day of the search.
 * **An event dates its offset.**  "N weeks before EVENT" places its window from each of the
   :data:`EVENT_MENTIONS` memories that best match the event's words (and the names the question
   holds): each of their times gives one window.
@@ -31,12 +33,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from lossless.memory.ports import MemoryStore
 from lossless.memory.querying import names
 from lossless.memory.records import Memory
-from lossless.questions import STOPWORDS, EventOffset, TimeWindow, event_offset, spans_named, time_window
+from lossless.questions import STOPWORDS, EventOffset, TimeWindow, event_offset, spans_named, time_named, time_window
 
 __all__ = [
     "EVENT_BOOST",
@@ -99,7 +101,7 @@ class TimeAsked:
 
 def asked(question: str) -> TimeAsked | None:
     """The time ``question`` names, or None when it names none."""
-    probe = time_window(question, datetime.now(UTC))  # only whether there is one: the anchor comes later
+    probe = time_named(question)  # whether there is one, and its words: the anchor comes later
     if probe is not None:
         return TimeAsked(question, words=tuple(word.lower() for word in probe.words))
     offset = event_offset(question)

@@ -1,6 +1,7 @@
 """The memory layer's ports: where memories are kept, and what turns text into vectors.
 
-Invariants a :class:`MemoryStore` keeps (``tests/test_memory_store.py`` checks them):
+Invariants a :class:`MemoryStore` keeps (``tests/test_memory.py`` checks them; the times,
+``tests/test_memory_clock.py``):
 
 * **Transactional.**  Each method is one transaction: ``insert`` stores every
   draft with its source links and vectors or nothing; ``update`` changes a row
@@ -16,6 +17,12 @@ Invariants a :class:`MemoryStore` keeps (``tests/test_memory_store.py`` checks t
 * **Mining is claimed once.**  ``claim_messages`` records each stored message at
   most once (rows vanish with their conversation); of two claims of the same
   message, one gets it — so no message is mined for memories twice.
+* **Times are given, never read.**  Every time a store writes — ``created_at``,
+  ``updated_at``, ``invalidated_at``, a draft's ``valid_from`` when it names none,
+  an access, a mining claim, a grant, a cached embedding — is the ``now`` (or
+  ``when``) its caller passed: no store method reads a clock (Python's or the
+  database's ``now()``), so the memory service's one clock decides every time
+  that decay and recency compare.
 * Keyword search is safe for any query text (no FTS syntax reaches SQLite) and
   finds Chinese, Japanese and Korean text (trigram index plus a bigram scan).
 
@@ -119,11 +126,15 @@ class DedupJudge(Protocol):
 class MemoryStore(Protocol):
     """Memories with their vectors, keyword index, embedding cache and scope grants."""
 
-    async def insert(self, drafts: Sequence[MemoryDraft], vectors: Sequence[StoredVectors]) -> list[Memory]: ...
+    async def insert(
+        self, drafts: Sequence[MemoryDraft], vectors: Sequence[StoredVectors], *, now: datetime
+    ) -> list[Memory]: ...
 
-    async def supersede(self, old_id: str, draft: MemoryDraft, vectors: StoredVectors) -> Memory: ...
+    async def supersede(self, old_id: str, draft: MemoryDraft, vectors: StoredVectors, *, now: datetime) -> Memory: ...
 
-    async def update(self, memory_id: str, patch: MemoryPatch, vectors: StoredVectors | None) -> Memory: ...
+    async def update(
+        self, memory_id: str, patch: MemoryPatch, vectors: StoredVectors | None, *, now: datetime
+    ) -> Memory: ...
 
     async def delete(self, memory_ids: Sequence[str]) -> int: ...
 
@@ -176,7 +187,7 @@ class MemoryStore(Protocol):
 
     async def cached_embeddings(self, hashes: Sequence[str], model: str) -> dict[str, bytes]: ...
 
-    async def cache_embeddings(self, items: Mapping[str, bytes], model: str) -> None: ...
+    async def cache_embeddings(self, items: Mapping[str, bytes], model: str, *, now: datetime) -> None: ...
 
     async def grants(self) -> dict[str, list[str]]: ...
 
@@ -196,7 +207,7 @@ class MemoryStore(Protocol):
         """
         ...
 
-    async def grant(self, agent_id: str, scopes: Iterable[str]) -> None: ...
+    async def grant(self, agent_id: str, scopes: Iterable[str], *, now: datetime) -> None: ...
 
     async def revoke(self, agent_id: str, scopes: Iterable[str]) -> int: ...
 

@@ -41,8 +41,9 @@ Stages, in order (spec/001 defaults in :class:`RetrievalConfig`):
 10. **mmr** — a result whose cosine with an already chosen one exceeds 0.85 is
     moved behind the others; 11. **limit**.
 
-Invariants: pure (no I/O, ``now`` is an argument), deterministic (ties broken
-by memory id), every score lies in [0, 1] after fusion and rerank and in
+Invariants: pure (no I/O, ``now`` is an argument), deterministic (exact ties
+broken by content, then memory id: ids are random, so two stores holding the same
+memories rank them alike), every score lies in [0, 1] after fusion and rerank and in
 [0, 1 + recency_weight + boost] after the additive recency and time boosts (later
 stages only multiply by factors ≤ 1), and every
 candidate's path is recorded — kept results with the score after each stage,
@@ -179,7 +180,8 @@ class RankResult:
 
 
 def _order(items: Sequence[Scored]) -> list[Scored]:
-    return sorted(items, key=lambda s: (-s.score, s.memory.memory_id))
+    """Best first; an exact tie by content, then id (ids are random per store: content ranks a tie alike in any)."""
+    return sorted(items, key=lambda s: (-s.score, s.memory.content, s.memory.memory_id))
 
 
 def _weighted(c: Candidate, config: RetrievalConfig) -> float:

@@ -31,6 +31,9 @@ Invariants:
   what it could not finish (or was asked to leave: ``defer_work``).
 * A search limited to some conversations reads their memories' ids once per store revision (a memory
   added or removed bumps it; conversation ids are never reused) and searches their vectors alone.
+* **One clock.**  Every time the service has the store write (a memory added, updated,
+  superseded or accessed, a mining claim, a cached embedding) and every "now" it ranks, decays,
+  admits or moves tiers by is one reading of ``clock`` (the engine's); the store reads none.
 * Extraction embeds each draft once (one call for all of them): the dedup vector
   is one of the vectors the memory is stored with, and those are stored as they are.
 """
@@ -189,7 +192,7 @@ class MemoryService:
                 raise InputError(f"the embedder returned {len(vectors)} vectors for {len(missing)} texts")
             for i, vector in zip(missing, vectors, strict=True):
                 fresh[keys[i]] = to_blob(normalize(vector)[0])
-            await self.store.cache_embeddings(fresh, model)
+            await self.store.cache_embeddings(fresh, model, now=self.clock())
         blobs = [cached.get(k) or fresh[k] for k in keys]
         for key, blob in zip(keys, blobs, strict=True):
             self._recent[key] = blob
@@ -318,7 +321,7 @@ class MemoryService:
         if draft.scope != target:
             draft = _with_scope(draft, target)
         vectors = self._checked(vectors, draft) or await self._vectors_for(draft.abstract, draft.content)
-        (memory,) = await self.store.insert([draft], [vectors])
+        (memory,) = await self.store.insert([draft], [vectors], now=self.clock())
         return memory
 
     def _checked(self, vectors: StoredVectors | None, draft: MemoryDraft) -> StoredVectors | None:
@@ -362,7 +365,7 @@ class MemoryService:
         vectors = None
         if patch.content is not None or patch.abstract is not None:
             vectors = await self._vectors_for(patch.abstract or memory.abstract, patch.content or memory.content)
-        return await self.store.update(memory.memory_id, patch, vectors)
+        return await self.store.update(memory.memory_id, patch, vectors, now=self.clock())
 
     async def supersede(self, memory_id: str, draft: MemoryDraft, *, vectors: StoredVectors | None = None) -> Memory:
         """Replace a memory by a new version; the old one stays as history (``as_of`` finds it).
@@ -376,7 +379,7 @@ class MemoryService:
         if draft.fact_key is None and old.fact_key is not None:
             draft = _with_fact_key(draft, old.fact_key)
         vectors = self._checked(vectors, draft) or await self._vectors_for(draft.abstract, draft.content)
-        return await self.store.supersede(old.memory_id, draft, vectors)
+        return await self.store.supersede(old.memory_id, draft, vectors, now=self.clock())
 
     async def forget(self, memory_id: str) -> Memory:
         memory = await self._visible(memory_id)

@@ -54,11 +54,21 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
 from lossless.ports import SearchRequest, SearchRow, Store
-from lossless.questions import FUNCTION_WORDS, STOPWORDS, EventOffset, TimeWindow, event_offset, keywords, time_window
+from lossless.questions import (
+    FUNCTION_WORDS,
+    PROBE_AT,
+    STOPWORDS,
+    EventOffset,
+    TimeWindow,
+    event_offset,
+    keywords,
+    time_named,
+    time_window,
+)
 from lossless.records import MessageRecord, Summary
 from lossless.retrieval import ranking
 from lossless.retrieval.grep import GrepHit, GrepOptions, first_page_requests, grep, snippet
@@ -165,10 +175,10 @@ async def _keyword_scores(
 
 def _question_words(options: GrepOptions, stopwords: frozenset[str]) -> tuple[list[str], EventOffset | None]:
     """The question's keywords (its time expression's words dropped) and its event offset ("two weeks before …")."""
-    probe = time_window(options.pattern, datetime.now(UTC))  # only its words matter here
+    probe = time_named(options.pattern)  # only its words matter here (the same whenever it is asked)
     offset = event_offset(options.pattern) if probe is None else None
     if offset is not None:  # "two weeks before the trip": the offset's words carry no topic
-        probe = TimeWindow(datetime.now(UTC), datetime.now(UTC), offset.words)
+        probe = TimeWindow(PROBE_AT, PROBE_AT, offset.words)
     return keywords(options.pattern, probe, stopwords=stopwords), offset
 
 

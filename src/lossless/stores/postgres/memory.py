@@ -54,11 +54,11 @@ from typing import Any
 from lossless.errors import InputError, NotFoundError
 from lossless.memory.ports import StoredVectors
 from lossless.memory.records import Memory, MemoryDraft, MemoryPatch, MemoryStats, Tier, derive_levels
-from lossless.records import content_hash, utcnow
+from lossless.records import content_hash
 from lossless.stores.postgres import memory_ann, memory_keywords, memory_mining
 from lossless.stores.postgres.connection import Connection, Database
 from lossless.stores.postgres.memory_keywords import fetchall, fetchone, scope_clause
-from lossless.stores.postgres.statements import text_array
+from lossless.stores.postgres.statements import aware, text_array
 
 __all__ = ["PostgresMemoryStore"]
 
@@ -258,19 +258,21 @@ class PostgresMemoryStore(memory_keywords.KeywordSearch, memory_mining.MinedMess
         )
         await self._ann.put(conn, rowid, model, blobs)
 
-    async def insert(self, drafts: Sequence[MemoryDraft], vectors: Sequence[StoredVectors]) -> list[Memory]:
+    async def insert(
+        self, drafts: Sequence[MemoryDraft], vectors: Sequence[StoredVectors], *, now: datetime
+    ) -> list[Memory]:
         if len(drafts) != len(vectors):
             raise InputError(f"{len(drafts)} memories but {len(vectors)} vector sets")
+        now = aware(now)
         async with self._db.transaction() as conn:
             await conn.execute(_BUMP)
-            now = utcnow()
             ids = [await self._insert(conn, d, v, now=now) for d, v in zip(drafts, vectors, strict=True)]
             return await self._get(conn, ids)
 
-    async def supersede(self, old_id: str, draft: MemoryDraft, vectors: StoredVectors) -> Memory:
+    async def supersede(self, old_id: str, draft: MemoryDraft, vectors: StoredVectors, *, now: datetime) -> Memory:
+        now = aware(now)
         async with self._db.transaction() as conn:
             await conn.execute(_BUMP)
-            now = utcnow()
             old = await self._get(conn, [old_id])
             if not old:
                 raise NotFoundError("memory", old_id)
@@ -283,7 +285,10 @@ class PostgresMemoryStore(memory_keywords.KeywordSearch, memory_mining.MinedMess
             )
             return (await self._get(conn, [new_id]))[0]
 
-    async def update(self, memory_id: str, patch: MemoryPatch, vectors: StoredVectors | None) -> Memory:
+    async def update(
+        self, memory_id: str, patch: MemoryPatch, vectors: StoredVectors | None, *, now: datetime
+    ) -> Memory:
+        now = aware(now)
         async with self._db.transaction() as conn:
             await conn.execute(_BUMP)
             found = await self._get(conn, [memory_id])
@@ -307,7 +312,7 @@ class PostgresMemoryStore(memory_keywords.KeywordSearch, memory_mining.MinedMess
                 if patch.valid_until < current.valid_from:
                     raise InputError("valid_until is before the memory's valid_from")
                 values["valid_until"] = patch.valid_until
-            values["updated_at"] = utcnow()
+            values["updated_at"] = now
             assignments = ", ".join(f"{name} = %s" for name in values)  # names from the fixed list above
             row = await fetchone(
                 conn,
@@ -391,6 +396,7 @@ class PostgresMemoryStore(memory_keywords.KeywordSearch, memory_mining.MinedMess
     async def record_access(self, memory_ids: Sequence[str], when: datetime) -> list[Memory]:
         """Count one access of each memory at ``when`` (running mean of the gap between accesses, in days)."""
         ids = list(memory_ids)
+        when = aware(when)
         async with self._db.transaction() as conn:
             # Lock first (in id order: no deadlock between searches), then read: no access is lost.
             await conn.execute(
@@ -653,16 +659,17 @@ class PostgresMemoryStore(memory_keywords.KeywordSearch, memory_mining.MinedMess
             )
             return {r[0]: bytes(r[1]) for r in rows}
 
-    async def cache_embeddings(self, items: Mapping[str, bytes], model: str) -> None:
+    async def cache_embeddings(self, items: Mapping[str, bytes], model: str, *, now: datetime) -> None:
         if not items:
             return
+        now = aware(now)
         async with self._db.transaction() as conn:
             await conn.execute(
                 "INSERT INTO embedding_cache (content_hash, model, dim, vector, created_at) "
                 "SELECT t.content_hash, %s, octet_length(t.vector) / 4, t.vector, %s "
                 "FROM unnest(%s::text[], %s::bytea[]) AS t(content_hash, vector) "
                 "ON CONFLICT (content_hash, model) DO NOTHING",
-                (model, utcnow(), list(items), list(items.values())),
+                (model, now, list(items), list(items.values())),
             )
 
     # ------------------------------------------------------------------ access
@@ -677,14 +684,15 @@ class PostgresMemoryStore(memory_keywords.KeywordSearch, memory_mining.MinedMess
             out.setdefault(agent, []).append(scope)
         return out
 
-    async def grant(self, agent_id: str, scopes: Iterable[str]) -> None:
+    async def grant(self, agent_id: str, scopes: Iterable[str], *, now: datetime) -> None:
         wanted = list(dict.fromkeys(scopes))
+        now = aware(now)
         async with self._db.transaction() as conn:
             await conn.execute(_BUMP)
             await conn.execute(
                 "INSERT INTO memory_access (agent_id, scope, granted_at) SELECT %s, s, %s FROM unnest(%s::text[]) s "
                 "ON CONFLICT (agent_id, scope) DO NOTHING",
-                (agent_id, utcnow(), wanted),
+                (agent_id, now, wanted),
             )
 
     async def revoke(self, agent_id: str, scopes: Iterable[str]) -> int:

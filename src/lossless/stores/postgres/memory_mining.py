@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from lossless.stores.postgres.connection import Database
+from lossless.stores.postgres.statements import aware
 
 __all__ = ["MinedMessages"]
 
@@ -32,7 +33,7 @@ class MinedMessages:
                 "INSERT INTO memory_mined (message_id, conversation_id, mined_at) "
                 "SELECT message_id, conversation_id, %s FROM messages WHERE message_id = ANY(%s::bigint[]) "
                 "ON CONFLICT (message_id) DO NOTHING RETURNING message_id",
-                (when, ids),
+                (aware(when), ids),
             )
             claimed = {int(row[0]) for row in await cursor.fetchall()}
         return [i for i in ids if i in claimed]

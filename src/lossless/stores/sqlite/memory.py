@@ -32,7 +32,7 @@ from typing import Any
 from lossless.errors import InputError, NotFoundError
 from lossless.memory.ports import KeywordHit, StoredVectors
 from lossless.memory.records import Memory, MemoryDraft, MemoryPatch, MemoryStats, Tier, derive_levels
-from lossless.records import content_hash, format_timestamp, parse_timestamp, utcnow
+from lossless.records import content_hash, format_timestamp, parse_timestamp
 from lossless.stores.sqlite.connection import Database
 from lossless.stores.sqlite.statements import chunks
 from lossless.text import STOP_WORDS, keyword_terms
@@ -228,39 +228,45 @@ class SQLiteMemoryStore:
             [(rowid, i, model, len(blob) // 4, blob) for i, blob in enumerate(blobs)],
         )
 
-    async def insert(self, drafts: Sequence[MemoryDraft], vectors: Sequence[StoredVectors]) -> list[Memory]:
+    async def insert(
+        self, drafts: Sequence[MemoryDraft], vectors: Sequence[StoredVectors], *, now: datetime
+    ) -> list[Memory]:
         if len(drafts) != len(vectors):
             raise InputError(f"{len(drafts)} memories but {len(vectors)} vector sets")
+        stamp = format_timestamp(now)
 
         def run(conn: sqlite3.Connection) -> list[Memory]:
-            now = format_timestamp(utcnow())
-            ids = [self._insert(conn, d, v, now=now) for d, v in zip(drafts, vectors, strict=True)]
+            ids = [self._insert(conn, d, v, now=stamp) for d, v in zip(drafts, vectors, strict=True)]
             _bump(conn)
             return self._get(conn, ids)
 
         return await self._db.write(run, heavy=len(drafts) > 50)
 
-    async def supersede(self, old_id: str, draft: MemoryDraft, vectors: StoredVectors) -> Memory:
+    async def supersede(self, old_id: str, draft: MemoryDraft, vectors: StoredVectors, *, now: datetime) -> Memory:
+        stamp = format_timestamp(now)
+
         def run(conn: sqlite3.Connection) -> Memory:
-            now = format_timestamp(utcnow())
             old = self._get(conn, [old_id])
             if not old:
                 raise NotFoundError("memory", old_id)
             if old[0].superseded_by is not None:
                 raise InputError(f"memory {old_id} was already superseded by {old[0].superseded_by}; update that one")
-            new_id = self._insert(conn, draft, vectors, supersedes=old_id, now=now)
+            new_id = self._insert(conn, draft, vectors, supersedes=old_id, now=stamp)
             conn.execute(
                 "UPDATE memories SET superseded_by = ?, invalidated_at = ?, updated_at = ? WHERE memory_id = ?",
-                (new_id, now, now, old_id),
+                (new_id, stamp, stamp, old_id),
             )
             _bump(conn)
             return self._get(conn, [new_id])[0]
 
         return await self._db.write(run)
 
-    async def update(self, memory_id: str, patch: MemoryPatch, vectors: StoredVectors | None) -> Memory:
+    async def update(
+        self, memory_id: str, patch: MemoryPatch, vectors: StoredVectors | None, *, now: datetime
+    ) -> Memory:
+        stamp = format_timestamp(now)
+
         def run(conn: sqlite3.Connection) -> Memory:
-            now = format_timestamp(utcnow())
             found = self._get(conn, [memory_id])
             if not found:
                 raise NotFoundError("memory", memory_id)
@@ -282,7 +288,7 @@ class SQLiteMemoryStore:
                 if patch.valid_until < current.valid_from:
                     raise InputError("valid_until is before the memory's valid_from")
                 values["valid_until"] = format_timestamp(patch.valid_until)
-            values["updated_at"] = now
+            values["updated_at"] = stamp
             assignments = ", ".join(f"{name} = ?" for name in values)
             conn.execute(f"UPDATE memories SET {assignments} WHERE memory_id = ?", (*values.values(), memory_id))
             self._add_sources(conn, current, patch.add_sources)
@@ -630,16 +636,16 @@ class SQLiteMemoryStore:
 
         return await self._db.read(run)
 
-    async def cache_embeddings(self, items: Mapping[str, bytes], model: str) -> None:
+    async def cache_embeddings(self, items: Mapping[str, bytes], model: str, *, now: datetime) -> None:
         if not items:
             return
-        now = format_timestamp(utcnow())
+        stamp = format_timestamp(now)
 
         def run(conn: sqlite3.Connection) -> None:
             conn.executemany(
                 "INSERT OR IGNORE INTO embedding_cache (content_hash, model, dim, vector, created_at) "
                 "VALUES (?, ?, ?, ?, ?)",
-                [(h, model, len(v) // 4, v, now) for h, v in items.items()],
+                [(h, model, len(v) // 4, v, stamp) for h, v in items.items()],
             )
 
         await self._db.write(run)
@@ -655,9 +661,9 @@ class SQLiteMemoryStore:
 
         return await self._db.read(run)
 
-    async def grant(self, agent_id: str, scopes: Iterable[str]) -> None:
-        now = format_timestamp(utcnow())
-        rows = [(agent_id, s, now) for s in scopes]
+    async def grant(self, agent_id: str, scopes: Iterable[str], *, now: datetime) -> None:
+        stamp = format_timestamp(now)
+        rows = [(agent_id, s, stamp) for s in scopes]
 
         def run(conn: sqlite3.Connection) -> None:
             conn.executemany("INSERT OR IGNORE INTO memory_access (agent_id, scope, granted_at) VALUES (?, ?, ?)", rows)
