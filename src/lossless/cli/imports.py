@@ -208,7 +208,7 @@ async def import_command(
 
 def _next_step(config: Config) -> str:
     """What to run after an import that stored messages: the background build, or the extra it needs."""
-    from lossless.providers import embedder_missing
+    from lossless.engine.wiring import embedder_missing
 
     missing = embedder_missing(config)
     if missing is not None:

@@ -29,7 +29,7 @@ from lossless.memory.ports import DedupJudge, Embedder, Extractor
 from lossless.memory.scopes import MemoryCaller
 from lossless.ports import BlobStore, Store, Summarizer
 from lossless.providers import embedder_for as provider_embedder_for
-from lossless.providers import file_summarizer_for, reranker_for, summarizer_for
+from lossless.providers import embedder_missing, file_summarizer_for, reranker_for, summarizer_for
 from lossless.records import Summary, utcnow
 from lossless.stores import blob_store_for, memory_store_for, open_store, sqlite_path_from_url
 from lossless.stores.transfer import transfer_sqlite_to_postgres
@@ -47,6 +47,7 @@ __all__ = [
     "build",
     "dedup_judge_for",
     "embedder_for",
+    "embedder_missing",
     "expansion_runner_for",
     "extractor_for",
     "memory_service",
