@@ -871,11 +871,11 @@ async def test_hybrid_prefers_the_record_an_agents_question_asks_for(
     monkeypatch.setattr(hybrid, "INTENT_BOOST", 0.0)
     plain = await scores()
     # The record the question asks for (the edit call; the failed tool result) gains the boost; no other moves.
-    # (abs: the memory leads' recency reads the real clock, which moves between the two searches on a busy machine.)
-    assert boosted[ids[wanted]] == pytest.approx(plain[ids[wanted]] + 0.3, abs=1e-4)
-    assert {k: v for k, v in boosted.items() if k != ids[wanted]} == pytest.approx(
-        {k: v for k, v in plain.items() if k != ids[wanted]}, abs=1e-4
-    )
+    # (exact: the memory leads are ageless, so the clock moving between the two searches changes nothing.)
+    assert boosted[ids[wanted]] == pytest.approx(plain[ids[wanted]] + 0.3, rel=1e-12)
+    assert {k: v for k, v in boosted.items() if k != ids[wanted]} == {
+        k: v for k, v in plain.items() if k != ids[wanted]
+    }
     monkeypatch.setattr(hybrid, "INTENT_BOOST", 1.0)
     strong = await scores()
     assert max(strong, key=strong.__getitem__) == ids[wanted]
@@ -1062,3 +1062,56 @@ async def test_hybrid_ranks_the_same_with_its_keyword_pages_read_ahead(
     assert hybrid.keyword_requests(replace(options, pattern="NEAR(cabin lighthouse)"), (conversation.id,)) == []
     both = hybrid.keyword_requests(replace(options, scope="both"), (conversation.id,))
     assert [r.scope for r in both] == ["messages", "summaries"] and both[0] == request
+
+
+async def test_hybrid_ranks_alike_whenever_it_is_asked(config: Config) -> None:
+    """A grep's answer does not depend on the clock: the memory leads read every memory as of when it was
+    stored (a fact mined a year ago is as much evidence as one mined today), while a memory search of its
+    own still decays with age."""
+    stored_at = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    settings = config.replace(memory_embedder="hash")
+    first = await ContextEngine.open(config=settings, clock=lambda: stored_at)
+    try:
+        facts = [
+            "I adopted a beagle called Pepper last month.",
+            "nice! how is she settling in?",
+            "My sister Ana moved to Lisbon for a job at a design studio.",
+            "I'm allergic to peanuts, so I always check the labels.",
+            "We are planning a trip to Kyoto in May.",
+            "that sounds wonderful",
+        ]
+        messages = [
+            Message("user" if i % 2 == 0 or i in (2, 4) else "assistant", text, created_at=T0 + timedelta(hours=i))
+            for i, text in enumerate(facts)
+        ]
+        await first.ingest_batch("chat", messages, session_key="kc")
+        while await first.mine_step():
+            pass
+        await build(first)
+        assert (await first.memory().store.stats(None)).current > 0  # leads exist to be aged
+    finally:
+        await first.dispose()
+    questions = ["what is the dog called?", "where does Ana work now?", "which food allergy is there?", "trip plans"]
+
+    async def asked(days: float) -> tuple[list[list[tuple[object, float | None]]], list[list[float]]]:
+        at = stored_at + timedelta(days=days)
+        engine = await ContextEngine.open(config=settings, clock=lambda: at)
+        try:
+            greps = [
+                [(h.ref, h.score) for h in (await engine.grep(q, mode="hybrid", conversation="chat", limit=10)).hits]
+                for q in questions
+            ]
+            memories = [
+                [h.score for h in (await engine.memory().search(q, limit=5, record_access=False)).hits]
+                for q in questions
+            ]
+            return greps, memories
+        finally:
+            await engine.dispose()
+
+    now_greps, now_memories = await asked(0)
+    assert any(now_greps) and any(now_memories)
+    for days in (1, 30, 400):
+        later_greps, later_memories = await asked(days)
+        assert later_greps == now_greps, days
+        assert later_memories != now_memories, days  # the memory search itself still reads age

@@ -318,17 +318,22 @@ def finish(
     names: Sequence[str] = (),
     boosts: Mapping[str, float] | None = None,
     keep_dropped: bool = True,
+    ageless: bool = False,
 ) -> tuple[list[Scored], list[Scored]]:
     """Stages 3–11 on the fused pool: (results best first, dropped); ``names``: the query's, lower case;
     ``keep_dropped=False``: those beyond the limit are left out of the dropped list (no one reads them);
-    ``boosts``: memory id → what the time stage adds (the memories inside the query's time)."""
+    ``boosts``: memory id → what the time stage adds (the memories inside the query's time);
+    ``ageless``: recency and time decay read each memory as of when it was stored (age 0), so the
+    result does not depend on ``now`` (hybrid grep's memory leads: when a fact was stored says
+    nothing of whether its message answers a question)."""
     boosts = boosts or {}
     dropped: list[Scored] = []
     items = _rerank(list(pool), limit, rerank_scores, rerank_failed, config)
     staged: list[Scored] = []
     for s in items:
         m = s.memory
-        age = max(0.0, (now - m.created_at).total_seconds() / 86_400)
+        at = m.created_at if ageless else now
+        age = max(0.0, (at - m.created_at).total_seconds() / 86_400)
         # Additive, as specified, and not clamped: clamping here would tie every strong match at 1.
         boost = config.recency_weight * math.exp(-age / config.recency_half_life_days)
         ratio = max(len(m.content) / config.length_norm_anchor, 1.0)
@@ -337,9 +342,9 @@ def finish(
             ("length", max(0.3, 1.0 / (1.0 + 0.5 * math.log2(ratio)))),
         ]
         if config.time_decay == "weibull":
-            factors.append(("time_decay", decay.search_boost(m, now, decay_config)))
+            factors.append(("time_decay", decay.search_boost(m, at, decay_config)))
         elif config.time_decay == "legacy":
-            factors.append(("time_decay", _legacy_decay(m, now, config)))
+            factors.append(("time_decay", _legacy_decay(m, at, config)))
         # The same path as ``s.at(stage, …, clamp=False)`` stage by stage, built in one step.
         score = max(0.0, s.score + boost)
         stages = [*s.stages, ("recency", score)]

@@ -463,6 +463,7 @@ class MemoryService:
         conversations: Sequence[int] | None = None,
         people: bool = True,
         revision: int | None = None,
+        ageless: bool = False,
     ) -> SearchResult:
         """The pipeline of :mod:`lossless.memory.ranking` over vector and keyword candidates.
 
@@ -475,7 +476,8 @@ class MemoryService:
         query that names a speaker is also searched without the name (:mod:`lossless.memory.people`);
         hybrid grep's memory leads turn it off, its own meaning side reading the question without names.
         ``revision``: the store's revision as the caller has just read it (hybrid grep's memory leads read it once
-        per question); ``None``: read here.
+        per question); ``None``: read here.  ``ageless``: recency and time decay read every memory as of when
+        it was stored, so the ranking does not depend on the clock (hybrid grep's memory leads).
         """
         querying.check_query(query)
         asked = split_tags(query, self.tag_prefixes)
@@ -589,6 +591,7 @@ class MemoryService:
             names=querying.names(searched),
             boosts=boosts,
             keep_dropped=explain,
+            ageless=ageless,
         )
         timings["rank"] = (time.perf_counter() - clock) * 1000
         hits = tuple(MemoryHit(s.memory, s.score, s.stages) for s in results)
