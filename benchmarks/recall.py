@@ -2,7 +2,7 @@
 
 ``python benchmarks/recall.py [--quick] [--json OUT] [--split dev|test] [--dataset FILE] [--methods a,b,…]
 [--pad-with dev|test] [--wording paraphrase|literal|terse] [--embedder local|e5|hash|none] [--embed-cache FILE]
-[--backend sqlite|postgres] [--speakers text|metadata]``
+[--backend sqlite|postgres] [--speakers text|metadata] [--scope messages|both]``
 
 The dataset is JSON: ``{"conversations": [{"id", "messages": [{"id", "role", "content", "created_at"}]}],
 "questions": [{"id", "conversation_id", "question", "answer", "evidence": [message ids]}]}``.  The default is
@@ -266,6 +266,7 @@ async def evaluate(
     padding: Sequence[dict[str, Any]] = (),
     embedder: str = "local",
     embed_cache: Path | None = None,
+    scope: str = "messages",
 ) -> dict[str, Any]:
     settings = {
         "fresh_tail_count": 8,
@@ -310,7 +311,7 @@ async def evaluate(
             key_of.update((r.id, r.event_key or "") for r in await engine.messages(conversation["id"]))
         timings["ingest_s"] = time.perf_counter() - started
         service = engine.memory()
-        if "summary" in methods:
+        if "summary" in methods or scope == "both":  # summaries to find, or to compete with the messages
             started = time.perf_counter()
             for conversation in dataset["conversations"]:
                 await engine.compact(conversation["id"], force=True)
@@ -348,12 +349,15 @@ async def evaluate(
             found = await engine.grep(
                 question["question"],
                 mode=mode,  # type: ignore[arg-type]
-                scope="messages",
+                scope=scope,  # type: ignore[arg-type]
                 conversation=question["conversation_id"],
                 sort="relevance",
                 limit=DEPTH,
             )
-            return ids(found.hits)
+            if scope == "messages":
+                return ids(found.hits)
+            # scope both: a summary hit holds its place (it is no evidence message), as an agent reads the list
+            return [key_of.get(int(h.ref), "") if h.scope == "messages" else "" for h in found.hits]
 
         async def summary(question: dict[str, Any]) -> list[str]:
             # Summary first, as an agent would: find the stretches that speak of it, then search the
@@ -506,6 +510,14 @@ def main() -> int:
         help="the store searched: a SQLite file, or a fresh database on the embedded PostgreSQL server",
     )
     parser.add_argument(
+        "--scope",
+        choices=("messages", "both"),
+        default="messages",
+        help="what full_text / semantic / hybrid search: the messages (the default), or both messages and "
+        "summaries, as lcm_grep does by default (the store is then compacted; a summary hit takes a place and "
+        "is no evidence)",
+    )
+    parser.add_argument(
         "--pad-with",
         choices=tuple(SPLITS),
         help="also store that split's conversations (never asked about), for a larger store",
@@ -537,9 +549,11 @@ def main() -> int:
         if args.speakers == "metadata":
             padding = speakers_in_metadata({"conversations": padding})["conversations"]
     with tempfile.TemporaryDirectory() as tmp, store_url(args.backend, Path(tmp)) as url:
-        results = anyio.run(evaluate, dataset, methods, url, padding, embedder, args.embed_cache)
+        results = anyio.run(evaluate, dataset, methods, url, padding, embedder, args.embed_cache, args.scope)
     counts, timings = results["counts"], results["timings"]
-    where = ", speakers in metadata" if args.speakers == "metadata" else ""
+    where = (", speakers in metadata" if args.speakers == "metadata" else "") + (
+        ", messages and summaries searched" if args.scope == "both" else ""
+    )
     print(
         f"\nrecall — {path.name}{' (quick)' if args.quick else ''}, {args.wording} wording{where}: "
         f"{counts['questions']} questions, "
@@ -590,6 +604,7 @@ def main() -> int:
             "dataset": path.name,
             "wording": args.wording,
             "speakers": args.speakers,
+            "scope": args.scope,
             "quick": args.quick,
             "embedder": embedder,
             "backend": args.backend,
