@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -169,3 +170,20 @@ async def engine(config: Config) -> AsyncIterator[ContextEngine]:
         yield opened
     finally:
         await opened.dispose()
+
+
+@asynccontextmanager
+async def example_store(url: str, tmp_path_factory: pytest.TempPathFactory, *, clean: bool) -> AsyncIterator[Store]:
+    """A store for one property-test example: a new SQLite file, or the test's PostgreSQL database (emptied)."""
+    if url.startswith("sqlite"):
+        url = f"sqlite:///{tmp_path_factory.mktemp('ex') / 'ex.db'}"
+    elif clean:
+        import psycopg
+
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            await conn.execute("TRUNCATE memories, memory_access, embedding_cache CASCADE")
+    store = await open_store(url)
+    try:
+        yield store
+    finally:
+        await store.close()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -35,7 +33,7 @@ from lossless.stores import memory_store_for, open_store
 from lossless.testing import HashEmbedder
 from tests.memories import memory_value
 
-from .conftest import BACKENDS, backend_url
+from .conftest import BACKENDS, backend_url, example_store
 
 pytestmark = pytest.mark.anyio
 
@@ -51,23 +49,6 @@ SHARED_DATABASE = settings(deadline=None, suppress_health_check=[HealthCheck.fun
 def memory_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A database URL of each backend, for property tests that open stores per example."""
     return backend_url(request, request.param, tmp_path, "mem")
-
-
-@asynccontextmanager
-async def example_store(url: str, tmp_path_factory: pytest.TempPathFactory, *, clean: bool) -> AsyncIterator[Store]:
-    """A store for one property-test example: a new SQLite file, or the test's PostgreSQL database (emptied)."""
-    if url.startswith("sqlite"):
-        url = f"sqlite:///{tmp_path_factory.mktemp('ex') / 'ex.db'}"
-    elif clean:
-        import psycopg
-
-        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-            await conn.execute("TRUNCATE memories, memory_access, embedding_cache CASCADE")
-    store = await open_store(url)
-    try:
-        yield store
-    finally:
-        await store.close()
 
 
 @pytest.fixture

@@ -8,8 +8,7 @@ with a fake clock's value set far from the wall clock, so a time read from the w
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,13 +22,13 @@ from lossless import ContextEngine, Message
 from lossless.memory.records import Memory, MemoryDraft, MemoryPatch
 from lossless.memory.scopes import MemoryCaller
 from lossless.memory.service import MemoryService
-from lossless.ports import PreparedMessage, Store
+from lossless.ports import PreparedMessage
 from lossless.records import parse_timestamp
 from lossless.stores import memory_store_for, open_store
 from lossless.testing import HashEmbedder
 
 from . import pg
-from .conftest import BACKENDS, backend_url
+from .conftest import BACKENDS, backend_url, example_store
 
 pytestmark = pytest.mark.anyio
 
@@ -148,23 +147,6 @@ _STEPS = st.lists(
 _WORDS = ["harbour", "violin", "lantern", "orchard", "glacier", "meadow", "compass", "pepper"]
 
 
-@asynccontextmanager
-async def _example_store(url: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Store]:
-    """A store for one example: a new SQLite file, or the test's PostgreSQL database emptied."""
-    if url.startswith("sqlite"):
-        url = f"sqlite:///{tmp_path_factory.mktemp('ex') / 'ex.db'}"
-    else:
-        import psycopg
-
-        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-            await conn.execute("TRUNCATE memories, memory_access, embedding_cache CASCADE")
-    store = await open_store(url)
-    try:
-        yield store
-    finally:
-        await store.close()
-
-
 @settings(deadline=None, max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     start=st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2090, 1, 1), timezones=st.just(UTC)),
@@ -179,7 +161,7 @@ def test_any_history_under_a_fake_clock_holds_the_clocks_times_and_never_the_wal
     async def run() -> None:
         clock = FakeClock(start)
         expected = _Expected()
-        async with _example_store(url, tmp_path_factory) as store:
+        async with example_store(url, tmp_path_factory, clean=True) as store:
             service = MemoryService(memory_store_for(store), HashEmbedder(64), MemoryCaller.agent("main"), clock=clock)
             for number, (kind, pick, move) in enumerate(steps):
                 now = clock.move(move)
