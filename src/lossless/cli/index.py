@@ -28,6 +28,20 @@ __all__ = ["index_command"]
 PLAIN_PROGRESS_EVERY_S = 15.0
 
 
+class _PlainLines:
+    """Where stderr is not a terminal (a log, a pipe) and the output is not JSON: a line at most every
+    :data:`PLAIN_PROGRESS_EVERY_S` seconds, where a terminal gets a bar or a spinner."""
+
+    def __init__(self, as_json: bool) -> None:
+        self._on = not as_json and not stderr().is_terminal
+        self._said = time.perf_counter()
+
+    def say(self, line: str) -> None:
+        if self._on and time.perf_counter() - self._said >= PLAIN_PROGRESS_EVERY_S:
+            self._said = time.perf_counter()
+            stderr().print(line, highlight=False)
+
+
 def _plain_progress(indexed: int, total: int, rate: float) -> str:
     """One line for a log: how far, how fast, and about how long is left."""
     left = max(total - indexed, 0)
@@ -86,31 +100,24 @@ async def index_command(state: CliState, status: bool, conversation: str | None,
                 task = bar.add_task(
                     "index", total=current.total, completed=current.indexed, model=current.model, rate=""
                 )
-                plain = not as_json and not stderr().is_terminal  # a log or a pipe: a line now and then
-                said = time.perf_counter()
+                lines = _PlainLines(as_json)
                 while done := await engine.index_step():
                     written += done
-                    now = time.perf_counter()
-                    rate = written / max(now - started, 1e-9)
+                    rate = written / max(time.perf_counter() - started, 1e-9)
                     bar.update(task, advance=done, rate=f"{rate:,.0f}/s")
-                    if plain and now - said >= PLAIN_PROGRESS_EVERY_S:
-                        said = now
-                        stderr().print(_plain_progress(current.indexed + written, current.total, rate), highlight=False)
+                    lines.say(_plain_progress(current.indexed + written, current.total, rate))
             current = await engine.index_progress(conversation)
         mined = revectored = 0
         if not status:  # memories stored under another memory_embedder get this one's vectors
             while done := await engine.memory_vectors_step():
                 revectored += done
         if not status and engine.config.memory_auto_extract:
-            plain = not as_json and not stderr().is_terminal
-            said = time.perf_counter()
+            lines = _PlainLines(as_json)
             with stderr().status("mining messages for long-term memories", spinner="dots") as spinner:
                 while done := await engine.mine_step():
                     mined += done
                     spinner.update(f"mining messages for long-term memories: {mined:,} so far")
-                    if plain and time.perf_counter() - said >= PLAIN_PROGRESS_EVERY_S:
-                        said = time.perf_counter()
-                        stderr().print(f"mined {mined:,} messages for long-term memories so far", highlight=False)
+                    lines.say(f"mined {mined:,} messages for long-term memories so far")
         seconds = time.perf_counter() - started
     if as_json:
         emit_json(_progress_dict(current, written, seconds, mined) | {"memories_embedded_now": revectored})

@@ -272,9 +272,12 @@ class Retriever:
         check_reach_options(conversation_id, all_conversations)
         key = (caller.agent_id, caller.session_key, caller.session_id, conversation_id, all_conversations)
         guess = self._reach_guesses.get(key)
-        requests = None if guess is None else first_page_requests(options, guess)
-        if guess is not None and options.mode == "hybrid" and self._no_embedder is None:
+        if guess is None:
+            requests = None
+        elif options.mode == "hybrid" and self._no_embedder is None:  # its keyword searches' first pages
             requests = keyword_requests(options, guess) or None
+        else:
+            requests = first_page_requests(options, guess)
         read = await store.search_with_links(
             caller.agent_id, requests or [], session_id=caller.session_id, session_key=caller.session_key
         )
