@@ -19,7 +19,7 @@ def run(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setenv("LCM_MEMORY_EMBEDDER", "hash")
     runner = CliRunner()
 
-    def invoke(*args: str, code: int = 0, stdin: str | None = None) -> str:
+    def invoke(*args: str, code: int = 0, stdin: str | bytes | None = None) -> str:
         result = runner.invoke(cli, list(args), input=stdin, catch_exceptions=False)
         assert result.exit_code == code, result.output
         return result.output
@@ -78,6 +78,25 @@ def test_export_import_roundtrip_and_bad_input(run, tmp_path: Path) -> None:  # 
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"memory_id": "m"}\n')
     assert "nothing was imported" in run("memory", "import", str(bad), code=3)
+
+
+def test_a_path_it_cannot_read_or_write_is_bad_input_not_a_traceback(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    run("memory", "add", "The build runs on Fridays.")
+    missing = tmp_path / "nowhere" / "mem.jsonl"
+    said = run("memory", "import", str(missing), code=3)
+    assert "cannot read" in said and "nothing was imported" in said
+    latin1 = tmp_path / "latin1.jsonl"
+    latin1.write_bytes(b'{"memory_id": "caf\xe9"}\n')
+    assert "not UTF-8" in run("memory", "import", str(latin1), code=3)
+    assert "not UTF-8" in run("memory", "import", "-", code=3, stdin=b"\xff\xfe\n")
+    said = run("memory", "export", str(missing), code=3)
+    assert "cannot write" in said and "folder that exists" in said
+    assert not missing.parent.exists()
+    assert len(json.loads(run("memory", "list", "--json"))) == 1  # nothing lost
+    # A store that is not there: said before OUTPUT is created, so no empty file is left behind.
+    out = tmp_path / "out.jsonl"
+    run("--database", f"sqlite:///{tmp_path / 'absent.db'}", "memory", "export", str(out), code=5)
+    assert not out.exists()
 
 
 def test_scopes_are_enforced_and_system_is_explicit(run) -> None:  # type: ignore[no-untyped-def]

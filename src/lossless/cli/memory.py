@@ -305,16 +305,22 @@ async def update_command(
 async def export_command(ctx: click.Context, output: Path, scope: tuple[str, ...], as_json: bool) -> None:
     """Write every memory you reach (history included) as JSON Lines to OUTPUT (default: stdout)."""
     to_stdout = str(output) == "-"
-    handle = sys.stdout if to_stdout else output.open("w", encoding="utf-8")
     count = 0
-    try:
-        async with await _open(ctx) as session:
+    async with await _open(ctx) as session:  # the store first: a missing one leaves no empty OUTPUT behind
+        try:
+            handle = sys.stdout if to_stdout else output.open("w", encoding="utf-8")
+        except OSError as exc:
+            raise InputError(
+                f"cannot write {str(output)!r}: {exc.strerror or exc}; name a file in a folder that exists "
+                "and that you may write to, or - for stdout"
+            ) from exc
+        try:
             async for memory in session.service.export(scopes=list(scope) or None):
                 handle.write(json.dumps(memory.to_dict(), ensure_ascii=False) + "\n")
                 count += 1
-    finally:
-        if not to_stdout:
-            handle.close()
+        finally:
+            if not to_stdout:
+                handle.close()
     if to_stdout:
         return
     if as_json:
@@ -335,10 +341,21 @@ async def import_command(ctx: click.Context, source: Path, batch: int, as_json: 
 
     from lossless.memory.records import Memory
 
-    if str(source) == "-":
-        text = sys.stdin.read()
-    else:
-        text = await anyio.to_thread.run_sync(functools.partial(source.read_text, encoding="utf-8"))
+    try:
+        if str(source) == "-":
+            text = sys.stdin.read()
+        else:
+            text = await anyio.to_thread.run_sync(functools.partial(source.read_text, encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(
+            f"cannot read {str(source)!r}: {exc.strerror or exc}; give the file `lcm memory export` wrote, "
+            "or - for stdin; nothing was imported"
+        ) from exc
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"{str(source)!r} is not UTF-8 text ({exc.reason} at byte {exc.start}): give the JSON Lines file "
+            "`lcm memory export` wrote; nothing was imported"
+        ) from exc
     memories: list[Memory] = []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
