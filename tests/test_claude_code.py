@@ -157,6 +157,22 @@ def test_install_into_an_empty_project_and_back_leaves_no_files(tmp_path: Path) 
     assert not settings_file.exists() and not mcp_file.exists()
 
 
+def test_install_into_a_project_folder_that_does_not_exist_is_refused(tmp_path: Path) -> None:
+    typo = tmp_path / "myap" / "src"
+    with pytest.raises(InputError, match="does not exist"):
+        install(typo, command=["lcm"])
+    assert not (tmp_path / "myap").exists()
+    done = subprocess.run(
+        [str(LCM), "install", "claude-code", "--project", str(typo)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 3 and "does not exist" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "myap").exists()
+
+
 def test_a_broken_settings_file_is_reported_not_overwritten(tmp_path: Path) -> None:
     settings_file, _ = settings_paths(tmp_path)
     settings_file.parent.mkdir()

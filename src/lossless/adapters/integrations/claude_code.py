@@ -128,6 +128,12 @@ def install(
     global options, such as ``--database``)."""
     if not command:
         raise InputError("the lcm command to install must not be empty")
+    if project is not None and not project.is_dir():
+        # A mistyped --project must not grow a folder tree that Claude Code never reads.
+        raise InputError(
+            f"the project folder {str(project)!r} does not exist (or is not a folder): give the folder Claude "
+            "Code runs in, or leave --project out to install for the user; nothing was written"
+        )
     settings_file, mcp_file = settings_paths(project, home)
     settings = _read(settings_file)
     hooks = settings.get("hooks", {})
