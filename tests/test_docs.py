@@ -108,6 +108,25 @@ def test_readme_python_quickstart_runs(tmp_path: Path) -> None:
     assert again.stdout.split("\n")[0] == done.stdout.split("\n")[0]  # the same context: no duplicates in it
 
 
+def test_memory_doc_shell_sample_finds_what_it_stored(tmp_path: Path) -> None:
+    """docs/memory.md's first sample, run as written with the default embedder: its search finds the memory."""
+    block = re.search(r"```sh\n(.*?)```", (ROOT / "docs" / "memory.md").read_text(encoding="utf-8"), flags=re.S)
+    assert block is not None
+    lines = [line.split("  #")[0].strip() for line in block.group(1).splitlines()]
+    env = {
+        "PATH": str(Path(sys.executable).parent),
+        "HOME": str(tmp_path),
+        "LCM_DATABASE_URL": f"sqlite:///{tmp_path / 'm.db'}",
+    }
+    outputs = {}
+    for line in lines:
+        done = subprocess.run(line, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, (line, done.stderr)
+        outputs[line.split()[2]] = done.stdout
+    assert "green tea" in outputs["search"], outputs["search"]
+    assert "#1" in outputs["explain"], outputs["explain"]
+
+
 @pytest.mark.parametrize(
     "doc",
     [

@@ -49,6 +49,20 @@ def test_add_search_explain_update_forget(run) -> None:  # type: ignore[no-untyp
     assert len(json.loads(run("memory", "list", "--json"))) == 1
 
 
+def test_explain_shows_the_score_a_cut_off_compared(run) -> None:  # type: ignore[no-untyped-def]
+    # With normalized fusion the cut-offs read the weighted score, not the relative one in the columns: a
+    # candidate shown at 0.7 can be dropped by hard_min_score (0.35), so explain says what was compared.
+    run("memory", "add", "I prefer green tea in the morning.", "--category", "preferences")
+    run("memory", "add", "The deploy runs on Fridays.")
+    explained = json.loads(run("memory", "explain", "tea", "--json"))
+    gated = [d for d in explained["dropped"] if d["stage"] in ("min_score", "hard_min_score")]
+    assert gated
+    for drop in gated:
+        assert drop["compared"] < drop["cut_off"] == {"min_score": 0.3, "hard_min_score": 0.35}[drop["stage"]]
+    table = run("memory", "explain", "tea")
+    assert f"({gated[0]['compared']:.3f} < {gated[0]['cut_off']})" in table
+
+
 def test_add_with_a_fact_key_supersedes_like_the_tool(run) -> None:  # type: ignore[no-untyped-def]
     key = ("--category", "preferences", "--fact-key", "preferences:drink")
     first = json.loads(run("memory", "add", "I prefer coffee.", *key, "--json"))

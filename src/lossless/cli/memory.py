@@ -182,7 +182,10 @@ async def explain_command(
         emit_json(result.to_dict())
         return
     rows = [(h.memory.memory_id, h.stages, f"#{rank}") for rank, h in enumerate(result.hits, 1)]
-    rows += [(memory_id, scores, f"dropped: {stage}") for memory_id, stage, scores in result.dropped]
+    for memory_id, stage, scores in result.dropped:
+        # The score a cut-off compared: with normalized fusion, not the relative one the columns show.
+        gate = result.gates.get(memory_id)
+        rows.append((memory_id, scores, f"dropped: {stage}" + (f" ({gate[0]:.3f} < {gate[1]})" if gate else "")))
     seen = {name for _, scores, _ in rows for name, _ in scores}
     # the time and names stages show only when the query used them (a time named, a name held)
     every = ("fusion", "rerank", "recency", "time", "importance", "length", "time_decay", "names", "mmr")

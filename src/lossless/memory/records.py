@@ -370,11 +370,21 @@ class SearchResult:
     hits: tuple[MemoryHit, ...]
     dropped: tuple[tuple[str, str, tuple[tuple[str, float], ...]], ...] = ()
     timings_ms: Mapping[str, float] = field(default_factory=dict)
+    #: Memory id → (the score a cut-off compared, the cut-off) for those ``min_score`` or ``hard_min_score``
+    #: dropped: with ``normalized`` fusion the cut-offs read the weighted score, not the ``stages`` shown.
+    gates: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+
+    def _dropped(self, memory_id: str, stage: str, scores: tuple[tuple[str, float], ...]) -> dict[str, Any]:
+        out: dict[str, Any] = {"memory_id": memory_id, "stage": stage, "stages": dict(scores)}
+        if memory_id in self.gates:
+            compared, cut_off = self.gates[memory_id]
+            out["compared"], out["cut_off"] = round(compared, 4), cut_off
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "query": self.query,
             "hits": [h.to_dict() for h in self.hits],
-            "dropped": [{"memory_id": m, "stage": st, "stages": dict(sc)} for m, st, sc in self.dropped],
+            "dropped": [self._dropped(m, st, sc) for m, st, sc in self.dropped],
             "timings_ms": {k: round(v, 3) for k, v in self.timings_ms.items()},
         }
