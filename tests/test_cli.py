@@ -543,3 +543,35 @@ def test_version_loads_no_command() -> None:
     code = "import sys; from lossless.cli import cli; print(sorted(m for m in sys.modules if m.startswith('lossless')))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert ast.literal_eval(done.stdout) == ["lossless", "lossless._version", "lossless.cli", "lossless.cli._state"]
+
+
+@pytest.mark.skipif(not Path("/proc/self/wchan").exists(), reason="waits for the read through /proc (Linux)")
+def test_ctrl_c_says_what_was_kept_and_how_to_go_on(tmp_path: Path) -> None:
+    """Ctrl-C in a command (here blocked reading stdin): exit 130 and what was kept, no traceback, no "Aborted!"."""
+    import signal
+    import time
+
+    lcm = Path(sys.executable).with_name("lcm")
+    env = {"PATH": str(lcm.parent), "HOME": str(tmp_path), "LCM_DATABASE_URL": f"sqlite:///{tmp_path / 'c.db'}"}
+    proc = subprocess.Popen(
+        [str(lcm), "memory", "import", "-", "--json"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
+    try:
+        wchan = Path(f"/proc/{proc.pid}/wchan")
+        deadline = time.monotonic() + 60
+        while "pipe" not in wchan.read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "pipe" in wchan.read_text(), "lcm never blocked reading stdin"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert err.startswith("interrupted:") and "run the same command again" in err
+    assert "Traceback" not in err and "Aborted" not in err
+    assert json.loads(out)["error"]["type"] == "Interrupted"

@@ -5,6 +5,7 @@ options (explicit) over ``LCM_*`` variables and the config file; errors from
 the :class:`~lossless.errors.LcmError` tree become one line on stderr (and, with
 ``--json``, a ``{"ok": false, "error": …}`` object on stdout) and the exit code
 of :data:`~lossless.errors.EXIT_CODES`.  Nothing else in the CLI catches them.
+Ctrl-C in a command is exit code 130 with one line saying what was kept and how to go on.
 
 Output is verbatim: the consoles interpret no markup and no emoji codes in what
 they print (stored text, paths and error messages reach the terminal as they
@@ -160,6 +161,15 @@ async def open_engine(state: CliState, *, create: bool = False, **overrides: Any
     return await ContextEngine.open(config=config)
 
 
+#: Ctrl-C's exit status (128 + SIGINT, as shells report it) and what the command says.
+EXIT_INTERRUPTED = 130
+INTERRUPTED = (
+    "what was already written is kept whole and nothing is half-written (an imported file is stored whole "
+    "or not at all); run the same command again to go on: lcm import, lcm index and lcm migrate "
+    "continue where they stopped"
+)
+
+
 json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 
 
@@ -185,5 +195,12 @@ def run_command(fn: Callable[P, Awaitable[T]]) -> Callable[P, T]:
                 emit_json({"ok": False, "error": {"type": type(exc).__name__, "message": str(exc)}})
             stderr().print(styled(("error:", "bold red"), f" {cli_words(str(exc))}"), soft_wrap=True)
             sys.exit(exit_code_for(exc))
+        except KeyboardInterrupt:
+            # Ctrl-C: every write is one transaction (an import file whole or not at all), so say so and
+            # how to go on, instead of click's bare "Aborted!".
+            if as_json:
+                emit_json({"ok": False, "error": {"type": "Interrupted", "message": INTERRUPTED}})
+            stderr().print(styled(("interrupted:", "bold red"), f" {INTERRUPTED}"), soft_wrap=True)
+            sys.exit(EXIT_INTERRUPTED)
 
     return wrapper
