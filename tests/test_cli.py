@@ -65,6 +65,7 @@ def test_import_then_inspect(db: str, tmp_path: Path) -> None:
     assert stats["messages"] == conversation["messages"] and stats["backend"] == "sqlite"
     human = run("stats", db=db)
     assert "messages" in human.output and "Size on disk" in human.output
+    assert f"{db}  (sqlite, schema v" in human.output  # the store's URL whole, never wrapped at the table's width
 
 
 def test_reimport_is_idempotent_and_reported(db: str) -> None:

@@ -148,7 +148,9 @@ async def stats_command(state: CliState, as_json: bool) -> None:
             }
         )
         return
-    table = Table(title=f"{stats.url}  ({stats.backend}, schema v{stats.schema_version})", title_justify="left")
+    # The store on a line of its own: a table title wraps at the table's width and would cut the URL.
+    stdout().print(f"{stats.url}  ({stats.backend}, schema v{stats.schema_version})", soft_wrap=True)
+    table = Table()
     table.add_column("what")
     table.add_column("count", justify="right")
     for label, value in (
