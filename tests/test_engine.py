@@ -778,3 +778,14 @@ async def test_memories_of_a_turn_go_to_the_agent_its_session_key_names(config: 
     async with await open_memory(settings, system=True) as session:
         oolong = [m for _, m in await session.service.list() if "oolong" in m.content]
         assert oolong and {m.scope for m in oolong} == {"agent:main"}
+
+
+async def test_open_closes_the_store_when_a_setting_is_refused(tmp_path: Path) -> None:
+    """A setting the engine refuses after the store opened: the error, and no index thread left running."""
+    import threading
+
+    from lossless.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="needs a model"):
+        await ContextEngine.open(f"sqlite:///{tmp_path / 'refused.db'}", summary_provider="openai")
+    assert not [t.name for t in threading.enumerate() if t.name.endswith("refused.db")]

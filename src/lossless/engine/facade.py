@@ -183,7 +183,13 @@ class ContextEngine:
         elif settings or database_url:
             config = config.replace(**({"database_url": database_url} if database_url else {}), **settings)
         store = await wiring.open_store(config.resolved_database_url, config)
-        return cls(store, config, clock=clock)
+        try:
+            return cls(store, config, clock=clock)
+        except BaseException:
+            # A setting the engine refuses (a summarizer with no model …): close the store again, else
+            # its connections and index thread outlive the error (and, in `lcm replay`, its scratch folder).
+            await store.close()
+            raise
 
     async def __aenter__(self) -> ContextEngine:
         return self
