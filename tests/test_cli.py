@@ -576,3 +576,13 @@ def test_ctrl_c_says_what_was_kept_and_how_to_go_on(tmp_path: Path) -> None:
     assert err.startswith("interrupted:") and "run the same command again" in err
     assert "Traceback" not in err and "Aborted" not in err
     assert json.loads(out)["error"]["type"] == "Interrupted"
+
+
+@pytest.mark.parametrize("command", [("compact",), ("jobs", "add", "compaction")])
+def test_full_and_until_are_alternatives(db: str, command: tuple[str, ...]) -> None:
+    """`[--full | --until TOKENS]`: both at once is a usage error, not one of them silently ignored."""
+    assert run("import", str(SAMPLE), db=db).exit_code == 0
+    result = run(*command, "1", "--full", "--until", "100", db=db)
+    assert result.exit_code == 2 and "--full and --until are alternatives" in result.output
+    assert json.loads(run("compactions", "1", "--json", db=db).stdout)["events"] == []  # nothing ran
+    assert json.loads(run("jobs", "list", "--json", db=db).stdout) == []  # nothing queued

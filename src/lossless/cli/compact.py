@@ -33,6 +33,10 @@ async def compact_command(state: CliState, conversation: str, until: int | None,
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
+    if full and until is not None:
+        raise click.UsageError(
+            "--full and --until are alternatives: give one (--full runs every pass there is room for)"
+        )
     mode: Mode = "until_under" if until is not None else ("full" if full else "incremental")
     async with await open_engine(state) as engine:
         with Progress(

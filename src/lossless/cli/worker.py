@@ -186,6 +186,10 @@ async def jobs_add(
     as_json: bool,
 ) -> None:
     """Queue a KIND job (compaction needs a CONVERSATION; integrity checks everything without one)."""
+    if full and until is not None:
+        raise click.UsageError(
+            "--full and --until are alternatives: give one (--full runs every pass there is room for)"
+        )
     async with await open_engine(state, create=True) as engine:
         if kind == "compaction":
             if conversation is None:
