@@ -590,3 +590,28 @@ def test_a_lone_surrogate_over_http_stores_the_turn_and_says_so(base_url: str) -
         )
         assert tool.status_code == 200, tool.text
         assert (tool.json()["stored"], tool.json()["repaired"]) == (1, 1)
+
+
+@pytest.mark.parametrize(
+    "command", [("serve",), ("ui", "--no-browser"), ("mcp", "--http")], ids=["serve", "ui", "mcp-http"]
+)
+def test_a_port_in_use_is_said_plainly(tmp_path: Path, command: tuple[str, ...]) -> None:
+    """Another process listens on the port: exit code 4 and what to do, no traceback, no browser sent there."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        lcm = Path(sys.executable).with_name("lcm")
+        done = subprocess.run(
+            [str(lcm), "--database", f"sqlite:///{tmp_path / 'p.db'}", *command, "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "HOME": str(tmp_path)},
+            check=False,
+        )
+    assert done.returncode == 4, done.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr and "choose another with --port" in done.stderr
+    assert "Traceback" not in done.stderr and "the explorer is at" not in done.stdout

@@ -31,6 +31,7 @@ Invariants:
 import hmac
 import ipaddress
 import logging
+import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
@@ -709,27 +710,57 @@ def create_app(config: Config, *, engines: Engines | None = None, listen_host: s
     return app
 
 
-async def serve(config: Config, *, host: str = "127.0.0.1", port: int = 8765, build_index: bool = True) -> None:
+async def serve(
+    config: Config,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    build_index: bool = True,
+    sock: socket.socket | None = None,
+) -> None:
     """Run the API with uvicorn until interrupted; refuses a non-loopback ``host`` without api_tokens.
 
     With ``build_index`` (``lcm serve``; not the read-only ``lcm ui``) the server also builds the
     semantic index and mines memories while idle, as the MCP server and workers do: searches by
     meaning never embed stored texts, so without a builder they would rank by words alone.
+    ``sock``: already bound by :func:`listen_socket` (``lcm ui`` binds before it opens the browser); the
+    server closes it.
     """
     import uvicorn
 
     check_bind(config, host)
-    engines = await Engines.open(config)
+    sock = sock or listen_socket(host, port)
     try:
-        app = create_app(config, engines=engines, listen_host=host)
-        server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info"))
-        async with anyio.create_task_group() as group:
-            if build_index:
-                group.start_soon(engines.base.index_in_background)
-            await server.serve()
-            group.cancel_scope.cancel()
+        engines = await Engines.open(config)
+        try:
+            app = create_app(config, engines=engines, listen_host=host)
+            server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info"))
+            async with anyio.create_task_group() as group:
+                if build_index:
+                    group.start_soon(engines.base.index_in_background)
+                await server.serve(sockets=[sock])
+                group.cancel_scope.cancel()
+        finally:
+            await engines.close()
     finally:
-        await engines.close()
+        sock.close()
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """The bound socket a server listens on, as uvicorn binds it; a port it cannot have is a :class:`ConfigError`
+    that says what to do (uvicorn itself would exit from inside its task group, with a traceback)."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}; another server (another `lcm serve` or "
+            "`lcm mcp --http`?) may be using that port: stop it, or choose another with --port"
+        ) from exc
+    sock.set_inheritable(True)
+    return sock
 
 
 def check_bind(config: Config, host: str) -> None:

@@ -223,7 +223,7 @@ async def serve_http(
     """Serve MCP over streamable HTTP at ``http://host:port/mcp`` (loopback only)."""
     import uvicorn
 
-    from lossless.adapters.http import is_loopback
+    from lossless.adapters.http import is_loopback, listen_socket
 
     if not is_loopback(host):
         raise ConfigError(
@@ -231,15 +231,19 @@ async def serve_http(
             "For remote access use `lcm serve` with api_tokens"
         )
     _logging_to_stderr()
-    async with await ContextEngine.open(config=config) as engine:
-        app = (await _session(engine, grant_id, follow)).streamable_http_app(host=host)
-        guarded = BrowserGuard(
-            app, listen_host=host, hosts=config.api_allowed_hosts, origins=config.api_allowed_origins
-        )
-        server = uvicorn.Server(uvicorn.Config(guarded, host=host, port=port, log_level="info"))
-        async with anyio.create_task_group() as group:
-            if follow:
-                group.start_soon(follow_paths, engine, follow, interval)
-            group.start_soon(engine.index_in_background)  # semantic grep never embeds: vectors are built here
-            await server.serve()
-            group.cancel_scope.cancel()
+    sock = listen_socket(host, port)  # a port in use is said plainly, before anything opens
+    try:
+        async with await ContextEngine.open(config=config) as engine:
+            app = (await _session(engine, grant_id, follow)).streamable_http_app(host=host)
+            guarded = BrowserGuard(
+                app, listen_host=host, hosts=config.api_allowed_hosts, origins=config.api_allowed_origins
+            )
+            server = uvicorn.Server(uvicorn.Config(guarded, host=host, port=port, log_level="info"))
+            async with anyio.create_task_group() as group:
+                if follow:
+                    group.start_soon(follow_paths, engine, follow, interval)
+                group.start_soon(engine.index_in_background)  # semantic grep never embeds: vectors are built here
+                await server.serve(sockets=[sock])
+                group.cancel_scope.cancel()
+    finally:
+        sock.close()

@@ -38,13 +38,15 @@ async def ui_command(state: CliState, port: int, no_browser: bool) -> None:
     """Open the web explorer on this store (lcm serve on 127.0.0.1, then the browser at /ui/)."""
     import webbrowser
 
-    from lossless.adapters.http import serve
+    from lossless.adapters.http import listen_socket, serve
 
+    config = state.config()
+    sock = listen_socket("127.0.0.1", port)  # the port first: a browser is never sent to another server
     address = f"http://127.0.0.1:{port}/ui/"
     click.echo(f"the explorer is at {address} (Ctrl-C stops it)")
     if not no_browser:
         webbrowser.open(address)
-    await serve(state.config(), host="127.0.0.1", port=port, build_index=False)  # the explorer only reads
+    await serve(config, host="127.0.0.1", port=port, build_index=False, sock=sock)  # the explorer only reads
 
 
 @click.command("mcp")
