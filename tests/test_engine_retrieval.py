@@ -81,3 +81,11 @@ async def test_facade_applies_the_callers_reach(engine: ContextEngine) -> None:
         await engine.describe(file.id, caller=stranger, all_conversations=True)
     with pytest.raises(NotFoundError):
         await engine.grep("x", conversation="no-such-session")
+
+
+async def test_a_time_bound_that_is_not_a_time_says_what_to_write(engine: ContextEngine) -> None:
+    await seeded(engine)
+    for bound in ("since", "before"):
+        with pytest.raises(InputError, match=rf"^{bound} 'last tuesday' is not a time: write an ISO-8601"):
+            await engine.grep("canary", **{bound: "last tuesday"})  # type: ignore[arg-type]
+    assert (await engine.grep("canary", since="2000-01-01", before="2999-12-31T23:59Z")).hits  # a date alone is fine

@@ -72,6 +72,19 @@ log = logging.getLogger("lossless.index")
 _BUILDER_SEEN_S = 60.0
 
 
+def _time_bound(name: str, value: datetime | str | None) -> datetime | None:
+    """A grep's ``since`` / ``before``: a ``datetime``, or ISO-8601 text; bad text says what to write."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return parse_timestamp(value)
+    except InputError as exc:
+        raise InputError(
+            f"{name} {value!r} is not a time: write an ISO-8601 date or time, like 2026-01-31 or "
+            "2026-01-31T12:00Z (UTC when no zone is given)"
+        ) from exc
+
+
 @dataclass(frozen=True, slots=True)
 class IndexBuild:
     """What :meth:`Recall.build_index` did: items embedded for search, memories given vectors of the
@@ -244,8 +257,8 @@ class Recall:
             pattern,
             mode=mode,
             scope=scope,
-            since=None if since is None else parse_timestamp(since) if isinstance(since, str) else since,
-            before=None if before is None else parse_timestamp(before) if isinstance(before, str) else before,
+            since=_time_bound("since", since),
+            before=_time_bound("before", before),
             limit=limit,
             sort=sort,
             context=context,
