@@ -315,6 +315,7 @@ def test_a_session_with_an_unusable_grant_does_not_start(tmp_path: Path) -> None
     )
     assert done.returncode == 11, done.stderr  # AccessDeniedError's exit code
     assert "grant 'grant_nope' is not valid for agent 'main'" in done.stderr + done.stdout
+    assert "make one with `lcm grants create`" in done.stderr  # and what to do
 
 
 async def test_parallel_lcm_expand_calls_stay_within_the_grants_cap(tmp_path: Path) -> None:

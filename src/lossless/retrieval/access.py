@@ -111,7 +111,10 @@ async def check_grant(store: Store, caller: Caller, now: datetime) -> Grant:
     assert caller.grant_id is not None
     grant = await store.get_grant(caller.grant_id)
     if grant is None or grant.agent_id != caller.agent_id:
-        raise AccessDenied(f"grant {caller.grant_id!r} is not valid for {caller.describe()}")
+        raise AccessDenied(
+            f"grant {caller.grant_id!r} is not valid for {caller.describe()}: no grant of this agent has that id "
+            "(grants are per agent: check the id and --agent, or make one with `lcm grants create`)"
+        )
     if grant.revoked_at is not None:
         raise AccessDenied(
             f"grant {grant.id!r} was revoked ({grant.revoke_reason or 'revoked'}); "
