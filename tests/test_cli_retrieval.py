@@ -125,3 +125,11 @@ def test_grep_context_and_the_any_word_fallback(tmp_path: Path) -> None:
     words = json.loads(run(db, "grep", "why were tenants throttled zzqx", "--mode", "full_text", "--json").stdout)
     assert words["fallback"] == "any_word" and words["matches"]
     assert run(db, "grep", "x", "--context", "9").exit_code == 2  # out of range: a usage error
+
+
+def test_expand_needs_ids_or_a_query_in_the_commands_words(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'x.db'}"
+    assert run(db, "import", str(SAMPLE)).exit_code == 0
+    for args in ((), ("sum_a", "--query", "limiter")):
+        result = run(db, "expand", *args)
+        assert result.exit_code == 2 and "give summary ids (sum_…" in result.output and "--query Q" in result.output
