@@ -132,4 +132,4 @@ def test_expand_needs_ids_or_a_query_in_the_commands_words(tmp_path: Path) -> No
     assert run(db, "import", str(SAMPLE)).exit_code == 0
     for args in ((), ("sum_a", "--query", "limiter")):
         result = run(db, "expand", *args)
-        assert result.exit_code == 2 and "give summary ids (sum_…" in result.output and "--query Q" in result.output
+        assert result.exit_code == 3 and "give summary ids (sum_…" in result.output and "--query Q" in result.output

@@ -137,7 +137,7 @@ async def expand_command(
 ) -> None:
     """Expand SUMMARY_IDS (or --query matches) into the summaries and messages they were made from."""
     if bool(summary_ids) == (query is not None):
-        raise click.UsageError(
+        raise InputError(
             "give summary ids (sum_…, as lcm grep --scope summaries cites them) or --query Q, not both and not neither"
         )
     async with await open_engine(state) as engine:
