@@ -157,6 +157,8 @@ class Scored:
     #: ``normalized`` fusion: the reference's weighted score, carried through the same boosts and
     #: factors, that the absolute cut-offs (min_score, hard_min_score) read — relative scores cannot.
     absolute: float | None = None
+    #: When a cut-off dropped it (``min_score``, ``hard_min_score``): the score it compared, and the cut-off.
+    gate: tuple[float, float] | None = None
 
     @property
     def memory(self) -> Memory:
@@ -168,8 +170,8 @@ class Scored:
             value = min(1.0, value)
         return replace(self, score=value, stages=(*self.stages, (stage, value)))
 
-    def drop(self, stage: str) -> Scored:
-        return replace(self, dropped_at=stage)
+    def drop(self, stage: str, gate: tuple[float, float] | None = None) -> Scored:
+        return replace(self, dropped_at=stage, gate=gate)
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,8 +238,9 @@ def fuse(
             value = _weighted(c, config)
         value = min(1.0, max(0.0, value))  # as ``Scored.at`` records a clamped stage
         s = Scored(c, value, (("fusion", value),), absolute=absolute)
-        if config.fusion != "rrf" and _gate(s) + boosts.get(c.memory.memory_id, 0.0) < config.min_score:
-            dropped.append(s.drop("min_score"))
+        compared = _gate(s) + boosts.get(c.memory.memory_id, 0.0)
+        if config.fusion != "rrf" and compared < config.min_score:
+            dropped.append(s.drop("min_score", (compared, config.min_score)))
         else:
             kept.append(s)
     return _order(kept), dropped
@@ -360,7 +363,7 @@ def finish(
             absolute = None if absolute is None else absolute * factor
         s = Scored(s.candidate, score, tuple(stages), s.dropped_at, absolute)  # ``replace``, built directly
         if config.fusion != "rrf" and _gate(s) < config.hard_min_score:
-            dropped.append(s.drop("hard_min_score"))
+            dropped.append(s.drop("hard_min_score", (_gate(s), config.hard_min_score)))
         elif config.noise_filter and (_noise(m.abstract) or _noise(m.content)):
             dropped.append(s.drop("noise"))
         else:

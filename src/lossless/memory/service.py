@@ -599,22 +599,12 @@ class MemoryService:
             touched = await self.store.record_access([h.memory.memory_id for h in hits], now)
             await self._apply_tiers(touched, now)
         all_dropped: list[Scored] = [*dropped, *late] if explain else []
-        cut_offs = {"min_score": self.retrieval.min_score, "hard_min_score": self.retrieval.hard_min_score}
         return SearchResult(
             query,
             hits,
             tuple((s.memory.memory_id, s.dropped_at or "", s.stages) for s in all_dropped),
             timings,
-            gates={
-                s.memory.memory_id: (
-                    (s.score if s.absolute is None else s.absolute) + boosts.get(s.memory.memory_id, 0.0)
-                    if s.dropped_at == "min_score"
-                    else (s.score if s.absolute is None else s.absolute),
-                    cut_offs[s.dropped_at],
-                )
-                for s in all_dropped
-                if s.dropped_at in cut_offs
-            },
+            gates={s.memory.memory_id: s.gate for s in all_dropped if s.gate is not None},
         )
 
     # ------------------------------------------------------------- lifecycle
