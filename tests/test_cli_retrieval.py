@@ -133,3 +133,12 @@ def test_expand_needs_ids_or_a_query_in_the_commands_words(tmp_path: Path) -> No
     for args in ((), ("sum_a", "--query", "limiter")):
         result = run(db, "expand", *args)
         assert result.exit_code == 3 and "give summary ids (sum_…" in result.output and "--query Q" in result.output
+
+
+def test_an_id_that_cannot_be_opened_says_which_ids_can(tmp_path: Path) -> None:
+    db = imported(tmp_path)
+    for command in ("show", "describe"):
+        result = run(db, command, "bogus")
+        # the same words whichever command (or tool) asked: no "describe takes" from `lcm show`
+        assert result.exit_code == 3 and "'bogus' is not an id that can be opened" in result.output
+        assert "sum_…" in result.output and "msg#N" in result.output and "describe takes" not in result.output

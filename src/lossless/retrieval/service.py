@@ -319,7 +319,8 @@ class Retriever:
         message_id = message_id_of(given) if isinstance(given, str) else None
         if not isinstance(given, str) or (message_id is None and not given.startswith(("sum_", "file_"))):
             raise InputError(
-                f"describe takes a summary id (sum_…), a file id (file_…) or a message id (msg#N), got {item_id!r}"
+                f"{item_id!r} is not an id that can be opened: give a summary id (sum_…), a file id (file_…) or "
+                "a message id (msg#N), as grep's matches cite them"
             )
         check_unicode(item_id, "id")
         reach = await self.reach(caller, conversation_id=conversation_id, all_conversations=all_conversations)
