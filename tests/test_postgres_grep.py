@@ -17,7 +17,7 @@ import psycopg.conninfo
 import pytest
 
 from lossless import ContextEngine, Message
-from lossless.errors import InputError
+from lossless.errors import InputError, NotFoundError
 from lossless.memory.hashing import HashEmbedder
 from lossless.memory.messages import MessageSearch
 from lossless.memory.scopes import MemoryCaller
@@ -269,6 +269,55 @@ async def test_a_hybrid_grep_reads_its_keyword_page_with_its_reach(pg_url: str, 
             finally:
                 await reader.close()
     finally:
+        await writer.dispose()
+
+
+async def test_a_conversation_named_by_its_session_id_is_looked_up_with_the_reach(pg_url: str, tmp_path: Path) -> None:
+    """``session=``: the conversation's session id is read in the reach's round trip; the same hits and errors."""
+    writer = await ContextEngine.open(pg_url, agent_id="alice")
+    bob = await ContextEngine.open(pg_url, agent_id="bob")
+    try:
+        a = await writer.ingest_batch("a-main", [Message.user(f"deploy step {i}") for i in range(5)])
+        await writer.ingest_batch("a-other", [Message.user("deploy the other one")])
+        await bob.ingest_batch("b-main", [Message.user("deploy bob's secret")])
+        await writer.store.wait_indexed()
+        async with counting_proxy(pg_url, tmp_path) as (url, counter):
+            store = await PostgresStore.open(url, pool_size=1)
+            try:
+                fast, plain = Retriever(store), Retriever(PlainStore(store))  # type: ignore[arg-type]
+                words = GrepOptions("deploy", mode="full_text", limit=10)
+                for caller, wide in ((OPERATOR, True), (ALICE, True)):
+                    await fast.grep(caller, words, session="a-main", all_conversations=wide)  # learns the reach
+                    counter.reset()
+                    found = await fast.grep(caller, words, session="a-main", all_conversations=wide)
+                    assert counter.round_trips == 1, (caller, wide)
+                    by_id = await plain.grep(caller, words, conversation_id=a.conversation_id, all_conversations=wide)
+                    by_session = await plain.grep(caller, words, session="a-main", all_conversations=wide)
+                    same(found, by_id)
+                    same(found, by_session)
+                    assert {h.conversation_id for h in found.hits} == {a.conversation_id}
+                # Digits name an id; an unknown session, and another agent's, are not found on either path.
+                same(
+                    await fast.grep(OPERATOR, words, session=str(a.conversation_id), all_conversations=True),
+                    await fast.grep(OPERATOR, words, conversation_id=a.conversation_id, all_conversations=True),
+                )
+                for retriever in (fast, plain):
+                    with pytest.raises(AccessDenied):  # found, but outside the caller's family
+                        await retriever.grep(ALICE, words, session="a-main")
+                    for session in ("nowhere", "b-main"):
+                        with pytest.raises(NotFoundError, match=session):
+                            await retriever.grep(OPERATOR, words, session=session, all_conversations=True)
+                with pytest.raises(InputError, match="not both"):
+                    await fast.grep(OPERATOR, words, session="a-main", conversation_id=a.conversation_id)
+                # Through the engine: a session id names the conversation (one lookup fewer), as before.
+                hits = (await writer.grep("deploy", mode="full_text", conversation="a-main")).hits
+                assert hits and {h.conversation_id for h in hits} == {a.conversation_id}
+                with pytest.raises(NotFoundError):
+                    await writer.grep("deploy", mode="full_text", conversation="b-main")
+            finally:
+                await store.close()
+    finally:
+        await bob.dispose()
         await writer.dispose()
 
 

@@ -23,9 +23,10 @@ from lossless.errors import InputError, PartialIndexWarning
 from lossless.memory.messages import MessageHit, SummaryHit
 from lossless.memory.records import MemoryDraft
 from lossless.records import MessageRecord, Summary
-from lossless.retrieval import Caller, GrepOptions, Retriever, hybrid
+from lossless.retrieval import Caller, GrepOptions, Retriever, hybrid, ranking
 from lossless.retrieval.semantic import grep_semantic
 from lossless.retrieval.toolcalls import call_tool
+from lossless.speakers import spoken
 
 pytestmark = pytest.mark.anyio
 
@@ -1115,3 +1116,14 @@ async def test_hybrid_ranks_alike_whenever_it_is_asked(config: Config) -> None:
         later_greps, later_memories = await asked(days)
         assert later_greps == now_greps, days
         assert later_memories != now_memories, days  # the memory search itself still reads age
+
+
+@given(
+    st.text(st.sampled_from("Maya Jonas: the we went hiking there 東京に行った user\n "), max_size=60),
+    st.integers(0, 8),
+)
+def test_a_turns_kept_substance_prior_is_the_one_computed(content: str, enough: int) -> None:
+    """hybrid keeps the substance prior of a turn without metadata per text: exactly what is computed each time."""
+    expected = ranking.substance(spoken(content, None), enough)
+    assert hybrid._plain_substance(content, enough) == expected
+    assert hybrid._plain_substance(content, enough) == expected  # the kept one

@@ -53,6 +53,7 @@ from lossless.retrieval.dag import DEFAULT_MAX_DEPTH
 from lossless.retrieval.expansion import ExpandQueryResult, new_grant_id
 from lossless.retrieval.expansion import expand_query as run_expand_query
 from lossless.retrieval.semantic import INDEX_BUILDING_NOTE
+from lossless.retrieval.service import conversation_named
 from lossless.subagent import DEFAULT_MAX_TOKENS as DEFAULT_EXPANSION_ANSWER_TOKENS
 from lossless.subagent import ExpansionRunner
 from lossless.tokens import TokenCounter
@@ -252,7 +253,8 @@ class Recall:
         conversations (or ``conversation``); an agent's own calls pass its
         :class:`Caller` so its reach applies.
         """
-        who, conversation_id, wide = await self._retrieval_target(caller, conversation, all_conversations)
+        who, wide = caller or Caller(self.config.agent_id), True if caller is None else all_conversations
+        named = conversation_named(conversation)  # a session id is looked up with the reach (one round trip)
         options = GrepOptions(
             pattern,
             mode=mode,
@@ -263,7 +265,10 @@ class Recall:
             sort=sort,
             context=context,
         )
-        result = await self.retriever.grep(who, options, conversation_id=conversation_id, all_conversations=wide)
+        if isinstance(named, str):
+            result = await self.retriever.grep(who, options, session=named, all_conversations=wide)
+        else:
+            result = await self.retriever.grep(who, options, conversation_id=named, all_conversations=wide)
         if mode in ("semantic", "hybrid"):
             self._warn_if_unbuilt(result)
         return result

@@ -62,12 +62,15 @@ class ReachPages:
 
     ``links`` are :meth:`Store.list_conversation_links`'s, ``own`` the id of the conversation
     :meth:`Store.find_conversation` finds for the caller's session (None when none was asked or
-    found), ``pages`` one per request, as :meth:`Store.search` returns it.
+    found), ``pages`` one per request, as :meth:`Store.search` returns it, and ``named`` the id of
+    the agent's conversation with the session id asked as ``named_session`` (None when none was
+    asked or found).
     """
 
     links: list[tuple[int, int | None, str | None]]
     own: int | None
     pages: list[list[SearchRow]]
+    named: int | None = None
 
 
 @runtime_checkable
@@ -86,9 +89,11 @@ class ReachSearchStore(Protocol):
         *,
         session_id: str | None = None,
         session_key: str | None = None,
+        named_session: str | None = None,
     ) -> ReachPages:
         """:meth:`Store.list_conversation_links`, :meth:`Store.find_conversation` (only when a session is
-        named) and :meth:`Store.search` of each request, from one state of the store."""
+        named: the caller's own, and ``named_session``, the session id naming the conversation searched)
+        and :meth:`Store.search` of each request, from one state of the store."""
         ...
 
 

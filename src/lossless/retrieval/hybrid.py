@@ -55,6 +55,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
+from functools import lru_cache
 from typing import TYPE_CHECKING, Literal
 
 from lossless.ports import SearchRequest, SearchRow, Store
@@ -475,9 +476,23 @@ def _priors(scores: dict[int | str, float], records: dict[int, MessageRecord], q
         if record is None:
             continue
         if enough > 0:  # a speaker named in metadata counts as one named in the text ("Maya: …")
-            scores[key] *= ranking.substance(spoken(record.content, record.metadata), enough)
+            if record.metadata is None and len(record.content) <= _KEPT_TEXT:
+                scores[key] *= _plain_substance(record.content, enough)
+            else:
+                scores[key] *= ranking.substance(spoken(record.content, record.metadata), enough)
         if intent is not None and ranking.shows(intent, record.role, record.content):
             scores[key] += INTENT_BOOST
+
+
+#: The longest text whose substance prior :func:`_plain_substance` keeps (a typical turn; longer: scored each time).
+_KEPT_TEXT = 2_000
+
+
+@lru_cache(maxsize=8_192)
+def _plain_substance(content: str, enough: int) -> float:
+    """The substance prior of a turn without metadata (kept per text: each question reads some 650 turns, mostly
+    the same ones again): exactly ``ranking.substance(spoken(content, None), enough)``."""
+    return ranking.substance(spoken(content, None), enough)
 
 
 async def keyword_hits(

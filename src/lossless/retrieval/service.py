@@ -56,13 +56,33 @@ from lossless.retrieval.hybrid import keyword_hits, keyword_requests
 from lossless.retrieval.semantic import SemanticSearch, grep_semantic
 from lossless.tokens import EstimatingCounter, TokenCounter
 
-__all__ = ["FileView", "MessageView", "Retriever", "message_id_of"]
+__all__ = ["FileView", "MessageView", "Retriever", "conversation_named", "message_id_of"]
 
 _QUERY_HITS = 5
 #: Reaches remembered as guesses for the next grep of the same kind of call: at most this many, holding
 #: at most this many conversation ids together (then they are forgotten; a reach larger is not kept).
 _REACH_GUESSES = 256
 _GUESSED_IDS = 100_000
+
+
+def conversation_named(conversation: int | str | None) -> int | str | None:
+    """A conversation as a caller names it, checked: its id (an int, or digits), a session id to look up, or None."""
+    if conversation is None:
+        return None
+    if isinstance(conversation, int) and not isinstance(conversation, bool):
+        return check_integer(conversation, "conversation id")
+    if not isinstance(conversation, str) or not conversation:
+        raise InputError(f"conversation must be an id or a session id, got {conversation!r}")
+    check_unicode(conversation, "conversation")
+    if conversation.isascii() and conversation.isdigit():
+        if len(conversation) > 19:
+            raise InputError(f"conversation id {conversation[:40]}… is out of range: ids are 64-bit integers")
+        return check_integer(int(conversation), "conversation id")
+    return conversation
+
+
+def _no_session(session: str) -> NotFoundError:
+    return NotFoundError("conversation", session, "give a conversation id or a session id")
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +166,7 @@ class Retriever:
         #: Why no embedder can run here (a package missing), once a search found out: hybrid then ranks by words.
         self._no_embedder: str | None = None
         #: The reach each kind of grep call had last time: a guess, checked before it is used (:meth:`_grep_reach`).
-        self._reach_guesses: dict[tuple[str, str | None, str | None, int | None, bool], tuple[int, ...]] = {}
+        self._reach_guesses: dict[tuple[str, str | None, str | None, int | str | None, bool], tuple[int, ...]] = {}
 
     def semantic_search(self) -> SemanticSearch:
         """The semantic search port, made by the ``semantic`` factory on first use (then kept: it caches)."""
@@ -168,20 +188,12 @@ class Retriever:
 
     async def conversation_id_for(self, caller: Caller, conversation: int | str | None) -> int | None:
         """A conversation named by id (an int or digits) or by one of the caller's agent's session ids."""
-        if conversation is None:
-            return None
-        if isinstance(conversation, int) and not isinstance(conversation, bool):
-            return check_integer(conversation, "conversation id")
-        if not isinstance(conversation, str) or not conversation:
-            raise InputError(f"conversation must be an id or a session id, got {conversation!r}")
-        check_unicode(conversation, "conversation")
-        if conversation.isascii() and conversation.isdigit():
-            if len(conversation) > 19:
-                raise InputError(f"conversation id {conversation[:40]}… is out of range: ids are 64-bit integers")
-            return check_integer(int(conversation), "conversation id")
-        found = await self.store.find_conversation(agent_id=caller.agent_id, session_id=conversation)
+        named = conversation_named(conversation)
+        if not isinstance(named, str):
+            return named
+        found = await self.store.find_conversation(agent_id=caller.agent_id, session_id=named)
         if found is None:
-            raise NotFoundError("conversation", conversation, "give a conversation id or a session id")
+            raise _no_session(named)
         return found.id
 
     # -- grep
@@ -193,8 +205,20 @@ class Retriever:
         *,
         conversation_id: int | None = None,
         all_conversations: bool = False,
+        session: str | None = None,
     ) -> GrepResult:
-        reach, requests, first_pages = await self._grep_reach(caller, options, conversation_id, all_conversations)
+        """Search within the caller's reach; ``session``: the conversation named by one of the caller's agent's
+        session ids instead of ``conversation_id`` (looked up with the reach, in the same round trip where the
+        store allows it; :class:`~lossless.errors.NotFoundError` when the agent has no such session)."""
+        if session is not None:
+            if conversation_id is not None:
+                raise InputError("pass conversation_id or session, not both")
+            named = conversation_named(session)
+            if not isinstance(named, str):  # digits name an id (as conversation_id_for reads them)
+                conversation_id, session = named, None
+        reach, requests, first_pages = await self._grep_reach(
+            caller, options, conversation_id, all_conversations, session
+        )
         if options.scope == "files":
             result = await grep_files(self.store, options, reach.conversation_ids, self._read_file)
         else:
@@ -251,7 +275,12 @@ class Retriever:
         )
 
     async def _grep_reach(
-        self, caller: Caller, options: GrepOptions, conversation_id: int | None, all_conversations: bool
+        self,
+        caller: Caller,
+        options: GrepOptions,
+        conversation_id: int | None,
+        all_conversations: bool,
+        session: str | None = None,
     ) -> tuple[Reach, list[SearchRequest], list[list[SearchRow]] | None]:
         """The caller's reach and, where the store can read it in the same request, the search's first pages
         (with the requests they answer: a ``hybrid`` grep's are its keyword searches').
@@ -263,14 +292,19 @@ class Retriever:
         only when it is the guessed one: both were read from one state of the store, so they are
         the pages a search after the reach would have read.  Otherwise (the first call, or the
         reach changed) the search reads its pages itself.  A caller holding a grant takes the
-        usual path (its grant is re-checked on every call).
+        usual path (its grant is re-checked on every call).  ``session`` (a session id of the caller's
+        agent naming the conversation searched) is looked up in the same request, then treated as
+        ``conversation_id``; the guess is kept under the session id.
         """
         store = self.store
         if caller.grant_id is not None or not isinstance(store, ReachSearchStore):
+            if session is not None:
+                conversation_id = await self.conversation_id_for(caller, session)
             reach = await self.reach(caller, conversation_id=conversation_id, all_conversations=all_conversations)
             return reach, [], None
         check_reach_options(conversation_id, all_conversations)
-        key = (caller.agent_id, caller.session_key, caller.session_id, conversation_id, all_conversations)
+        target = conversation_id if session is None else session
+        key = (caller.agent_id, caller.session_key, caller.session_id, target, all_conversations)
         guess = self._reach_guesses.get(key)
         if guess is None:
             requests = None
@@ -279,8 +313,16 @@ class Retriever:
         else:
             requests = first_page_requests(options, guess)
         read = await store.search_with_links(
-            caller.agent_id, requests or [], session_id=caller.session_id, session_key=caller.session_key
+            caller.agent_id,
+            requests or [],
+            session_id=caller.session_id,
+            session_key=caller.session_key,
+            named_session=session,
         )
+        if session is not None:
+            if read.named is None:
+                raise _no_session(session)
+            conversation_id = read.named
         reach = reach_from_links(
             caller, read.links, read.own, conversation_id=conversation_id, all_conversations=all_conversations
         )

@@ -46,22 +46,20 @@ from lossless.records import (
     utcnow,
 )
 from lossless.stores.postgres.connection import Connection, Database, stable_lock_key
+from lossless.stores.postgres.message_records import MessageRecords, read_messages
 from lossless.stores.postgres.statements import (
     CONVERSATION_COLUMNS,
     FILE_COLUMNS,
     LOCK_CONVERSATION,
     MESSAGE_COLUMNS,
     PART_INSERT,
-    PARTS_OF,
     PARTS_PER_MESSAGE,
     SUMMARY_COLUMNS,
     SUMMARY_INSERT,
-    attach_parts,
     aware,
     chunks,
     conversation_from_row,
     copy_rows,
-    id_array,
     large_file_from_row,
     large_file_params,
     part_params,
@@ -161,6 +159,8 @@ class CoreStatements:
     _db: Database
     url: str
     backend: str
+    #: The plain message records read by id, kept across reads (checked against their rows on every read).
+    _message_records: MessageRecords
 
     # ------------------------------------------------------------ conversations
 
@@ -337,24 +337,9 @@ class CoreStatements:
             return await with_parts(conn, await cursor.fetchall())
 
     async def get_messages_by_id(self, message_ids: Sequence[int]) -> list[MessageRecord]:
-        ids = list(dict.fromkeys(message_ids))
-        if not ids:
-            return []
-        by_id: dict[int, MessageRecord] = {}
-        async with self._db.read() as conn:
-            for chunk in chunks(ids):
-                # The ids are known: messages and their parts in one round trip (one pipeline); the ids go as
-                # one array literal (psycopg's list adapter costs more than the read for a few hundred ids).
-                listed = id_array(chunk)
-                async with conn.pipeline():
-                    found = await conn.execute(
-                        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE message_id = ANY(%s::bigint[])", (listed,)
-                    )
-                    parts = await conn.execute(PARTS_OF, (listed,))
-                    rows = await found.fetchall()
-                    part_rows = await parts.fetchall()
-                by_id.update((r.id, r) for r in attach_parts(rows, part_rows))
-        return [by_id[i] for i in ids if i in by_id]
+        # The plain records read before are kept and checked against their row's version in the same round trip
+        # (:mod:`~lossless.stores.postgres.message_records`): what a read without them returns, built once.
+        return await read_messages(self._db, self._message_records, message_ids)
 
     async def count_messages(self, conversation_id: int) -> int:
         async with self._db.read() as conn:

@@ -286,6 +286,8 @@ _LINKS = (
     "SELECT conversation_id, parent_conversation_id, session_key FROM conversations "
     "WHERE agent_id = %s ORDER BY conversation_id"
 )
+#: The agent's conversation of a session id (``Store.find_conversation``'s, its id only).
+_SESSION = "SELECT conversation_id FROM conversations WHERE agent_id = %s AND session_id = %s"
 
 
 def _links(rows: Sequence[Sequence[Any]]) -> list[tuple[int, int | None, str | None]]:
@@ -358,22 +360,19 @@ class RetrievalStatements:
         *,
         session_id: str | None = None,
         session_key: str | None = None,
+        named_session: str | None = None,
     ) -> ReachPages:
-        """The agent's links, its session's conversation and each request's page: one round trip, one snapshot.
+        """The agent's links, its session's conversation, the named session's and each request's page: one round
+        trip, one snapshot.
 
-        (:class:`~lossless.ports.ReachSearchStore`.)  The links, the conversation lookup and the
+        (:class:`~lossless.ports.ReachSearchStore`.)  The links, the conversation lookups and the
         searches are sent in one pipeline (:meth:`~lossless.stores.postgres.connection.Database.read_all`);
         word terms never resolved before take one more round trip first, as in :meth:`search_many`.
         """
         searches, plans = await self._search_statements(requests)
         statements: list[tuple[str, Any]] = [(_LINKS, (agent_id,))]
         if session_id is not None:
-            statements.append(
-                (
-                    "SELECT conversation_id FROM conversations WHERE agent_id = %s AND session_id = %s",
-                    (agent_id, session_id),
-                )
-            )
+            statements.append((_SESSION, (agent_id, session_id)))
         elif session_key is not None:
             statements.append(
                 (
@@ -381,13 +380,18 @@ class RetrievalStatements:
                     (agent_id, session_key),
                 )
             )
+        lookups = len(statements)
+        if named_session is not None:
+            statements.append((_SESSION, (agent_id, named_session)))
         found = await self._db.read_all([*statements, *searches], prepare=False)
-        own = found[1] if len(statements) > 1 else []
+        own = found[1] if lookups > 1 else []
+        named = found[lookups] if named_session is not None else []
         pages, plans = await self._recount_stale(found[len(statements) :], plans)
         return ReachPages(
             links=_links(found[0]),
             own=int(own[0][0]) if own else None,
             pages=self._found_pages(requests, pages, plans),
+            named=int(named[0][0]) if named else None,
         )
 
     async def _search_statements(

@@ -23,7 +23,8 @@ Invariants beyond the port's: writers to one conversation are serialised by a ro
 on the conversation (never a table lock), so different conversations are written
 concurrently; compaction holds the conversation's advisory lock
 (:meth:`PostgresStore.conversation_lock`); nothing here keeps state between calls
-except the pool, so any number of processes may share the database.
+that a read could return stale (the pool, and caches each checked against the database on every read:
+:mod:`~lossless.stores.postgres.message_records`), so any number of processes may share the database.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from lossless.stores.postgres.indexer import (
     WordIndexer,
 )
 from lossless.stores.postgres.maintenance import MaintenanceStatements
+from lossless.stores.postgres.message_records import MessageRecords
 from lossless.stores.postgres.relevance import NarrowScopes
 from lossless.stores.postgres.retrieval import RetrievalStatements
 from lossless.stores.postgres.summaries import SummaryRewrites
@@ -77,6 +79,7 @@ class PostgresStore(
         self._tsqueries = {}
         self._term_stats = TermStatistics()
         self._narrow = NarrowScopes()
+        self._message_records = MessageRecords()
 
     @classmethod
     async def open(cls, url: str, *, pool_size: int = 8, lock_timeout_ms: int = 10_000) -> PostgresStore:
