@@ -142,3 +142,20 @@ def test_an_id_that_cannot_be_opened_says_which_ids_can(tmp_path: Path) -> None:
         # the same words whichever command (or tool) asked: no "describe takes" from `lcm show`
         assert result.exit_code == 3 and "'bogus' is not an id that can be opened" in result.output
         assert "sum_…" in result.output and "msg#N" in result.output and "describe takes" not in result.output
+
+
+def test_an_import_leaves_its_messages_indexed_and_ranked(tmp_path: Path) -> None:
+    """`lcm import` ends moments after its last write: its messages are indexed before it exits, so the next
+    command ranks them by relevance (before, the index stayed empty and every match scored the same)."""
+    import re
+    import sqlite3
+
+    db = imported(tmp_path)
+    index = sqlite3.connect(tmp_path / "cli.db-index")
+    try:
+        assert index.execute("SELECT watermark FROM index_state WHERE source = 'messages'").fetchone()[0] == 175
+    finally:
+        index.close()
+    ranked = run(db, "grep", "rate limiter fix", "--mode", "full_text", "--sort", "relevance")
+    scores = [float(s) for s in re.findall(r"score (\d+\.\d+)", ranked.output)]
+    assert ranked.exit_code == 0 and len(scores) > 5 and len(set(scores)) > 1

@@ -85,6 +85,24 @@ async def test_search_index_catches_up_in_its_own_file(tmp_path: Path) -> None:
     index.close()
 
 
+async def test_a_store_closed_right_after_writing_leaves_its_rows_indexed(tmp_path: Path) -> None:
+    """A short process (``lcm import``) closes the store moments after its last write: before, the thread was
+    stopped before its first batch, and every later search scanned those rows unranked."""
+    store = await SQLiteStore.open(tmp_path / "lcm.db")
+    conv = await store.get_or_create_conversation(agent_id="main", session_id="s")
+    stored = await store.append_messages(
+        conv.id, [PreparedMessage(Message.user(f"words number {i}"), 1, utcnow()) for i in range(300)]
+    )
+    await store.close()  # no wait_indexed: closing lets the thread catch up
+    index = sqlite3.connect(tmp_path / "lcm.db-index")
+    assert (
+        index.execute("SELECT watermark FROM index_state WHERE source = 'messages'").fetchone()[0]
+        == stored.stored[-1].id
+    )
+    assert index.execute("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'number'").fetchone()[0] == 300
+    index.close()
+
+
 async def test_a_relative_path_is_resolved_once_and_indexed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``sqlite:///lcm.db`` (relative) once crashed the indexer thread, which needs a file URI."""
     monkeypatch.chdir(tmp_path)

@@ -179,6 +179,7 @@ class Database:
 
             def shut() -> None:
                 if index is not None:
+                    index.settle()  # what was committed is indexed before the process may end
                     index.stop()
                 for conn in readers:
                     conn.close()
