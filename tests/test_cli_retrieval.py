@@ -106,6 +106,8 @@ def test_expand_lists_the_ids_it_could_not_fit(tmp_path: Path) -> None:
     assert not returned & set(capped["omitted"])
     text = run(db, "expand", summary, "-m", "--max-depth", "8", "--token-cap", "50")
     assert "not returned" in text.stdout
+    # What is said about the cut is in the command's words (its option), not the agent tool's argument.
+    assert "--token-cap 50" in text.stdout and "raise --token-cap" in text.stdout and "token_cap" not in text.stdout
     first = capped["omitted"][0]
     assert first.split("#")[0] in text.stdout  # the ids are printed, to open one at a time
     assert run(db, "show", first).exit_code == 0

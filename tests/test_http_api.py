@@ -196,7 +196,8 @@ def test_every_error_has_one_shape(base_url: str) -> None:
         )
         bad_part = {"session_id": "s", "message": {"role": "user", "parts": [{"type": "nonsense"}]}}
         assert "message" in assert_error(http.post("/v1/ingest", json=bad_part), 400, "InputError")["message"]
-        assert_error(http.get("/v1/conversations/nope"), 404, "NotFoundError")
+        missing = assert_error(http.get("/v1/conversations/nope"), 404, "NotFoundError")
+        assert "GET /v1/conversations" in missing["message"]  # where an HTTP client lists them, not only the CLI
         assert_error(http.get("/v1/conversations/99999999999999999999999"), 404, "NotFoundError")
         assert_error(http.get("/v1/files/file_0000"), 404, "NotFoundError")
         assert_error(http.get("/v1/no/such/route"), 404, "NotFound")

@@ -109,6 +109,10 @@ class NotFoundError(LcmError, LookupError):
         self.ident = ident
 
 
+#: Where a user lists the conversations, named alike in every interface's "no conversation" answer.
+LIST_CONVERSATIONS = "`lcm conversations`, or GET /v1/conversations over HTTP"
+
+
 class AccessDeniedError(LcmError, PermissionError):
     """The caller may not reach what it asked for: another agent's conversation, a memory scope, or a
     grant that has ended.  The message never says whether the thing exists; it names the caller's

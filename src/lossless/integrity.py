@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from lossless.context import tail_start
-from lossless.errors import InputError, NotFoundError, StoreError
+from lossless.errors import LIST_CONVERSATIONS, InputError, NotFoundError, StoreError
 from lossless.ports import BlobStore, MaintainableStore, Store
 from lossless.records import ContextRow, Conversation, JSONValue, MessageRecord, Summary
 
@@ -341,7 +341,9 @@ class IntegrityChecker:
             if conversation_id is not None:
                 conversation = await store.get_conversation(conversation_id)
                 if conversation is None:
-                    raise NotFoundError("conversation", conversation_id, "list conversations with `lcm conversations`")
+                    raise NotFoundError(
+                        "conversation", conversation_id, f"list the conversations to find it ({LIST_CONVERSATIONS})"
+                    )
                 await self._conversation(conversation, scan)
             else:
                 offset = 0

@@ -94,6 +94,7 @@ _HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bscope=['\"]([a-z_]+)['\"]"), r"--scope \1"),
     (re.compile(r"\blcm_(grep|describe|expand)\b"), r"lcm \1"),
     (re.compile(r"\btoken_cap=([0-9,]+)"), r"--token-cap \1"),
+    (re.compile(r"\btoken_cap\b"), "--token-cap"),
     (re.compile(r"\blimit=([0-9]+)"), r"--limit \1"),
     (re.compile(r"\bstart_line=([0-9]+)"), r"--lines \1:"),
     (re.compile(r"\binclude_messages=true\b"), "--include-messages"),

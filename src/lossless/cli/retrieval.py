@@ -152,7 +152,7 @@ async def expand_command(
     if as_json:
         emit_json(result.to_dict())
     else:
-        _print(result.render())
+        _print(result.render(cli_words))  # advice in the command's words, stored text as is
 
 
 @click.command("show")

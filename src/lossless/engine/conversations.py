@@ -20,7 +20,7 @@ from datetime import timedelta
 from typing import Literal
 
 from lossless.config import Config
-from lossless.errors import InputError, NotFoundError, check_integer, check_unicode
+from lossless.errors import LIST_CONVERSATIONS, InputError, NotFoundError, check_integer, check_unicode
 from lossless.ports import Store
 from lossless.records import ContextEntry, Conversation, Grant, MessageRecord
 from lossless.sessions import open_session
@@ -124,7 +124,7 @@ class Conversations:
             raise NotFoundError(
                 "conversation",
                 ref,
-                f"list this agent's ({self.config.agent_id}) conversations with `lcm conversations`",
+                f"list this agent's ({self.config.agent_id}) conversations to find it ({LIST_CONVERSATIONS})",
             )
         return conversation
 

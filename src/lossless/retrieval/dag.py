@@ -17,7 +17,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -111,18 +111,19 @@ class ExpandResult:
             "omitted": list(self.omitted),
         }
 
-    def render(self) -> str:
+    def render(self, advice: Callable[[str], str] = str) -> str:
+        """The result as text; ``advice`` rewords what is said about it (not the stored text), e.g. for a CLI."""
         lines = [
             f"expanded {', '.join(self.roots) or '(nothing)'}: {len(self.summaries)} summaries, "
             f"{len(self.messages)} messages, ~{self.estimated_tokens:,} tokens"
-            + (f" (truncated at token_cap={self.token_cap:,})" if self.truncated else "")
+            + (advice(f" (truncated at token_cap={self.token_cap:,})") if self.truncated else "")
         ]
         lines.extend(f"## [{s.id}] {s.kind}, depth {s.depth} (from {s.source_of})\n{s.content}" for s in self.summaries)
         for m in self.messages:
             stamp = format_timestamp(m.created_at)[:19].replace("T", " ")
             lines.append(f"## [msg#{m.id}] {m.role} · {stamp}\n{m.content}")
         if self.note:
-            lines.append(self.note)
+            lines.append(advice(self.note))
         if self.omitted:
             lines.append(f"not returned ({len(self.omitted):,} ids): {compact_ids(self.omitted)}")
         return "\n\n".join(lines)
