@@ -1,13 +1,16 @@
 """Retrieval quality of the product's own search: which messages answer a question, per method, against a baseline.
 
-``python benchmarks/recall.py [--quick] [--json OUT] [--split dev|test] [--dataset FILE] [--methods a,b,…]
-[--pad-with dev|test] [--wording paraphrase|literal|terse] [--embedder local|e5|hash|none] [--embed-cache FILE]
-[--backend sqlite|postgres] [--speakers text|metadata] [--scope messages|both]``
+``python benchmarks/recall.py [--quick] [--json OUT] [--split dev|test|written-dev|written-test] [--dataset FILE]
+[--methods a,b,…] [--pad-with dev|test] [--wording paraphrase|literal|terse] [--embedder local|e5|hash|none]
+[--embed-cache FILE] [--backend sqlite|postgres] [--speakers text|metadata] [--scope messages|both]``
 
 The dataset is JSON: ``{"conversations": [{"id", "messages": [{"id", "role", "content", "created_at"}]}],
 "questions": [{"id", "conversation_id", "question", "answer", "evidence": [message ids]}]}``.  The default is
 ``data/recall-test.json`` (report only; tune on ``--split dev``), made by ``scripts/make_recall_data.py``;
-``data/recall-small.json`` (30 hand-written questions) stays as a smoke test (``--dataset``).  ``--wording``
+``data/recall-small.json`` (30 hand-written questions) stays as a smoke test (``--dataset``).  ``written-dev`` and
+``written-test`` are chats written by hand, turn by turn, with no template (``scripts/make_written_recall.py``):
+harder for words alone, and nearer a real conversation than the generated splits; ``written-test`` is report
+only.  ``--wording``
 asks each question as written (``paraphrase``), in its ``literal`` wording, or ``terse``: the literal
 wording's words without the baseline's stopwords, as an agent types a grep (:func:`worded`).  ``--speakers
 metadata`` stores each chat turn's speaker in its metadata instead of the text's ``Name:`` prefix, as a
@@ -77,7 +80,7 @@ from lossless.retrieval import SummaryDescription
 from lossless.speakers import speaker_label
 
 HERE = Path(__file__).resolve().parent
-SPLITS = {name: HERE / "data" / f"recall-{name}.json" for name in ("dev", "test")}
+SPLITS = {name: HERE / "data" / f"recall-{name}.json" for name in ("dev", "test", "written-dev", "written-test")}
 KS = (1, 5, 10, 25, 50)
 DEPTH = 50
 #: How many summaries the summary path searches under (each by its time span), best first.

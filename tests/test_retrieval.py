@@ -148,7 +148,7 @@ async def test_redos_pattern_is_linear(engine: ContextEngine) -> None:
     assert elapsed < 30  # generous: the bar (< 1 s) is measured in benchmarks/retrieval.py
 
 
-@pytest.mark.parametrize("query", ['"', "NEAR(", "*", "a OR", "(x", "   "])
+@pytest.mark.parametrize("query", ['"', "NEAR(", "*", "a OR", "(x OR y) z", "   "])
 async def test_fts_syntax_is_an_input_error_with_a_clear_message(engine: ContextEngine, query: str) -> None:
     await seeded(engine)
     retriever = Retriever(engine.store)
@@ -241,6 +241,19 @@ def test_query_parsing_never_emits_raw_syntax() -> None:
     assert not isinstance(parsed, str)
     expression = parsed.fts_expression()  # type: ignore[union-attr]
     assert expression == '("deploy"*) OR ("exact phrase" AND "NEAR")'
+
+
+def test_parentheses_in_a_question_are_punctuation_unless_they_would_group() -> None:
+    from lossless.retrieval.query import FullTextQuery, QuerySyntax
+
+    asked = parse_full_text("What scares hit Grace's household (kids and pets)?")
+    assert isinstance(asked, FullTextQuery)
+    assert [t.text for t in asked.terms] == ["What", "scares", "hit", "Grace's", "household", "kids", "and", "pets"]
+    glued = parse_full_text("call(foo)")
+    assert isinstance(glued, FullTextQuery) and [t.text for t in glued.terms] == ["call", "foo"]
+    grouped = parse_full_text("(deploy OR release) failed")
+    assert isinstance(grouped, QuerySyntax) and "group" in grouped.message
+    assert isinstance(parse_full_text("NEAR(a b)"), QuerySyntax)
 
 
 @pytest.mark.parametrize(

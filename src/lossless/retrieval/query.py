@@ -94,11 +94,12 @@ _WORDISH = re.compile(r"\w", re.UNICODE)
 _HINT = 'write words, "exact phrases", prefix* and OR between alternatives, or use mode="regex"'
 
 
-def _check_token(token: str) -> QuerySyntax | None:
+def _check_token(token: str, alternatives: bool) -> QuerySyntax | None:
     if "(" in token or ")" in token:
         if token.upper().startswith("NEAR"):
             return QuerySyntax(f"NEAR(…) groups are not supported in full-text queries: {_HINT}")
-        return QuerySyntax(f"parentheses are not supported in full-text queries: {_HINT}")
+        if alternatives:  # "(a OR b) c" would group, and a group is not in the language
+            return QuerySyntax(f"parentheses do not group alternatives in full-text queries: {_HINT}")
     if token.startswith("*") or "*" in token[:-1]:
         return QuerySyntax(f"'*' must come at the end of a word (prefix search, as in deploy*): {_HINT}")
     return None
@@ -112,7 +113,10 @@ def parse_full_text(text: str) -> FullTextQuery | QuerySyntax:
         return QuerySyntax(f'the query has an unmatched double quote ("): {_HINT}')
     groups: list[list[Term]] = [[]]
     pending_or = False
-    for index, piece in enumerate(re.split(r'("[^"]*")', text)):
+    pieces = re.split(r'("[^"]*")', text)
+    # Outside a query with OR, parentheses are a sentence's punctuation ("who came (kids and pets)?").
+    alternatives = any(token == "OR" for piece in pieces[::2] for token in piece.split())
+    for index, piece in enumerate(pieces):
         if index % 2:  # a quoted phrase
             inner = piece[1:-1].strip()
             if _WORDISH.search(inner):
@@ -126,15 +130,16 @@ def parse_full_text(text: str) -> FullTextQuery | QuerySyntax:
                 groups.append([])
                 pending_or = True
                 continue
-            problem = _check_token(token)
+            problem = _check_token(token, alternatives)
             if problem is not None:
                 return problem
-            prefix = token.endswith("*")
-            word = token[:-1] if prefix else token
-            if not _WORDISH.search(word):
-                continue  # punctuation alone carries nothing searchable
-            groups[-1].append(Term(word, prefix=prefix))
-            pending_or = False
+            for part in token.replace("(", " ").replace(")", " ").split():
+                prefix = part.endswith("*")
+                word = part[:-1] if prefix else part
+                if not _WORDISH.search(word):
+                    continue  # punctuation alone carries nothing searchable
+                groups[-1].append(Term(word, prefix=prefix))
+                pending_or = False
     if pending_or:
         return QuerySyntax(f"OR must stand between two terms: {_HINT}")
     cleaned = tuple(tuple(g) for g in groups if g)
