@@ -26,7 +26,7 @@ from lossless.records import MessageRecord, Summary
 from lossless.retrieval import Caller, GrepOptions, Retriever, hybrid, ranking
 from lossless.retrieval.semantic import grep_semantic
 from lossless.retrieval.toolcalls import call_tool
-from lossless.speakers import spoken
+from lossless.speakers import spoken, without_names
 
 pytestmark = pytest.mark.anyio
 
@@ -1127,3 +1127,30 @@ def test_a_turns_kept_substance_prior_is_the_one_computed(content: str, enough: 
     expected = ranking.substance(spoken(content, None), enough)
     assert hybrid._plain_substance(content, enough) == expected
     assert hybrid._plain_substance(content, enough) == expected  # the kept one
+
+
+@pytest.mark.parametrize("mentions", [2, 6])
+async def test_a_name_the_chat_keeps_mentioning_is_left_out_of_the_name_blind_question(
+    engine: ContextEngine, mentions: int
+) -> None:
+    """Grandma Iris is no speaker; named in 5 or more of the best matches, she pulls the question to every turn
+    about her, so the question is asked without her name too, as for a speaker; named in fewer, she tells
+    the turns apart and is kept."""
+    about_her = [f"Amara: Grandma Iris had a good day number {i}." for i in range(mentions)]
+    texts = [*about_her, "Amara: she likes her toast cut into triangles, not rectangles", "Hiroshi: ha, noted"]
+    stored = (await engine.ingest_batch("iris", [Message.user(t) for t in texts])).stored
+    ids = [m.id for m in stored]
+    toast = ids[mentions]
+    question = "How does Grandma Iris want her toast served?"
+    blind_text = without_names(question, ["Grandma", "Iris"])
+    asked = dict.fromkeys(ids[:mentions], 0.8) | {toast: 0.6, ids[-1]: 0.1}
+    port = WordingPort(stored[0].conversation_id, {question: asked, blind_text: {toast: 0.9, ids[0]: 0.3}})
+    options = GrepOptions(question, mode="hybrid", scope="messages")
+    scores = await hybrid._semantic_scores(port, options, (port.conversation_id,), "messages", [])  # type: ignore[arg-type]
+    blended = await hybrid._name_blind(engine.store, port, options, (port.conversation_id,), [], scores)  # type: ignore[arg-type]
+    if mentions < hybrid.HUB_SHARE * hybrid.SPEAKER_PROBE:
+        assert port.asked == [question] and blended == scores  # a name of a few turns tells them apart: kept
+    else:
+        assert port.asked == [question, blind_text] and blind_text == "How does want her toast served?"
+        assert blended[toast][0] > blended[ids[1]][0]  # the turn that answers now ranks above the name's turns
+        assert scores[toast][0] < scores[ids[1]][0]

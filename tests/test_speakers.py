@@ -7,7 +7,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lossless.speakers import named_in, speaker_label, spoken, without_names
+from lossless.speakers import capitalised, named_in, speaker_label, spoken, without_names
 
 
 def test_the_speaker_comes_from_the_metadata_first_then_a_name_prefix() -> None:
@@ -72,3 +72,10 @@ def test_spoken_reads_back_to_the_same_speaker_and_text(text: str, name: str) ->
         assert out == f"{name}: {text}"
         found = speaker_label(out, None)
         assert found is not None and found[0] == name  # the prefix form reads back the same speaker
+
+
+def test_the_capitalised_words_after_the_first_are_the_candidate_names() -> None:
+    assert capitalised("How does Grandma Iris want her toast served?") == ["Grandma", "Iris"]
+    assert capitalised("Did Hiroshi's Toronto visit happen before Hiroshi's trip?") == ["Hiroshi", "Toronto"]
+    assert capitalised("Where did I put the keys?") == []  # one letter, and the question's first word, are no names
+    assert capitalised("When did Maya-Lee move?") == ["Maya-Lee"] and capitalised("") == []

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-__all__ = ["named_in", "speaker_label", "spoken", "without_names"]
+__all__ = ["capitalised", "named_in", "speaker_label", "spoken", "without_names"]
 
 #: Metadata keys that name a message's speaker, in order of preference.
 SPEAKER_KEYS = ("speaker", "name", "author", "sender")
@@ -55,6 +55,16 @@ def _pattern(names: Iterable[str]) -> re.Pattern[str] | None:
     if not alternatives:
         return None
     return re.compile(r"(?<![\w'’-])(?:" + "|".join(map(re.escape, alternatives)) + r")(?:['’]s)?(?![\w'’-])")
+
+
+_CAPITALISED = re.compile(r"(?<![\w'’-])[A-Z][\w'’-]*")
+
+
+def capitalised(text: str) -> list[str]:
+    """The capitalised words of ``text`` after its first word (names, mostly), each once, possessive dropped."""
+    found = [re.sub(r"['’]s$", "", m.group(0)) for m in _CAPITALISED.finditer(text) if m.start() > 0]
+    first = text.split(maxsplit=1)[0] if text.strip() else ""
+    return [w for w in dict.fromkeys(found) if len(w) > 1 and not first.startswith(w)]
 
 
 def named_in(text: str, names: Iterable[str]) -> list[str]:

@@ -12,6 +12,8 @@
    score blends the two cosines (:data:`NAME_BLIND_SHARE`): every turn carries its speaker's name, which
    pulls the question to that person's turns, so a question that names the wrong person ("Which breed
    is the dog Jonas adopted?" when Maya adopted it) would otherwise miss the turn that tells the fact.
+   A name the chat keeps mentioning ("Grandma Iris", named in :data:`HUB_SHARE` of the best matches)
+   is left out of that second question too: it pulls the question to every turn that names her.
    Where the embedder ranks by the question as written, a message's meaning score is also blended with
    its cosine to the question's keywords (:data:`KEYWORD_QUERY_SHARE`).
 3. **Fusion** of the two by normalised score (:func:`~lossless.retrieval.ranking.fuse`).
@@ -75,7 +77,7 @@ from lossless.retrieval import ranking
 from lossless.retrieval.grep import GrepHit, GrepOptions, first_page_requests, grep, snippet
 from lossless.retrieval.query import QuerySyntax, parse_full_text
 from lossless.retrieval.ranking import best_first, fuse, with_neighbours
-from lossless.speakers import named_in, speaker_label, spoken, without_names
+from lossless.speakers import capitalised, named_in, speaker_label, spoken, without_names
 
 if TYPE_CHECKING:
     from lossless.retrieval.semantic import SemanticHit, SemanticSearch
@@ -117,6 +119,11 @@ KEYWORD_QUERY_SHARE = 0.5
 NAME_BLIND_SHARE = 0.5
 #: How many of the best meaning matches are read for the speakers' names.
 SPEAKER_PROBE = 50
+#: A capitalised word of the question that at least this share of SPEAKER_PROBE best meaning matches hold
+#: (5 of 50) is a name the chat keeps talking about ("Grandma Iris" in a chat about caring for her): it pulls
+#: the question to every turn that names it, as a speaker's name does, so it is left out of the name-blind
+#: question too.
+HUB_SHARE = 0.1
 #: Memory leads: the source messages of the best-matching long-term memory gain this share of the best
 #: message's score (others in proportion to their memory's score), from the :data:`MEMORY_LIMIT` best
 #: memories of the conversations searched.
@@ -257,6 +264,13 @@ async def _name_blind(
         read.update((record.id, record) for record in probed)
     labels = {label[0] for record in probed if (label := speaker_label(record.content, record.metadata)) is not None}
     names = named_in(options.pattern, labels)
+    if HUB_SHARE < 1.0 and probed:
+        for word in capitalised(options.pattern):
+            if word in names or word in labels:
+                continue
+            holding = sum(1 for record in probed if named_in(record.content, [word]))
+            if holding >= HUB_SHARE * SPEAKER_PROBE:
+                names.append(word)
     blind_text = without_names(options.pattern, names) if names else ""
     if not _WORDY.search(blind_text):
         return semantic
