@@ -14,6 +14,9 @@ Invariants:
   "Maya's dog" names Maya, "mayan" and "maya" do not.
 * :func:`without_names` removes only the names it is given (and their possessive) and folds the
   spaces left; the rest of the text is unchanged.
+* :func:`capitalised` gives the candidate names of a question: its capitalised words after the first
+  word (which is capitalised as a sentence opens), longer than one letter, without a possessive; it
+  only proposes them (hybrid search keeps a candidate only where many turns hold it).
 * :func:`spoken` writes a turn as the text-prefix form would: ``Name: text`` where only the metadata
   names its speaker, so what is embedded for a turn does not depend on where the host put the name;
   a text that names its speaker already, or names nobody, is returned unchanged.
