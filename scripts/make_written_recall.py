@@ -4,8 +4,9 @@
 
 Each ``written/<split>/*.txt`` is one conversation between two people, written by hand, turn by turn (not
 generated from templates), by authors told not to read the ranking code, with its questions at the end.
-``test`` (w01–w03) was written first and measured once, before any rule was tuned on written chats; it is
-report only.  ``dev`` (w04 on) is the one to tune on.  A file's shape::
+``test`` (w01–w03, then w09–w10) is report only: w01–w03 were written first and measured once, before any
+rule was tuned on written chats; w09–w10 were added later, by authors who had not seen the ranking either,
+and measured before anything was tuned on them.  ``dev`` (w04–w08, w11–w12) is the one to tune on.  A file's shape::
 
     # w01: Maya, Jonas
     ## 2023-05-07 14:02
