@@ -22,6 +22,8 @@ __all__ = [
     "DEFAULT_LIMIT",
     "DEFAULT_MAX_DEPTH",
     "DEFAULT_PAGE_BYTES",
+    "EXIT_INTERRUPTED",
+    "INTERRUPTED",
     "MAX_CONTEXT",
     "MAX_DEPTH",
     "MAX_GRANT_TOKEN_CAP",
@@ -32,6 +34,15 @@ __all__ = [
     "MIN_GRANT_TTL",
     "TRANSCRIPT_FORMATS",
 ]
+
+#: Ctrl-C's exit status (128 + SIGINT, as shells report it) and what ``lcm`` says then (``lossless.cli``, and
+#: ``lossless.__main__`` while the command line itself is still loading).
+EXIT_INTERRUPTED = 130
+INTERRUPTED = (
+    "what was already written is kept whole and nothing is half-written (an imported file is stored whole "
+    "or not at all); run the same command again to go on: lcm import, lcm index and lcm migrate "
+    "continue where they stopped"
+)
 
 #: ``lcm_grep``: the most results one call returns, and the default.
 MAX_LIMIT = 200

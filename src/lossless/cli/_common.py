@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 import click
 
 from lossless.cli._state import CliState
+from lossless.constants import EXIT_INTERRUPTED, INTERRUPTED
 from lossless.errors import LcmError, NotFoundError, PartialIndexWarning, exit_code_for
 
 if TYPE_CHECKING:
@@ -160,15 +161,6 @@ async def open_engine(state: CliState, *, create: bool = False, **overrides: Any
     if not create:
         require_store(config)
     return await ContextEngine.open(config=config)
-
-
-#: Ctrl-C's exit status (128 + SIGINT, as shells report it) and what the command says.
-EXIT_INTERRUPTED = 130
-INTERRUPTED = (
-    "what was already written is kept whole and nothing is half-written (an imported file is stored whole "
-    "or not at all); run the same command again to go on: lcm import, lcm index and lcm migrate "
-    "continue where they stopped"
-)
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
