@@ -104,6 +104,17 @@ def test_turns_that_say_little_weigh_less() -> None:
     assert 0 < short < long <= 1
 
 
+def test_a_turn_asks_when_its_last_sentence_is_a_question() -> None:
+    assert ranking.asks("user", "How's the knee?")
+    assert ranking.asks("assistant", 'Great news. Did you tell "the boss?" ')  # closing quotes and spaces after it
+    assert ranking.asks("user", "Is the podcast out??")
+    assert not ranking.asks("user", "How's the knee? Mine is fine now.")  # asked, then told
+    assert not ranking.asks("user", "Really?!") and not ranking.asks("user", "")
+    assert not ranking.asks("tool", "exit 1, what now?")  # a tool's output never asks
+    assert not ranking.asks("assistant", "[tool call: Bash] ls?")
+    assert not ranking.asks("system", "Anything else?")
+
+
 def test_text_without_spaces_is_not_taken_for_one_word() -> None:
     assert ranking.substance("バックアップが失敗しました", enough=6) == 1.0
 

@@ -527,6 +527,28 @@ async def test_hybrid_finds_a_reply_by_the_turn_it_answers(
     assert top.hits[0].ref == ids[2]
 
 
+async def test_a_turn_that_asks_keeps_a_share_of_its_score(
+    engine: ContextEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A turn that asks ("Have you been to the new ramen bar?") names the topic and the reply holds the answer:
+    the turn that asks keeps ``hybrid.ASKING`` of its score, and no other turn moves."""
+    ids = await seed(engine, texts=CHAT)
+    question = "what did they think of the ramen bar on fifth street"
+
+    async def scores() -> dict[int, float]:
+        found = await engine.grep(question, mode="hybrid", scope="messages", sort="relevance")
+        return {int(h.ref): h.score or 0.0 for h in found.hits}
+
+    share = hybrid.ASKING
+    assert 0 < share < 1
+    asked = await scores()
+    monkeypatch.setattr(hybrid, "ASKING", 1.0)
+    plain = await scores()
+    assert asked[ids[2]] == pytest.approx(plain[ids[2]] * share, rel=1e-12)
+    assert {k: v for k, v in asked.items() if k != ids[2]} == {k: v for k, v in plain.items() if k != ids[2]}
+    assert asked[ids[3]] > 0  # the reply is found (by the turn before it, in its context chunk)
+
+
 async def test_a_time_expression_in_the_question_prefers_items_of_that_time(engine: ContextEngine) -> None:
     texts = ["we got back from the trip, it was lovely", "we got back from the trip, it was lovely!"]
     messages = [

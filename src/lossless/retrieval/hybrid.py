@@ -142,6 +142,9 @@ TOOL_NEIGHBOUR_BEFORE = 0.3
 TOOL_NEIGHBOUR_AFTER = 0.15
 #: Topic words from which a message counts as saying something (:func:`~lossless.retrieval.ranking.substance`).
 SUBSTANCE_WORDS = 6
+#: The share of its score a chat turn that ends by asking keeps (:func:`~lossless.retrieval.ranking.asks`): it
+#: names the topic, and the turn after it, which the neighbour share lifts, holds the answer.
+ASKING = 0.8
 #: Added to the score of a message inside the question's time window.
 TIME_BOOST = 0.5
 #: "Two weeks before the trip": the window is placed from each of this many best keyword matches of the event.
@@ -426,7 +429,10 @@ async def hybrid_hits(
             scores = with_neighbours(kept, neighbours, best_only=True)
         records = await _completed(store, have | around, scores)
         when: dict[int | str, datetime] = {key: records[int(key)].created_at for key in scores if int(key) in records}
-        _priors(scores, records, options.pattern, SUBSTANCE_WORDS if fitted else ranking.SUBSTANCE_WORDS)
+        if fitted:
+            _priors(scores, records, options.pattern, SUBSTANCE_WORDS, ASKING)
+        else:
+            _priors(scores, records, options.pattern, ranking.SUBSTANCE_WORDS)
     else:
         found = await store.get_summaries([str(k) for k in scores])
         summaries = {s.id: s for s in found}
@@ -482,8 +488,15 @@ async def hybrid_hits(
     return hits, False
 
 
-def _priors(scores: dict[int | str, float], records: dict[int, MessageRecord], question: str, enough: int) -> None:
-    """The substance prior (a turn that says little keeps that share of its score) and the intent boost, in place."""
+def _priors(
+    scores: dict[int | str, float],
+    records: dict[int, MessageRecord],
+    question: str,
+    enough: int,
+    asking: float = 1.0,
+) -> None:
+    """The substance prior (a turn that says little keeps that share of its score), the asking prior (a chat turn
+    that ends by asking keeps ``asking`` of it) and the intent boost, in place."""
     intent = ranking.question_intent(question)
     for key in scores:
         record = records.get(int(key))
@@ -494,6 +507,8 @@ def _priors(scores: dict[int | str, float], records: dict[int, MessageRecord], q
                 scores[key] *= _plain_substance(record.content, enough)
             else:
                 scores[key] *= ranking.substance(spoken(record.content, record.metadata), enough)
+        if asking < 1.0 and ranking.asks(record.role, record.content):
+            scores[key] *= asking
         if intent is not None and ranking.shows(intent, record.role, record.content):
             scores[key] += INTENT_BOOST
 

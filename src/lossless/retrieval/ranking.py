@@ -159,6 +159,18 @@ def substance(text: str, enough: int | None = None) -> float:
     return float(share**SUBSTANCE_POWER)
 
 
+_ASKING = re.compile(r"\?[\s\"'\u201d\u2019)\]]*\Z")
+
+
+def asks(role: str, text: str) -> bool:
+    """Whether a chat turn ends by asking ("How's the knee?"): its last sentence is a question.
+
+    Such a turn names a topic and the answer comes after it ("So much better, the physio helped"); a
+    tool's call or output never counts.
+    """
+    return role in ("user", "assistant") and not is_tool_record(role, text) and _ASKING.search(text) is not None
+
+
 @lru_cache(maxsize=4096)
 def _topic_words(text: str) -> int:
     """How many topic words ``text`` has (kept per text: a search reads the same turns again and again)."""
