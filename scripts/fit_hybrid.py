@@ -6,11 +6,12 @@
 The ranking (``lossless.retrieval.hybrid``) scores each candidate message as
 
     base  = k * keyword + (1 - k) * meaning + m * best * memory
-    score = (base + b * base(turn before) + a * base(turn after)) * substance(S) + t * in_window + i * intent
+    score = (base + b * base(turn before) + a * base(turn after)) * substance(S) * asking + t * in_window + i * intent
 
 (each side min-max scaled; memory: the lead's score over the best lead's; best: the best fused score;
 ``b``/``a`` are ``tool_before``/``tool_after`` for a pair of turns of which either is a tool's call or output,
-``before``/``after`` otherwise; intent: the message is the record the question asks for)
+``before``/``after`` otherwise; asking: ``q`` for a chat turn that ends by asking, else 1; intent: the message is
+the record the question asks for)
 
 over the 200 best by ``base`` and their neighbouring turns.  This script replays that formula offline on
 the dumped signals (it reproduces the benchmark's figures for the shipped constants) and fits the weights
@@ -43,6 +44,7 @@ START = {
     "tool_after": 0.15,
     "best_only": 0,
     "substance": 6,
+    "asking": 0.8,
     "time": 0.5,
     "intent": 0.3,
 }
@@ -56,6 +58,7 @@ GRIDS: dict[str, list[float]] = {
     "tool_after": [0.0, 0.15, 0.3, 0.45],
     "best_only": [0, 1],
     "substance": [4, 6, 8, 10],
+    "asking": [0.6, 0.7, 0.8, 0.9, 1.0],
     "time": [0.2, 0.3, 0.4, 0.5, 0.6],
     "intent": [0.2, 0.3, 0.4, 0.5],
 }
@@ -112,6 +115,7 @@ def load(*paths: Path) -> list[dict[str, Any]]:
                 "words": column("words"),
                 "window": np.array([it["window"] for it in items], dtype=float),
                 "tool": np.array([bool(it.get("tool")) for it in items]),
+                "asks": np.array([bool(it.get("asks")) for it in items]),
                 "intent": np.array([bool(it.get("intent")) for it in items], dtype=float),
             }
         )
@@ -141,7 +145,8 @@ def scores(q: dict[str, Any], w: dict[str, float]) -> np.ndarray:
     score = base + added
     reached = kept | (added > 0)
     enough = w["substance"]
-    score = score * np.clip(q["words"], 1, enough) / enough + w["time"] * q["window"] + w["intent"] * q["intent"]
+    score = score * np.clip(q["words"], 1, enough) / enough * np.where(q["asks"], w["asking"], 1.0)
+    score = score + w["time"] * q["window"] + w["intent"] * q["intent"]
     return np.where(reached, score, -np.inf)
 
 

@@ -1,15 +1,16 @@
 """Dump the signals hybrid search computes for each candidate message of each recall question (to fit its weights).
 
-``python scripts/hybrid_signals.py --split dev [--pad-with test] [--embedder e5] [--wording literal] --embed-cache FILE
---out signals.json``
+``python scripts/hybrid_signals.py --split dev|written-dev [--pad-with test] [--embedder e5] [--wording literal]
+--embed-cache FILE --out signals.json``
 
 Runs the recall benchmark's setup (:func:`recall.evaluate`, ``hybrid`` only) and, for every question asked
 through ``engine.grep(…, mode="hybrid")``, records what the hybrid ranker sees before it combines anything:
 each candidate's raw keyword score (BM25), cosine of what hybrid embeds (``sem``: the embedder's query form) and
-of the question as written, memory-lead score, its neighbouring turns, its substance word count, whether it lies
-in the question's time window, whether it is a tool's call or output, whether it is the record the question asks
-for (intent), and whether it is evidence.  ``scripts/fit_hybrid.py`` fits the combination on that file.  Only the
-dev split is ever dumped for fitting; the test split is reported by ``recall.py`` alone.
+of the question as written, memory-lead score, its neighbouring turns, its substance word count, whether it asks
+(:func:`~lossless.retrieval.ranking.asks`), whether it lies in the question's time window, whether it is a tool's
+call or output, whether it is the record the question asks for (intent), and whether it is evidence.
+``scripts/fit_hybrid.py`` fits the combination on that file.  Only the dev splits (generated and hand-written) are
+ever dumped for fitting; the test splits are reported by ``recall.py`` alone.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import argparse
 import json
 import sys
 import tempfile
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 import recall  # type: ignore[import-not-found]  # benchmarks/recall.py, on the path above
-from lossless.questions import STOPWORDS, TimeWindow, event_offset, keywords, time_window
+from lossless.questions import STOPWORDS, time_window
 from lossless.retrieval import hybrid, ranking, semantic
 
 
@@ -43,7 +43,7 @@ def _topic_words(text: str) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--split", choices=("dev",), default="dev")
+    parser.add_argument("--split", choices=("dev", "written-dev"), default="dev")
     parser.add_argument("--pad-with", choices=tuple(recall.SPLITS))
     parser.add_argument("--embed-cache", type=Path)
     parser.add_argument("--embedder", choices=("local", "e5", "hash"), help="default: recall.py's default")
@@ -64,13 +64,13 @@ def main() -> int:
         return await original(store, options, conversation_ids, search, scope, **kw)
 
     async def _dump(store: Any, options: Any, conversation_ids: Any, search: Any, agent: Any) -> None:
-        probe = time_window(options.pattern, datetime.now(UTC))
-        offset = event_offset(options.pattern) if probe is None else None
-        if offset is not None:
-            probe = TimeWindow(datetime.now(UTC), datetime.now(UTC), offset.words)
-        words = keywords(options.pattern, probe)
+        words, offset = hybrid._question_words(options, STOPWORDS)  # as hybrid_hits reads them
         kw = await hybrid._keyword_scores(store, options, conversation_ids, words, "messages")
+        # The meaning side as the product computes it: both wordings, then the question without its names (step 2).
         sem = await hybrid._semantic_scores(search, options, conversation_ids, "messages", words)
+        sem = await hybrid._with_keywords(search, options, conversation_ids, words, sem)
+        if hybrid.NAME_BLIND_SHARE > 0:
+            sem = await hybrid._name_blind(store, search, options, conversation_ids, words, sem)
         hits = await search.search(options.pattern, list(conversation_ids), limit=hybrid.DEPTH, mode="semantic")
         semq = {h.message_id: h.score for h in hits}
         conversations = list(conversation_ids)
@@ -78,9 +78,8 @@ def main() -> int:
         mem = {lead.message_id: lead.score for lead in leads}
         core = set(kw) | set(sem) | set(mem)
         records = {m.id: m for m in await store.get_messages_by_id(sorted(int(k) for k in core))}
-        near, _ = await hybrid._neighbours(store, list(records.values()))
-        extra = {int(n) for ns in near.values() for n in ns if n is not None} - set(records)
-        records |= {m.id: m for m in await store.get_messages_by_id(sorted(extra))}
+        have = await hybrid._completed(store, records, [k + d for k in records for d in (-1, 1)])
+        near, _, records = hybrid._neighbours(list(records.values()), have)
         intent = ranking.question_intent(options.pattern)
         when = {k: m.created_at for k, m in records.items()}
         window = time_window(options.pattern, max(when.values())) if when else None
@@ -105,6 +104,7 @@ def main() -> int:
                 "window": any(w.contains(m.created_at) for w in windows),
                 "cover": _cover(words, m.content),
                 "tool": ranking.is_tool_record(m.role, m.content),
+                "asks": ranking.asks(m.role, m.content),
                 "intent": intent is not None and ranking.shows(intent, m.role, m.content),
             }
         for (conversation, text), q in evidence.items():
