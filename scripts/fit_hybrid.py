@@ -103,6 +103,9 @@ def load(*paths: Path) -> list[dict[str, Any]]:
         out.append(
             {
                 "conversation": q["conversation"],
+                "events": [it["event"] for it in items],
+                "wanted_events": list(q["evidence"]),
+                "measured": q.get("measured"),
                 "evidence": np.array([it["event"] in evidence for it in items]),
                 "wanted": len(evidence),
                 "keyword": _scaled(column("kw")),
@@ -148,6 +151,22 @@ def scores(q: dict[str, Any], w: dict[str, float]) -> np.ndarray:
     score = score * np.clip(q["words"], 1, enough) / enough * np.where(q["asks"], w["asking"], 1.0)
     score = score + w["time"] * q["window"] + w["intent"] * q["intent"]
     return np.where(reached, score, -np.inf)
+
+
+def ranks(q: dict[str, Any], w: dict[str, float]) -> list[int | None]:
+    """Where the replay ranks each evidence message of ``q`` in its top 50 (1-based; ``None``: not there), as
+    ``recall.py`` reports a method's ranks."""
+    score = scores(q, w)
+    order = np.argsort(-score, kind="stable")
+    top = [q["events"][i] for i in order[score[order] > -np.inf][:50]]
+    return [top.index(e) + 1 if e in top else None for e in q["wanted_events"]]
+
+
+def agreement(questions: list[dict[str, Any]], w: dict[str, float] = START) -> tuple[int, int]:
+    """How many questions the replay ranks exactly as the benchmark measured (of those whose dump holds the
+    measured ranks): the replay is only worth fitting on while the two agree."""
+    held = [q for q in questions if q["measured"] is not None]
+    return sum(1 for q in held if ranks(q, w) == q["measured"]), len(held)
 
 
 def metrics(q: dict[str, Any], score: np.ndarray) -> list[float]:
@@ -203,6 +222,9 @@ def main() -> int:
     fitted = fit(questions, START)
     print(header)
     print(_row("shipped (START)", evaluate(questions, START)))
+    same, measured = agreement(questions)
+    if measured:
+        print(f"replay = benchmark: the same evidence ranks for {same} of {measured} questions")
     print(_row("fitted", evaluate(questions, fitted)))
     print("fitted weights:", fitted)
     for name in GRIDS:  # what each weight adds: the fitted weights with that one back at its starting value

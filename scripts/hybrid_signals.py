@@ -44,13 +44,15 @@ def _topic_words(text: str) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--split", choices=("dev", "written-dev"), default="dev")
+    parser.add_argument("--dataset", type=Path, help="any file of the same shape (overrides --split; to test this)")
     parser.add_argument("--pad-with", choices=tuple(recall.SPLITS))
     parser.add_argument("--embed-cache", type=Path)
     parser.add_argument("--embedder", choices=("local", "e5", "hash"), help="default: recall.py's default")
     parser.add_argument("--wording", choices=recall.WORDINGS, default="paraphrase", help="as recall.py's")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    dataset = recall.worded(json.loads(recall.SPLITS[args.split].read_text(encoding="utf-8")), args.wording)
+    source = args.dataset or recall.SPLITS[args.split]
+    dataset = recall.worded(json.loads(source.read_text(encoding="utf-8")), args.wording)
     padding = (
         json.loads(recall.SPLITS[args.pad_with].read_text(encoding="utf-8"))["conversations"] if args.pad_with else []
     )
@@ -132,6 +134,8 @@ def main() -> int:
             args.embed_cache,
         )
     print({k: round(v * 100, 1) for k, v in results["overall"]["hybrid"].items() if k.startswith("R@")})
+    for qid, dump in dumped.items():  # what the benchmark measured, for fit_hybrid.py to check its replay against
+        dump["measured"] = results["ranks"][qid]["hybrid"]
     args.out.write_text(json.dumps({"questions": dumped}))
     print(f"{len(dumped)} questions dumped to {args.out}")
     return 0
