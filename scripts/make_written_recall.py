@@ -24,6 +24,16 @@ the turns through the whole file (1, 2, 3, …); a question line gives its type,
 question and a short answer, separated by ``|``.  The output has the shape ``benchmarks/recall.py`` reads
 (``--dataset benchmarks/data/recall-written.json``).  ``--check`` fails when the JSON is not what the texts
 make.
+
+``written/agent/<split>/aNN.txt`` hold questions written by hand, by authors who did not read the ranking
+code either, over the slices of real coding-agent sessions that the generated split of the same name ships
+(``recall-<split>.json``'s ``aNN``, copied whole into the written split)::
+
+    # a01
+    Q edit | a01-m0148 | Which file got the new helper that computes the review diff? | wingman_review.go
+
+A question's type is one of :data:`AGENT_TYPES` (stored as ``agent-<type>``) and its evidence names
+messages of that slice by id.
 """
 
 from __future__ import annotations
@@ -51,11 +61,18 @@ DESCRIPTION = (
     "'last Sunday', 'yesterday'), with questions that paraphrase. Sources: benchmarks/data/written/{split}/*.txt, "
     "built by scripts/make_written_recall.py. "
 )
+AGENT_DESCRIPTION = (
+    "Then slices of real coding-agent sessions (a*, copied from recall-{split}.json) with questions an agent or "
+    "its user would ask after compaction, written by hand by authors who did not read the ranking code "
+    "(benchmarks/data/written/agent/{split}/*.txt). "
+)
+AGENT_TYPES = {"edit", "error", "decision", "request", "command", "detail"}
 USE = {"dev": "DEV split: tune on this one.", "test": "TEST split: report only, never tune on it."}
 
 _HEAD = re.compile(r"^# (\w+):\s*([^,]+?)\s*,\s*(.+?)\s*$")
 _SESSION = re.compile(r"^## (\d{4}-\d{2}-\d{2}) (\d{2}:\d{2})\s*$")
 _TURN = re.compile(r"^\[(\d+)\]\s*([^:]+?):\s*(.+)$")
+_AGENT_HEAD = re.compile(r"^# (a\d+)\s*$")
 
 
 class SourceError(ValueError):
@@ -131,6 +148,47 @@ def parse(path: Path) -> tuple[dict[str, object], list[dict[str, object]]]:
     return {"id": cid, "kind": "conversational", "messages": messages}, questions
 
 
+def parse_agent(
+    path: Path, sessions: dict[str, dict[str, object]]
+) -> tuple[dict[str, object], list[dict[str, object]]]:
+    """One file of questions over an agent session's slice (one of ``sessions``, by id): the slice and its questions."""
+    lines = [line.rstrip() for line in path.read_text(encoding="utf-8").splitlines()]
+    head = _AGENT_HEAD.match(lines[0]) if lines else None
+    if head is None:
+        raise SourceError(f"{path.name}: the first line must be '# aNN', the id of an agent session's slice")
+    cid = head.group(1)
+    if cid not in sessions:
+        raise SourceError(f"{path.name}: no agent session {cid!r} in the generated split ({sorted(sessions)})")
+    conversation = sessions[cid]
+    messages: list[dict[str, object]] = conversation["messages"]  # type: ignore[assignment]
+    known = {str(m["id"]) for m in messages}
+    questions: list[dict[str, object]] = []
+    for number, line in enumerate(lines[1:], start=2):
+        where = f"{path.name}:{number}"
+        if not line.strip():
+            continue
+        parts = [p.strip() for p in line[2:].split("|")] if line.startswith("Q ") else []
+        if len(parts) != 4 or parts[0] not in AGENT_TYPES:
+            raise SourceError(
+                f"{where}: want 'Q type | message ids | question | answer', type one of {sorted(AGENT_TYPES)}"
+            )
+        evidence = [e.strip() for e in parts[1].split(",")]
+        unknown = [e for e in evidence if e not in known]
+        if unknown:
+            raise SourceError(f"{where}: evidence {unknown} names no message of {cid}")
+        questions.append(
+            {
+                "id": f"{cid}-q{len(questions) + 1:03d}",
+                "conversation_id": cid,
+                "question": parts[2],
+                "answer": parts[3],
+                "evidence": evidence,
+                "type": f"agent-{parts[0]}",
+            }
+        )
+    return conversation, questions
+
+
 def build(split: str) -> dict[str, object]:
     conversations: list[dict[str, object]] = []
     questions: list[dict[str, object]] = []
@@ -138,10 +196,19 @@ def build(split: str) -> dict[str, object]:
         conversation, asked = parse(path)
         conversations.append(conversation)
         questions.extend(asked)
+    agent_sources = sorted((SOURCES / "agent" / split).glob("*.txt"))
+    if agent_sources:
+        generated = json.loads((ROOT / "benchmarks" / "data" / f"recall-{split}.json").read_text(encoding="utf-8"))
+        sessions = {str(c["id"]): c for c in generated["conversations"] if c.get("kind") == "agent"}
+        for path in agent_sources:
+            conversation, asked = parse_agent(path, sessions)
+            conversations.append(conversation)
+            questions.extend(asked)
+    description = DESCRIPTION + (AGENT_DESCRIPTION if agent_sources else "")
     return {
         "name": f"recall-written-{split}",
         "split": split,
-        "description": DESCRIPTION.format(split=split) + USE[split],
+        "description": description.format(split=split) + USE[split],
         "conversations": conversations,
         "questions": questions,
     }
@@ -168,7 +235,7 @@ def main() -> int:
         chats: list[dict[str, list[object]]] = data["conversations"]  # type: ignore[assignment]
         asked: list[object] = data["questions"]  # type: ignore[assignment]
         turns = sum(len(c["messages"]) for c in chats)
-        print(f"{split}: {len(chats)} conversations, {turns} turns, {len(asked)} questions → {target}")
+        print(f"{split}: {len(chats)} conversations, {turns} messages, {len(asked)} questions → {target}")
     return 0
 
 

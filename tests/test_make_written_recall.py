@@ -81,3 +81,55 @@ def test_a_source_out_of_shape_is_refused_with_its_line(tmp_path: Path, body: st
     with pytest.raises(module.SourceError, match=re.escape(says)) as refused:
         module.parse(source)
     assert "w99.txt:" in str(refused.value)
+
+
+SLICE = {
+    "id": "a99",
+    "kind": "agent",
+    "source": "corpus/session.jsonl",
+    "messages": [
+        {
+            "id": "a99-m0000",
+            "role": "user",
+            "content": "make the retry limit five",
+            "created_at": "2026-01-01T10:00:00Z",
+        },
+        {
+            "id": "a99-m0001",
+            "role": "assistant",
+            "content": "[tool call: Edit] {}",
+            "created_at": "2026-01-01T10:01:00Z",
+        },
+    ],
+}
+
+
+def test_agent_questions_are_read_over_their_sessions_slice(tmp_path: Path) -> None:
+    source = tmp_path / "a99.txt"
+    source.write_text(
+        "# a99\nQ edit | a99-m0001 | Where did the retry limit change? | the upload client\n"
+        "Q request | a99-m0000 | What did the user want the retry limit to be? | five\n",
+        encoding="utf-8",
+    )
+    conversation, questions = script().parse_agent(source, {"a99": SLICE})
+    assert conversation is SLICE  # the slice whole, as the generated split ships it
+    assert [q["type"] for q in questions] == ["agent-edit", "agent-request"]
+    assert questions[0]["evidence"] == ["a99-m0001"] and questions[1]["id"] == "a99-q002"
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("# a98\n", "no agent session 'a98'"),
+        ("# a99\nQ edit | a99-m0007 | Where? | there\n", "names no message of a99"),
+        ("# a99\nQ guess | a99-m0001 | Where? | there\n", "type one of"),
+        ("# a99\nWhere did it change? | there\n", "want 'Q type"),
+        ("a99\n", "the first line must be '# aNN'"),
+    ],
+)
+def test_an_agent_source_out_of_shape_is_refused(tmp_path: Path, text: str, says: str) -> None:
+    source = tmp_path / "a99.txt"
+    source.write_text(text, encoding="utf-8")
+    module = script()
+    with pytest.raises(module.SourceError, match=re.escape(says)):
+        module.parse_agent(source, {"a99": SLICE})
