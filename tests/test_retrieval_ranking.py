@@ -156,12 +156,18 @@ def test_what_an_agents_question_asks_for() -> None:
         "Where did Maya go on holiday?",
         "What did Tom cook on Friday?",
         "the file was too large to attach",
-        "profile changed",
     ]
-    assert [question_intent(q) for q in asks_file] == ["file_change"] * len(asks_file)
+    asks_change = [  # a change made, asked in any other shape: its record is the edit that made it
+        "Which Gemini helper did I delete after folding it into its only caller?",
+        "How were the live-session tests changed so they stop hardcoding five hours?",
+        "What constant replaced the old lock-age check?",
+        "profile changed",  # typed into a grep
+    ]
+    assert [question_intent(q) for q in asks_file + asks_change] == ["file_change"] * len(asks_file + asks_change)
     assert [question_intent(q) for q in asks_failure] == ["failure"] * len(asks_failure)
     assert [question_intent(q) for q in neither] == [None] * len(neither)
     assert question_intent("which file failed to compile?") == "file_change"  # the file is what it asks for
+    assert question_intent("Why did lint fail right after adding the helper?") == "failure"  # what failed, first
 
 
 def test_which_messages_are_records_of_a_file_change_or_a_failure() -> None:

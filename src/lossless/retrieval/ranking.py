@@ -203,6 +203,16 @@ _ASKS_FAILURE = re.compile(
     r"\btraceback\b|\bstack ?trace\b",
     re.I,
 )
+# A question about a change made, in any shape ("How were the tests changed?", "Which helper did I delete?"):
+# asked where neither of the above reads, so "why did lint fail after adding it?" still asks for the failure.
+_CHANGE_VERBS = (
+    "add|change|remove|delete|rename|move|introduce|replace|patch|restructure|switch|edit|create|write|"
+    "relocate|drop|insert|refactor|rewrite|update|fix"
+)
+_ASKS_CHANGE = re.compile(
+    rf"\b(?:{_CHANGE_VERBS})(?:e?d|s|ing)?\b|\b(?:written|wrote|rewritten|rewrote)\b",
+    re.I,
+)
 _TOOL_CALL = re.compile(r"^\[tool call: ([^\]\n]{1,120})\]", re.M)
 _FILE_TOOLS = EDIT_TOOLS | WRITE_TOOLS
 _SCANNED = FAILURE_SCANNED  # characters of a message read for its kind
@@ -213,12 +223,16 @@ def question_intent(text: str) -> Intent | None:
 
     "Which file did we change to fix the login test?", "where did we put the retry code?" ask for a
     file change; "why did the migration fail?", "what was the error from go test?" for a failure.  A
-    question that reads as both asks for the file.
+    question that reads as both asks for the file.  Any other question about a change made ("Which
+    helper did I delete?", "How were the tests changed?") asks for the file change too: the edit that
+    made it is its record.
     """
     if _ASKS_FILE.search(text):
         return "file_change"
     if _ASKS_FAILURE.search(text):
         return "failure"
+    if _ASKS_CHANGE.search(text):
+        return "file_change"
     return None
 
 
