@@ -168,6 +168,15 @@ def test_what_an_agents_question_asks_for() -> None:
     assert [question_intent(q) for q in neither] == [None] * len(neither)
     assert question_intent("which file failed to compile?") == "file_change"  # the file is what it asks for
     assert question_intent("Why did lint fail right after adding the helper?") == "failure"  # what failed, first
+    asks_request = ["What did the user want changed in the design doc?", "What was the user's objection to the tests?"]
+    assert [question_intent(q) for q in asks_request] == ["request"] * len(asks_request)
+    assert question_intent("Which file did the user ask us to change?") == "file_change"  # a file, first
+
+
+def test_the_users_own_turns_are_what_a_question_about_the_user_asks_for() -> None:
+    assert shows("request", "user", "Please keep the summary in the PR description.")
+    assert not shows("request", "assistant", "The user wants the summary in the PR description.")
+    assert not shows("request", "user", "[tool call: Bash] {}") and not shows("request", "tool", "ok")
 
 
 def test_which_messages_are_records_of_a_file_change_or_a_failure() -> None:

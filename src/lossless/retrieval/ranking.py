@@ -186,8 +186,8 @@ def _topic_words(text: str) -> int:
     return count
 
 
-#: What a question about an agent's work asks for: the file a change went to, or what went wrong.
-Intent = Literal["file_change", "failure"]
+#: What a question about an agent's work asks for: the file a change went to, what went wrong, or what the user said.
+Intent = Literal["file_change", "failure", "request"]
 
 _ASKS_FILE = re.compile(
     r"\b(?:which|what) (?:source )?files?\b|\bin which file\b|\bwhere (?:did|do|have|had|was|were|is) "
@@ -203,6 +203,8 @@ _ASKS_FAILURE = re.compile(
     r"\btraceback\b|\bstack ?trace\b",
     re.I,
 )
+# "What did the user ask for?": in an agent's session the user is the human, whose turns are role "user".
+_ASKS_REQUEST = re.compile(r"\bthe user\b", re.I)
 # A question about a change made, in any shape ("How were the tests changed?", "Which helper did I delete?"):
 # asked where neither of the above reads, so "why did lint fail after adding it?" still asks for the failure.
 _CHANGE_VERBS = (
@@ -225,12 +227,15 @@ def question_intent(text: str) -> Intent | None:
     file change; "why did the migration fail?", "what was the error from go test?" for a failure.  A
     question that reads as both asks for the file.  Any other question about a change made ("Which
     helper did I delete?", "How were the tests changed?") asks for the file change too: the edit that
-    made it is its record.
+    made it is its record.  Any other question about what *the user* asked, wanted or said asks for the
+    user's own turns (``request``): "What did the user want changed in the design doc?".
     """
     if _ASKS_FILE.search(text):
         return "file_change"
     if _ASKS_FAILURE.search(text):
         return "failure"
+    if _ASKS_REQUEST.search(text):
+        return "request"
     if _ASKS_CHANGE.search(text):
         return "file_change"
     return None
@@ -252,7 +257,10 @@ def shows(intent: Intent, role: str, content: str) -> bool:
     :data:`~lossless.parts.WRITE_TOOLS`, as the message renders it: ``[tool call: Edit] {…}``), or a
     patch.  ``failure``: a tool's output (a ``tool`` message, or a rendered ``[tool result]`` /
     ``[tool error]``) that reports a failure (an error mark, a non-zero exit code, FAIL, a traceback).
+    ``request``: a turn of the user's own (role ``user``, no tool's call or output in it).
     """
+    if intent == "request":
+        return role == "user" and not is_tool_record(role, content)
     head = content[:_SCANNED]
     if intent == "file_change":
         if head.startswith("[patch] "):
