@@ -5,7 +5,7 @@
 
 The ranking (``lossless.retrieval.hybrid``) scores each candidate message as
 
-    base  = k * keyword + (1 - k) * meaning + m * best * memory
+    base  = k * keyword + (1 - k) * meaning + m * best * memory     (k: agent_keyword in an agent's session)
     score = (base + b * base(turn before) + a * base(turn after)) * substance(S) * asking + t * in_window + i * intent
 
 (each side min-max scaled; memory: the lead's score over the best lead's; best: the best fused score;
@@ -37,6 +37,7 @@ KS = (1, 5, 10, 25, 50)
 #: The shipped constants (:mod:`lossless.retrieval.hybrid`), as a starting point and a reference.
 START = {
     "keyword": 0.15,
+    "agent_keyword": 0.25,
     "memory": 0.4,
     "before": 0.0,
     "after": 0.45,
@@ -51,6 +52,7 @@ START = {
 #: What the fit may choose from, per weight.
 GRIDS: dict[str, list[float]] = {
     "keyword": [0.0, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4],
+    "agent_keyword": [0.15, 0.2, 0.25, 0.3, 0.35, 0.5],
     "memory": [0.2, 0.4, 0.6, 0.8, 1.0, 1.2],
     "before": [0.0, 0.15, 0.3, 0.45, 0.6],
     "after": [0.0, 0.15, 0.3, 0.45, 0.6],
@@ -103,6 +105,7 @@ def load(*paths: Path) -> list[dict[str, Any]]:
         out.append(
             {
                 "conversation": q["conversation"],
+                "agent_session": bool(q.get("agent_session")),
                 "events": [it["event"] for it in items],
                 "wanted_events": list(q["evidence"]),
                 "measured": q.get("measured"),
@@ -127,7 +130,8 @@ def load(*paths: Path) -> list[dict[str, Any]]:
 
 def scores(q: dict[str, Any], w: dict[str, float]) -> np.ndarray:
     """The ranking's score of every candidate of ``q`` under weights ``w`` (-inf: not ranked)."""
-    base = np.where(q["core"], w["keyword"] * q["keyword"] + (1 - w["keyword"]) * q["meaning"], 0.0)
+    k = w["agent_keyword"] if q["agent_session"] else w["keyword"]  # a tool's output among the keyword matches
+    base = np.where(q["core"], k * q["keyword"] + (1 - k) * q["meaning"], 0.0)
     best = (base[q["matched"]].max() if q["matched"].any() else 0.0) or 1.0
     base = base + w["memory"] * best * q["memory"]
     kept = np.zeros(len(base), bool)

@@ -67,7 +67,7 @@ def main() -> int:
 
     async def _dump(store: Any, options: Any, conversation_ids: Any, search: Any, agent: Any) -> None:
         words, offset = hybrid._question_words(options, STOPWORDS)  # as hybrid_hits reads them
-        kw = await hybrid._keyword_scores(store, options, conversation_ids, words, "messages")
+        kw, agent_session = await hybrid._keyword_side(store, options, conversation_ids, words, "messages")
         # The meaning side as the product computes it: both wordings, then the question without its names (step 2).
         sem = await hybrid._semantic_scores(search, options, conversation_ids, "messages", words)
         sem = await hybrid._with_keywords(search, options, conversation_ids, words, sem)
@@ -118,6 +118,7 @@ def main() -> int:
                     "evidence": q["evidence"],
                     "words": words,
                     "has_window": bool(windows),
+                    "agent_session": agent_session,
                     "items": items,
                 }
                 break

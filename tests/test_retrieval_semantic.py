@@ -22,6 +22,7 @@ from lossless.engine import IndexBuild
 from lossless.errors import InputError, PartialIndexWarning
 from lossless.memory.messages import MessageHit, SummaryHit
 from lossless.memory.records import MemoryDraft
+from lossless.questions import STOPWORDS
 from lossless.records import MessageRecord, Summary
 from lossless.retrieval import Caller, GrepOptions, Retriever, hybrid, ranking
 from lossless.retrieval.semantic import grep_semantic
@@ -814,6 +815,33 @@ class WordingPort(RecordingPort):
         self.asked.append(query)
         found = self.by_text.get(query, {})
         return [MessageHit(key, self.conversation_id, score) for key, score in found.items()]
+
+
+@pytest.mark.parametrize("agent", [False, True])
+async def test_an_agents_session_weighs_the_keyword_side_more(engine: ContextEngine, agent: bool) -> None:
+    """Where a tool's output is among the keyword matches (an agent's session: code, paths, error text), the keyword
+    side's share of the fused score is ``AGENT_KEYWORD_WEIGHT``; elsewhere the chat's ``KEYWORD_WEIGHT``."""
+    messages = [Message.user("the migration failed on the users table"), Message.assistant("looking at it now")]
+    if agent:
+        messages.append(Message("tool", "alembic upgrade: migration failed, no such column users.plan"))
+    stored = (await engine.ingest_batch("work", messages)).stored
+    conversation_id = stored[0].conversation_id
+    options = GrepOptions("Why did the migration fail?", mode="hybrid", scope="messages")
+    words, _ = hybrid._question_words(options, STOPWORDS)
+    port = WordingPort(conversation_id, {})  # nothing found by meaning: each score is its keyword share
+    fused = await hybrid._fused(
+        engine.store,
+        options,
+        (conversation_id,),
+        port,  # type: ignore[arg-type]
+        "messages",
+        words,
+        hybrid.KEYWORD_WEIGHT,
+        agent_weight=hybrid.AGENT_KEYWORD_WEIGHT,
+    )
+    weight = hybrid.AGENT_KEYWORD_WEIGHT if agent else hybrid.KEYWORD_WEIGHT
+    assert hybrid.AGENT_KEYWORD_WEIGHT > hybrid.KEYWORD_WEIGHT
+    assert max(fused.values()) == pytest.approx(weight)  # the best keyword match: 1 on its side, nothing by meaning
 
 
 @pytest.mark.parametrize("share", [0.0, 0.3, 0.5, 1.0])

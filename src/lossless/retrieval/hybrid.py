@@ -108,6 +108,9 @@ SEMANTIC_QUERY = "keywords"
 #:
 #: Keyword side's weight in the fusion (the meaning side gets ``1 - KEYWORD_WEIGHT``).
 KEYWORD_WEIGHT = 0.15
+#: The keyword side's weight in an agent's session (a tool's output among the keyword matches): code, paths,
+#: commands and error text are found by their words more than a chat is.
+AGENT_KEYWORD_WEIGHT = 0.25
 #: An embedder that ranks best by the question as written (e5): the share of a message's meaning score that is its
 #: cosine to the question's keywords (the rest: to the question as written), messages only.  The two wordings
 #: each find what the other misses ("What does Maya do for fun?" against "Maya fun"); a blend, not the better
@@ -175,13 +178,25 @@ async def _keyword_scores(
 ) -> dict[int | str, float]:
     """Item id → relevance (higher is better) for any of ``words``; ``ahead``: store pages read ahead, by request
     (:func:`keyword_requests`), used where this search's first page is among them."""
+    return (await _keyword_side(store, options, conversation_ids, words, scope, ahead))[0]
+
+
+async def _keyword_side(
+    store: Store,
+    options: GrepOptions,
+    conversation_ids: tuple[int, ...],
+    words: Sequence[str],
+    scope: Scope,
+    ahead: Mapping[SearchRequest, list[SearchRow]] | None = None,
+) -> tuple[dict[int | str, float], bool]:
+    """:func:`_keyword_scores`, and whether a tool's output is among the matches (an agent's session)."""
     if not words:
-        return {}
+        return {}, False
     keyword = _keyword_options(options, words, scope)
     first = first_page_requests(keyword, conversation_ids) if ahead else None
     pages = [ahead[r] for r in first] if ahead and first and all(r in ahead for r in first) else None
     found = await grep(store, keyword, conversation_ids, first_pages=pages)
-    return {h.ref: -(h.rank or 0.0) for h in found.hits}
+    return {h.ref: -(h.rank or 0.0) for h in found.hits}, any(h.role == "tool" for h in found.hits)
 
 
 def _question_words(options: GrepOptions, stopwords: frozenset[str]) -> tuple[list[str], EventOffset | None]:
@@ -339,8 +354,11 @@ async def _fused(
     keyword_weight: float = ranking.KEYWORD_WEIGHT,
     read: dict[int, MessageRecord] | None = None,
     ahead: Mapping[SearchRequest, list[SearchRow]] | None = None,
+    agent_weight: float | None = None,
 ) -> dict[int | str, float]:
-    keyword = await _keyword_scores(store, options, conversation_ids, words, scope, ahead)
+    """The keyword and meaning sides fused (``keyword_weight``; ``agent_weight`` instead, where given, when a tool's
+    output is among the keyword matches)."""
+    keyword, tools = await _keyword_side(store, options, conversation_ids, words, scope, ahead)
     if search is None:  # words alone: each score as a share of the best (a weak match keeps its weight)
         best = max(keyword.values(), default=0.0)
         return {key: value / best if best > 0 else 1.0 for key, value in keyword.items()}
@@ -349,6 +367,8 @@ async def _fused(
         semantic = await _with_keywords(search, options, conversation_ids, words, semantic)
     if scope == "messages" and NAME_BLIND_SHARE > 0:
         semantic = await _name_blind(store, search, options, conversation_ids, words, semantic, read)
+    if tools and agent_weight is not None:
+        keyword_weight = agent_weight
     return fuse(keyword, {key: score for key, (score, _) in semantic.items()}, keyword_weight=keyword_weight)
 
 
@@ -367,7 +387,8 @@ async def _message_fusion(
     if shared is not None and "messages" in shared:
         return shared["messages"]
     weight = KEYWORD_WEIGHT if search is not None else ranking.KEYWORD_WEIGHT
-    fused = await _fused(store, options, conversation_ids, search, "messages", words, weight, read, ahead)
+    agent = AGENT_KEYWORD_WEIGHT if search is not None else None
+    fused = await _fused(store, options, conversation_ids, search, "messages", words, weight, read, ahead, agent)
     if shared is not None:
         shared["messages"] = fused
     return fused
