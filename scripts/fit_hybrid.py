@@ -7,6 +7,7 @@ The ranking (``lossless.retrieval.hybrid``) scores each candidate message as
 
     base  = k * keyword + (1 - k) * meaning + m * best * memory     (k: agent_keyword in an agent's session)
     score = (base + b * base(turn before) + a * base(turn after)) * substance(S) * asking + t * in_window + i * intent
+    (substance: 1 for a tool's output)
 
 (each side min-max scaled; memory: the lead's score over the best lead's; best: the best fused score;
 ``b``/``a`` are ``tool_before``/``tool_after`` for a pair of turns of which either is a tool's call or output,
@@ -122,6 +123,7 @@ def load(*paths: Path) -> list[dict[str, Any]]:
                 "window": np.array([it["window"] for it in items], dtype=float),
                 "tool": np.array([bool(it.get("tool")) for it in items]),
                 "asks": np.array([bool(it.get("asks")) for it in items]),
+                "output": np.array([bool(it.get("output")) for it in items]),
                 "intent": np.array([bool(it.get("intent")) for it in items], dtype=float),
             }
         )
@@ -152,7 +154,8 @@ def scores(q: dict[str, Any], w: dict[str, float]) -> np.ndarray:
     score = base + added
     reached = kept | (added > 0)
     enough = w["substance"]
-    score = score * np.clip(q["words"], 1, enough) / enough * np.where(q["asks"], w["asking"], 1.0)
+    substance = np.where(q["output"], 1.0, np.clip(q["words"], 1, enough) / enough)  # a tool's output is spared
+    score = score * substance * np.where(q["asks"], w["asking"], 1.0)
     score = score + w["time"] * q["window"] + w["intent"] * q["intent"]
     return np.where(reached, score, -np.inf)
 

@@ -107,6 +107,7 @@ def main() -> int:
                 "cover": _cover(words, m.content),
                 "tool": ranking.is_tool_record(m.role, m.content),
                 "asks": ranking.asks(m.role, m.content),
+                "output": ranking.is_tool_output(m.role, m.content),
                 "intent": intent is not None and ranking.shows(intent, m.role, m.content),
             }
         for (conversation, text), q in evidence.items():

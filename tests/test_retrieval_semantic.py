@@ -1013,6 +1013,20 @@ def test_the_substance_prior_reads_a_speaker_in_metadata_as_one_in_the_text(name
     assert scores[1] == scores[2]
 
 
+@pytest.mark.parametrize(
+    ("role", "content"),
+    [("tool", "No matches found"), ("tool", "302"), ("user", "[tool error] Exit code 127")],
+)
+def test_a_tools_output_is_spared_the_substance_prior(role: str, content: str) -> None:
+    """A short output ("No matches found") answers what its call did and is understood by the call: it keeps its
+    whole score, while a chat turn as short keeps the substance share."""
+    output = MessageRecord(1, 1, 1, role, content, (), 5, T0)
+    chat = MessageRecord(2, 1, 2, "assistant", "No way!", (), 5, T0)
+    scores: dict[int | str, float] = {1: 1.0, 2: 1.0}
+    hybrid._priors(scores, {1: output, 2: chat}, "What did the search return?", hybrid.SUBSTANCE_WORDS)
+    assert scores[1] == 1.0 and scores[2] == pytest.approx(1 / hybrid.SUBSTANCE_WORDS)
+
+
 _SCORES = st.dictionaries(st.integers(0, 30), st.floats(-1.0, 1.0, allow_nan=False), max_size=20)
 
 

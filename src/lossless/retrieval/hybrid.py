@@ -516,14 +516,16 @@ def _priors(
     enough: int,
     asking: float = 1.0,
 ) -> None:
-    """The substance prior (a turn that says little keeps that share of its score), the asking prior (a chat turn
+    """The substance prior (a turn that says little keeps that share of its score; a tool's output, understood by
+    its call, is spared it: "No matches found" answers what a search returned), the asking prior (a chat turn
     that ends by asking keeps ``asking`` of it) and the intent boost, in place."""
     intent = ranking.question_intent(question)
     for key in scores:
         record = records.get(int(key))
         if record is None:
             continue
-        if enough > 0:  # a speaker named in metadata counts as one named in the text ("Maya: …")
+        # a speaker named in metadata counts as one named in the text ("Maya: …")
+        if enough > 0 and not ranking.is_tool_output(record.role, record.content):
             if record.metadata is None and len(record.content) <= _KEPT_TEXT:
                 scores[key] *= _plain_substance(record.content, enough)
             else:

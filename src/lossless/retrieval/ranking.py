@@ -250,6 +250,12 @@ def is_tool_record(role: str, content: str) -> bool:
     return role == "tool" or "[tool call: " in content[:_SCANNED]
 
 
+def is_tool_output(role: str, content: str) -> bool:
+    """Whether a message is a tool's output: a ``tool`` message, or a rendered ``[tool result]`` / ``[tool error]``."""
+    head = content[:_SCANNED]
+    return role == "tool" or "[tool result]" in head or "[tool error]" in head
+
+
 def shows(intent: Intent, role: str, content: str) -> bool:
     """Whether a message is a record of what ``intent`` asks for.
 
@@ -266,8 +272,7 @@ def shows(intent: Intent, role: str, content: str) -> bool:
         if head.startswith("[patch] "):
             return True
         return any(_tool_name(label) in _FILE_TOOLS for label in _TOOL_CALL.findall(head))
-    output = role == "tool" or "[tool result]" in head or "[tool error]" in head
-    return output and FAILURE.search(head) is not None
+    return is_tool_output(role, content) and FAILURE.search(head) is not None
 
 
 def best_first(scores: Mapping[K, float]) -> list[tuple[K, float]]:
