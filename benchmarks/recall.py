@@ -8,9 +8,9 @@ The dataset is JSON: ``{"conversations": [{"id", "messages": [{"id", "role", "co
 "questions": [{"id", "conversation_id", "question", "answer", "evidence": [message ids]}]}``.  The default is
 ``data/recall-test.json`` (report only; tune on ``--split dev``), made by ``scripts/make_recall_data.py``;
 ``data/recall-small.json`` (30 hand-written questions) stays as a smoke test (``--dataset``).  ``written-dev`` and
-``written-test`` are chats written by hand, turn by turn, with no template (``scripts/make_written_recall.py``):
-harder for words alone, and nearer a real conversation than the generated splits; ``written-test`` is report
-only.  ``--wording``
+``written-test`` are chats written by hand, turn by turn, with no template, and questions written by hand over the
+generated splits' agent sessions (``scripts/make_written_recall.py``): harder for words alone, and nearer a real
+conversation than the generated splits; ``written-test`` is report only.  ``--wording``
 asks each question as written (``paraphrase``), in its ``literal`` wording, or ``terse``: the literal
 wording's words without the baseline's stopwords, as an agent types a grep (:func:`worded`).  ``--speakers
 metadata`` stores each chat turn's speaker in its metadata instead of the text's ``Name:`` prefix, as a
