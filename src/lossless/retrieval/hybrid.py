@@ -168,19 +168,6 @@ def _keyword_options(options: GrepOptions, words: Sequence[str], scope: Scope) -
     )
 
 
-async def _keyword_scores(
-    store: Store,
-    options: GrepOptions,
-    conversation_ids: tuple[int, ...],
-    words: Sequence[str],
-    scope: Scope,
-    ahead: Mapping[SearchRequest, list[SearchRow]] | None = None,
-) -> dict[int | str, float]:
-    """Item id → relevance (higher is better) for any of ``words``; ``ahead``: store pages read ahead, by request
-    (:func:`keyword_requests`), used where this search's first page is among them."""
-    return (await _keyword_side(store, options, conversation_ids, words, scope, ahead))[0]
-
-
 async def _keyword_side(
     store: Store,
     options: GrepOptions,
@@ -189,7 +176,9 @@ async def _keyword_side(
     scope: Scope,
     ahead: Mapping[SearchRequest, list[SearchRow]] | None = None,
 ) -> tuple[dict[int | str, float], bool]:
-    """:func:`_keyword_scores`, and whether a tool's output is among the matches (an agent's session)."""
+    """Item id → relevance (higher is better) for any of ``words``, and whether a tool's output is among the matches
+    (an agent's session); ``ahead``: store pages read ahead, by request (:func:`keyword_requests`), used where this
+    search's first page is among them."""
     if not words:
         return {}, False
     keyword = _keyword_options(options, words, scope)
@@ -578,7 +567,7 @@ async def _event_windows(
 ) -> list[TimeWindow]:
     """The windows of "N weeks before EVENT", one from each of the :data:`EVENT_MENTIONS` messages that best match
     the event's words (a trip is planned, taken and told about: which mention dates it is not known)."""
-    found = best_first(await _keyword_scores(store, options, conversation_ids, offset.event, "messages"))
+    found = best_first((await _keyword_side(store, options, conversation_ids, offset.event, "messages"))[0])
     events = await store.get_messages_by_id([int(key) for key, _ in found[:EVENT_MENTIONS]])
     return [offset.window(event.created_at) for event in events]
 
