@@ -163,9 +163,7 @@ def scores(q: dict[str, Any], w: dict[str, float]) -> np.ndarray:
 def ranks(q: dict[str, Any], w: dict[str, float]) -> list[int | None]:
     """Where the replay ranks each evidence message of ``q`` in its top 50 (1-based; ``None``: not there), as
     ``recall.py`` reports a method's ranks."""
-    score = scores(q, w)
-    order = np.argsort(-score, kind="stable")
-    top = [q["events"][i] for i in order[score[order] > -np.inf][:50]]
+    top = [q["events"][i] for i in _top(scores(q, w))]
     return [top.index(e) + 1 if e in top else None for e in q["wanted_events"]]
 
 
@@ -176,9 +174,14 @@ def agreement(questions: list[dict[str, Any]], w: dict[str, float] = START) -> t
     return sum(1 for q in held if ranks(q, w) == q["measured"]), len(held)
 
 
-def metrics(q: dict[str, Any], score: np.ndarray) -> list[float]:
+def _top(score: np.ndarray) -> np.ndarray:
+    """The indexes of the 50 best-scored candidates that are ranked at all, best first (ties in dump order)."""
     order = np.argsort(-score, kind="stable")
-    order = order[score[order] > -np.inf][:50]
+    return order[score[order] > -np.inf][:50]
+
+
+def metrics(q: dict[str, Any], score: np.ndarray) -> list[float]:
+    order = _top(score)
     found = q["evidence"][order]
     first = np.nonzero(found)[0]
     return [found[:k].sum() / q["wanted"] for k in KS] + [1.0 / (first[0] + 1) if len(first) else 0.0]

@@ -376,8 +376,9 @@ async def _message_fusion(
     if shared is not None and "messages" in shared:
         return shared["messages"]
     weight = KEYWORD_WEIGHT if search is not None else ranking.KEYWORD_WEIGHT
-    agent = AGENT_KEYWORD_WEIGHT if search is not None else None
-    fused = await _fused(store, options, conversation_ids, search, "messages", words, weight, read, ahead, agent)
+    fused = await _fused(
+        store, options, conversation_ids, search, "messages", words, weight, read, ahead, AGENT_KEYWORD_WEIGHT
+    )
     if shared is not None:
         shared["messages"] = fused
     return fused
@@ -439,10 +440,8 @@ async def hybrid_hits(
             scores = with_neighbours(kept, neighbours, best_only=True)
         records = await _completed(store, have | around, scores)
         when: dict[int | str, datetime] = {key: records[int(key)].created_at for key in scores if int(key) in records}
-        if fitted:
-            _priors(scores, records, options.pattern, SUBSTANCE_WORDS, ASKING)
-        else:
-            _priors(scores, records, options.pattern, ranking.SUBSTANCE_WORDS)
+        enough, asking = (SUBSTANCE_WORDS, ASKING) if fitted else (ranking.SUBSTANCE_WORDS, 1.0)
+        _priors(scores, records, options.pattern, enough, asking)
     else:
         found = await store.get_summaries([str(k) for k in scores])
         summaries = {s.id: s for s in found}
@@ -513,8 +512,8 @@ def _priors(
         record = records.get(int(key))
         if record is None:
             continue
-        # a speaker named in metadata counts as one named in the text ("Maya: …")
         if enough > 0 and not ranking.is_tool_output(record.role, record.content):
+            # a speaker named in metadata counts as one named in the text ("Maya: …")
             if record.metadata is None and len(record.content) <= _KEPT_TEXT:
                 scores[key] *= _plain_substance(record.content, enough)
             else:

@@ -251,7 +251,11 @@ def is_tool_record(role: str, content: str) -> bool:
 
 
 def is_tool_output(role: str, content: str) -> bool:
-    """Whether a message is a tool's output: a ``tool`` message, or a rendered ``[tool result]`` / ``[tool error]``."""
+    """Whether a message is a tool's output: a ``tool`` message, or a rendered ``[tool result]`` / ``[tool error]``.
+
+    Read from the text, as :func:`shows` reads a record's kind (the index build's
+    :func:`lossless.memory.message_index.is_tool_output` reads a stored record's parts instead).
+    """
     head = content[:_SCANNED]
     return role == "tool" or "[tool result]" in head or "[tool error]" in head
 
