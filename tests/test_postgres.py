@@ -9,6 +9,7 @@ leave the lineage whole; two hosts never compact one conversation at once.
 from __future__ import annotations
 
 import hashlib
+import json
 from datetime import UTC, datetime, timedelta
 
 import anyio
@@ -631,6 +632,64 @@ async def test_migration_125_indexes_the_identifier_words_of_stored_memories(
             )
             for query in ("compute", "compute diff", "computeDiff", "parse HTTP headers", "parse headers"):
                 assert len(await memories.keyword_search(query, None, limit=5)) == 1, query
+    finally:
+        pg_server.drop_database(url)
+
+
+def test_the_sql_escaped_words_are_the_python_ones(pg_url: str) -> None:
+    """``lcm_escaped_words`` (the messages' word index) computes exactly :func:`lossless.text.escaped_words`."""
+    import psycopg
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from lossless.text import escaped_words
+
+    pieces = ["\\", "n", "t", "r", "b", "f", "u", "x", "Ab", "9", " ", '"', "_", "\n", "é", "数", "'"]
+    texts = st.lists(st.sampled_from(pieces), max_size=30).map("".join)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+
+        @settings(max_examples=60, deadline=None)
+        @given(batch=st.lists(texts, min_size=1, max_size=25))
+        def check(batch: list[str]) -> None:
+            rows = conn.execute(
+                "SELECT lcm_escaped_words(t) FROM unnest(%s::text[]) WITH ORDINALITY AS u(t, n) ORDER BY n", (batch,)
+            ).fetchall()
+            assert [r[0] for r in rows] == [escaped_words(t) for t in batch]
+
+        check()
+        sample = json.dumps({"old_string": "func a() {\n\tif x {\n\t\tGetOrCreateID(id)\n\t}\n}"})
+        assert conn.execute("SELECT lcm_escaped_words(%s)", (sample,)).fetchone() == ("if\nGetOrCreateID",)
+
+
+async def test_migration_126_reindexes_the_words_escapes_hide_in_existing_messages(
+    pg_server: pg.Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store of migration 125: its messages gain the words JSON escapes hide, in the background."""
+    import psycopg
+
+    from lossless.stores.postgres import connection, schema
+
+    url = pg_server.create_database(template=None)
+    edit = {"old_string": "func a() {\n\t\treturn\n}", "new_string": "func a() {\n\t\tGetOrCreateID(x)\n}"}
+    try:
+        monkeypatch.setattr(connection, "MIGRATIONS", tuple(m for m in schema.MIGRATIONS if m.version <= 125))
+        async with await ContextEngine.open(url) as engine:
+            call = Message.from_parts("assistant", [ToolPart(call_id="c1", name="Edit", input=edit)])
+            await engine.ingest_batch("s", [Message.user("plain words"), call])
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            # What the indexer of that version wrote (this code's indexer cannot run there).
+            await conn.execute(f"UPDATE messages SET content_tsv = {schema.SUMMARY_TSV} WHERE content_tsv IS NULL")
+        monkeypatch.setattr(connection, "MIGRATIONS", schema.MIGRATIONS)
+        async with await ContextEngine.open(url) as engine:
+            await engine.store.wait_indexed()  # also finishes the background pass over older messages
+            for query in ("GetOrCreateID", "return", "plain words"):
+                found = await engine.grep(query, mode="full_text", all_conversations=True)
+                assert len(found.hits) == 1, query
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            stale = await (
+                await conn.execute(f"SELECT count(*) FROM messages WHERE content_tsv IS DISTINCT FROM {schema.TSV}")
+            ).fetchone()
+            assert stale == (0,)
     finally:
         pg_server.drop_database(url)
 

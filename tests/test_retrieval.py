@@ -417,6 +417,37 @@ async def test_identifiers_are_found_by_their_words_and_as_written(engine: Conte
     assert await summaries("parse headers") == [] and await summaries("json body") == [leaf.id]
 
 
+GO_EDIT = {
+    "file_path": "cmd/entire/cli/session/state.go",
+    "old_string": 'func load() {\n\tif id == "" {\n\t\treturn\n\t}\n}',
+    "new_string": 'func load() {\n\tif id == "" {\n\t\tGetOrCreateEntireSessionID(modelSessionID)\n\t}\n}',
+}
+
+
+async def test_a_word_after_a_json_escape_in_a_tool_call_is_found(engine: ContextEngine) -> None:
+    """A tool call's arguments are stored as JSON, where each line of code starts after an escape
+    (``\\t\\treturn``): the word glued to it is found as written, on both backends, indexed or not yet."""
+    from lossless.parts import ToolPart
+
+    call = Message.from_parts("assistant", [ToolPart(call_id="c1", name="Edit", input=GO_EDIT)])
+    assert "\\t\\tGetOrCreateEntireSessionID(" in call.content  # what is stored: the JSON, escapes and all
+    messages = [Message.user("make the id stable"), call, Message("assistant", "done, see load()")]
+    stored = (await engine.ingest_batch("edits", messages, session_key="key-edits")).stored
+    retriever = Retriever(engine.store)
+
+    async def found(pattern: str, mode: str = "full_text") -> list[int]:
+        options = GrepOptions(pattern, mode=mode, scope="messages")  # type: ignore[arg-type]
+        return [int(h.ref) for h in (await retriever.grep(caller("edits"), options)).hits]
+
+    for settle in (False, True):
+        if settle:
+            await engine.store.wait_indexed()
+        for pattern in ("GetOrCreateEntireSessionID", "return", "modelSessionID", "create entire session"):
+            assert await found(pattern) == [stored[1].id], (pattern, settle)
+        assert await found("GetOrCreateEntireSessionID", "regex") == [stored[1].id]
+        assert await found("treturn") == [stored[1].id]  # the word as the tokenizer reads it, as before
+
+
 WORDY = [
     "this is not the droid you are looking for",
     "The canary deploy: rollout at 5pm",

@@ -148,13 +148,14 @@ async def test_index_is_rebuilt_when_it_does_not_match(tmp_path: Path) -> None:
 
 
 async def test_an_index_of_the_previous_version_is_rebuilt_with_identifier_words(tmp_path: Path) -> None:
-    """Upgrading: an index file written before identifiers were split (version 2) is re-indexed in the background."""
+    """Upgrading: an index file written before identifiers were split (version 2) is re-indexed in the background,
+    with the words JSON escapes hide in messages (version 4) too."""
     from lossless.stores.sqlite.index import INDEX_VERSION
 
     path = tmp_path / "lcm.db"
     store = await SQLiteStore.open(path)
     conv = await store.get_or_create_conversation(agent_id="main", session_id="s")
-    texts = ["we set outputHookMessage", "plain words"]
+    texts = ["we set outputHookMessage", "plain words", '[tool call: Edit] {"new_string": "a\\n\\tGetOrCreateID(x)"}']
     await store.append_messages(conv.id, [PreparedMessage(Message.user(t), 1, utcnow()) for t in texts])
     with anyio.fail_after(30):
         await store.wait_indexed()
@@ -162,7 +163,7 @@ async def test_an_index_of_the_previous_version_is_rebuilt_with_identifier_words
     # Make the index what version 2 wrote: the text alone.
     index = sqlite3.connect(tmp_path / "lcm.db-index")
     index.execute("INSERT INTO messages_fts(messages_fts) VALUES ('delete-all')")
-    index.executemany("INSERT INTO messages_fts(rowid, content) VALUES (?, ?)", [(1, texts[0]), (2, texts[1])])
+    index.executemany("INSERT INTO messages_fts(rowid, content) VALUES (?, ?)", list(enumerate(texts, start=1)))
     index.execute("UPDATE index_meta SET value = '2' WHERE key = 'version'")
     index.commit()
     assert index.execute("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'hook'").fetchone() == (0,)
@@ -173,7 +174,8 @@ async def test_an_index_of_the_previous_version_is_rebuilt_with_identifier_words
     await store.close()
     index = sqlite3.connect(tmp_path / "lcm.db-index")
     assert index.execute("SELECT value FROM index_meta WHERE key = 'version'").fetchone() == (str(INDEX_VERSION),)
-    for query, rows in (("hook", [(1,)]), ("outputhookmessage", [(1,)]), ("plain", [(2,)])):
+    cases = (("hook", [(1,)]), ("outputhookmessage", [(1,)]), ("plain", [(2,)]), ("getorcreateid", [(3,)]))
+    for query, rows in cases:
         assert index.execute("SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?", (query,)).fetchall() == rows
     index.close()
 
@@ -223,7 +225,7 @@ async def test_deleted_and_rewritten_rows_leave_no_identifier_words_in_the_index
     path = tmp_path / "lcm.db"
     store = await SQLiteStore.open(path)
     conv = await store.get_or_create_conversation(agent_id="main", session_id="s")
-    texts = ["we set outputHookMessage", "ran golangci-lint on session_state.go", "keep me"]
+    texts = ["we set outputHookMessage", "ran golangci-lint on session_state.go", "keep me", '{"a": "\\tGetID(x)"}']
     await store.append_messages(conv.id, [PreparedMessage(Message.user(t), 1, utcnow()) for t in texts])
     entries = await store.get_context(conv.id)
     now = utcnow()
@@ -255,6 +257,7 @@ async def test_deleted_and_rewritten_rows_leave_no_identifier_words_in_the_index
     assert count("summaries_fts", "parse OR headers OR parsehttpheaders") == 0
     assert count("summaries_fts", "json AND body") == 1
     assert (count("messages_fts", "hook"), count("messages_fts", "golangci AND lint")) == (1, 1)
+    assert count("messages_fts", "getid") == 1  # a word a JSON escape hid
     other = await store.get_or_create_conversation(agent_id="main", session_id="other")
     await store.append_messages(other.id, [PreparedMessage(Message.user("other outputHookMessage"), 1, utcnow())])
     with anyio.fail_after(30):
@@ -262,7 +265,7 @@ async def test_deleted_and_rewritten_rows_leave_no_identifier_words_in_the_index
     assert await store.delete_conversations([conv.id]) == 1
     await store.close()
     assert count("messages_fts", "hook") == 1  # the other conversation's message only
-    assert count("messages_fts", "golangci OR lint OR session OR state OR keep") == 0
+    assert count("messages_fts", "golangci OR lint OR session OR state OR keep OR getid OR tgetid") == 0
     assert count("summaries_fts", "json OR body OR readjsonbody OR renamed") == 0
 
 

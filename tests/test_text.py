@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 from hypothesis import given, settings
@@ -20,7 +21,9 @@ from lossless.text import (
     STOP_WORDS,
     WORD,
     cjk_bigrams,
+    escaped_words,
     identifier_words,
+    indexed_message_text,
     indexed_text,
     keyword_terms,
     search_terms,
@@ -145,3 +148,25 @@ def _identifier_words_as_defined(text: str) -> str:
 )
 def test_identifier_words_are_what_the_definition_says(text: str) -> None:
     assert identifier_words(text) == _identifier_words_as_defined(text)
+
+
+def test_the_words_json_escapes_hide_are_indexed_for_messages() -> None:
+    r"""``json.dumps`` of code puts an escape before each line: ``\tif`` is the word ``tif`` to a tokenizer."""
+    arguments = json.dumps({"old_string": "func a() {\n\tif x {\n\t\tGetOrCreateID(id)\n\t}\r\n}"})
+    assert escaped_words(arguments) == "if\nGetOrCreateID"
+    assert indexed_message_text(arguments) == f"{indexed_text(arguments)}\nif\nGetOrCreateID"
+    assert escaped_words(r"a quote \"q\" and \u00e9, a backslash \\nothing") == "othing"  # read as an escape
+    assert escaped_words(r"C:\new\table") == "ew\nable"  # no escape: stray words, nothing hidden
+    for plain in ("no backslash here", "a lone \\ and \\\\", "tab\tand newline\n (real ones)"):
+        assert escaped_words(plain) == "" and indexed_message_text(plain) == indexed_text(plain), plain
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.lists(st.sampled_from(["\\", "n", "t", "r", "x", "Ab", "9", " ", '"', "_", "é"]), max_size=30).map("".join)
+)
+def test_escaped_words_are_words_of_the_text_after_an_escape(text: str) -> None:
+    indexed = indexed_message_text(text)
+    assert indexed.startswith(indexed_text(text))  # what every other index reads comes first, unchanged
+    for word in filter(None, escaped_words(text).split("\n")):
+        assert re.search(r"\\[nrtbf]" + re.escape(word) + "(?![A-Za-z0-9])", text), word

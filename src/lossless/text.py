@@ -14,6 +14,13 @@ Invariants:
   it is still indexed as before.  The rules use ASCII character classes only and read the same as
   a Python and a PostgreSQL regular expression (:data:`IDENTIFIER_PATTERN` and friends), so the
   PostgreSQL word index computes exactly what :func:`identifier_words` does.
+* **A word a JSON escape hides is indexed too (messages).**  A tool call is stored with its arguments
+  as JSON, where each line of code starts after an escape (``"func a() {\\n\\tif x {\\n\\t\\tGetOrCreate(id)"``):
+  both word indexes read ``\\tif`` as the word ``tif``, so ``GetOrCreate`` and ``if`` were not found in
+  the edit that wrote them.  :func:`indexed_message_text` adds the words after such escapes
+  (:func:`escaped_words`, :data:`ESCAPED_WORD`: ``\\n``, ``\\t``, ``\\r``, ``\\b`` or ``\\f``
+  followed by letters or digits), after the text and its identifiers' words, which stay as they were.
+  A backslash that is no escape (``C:\\new``) adds a stray word (``ew``) and hides nothing.
 * Pure functions of their input: no I/O, no state.
 """
 
@@ -26,6 +33,7 @@ __all__ = [
     "CJK_CHAR",
     "CJK_CHARS",
     "CJK_RUN",
+    "ESCAPED_WORD",
     "IDENTIFIER_ACRONYM",
     "IDENTIFIER_CAMEL",
     "IDENTIFIER_PATTERN",
@@ -35,7 +43,9 @@ __all__ = [
     "STOP_WORDS",
     "WORD",
     "cjk_bigrams",
+    "escaped_words",
     "identifier_words",
+    "indexed_message_text",
     "indexed_text",
     "keyword_terms",
     "search_terms",
@@ -148,3 +158,21 @@ def indexed_text(text: str) -> str:
     """
     words = identifier_words(text)
     return f"{text}\n{words}" if words else text
+
+
+#: A JSON string escape and the letters and digits glued to it (``\\tif``: the group is ``if``); reads
+#: the same as a Python and a PostgreSQL regular expression.
+ESCAPED_WORD = r"\\[nrtbf]([A-Za-z0-9]+)"
+_ESCAPED_WORD = re.compile(ESCAPED_WORD)
+
+
+def escaped_words(text: str) -> str:
+    """The words JSON string escapes hide in ``text``, one a line ('' when it has none): ``\\tif`` → ``if``."""
+    return "\n".join(_ESCAPED_WORD.findall(text)) if "\\" in text else ""
+
+
+def indexed_message_text(text: str) -> str:
+    """What the messages' word index indexes for ``text``: :func:`indexed_text`, then :func:`escaped_words`."""
+    indexed = indexed_text(text)
+    hidden = escaped_words(text)
+    return f"{indexed}\n{hidden}" if hidden else indexed

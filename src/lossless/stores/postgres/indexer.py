@@ -23,10 +23,11 @@ Invariants:
   any, wakes its indexer, which works until none is left that it can claim, and looks again every
   :data:`IDLE_SECONDS` while its store is open (rows of an ``atomic()`` block are visible only
   after the block commits).
-* **Messages indexed before identifiers were (migration 124) are re-indexed in the background**,
+* **Messages indexed before identifiers were (migration 124), or before the words JSON escapes hide
+  were (migration 126), are re-indexed in the background**,
   newest first, after the waiting rows: each batch takes the next range of ids below the mark
   :data:`~lossless.stores.postgres.schema.REDO_KEY` (locking that row, ``SKIP LOCKED``: one indexer
-  at a time, never waiting), re-indexes the rows of the range that hold an identifier (claimed
+  at a time, never waiting), re-indexes the rows of the range that hold an identifier or such a word (claimed
   ``FOR NO KEY UPDATE SKIP LOCKED``, as a claim does: it waits for no lock, so it can be in no
   deadlock), and moves the mark down, in one statement.  Until a message is re-indexed it is found
   by its words as before (a search never depends on this pass).
@@ -86,7 +87,8 @@ WITH mark AS (
 ), batch AS (
     SELECT m.message_id FROM messages m, step
     WHERE m.message_id > step.low AND m.message_id <= step.high AND m.content_tsv IS NOT NULL
-      AND lcm_identifier_words(left(m.content, {TSV_CHARS})) <> ''
+      AND (lcm_identifier_words(left(m.content, {TSV_CHARS})) <> ''
+           OR lcm_escaped_words(left(m.content, {TSV_CHARS})) <> '')
     FOR NO KEY UPDATE OF m SKIP LOCKED
 ), redone AS (
     UPDATE messages SET content_tsv = {TSV} FROM batch WHERE messages.message_id = batch.message_id

@@ -25,7 +25,9 @@ Invariants:
   of the text, then that of :func:`lossless.text.identifier_words`, computed in SQL by
   ``lcm_identifier_words`` from the very patterns the Python function uses (an ``IMMUTABLE``
   function, so generated columns may use it).  A text without identifiers has the same
-  ``tsvector`` as before.
+  ``tsvector`` as before.  A message's word index also holds the words JSON escapes hide
+  (migration 126: :func:`lossless.text.escaped_words`, ``lcm_escaped_words`` in SQL, from
+  :data:`lossless.text.ESCAPED_WORD`): ``\\tif`` is the word ``if`` too, as on SQLite.
 * JSON-valued columns (tool input, metadata, file ids, …) are ``text`` holding
   the JSON exactly as the SQLite backend writes it: a round trip returns the
   very same document (``jsonb`` would reorder keys and refuse ``\\u0000``).
@@ -38,13 +40,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lossless.text import (
+    ESCAPED_WORD,
     IDENTIFIER_ACRONYM,
     IDENTIFIER_CAMEL,
     IDENTIFIER_SEPARATORS,
     IDENTIFIER_SPLITTING,
 )
 
-__all__ = ["IDENTIFIER_WORDS_FUNCTION", "MIGRATIONS", "REDO_KEY", "TSV", "TSV_CHARS", "Migration"]
+__all__ = [
+    "ESCAPED_WORDS_FUNCTION",
+    "IDENTIFIER_WORDS_FUNCTION",
+    "MIGRATIONS",
+    "REDO_KEY",
+    "SUMMARY_TSV",
+    "TSV",
+    "TSV_CHARS",
+    "Migration",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,15 +97,31 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
 $fn$
 """
 
+#: ``lcm_escaped_words(text)``: :func:`lossless.text.escaped_words` in SQL, from the same pattern.
+ESCAPED_WORDS_FUNCTION = f"""
+CREATE OR REPLACE FUNCTION lcm_escaped_words(body text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+    SELECT coalesce(string_agg(m.found[1], {_NEWLINE} ORDER BY m.n), '')
+    FROM regexp_matches(body, {_literal(ESCAPED_WORD)}, 'g') WITH ORDINALITY AS m(found, n)
+$fn$
+"""
+
 #: The word index of a text (``content``): its words, then its identifiers' words (migration 124).
-#: A summary's generated column, what the message indexer computes, and what a search computes for
-#: a message not indexed yet.
-TSV = (
+#: A summary's generated column (made by migration 124; migrations are never edited).
+SUMMARY_TSV = (
     f"(to_tsvector('english'::regconfig, left(content, {TSV_CHARS})) || "
     f"to_tsvector('english'::regconfig, lcm_identifier_words(left(content, {TSV_CHARS}))))"
 )
-#: The ``lcm_meta`` key of the messages still indexed without their identifiers' words: those with
-#: a ``message_id`` up to its value (the word indexer re-indexes them, newest first, in the background).
+#: A message's word index: :data:`SUMMARY_TSV`'s, then the words JSON escapes hide (migration 126).
+#: What the message indexer computes, and what a search computes for a message not indexed yet.
+TSV = (
+    f"(to_tsvector('english'::regconfig, left(content, {TSV_CHARS})) || "
+    f"to_tsvector('english'::regconfig, lcm_identifier_words(left(content, {TSV_CHARS}))) || "
+    f"to_tsvector('english'::regconfig, lcm_escaped_words(left(content, {TSV_CHARS}))))"
+)
+#: The ``lcm_meta`` key of the messages still indexed without their identifiers' words (migration 124)
+#: or the words JSON escapes hide (migration 126): those with a ``message_id`` up to its value (the
+#: word indexer re-indexes them, newest first, in the background).
 REDO_KEY = "message_words_redo_below"
 
 _V1 = (
@@ -618,7 +646,7 @@ _V123 = ("ALTER TABLE messages ALTER COLUMN content SET STORAGE EXTERNAL",)
 _V124 = (
     IDENTIFIER_WORDS_FUNCTION,
     "ALTER TABLE summaries DROP COLUMN content_tsv",
-    f"ALTER TABLE summaries ADD COLUMN content_tsv tsvector GENERATED ALWAYS AS ({TSV}) STORED",
+    f"ALTER TABLE summaries ADD COLUMN content_tsv tsvector GENERATED ALWAYS AS ({SUMMARY_TSV}) STORED",
     "CREATE INDEX summaries_tsv_gin_idx ON summaries USING gin (content_tsv)",
     f"INSERT INTO lcm_meta (key, value) SELECT '{REDO_KEY}', coalesce(max(message_id), 0)::text FROM messages",
 )
@@ -628,6 +656,17 @@ _V125 = (
     "ALTER TABLE memories DROP COLUMN search_tsv",
     f"ALTER TABLE memories ADD COLUMN search_tsv tsvector GENERATED ALWAYS AS ({MEMORY_TSV}) STORED",
     "CREATE INDEX memories_tsv_gin_idx ON memories USING gin (search_tsv)",
+)
+
+#: A message's word index holds the words JSON escapes hide too (``\\tif`` is also ``if``; see the module
+#: docstring).  Messages keep their word index, and the background indexer re-indexes, newest first,
+#: those that hold an identifier or such a word (:data:`REDO_KEY`, as after migration 124); until then
+#: they are found by their words as before.  Summaries and memories are indexed as they were.
+#: (PostgreSQL only: SQLite's companion index file is rebuilt instead.)
+_V126 = (
+    ESCAPED_WORDS_FUNCTION,
+    f"DELETE FROM lcm_meta WHERE key = '{REDO_KEY}'",
+    f"INSERT INTO lcm_meta (key, value) SELECT '{REDO_KEY}', coalesce(max(message_id), 0)::text FROM messages",
 )
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -644,4 +683,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(123, "message text stored uncompressed", _V123),
     Migration(124, "identifiers indexed by their words", _V124),
     Migration(125, "memory identifiers indexed by their words", _V125),
+    Migration(126, "message words hidden by JSON escapes indexed", _V126),
 )

@@ -24,8 +24,10 @@ Invariants:
   regex pre-filtering), about a fifth of the size of a full-detail index.
 * **Identifiers by their words.**  The word tables index :func:`lossless.text.indexed_text` of a
   text (the text, then the words of its identifiers: ``outputHookMessage`` is also ``output hook
-  message``), on every insert and delete alike, so a contentless delete removes exactly what was
-  inserted.  The trigram tables index the text itself (substrings and regexes match the original).
+  message``; for messages :func:`lossless.text.indexed_message_text`, which adds the words JSON
+  escapes hide: ``\\tif`` is also ``if``), each source by its own function (:attr:`Source.words`) on
+  every insert and delete alike, so a contentless delete removes exactly what was inserted.  The
+  trigram tables index the text itself (substrings and regexes match the original).
 * **NUL does not end the text.**  SQLite's trigram tokenizer stops at U+0000,
   which would hide everything after one from the substring pre-filter, so the
   trigram tables index the text with NUL replaced by a space (:func:`trigram_text`;
@@ -73,7 +75,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from lossless.text import indexed_text
+from lossless.text import indexed_message_text, indexed_text
 
 __all__ = ["INDEX_VERSION", "SOURCES", "Forgotten", "Rewritten", "SearchIndex", "index_path_for"]
 
@@ -94,18 +96,19 @@ def _trigram_text_sql(value: str | bytes | None) -> str | bytes | None:
     return trigram_text(value) if isinstance(value, str) else value
 
 
-#: What the word tables index for a text (:func:`lossless.text.indexed_text`): a Python function,
-#: called once per row of a batch.
-_WORD_TEXT_SQL = "lcm_indexed_text(content)"
-
-
 def indexed_text_sql(value: str | bytes | None) -> str | bytes | None:
     """``lcm_indexed_text(x)`` in SQL: :func:`lossless.text.indexed_text` of a text, anything else as it is."""
     return indexed_text(value) if isinstance(value, str) else value
 
 
+def _indexed_message_text_sql(value: str | bytes | None) -> str | bytes | None:
+    """``lcm_indexed_message_text(x)``: :func:`lossless.text.indexed_message_text` of a text, anything else as it is."""
+    return indexed_message_text(value) if isinstance(value, str) else value
+
+
 #: The layout and text of the index; a file with another version is rebuilt (in the background).
-INDEX_VERSION = 3  # 2: NUL is indexed as a space in the trigram tables; 3: identifiers' words (word tables)
+INDEX_VERSION = 4  # 2: NUL is indexed as a space in the trigram tables; 3: identifiers' words (word tables);
+# 4: messages' words hidden by JSON escapes (word tables)
 _BATCH = 256
 #: The main file's WAL is checkpointed (PASSIVE) at most this often …
 _CHECKPOINT_SECONDS = 0.1
@@ -126,14 +129,21 @@ CLOSE_CATCH_UP_SECONDS = 5.0
 
 @dataclass(frozen=True, slots=True)
 class Source:
-    """A main-file table the index covers."""
+    """A main-file table the index covers, and what its word table indexes for a text (``words``; in SQL,
+    ``words_sql``: a function each indexer connection registers, called once per row of a batch)."""
 
     name: str
     table: str
     key: str
+    words: Callable[[str], str]
+    words_sql: str
 
 
-SOURCES = (Source("messages", "messages", "message_id"), Source("summaries", "summaries", "summary_rowid"))
+SOURCES = (
+    Source("messages", "messages", "message_id", indexed_message_text, "lcm_indexed_message_text(content)"),
+    Source("summaries", "summaries", "summary_rowid", indexed_text, "lcm_indexed_text(content)"),
+)
+_BY_NAME = {source.name: source for source in SOURCES}
 
 
 #: Rows deleted from the main file, by source name: ``(key, the content that was indexed)``.
@@ -206,6 +216,7 @@ class SearchIndex:
         conn.execute("ATTACH DATABASE ? AS src", (f"{self.main_path.resolve().as_uri()}?mode=ro",))
         conn.create_function("lcm_trigram_text", 1, _trigram_text_sql, deterministic=True)
         conn.create_function("lcm_indexed_text", 1, indexed_text_sql, deterministic=True)
+        conn.create_function("lcm_indexed_message_text", 1, _indexed_message_text_sql, deterministic=True)
         return conn
 
     # -- set-up
@@ -281,7 +292,7 @@ class SearchIndex:
                         table = f"{source.name}_{suffix}"
                         index.executemany(
                             f"INSERT INTO {table}({table}, rowid, content) VALUES ('delete', ?, ?)",
-                            [(key, (indexed_text if suffix == "fts" else trigram_text)(text)) for key, text in indexed],
+                            [(key, (source.words if suffix == "fts" else trigram_text)(text)) for key, text in indexed],
                         )
                 index.execute("COMMIT")
             except BaseException:
@@ -315,7 +326,7 @@ class SearchIndex:
             indexed = [row for row in rows if mark is not None and row[0] <= mark[0]]
             for suffix in ("fts", "trigram"):
                 table = f"{source_name}_{suffix}"
-                shown = indexed_text if suffix == "fts" else trigram_text
+                shown = _BY_NAME[source_name].words if suffix == "fts" else trigram_text
                 conn.executemany(
                     f"INSERT INTO {table}({table}, rowid, content) VALUES ('delete', ?, ?)",
                     [(key, shown(old)) for key, old, _ in indexed],
@@ -446,7 +457,7 @@ class SearchIndex:
                 ).fetchone()
                 if top[0] is not None:
                     for suffix in ("fts", "trigram"):
-                        text = _WORD_TEXT_SQL if suffix == "fts" else _TRIGRAM_TEXT_SQL
+                        text = source.words_sql if suffix == "fts" else _TRIGRAM_TEXT_SQL
                         conn.execute(
                             f"INSERT INTO {source.name}_{suffix}(rowid, content) SELECT {source.key}, {text} "
                             f"FROM src.{source.table} WHERE {source.key} > ? AND {source.key} <= ?",
