@@ -171,12 +171,32 @@ def test_what_an_agents_question_asks_for() -> None:
     asks_request = ["What did the user want changed in the design doc?", "What was the user's objection to the tests?"]
     assert [question_intent(q) for q in asks_request] == ["request"] * len(asks_request)
     assert question_intent("Which file did the user ask us to change?") == "file_change"  # a file, first
+    asks_command = [
+        "Which command ran the integration test suite after the fix?",  # a command, before the change it names
+        "What git command did I use to settle the conflicted test?",
+        "How were the inline review comments on the pull request fetched?",
+        "How did the agent run the Go linter without its auto-fix?",
+        "What was run to format the code before the lint pass?",
+        "how did we get the list of open pull requests",
+    ]
+    assert [question_intent(q) for q in asks_command] == ["command"] * len(asks_command)
+    assert question_intent("What went wrong when we ran mise run lint?") == "failure"  # what failed, first
+    assert question_intent("Which file did the command write?") == "file_change"  # a file, first
 
 
 def test_the_users_own_turns_are_what_a_question_about_the_user_asks_for() -> None:
     assert shows("request", "user", "Please keep the summary in the PR description.")
     assert not shows("request", "assistant", "The user wants the summary in the PR description.")
     assert not shows("request", "user", "[tool call: Bash] {}") and not shows("request", "tool", "ok")
+
+
+def test_a_shell_tools_call_is_what_a_question_about_a_command_asks_for() -> None:
+    assert shows("command", "assistant", '[tool call: Bash] {"command": "mise run test"}')
+    assert shows("command", "assistant", '[reasoning] run it\n[tool call: functions.exec_command] {"cmd": "ls"}')
+    assert shows("command", "assistant", '[tool call: run_terminal_cmd] {"command": "go test ./..."}')
+    assert not shows("command", "assistant", '[tool call: Edit] {"file_path": "a.go"}')
+    assert not shows("command", "tool", "ok  \tentire.io/cli\t2.1s")  # its output is no command
+    assert not shows("command", "assistant", "I ran mise run test and it passed")  # said, not run
 
 
 def test_which_messages_are_records_of_a_file_change_or_a_failure() -> None:

@@ -903,7 +903,11 @@ AGENT_WORK = [
 
 @pytest.mark.parametrize(
     ("question", "wanted"),
-    [("Which file did we change to raise the retry limit?", 2), ("Why did the alembic migration fail?", 5)],
+    [
+        ("Which file did we change to raise the retry limit?", 2),
+        ("Why did the alembic migration fail?", 5),
+        ("What command ran the alembic migration?", 4),
+    ],
 )
 async def test_hybrid_prefers_the_record_an_agents_question_asks_for(
     engine: ContextEngine, monkeypatch: pytest.MonkeyPatch, question: str, wanted: int
@@ -921,7 +925,8 @@ async def test_hybrid_prefers_the_record_an_agents_question_asks_for(
     boosted = await scores()
     monkeypatch.setattr(hybrid, "INTENT_BOOST", 0.0)
     plain = await scores()
-    # The record the question asks for (the edit call; the failed tool result) gains the boost; no other moves.
+    # The record the question asks for (the edit call; the failed tool result; the shell call) gains the boost;
+    # no other moves.
     # (exact: the memory leads are ageless, so the clock moving between the two searches changes nothing.)
     assert boosted[ids[wanted]] == pytest.approx(plain[ids[wanted]] + 0.3, rel=1e-12)
     assert {k: v for k, v in boosted.items() if k != ids[wanted]} == {

@@ -26,6 +26,7 @@ __all__ = [
     "FAILURE",
     "FAILURE_SCANNED",
     "PART_TYPES",
+    "SHELL_TOOLS",
     "TOOL_STATUSES",
     "WRITE_TOOLS",
     "AgentPart",
@@ -56,6 +57,11 @@ WRITE_TOOLS = frozenset({"write", "create", "write_file", "create_file", "create
 EDIT_TOOLS = frozenset({
     "edit", "multiedit", "str_replace", "str_replace_editor", "replace", "apply_patch", "patch", "notebookedit",
     "insert", "edit_file", "update_file", "search_replace", "sed",
+})  # fmt: skip
+#: Tool names (lowercased) that run a shell command, across agent harnesses.
+SHELL_TOOLS = frozenset({
+    "bash", "shell", "sh", "zsh", "powershell", "terminal", "exec", "exec_command", "run_command",
+    "execute_command", "run_terminal_cmd", "run_shell_command", "local_shell",
 })  # fmt: skip
 #: A tool's output that reports a failure (in its first :data:`FAILURE_SCANNED` characters): the error
 #: mark a renderer writes, a non-zero exit code, a failed test, a traceback, a panic, an error line.

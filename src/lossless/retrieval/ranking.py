@@ -31,7 +31,7 @@ from collections.abc import Set as AbstractSet
 from functools import lru_cache
 from typing import Literal, TypeVar
 
-from lossless.parts import EDIT_TOOLS, FAILURE, FAILURE_SCANNED, WRITE_TOOLS
+from lossless.parts import EDIT_TOOLS, FAILURE, FAILURE_SCANNED, SHELL_TOOLS, WRITE_TOOLS
 from lossless.questions import STOPWORDS
 from lossless.text import CJK_CHAR
 
@@ -186,8 +186,9 @@ def _topic_words(text: str) -> int:
     return count
 
 
-#: What a question about an agent's work asks for: the file a change went to, what went wrong, or what the user said.
-Intent = Literal["file_change", "failure", "request"]
+#: What a question about an agent's work asks for: the file a change went to, what went wrong, what the user
+#: said, or the command that was run.
+Intent = Literal["file_change", "failure", "request", "command"]
 
 _ASKS_FILE = re.compile(
     r"\b(?:which|what) (?:source )?files?\b|\bin which file\b|\bwhere (?:did|do|have|had|was|were|is) "
@@ -215,6 +216,15 @@ _ASKS_CHANGE = re.compile(
     rf"\b(?:{_CHANGE_VERBS})(?:e?d|s|ing)?\b|\b(?:written|wrote|rewritten|rewrote)\b",
     re.I,
 )
+# A question about a command run ("What command ran the integration tests?", "How were the review comments
+# fetched?", "What was run to format the code?"): asked where no file, failure or request reads.
+_RUN_VERBS = "run|ran|runs|running|fetch|fetched|invoke|invoked|execute|executed|launch|launched|get|got|list|listed"
+_ASKS_COMMAND = re.compile(
+    r"\b(?:what|which)\b(?:\s+[\w-]+){0,3}?\s+(?:command|commands|invocation)\b"
+    r"|\bwhat (?:was|were|did \w+) (?:run|ran|execute|executed|type|typed)\b"
+    rf"|\bhow (?:was|were|did|do|does|is|are)\b[^?]{{0,80}}?\b(?:{_RUN_VERBS})\b",
+    re.I,
+)
 _TOOL_CALL = re.compile(r"^\[tool call: ([^\]\n]{1,120})\]", re.M)
 _FILE_TOOLS = EDIT_TOOLS | WRITE_TOOLS
 _SCANNED = FAILURE_SCANNED  # characters of a message read for its kind
@@ -228,7 +238,9 @@ def question_intent(text: str) -> Intent | None:
     question that reads as both asks for the file.  Any other question about a change made ("Which
     helper did I delete?", "How were the tests changed?") asks for the file change too: the edit that
     made it is its record.  Any other question about what *the user* asked, wanted or said asks for the
-    user's own turns (``request``): "What did the user want changed in the design doc?".
+    user's own turns (``request``): "What did the user want changed in the design doc?".  One about a
+    command run ("Which command ran the integration tests?", "How were the review comments fetched?")
+    asks for the shell tool's call (``command``), before any change it may name ("What was run to fix …").
     """
     if _ASKS_FILE.search(text):
         return "file_change"
@@ -236,6 +248,8 @@ def question_intent(text: str) -> Intent | None:
         return "failure"
     if _ASKS_REQUEST.search(text):
         return "request"
+    if _ASKS_COMMAND.search(text):
+        return "command"
     if _ASKS_CHANGE.search(text):
         return "file_change"
     return None
@@ -267,11 +281,14 @@ def shows(intent: Intent, role: str, content: str) -> bool:
     :data:`~lossless.parts.WRITE_TOOLS`, as the message renders it: ``[tool call: Edit] {…}``), or a
     patch.  ``failure``: a tool's output (a ``tool`` message, or a rendered ``[tool result]`` /
     ``[tool error]``) that reports a failure (an error mark, a non-zero exit code, FAIL, a traceback).
-    ``request``: a turn of the user's own (role ``user``, no tool's call or output in it).
+    ``request``: a turn of the user's own (role ``user``, no tool's call or output in it).  ``command``: a call
+    of a tool that runs a shell command (:data:`~lossless.parts.SHELL_TOOLS`: ``[tool call: Bash] {…}``).
     """
     if intent == "request":
         return role == "user" and not is_tool_record(role, content)
     head = content[:_SCANNED]
+    if intent == "command":
+        return any(_tool_name(label) in SHELL_TOOLS for label in _TOOL_CALL.findall(head))
     if intent == "file_change":
         if head.startswith("[patch] "):
             return True
