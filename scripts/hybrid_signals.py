@@ -8,7 +8,7 @@ through ``engine.grep(…, mode="hybrid")``, records what the hybrid ranker sees
 each candidate's raw keyword score (BM25), cosine of what hybrid embeds (``sem``: the embedder's query form) and
 of the question as written, memory-lead score, its neighbouring turns, its substance word count, whether it asks
 (:func:`~lossless.retrieval.ranking.asks`), whether it lies in the question's time window, whether it is a tool's
-call or output, whether it is the record the question asks for (intent), and whether it is evidence.
+call or output, whether it is the record the question asks for (intent), its day, and whether it is evidence.
 ``scripts/fit_hybrid.py`` fits the combination on that file.  Only the dev splits (generated and hand-written) are
 ever dumped for fitting; the test splits are reported by ``recall.py`` alone.
 """
@@ -93,6 +93,7 @@ def main() -> int:
             prev, nxt = near.get(key, (None, None))
             items[str(key)] = {
                 "event": m.event_key,
+                "day": m.created_at.date().isoformat(),
                 "kw": kw.get(key),
                 "sem": sem[key][0] if key in sem else None,
                 "semq": semq.get(key),

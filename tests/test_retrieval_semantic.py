@@ -917,6 +917,9 @@ async def test_hybrid_prefers_the_record_an_agents_question_asks_for(
     while await engine.mine_step():  # the memories mined from these turns, in place before any search
         pass
     await build(engine)
+    # The word index caught up too: a row not indexed yet is ranked from its text, with other word statistics,
+    # so a search before and one after the indexer reaches it could score the same message differently.
+    await engine.store.wait_indexed()
 
     async def scores() -> dict[int, float]:
         found = await engine.grep(question, mode="hybrid", scope="messages", conversation="work", sort="relevance")
