@@ -259,6 +259,11 @@ def _tool_name(label: str) -> str:
     return label.strip().lower().rsplit("__", 1)[-1].rsplit(".", 1)[-1]  # mcp__fs__write_file, functions.edit
 
 
+def _calls(head: str, tools: AbstractSet[str]) -> bool:
+    """Whether ``head`` renders a call of one of ``tools`` (lowercased names, :func:`_tool_name`)."""
+    return any(_tool_name(label) in tools for label in _TOOL_CALL.findall(head))
+
+
 def is_tool_record(role: str, content: str) -> bool:
     """Whether a message is a tool's call or a tool's output (a ``tool`` message, or ``[tool call: …]`` in it)."""
     return role == "tool" or "[tool call: " in content[:_SCANNED]
@@ -288,11 +293,9 @@ def shows(intent: Intent, role: str, content: str) -> bool:
         return role == "user" and not is_tool_record(role, content)
     head = content[:_SCANNED]
     if intent == "command":
-        return any(_tool_name(label) in SHELL_TOOLS for label in _TOOL_CALL.findall(head))
+        return _calls(head, SHELL_TOOLS)
     if intent == "file_change":
-        if head.startswith("[patch] "):
-            return True
-        return any(_tool_name(label) in _FILE_TOOLS for label in _TOOL_CALL.findall(head))
+        return head.startswith("[patch] ") or _calls(head, _FILE_TOOLS)
     return is_tool_output(role, content) and FAILURE.search(head) is not None
 
 

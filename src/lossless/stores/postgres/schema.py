@@ -106,19 +106,19 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
 $fn$
 """
 
+
+def _word_index(*functions: str) -> str:
+    """A text's word index: its words (:data:`_TSV`), then the words each SQL function of ``functions`` finds in it."""
+    extra = [f"to_tsvector('english'::regconfig, {name}(left(content, {TSV_CHARS})))" for name in functions]
+    return "(" + " || ".join([_TSV, *extra]) + ")"
+
+
 #: The word index of a text (``content``): its words, then its identifiers' words (migration 124).
 #: A summary's generated column (made by migration 124; migrations are never edited).
-SUMMARY_TSV = (
-    f"(to_tsvector('english'::regconfig, left(content, {TSV_CHARS})) || "
-    f"to_tsvector('english'::regconfig, lcm_identifier_words(left(content, {TSV_CHARS}))))"
-)
+SUMMARY_TSV = _word_index("lcm_identifier_words")
 #: A message's word index: :data:`SUMMARY_TSV`'s, then the words JSON escapes hide (migration 126).
 #: What the message indexer computes, and what a search computes for a message not indexed yet.
-TSV = (
-    f"(to_tsvector('english'::regconfig, left(content, {TSV_CHARS})) || "
-    f"to_tsvector('english'::regconfig, lcm_identifier_words(left(content, {TSV_CHARS}))) || "
-    f"to_tsvector('english'::regconfig, lcm_escaped_words(left(content, {TSV_CHARS}))))"
-)
+TSV = _word_index("lcm_identifier_words", "lcm_escaped_words")
 #: The ``lcm_meta`` key of the messages still indexed without their identifiers' words (migration 124)
 #: or the words JSON escapes hide (migration 126): those with a ``message_id`` up to its value (the
 #: word indexer re-indexes them, newest first, in the background).

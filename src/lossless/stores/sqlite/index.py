@@ -77,7 +77,7 @@ from pathlib import Path
 
 from lossless.text import indexed_message_text, indexed_text
 
-__all__ = ["INDEX_VERSION", "SOURCES", "Forgotten", "Rewritten", "SearchIndex", "index_path_for"]
+__all__ = ["INDEX_VERSION", "SOURCES", "Forgotten", "Rewritten", "SearchIndex", "index_path_for", "word_text"]
 
 log = logging.getLogger("lossless.index")
 
@@ -144,6 +144,11 @@ SOURCES = (
     Source("summaries", "summaries", "summary_rowid", indexed_text, "lcm_indexed_text(content)"),
 )
 _BY_NAME = {source.name: source for source in SOURCES}
+
+
+def word_text(source_name: str) -> Callable[[str], str]:
+    """What the word table of source ``source_name`` indexes for a text (:attr:`Source.words`)."""
+    return _BY_NAME[source_name].words
 
 
 #: Rows deleted from the main file, by source name: ``(key, the content that was indexed)``.
@@ -326,7 +331,7 @@ class SearchIndex:
             indexed = [row for row in rows if mark is not None and row[0] <= mark[0]]
             for suffix in ("fts", "trigram"):
                 table = f"{source_name}_{suffix}"
-                shown = _BY_NAME[source_name].words if suffix == "fts" else trigram_text
+                shown = word_text(source_name) if suffix == "fts" else trigram_text
                 conn.executemany(
                     f"INSERT INTO {table}({table}, rowid, content) VALUES ('delete', ?, ?)",
                     [(key, shown(old)) for key, old, _ in indexed],

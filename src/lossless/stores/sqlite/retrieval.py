@@ -7,8 +7,7 @@ Invariants:
   in the same snapshot, so a row committed before the call is never missed.
   For a word query those newer rows are matched exactly by loading them into a
   connection-private in-memory FTS5 table with the same tokenizer and the same indexed text
-  (:func:`lossless.text.indexed_message_text` for messages, :func:`lossless.text.indexed_text` for
-  summaries).
+  (:func:`lossless.stores.sqlite.index.word_text` of the source).
 * **No user text in SQL.**  FTS5 expressions arrive already built from quoted
   terms (see :mod:`lossless.retrieval.query`) and are bound as parameters, as
   are conversation ids (one JSON array) and times.
@@ -27,8 +26,8 @@ from lossless.errors import InputError
 from lossless.ports import SearchRequest, SearchRow
 from lossless.records import Grant, format_timestamp
 from lossless.stores.rows import GRANT_COLUMNS
+from lossless.stores.sqlite.index import word_text
 from lossless.stores.sqlite.statements import chunks, grant_from_row, grant_row, timestamp
-from lossless.text import indexed_message_text, indexed_text
 
 _PENDING = "lcm_pending_words"
 
@@ -118,7 +117,7 @@ def search(conn: sqlite3.Connection, request: SearchRequest) -> list[SearchRow]:
         pending_sql += f" ORDER BY t.{key} DESC"
         pending = conn.execute(pending_sql, pending_params).fetchall()
         if request.words is not None and pending:
-            words = indexed_message_text if request.scope == "messages" else indexed_text
+            words = word_text(request.scope)
             keep = _match_pending(conn, request.words, [(r[0], words(r[4])) for r in pending])
             pending = [r for r in pending if r[0] in keep]
         if request.order == "recency":
