@@ -212,6 +212,27 @@ async def test_a_quoted_source_is_led_to_less_than_the_memorys_own(store: Store)
     assert set(leads) == {first, later} and leads[first] == pytest.approx(QUOTED_SHARE * leads[later])
 
 
+async def test_a_memory_that_only_quotes_its_message_leads_nowhere(store: Store) -> None:
+    """A turn of an agent's session quoted whole says nothing its message does not: it lifts no message."""
+    service = MemoryService(memory_store_for(store), HashEmbedder(), MemoryCaller.agent("main"))
+    search = MessageSearch(store, service)
+    a = await store.get_or_create_conversation(agent_id="main", session_id="a")
+    texts = ["update the docs and add a table of the messages", "the docs now have a table of the messages"]
+    await store.append_messages(a.id, [PreparedMessage(Message("user", t), 5, utcnow()) for t in texts])
+    asked, done = [m.id for m in await store.get_messages(a.id)]
+    quote = 'The user said: "Update the docs and add a table of the messages."'
+    meta = {"speaker": "the user", "quoted_sources": [asked]}
+    await service.add(MemoryDraft(quote, conversation_id=a.id, source_message_ids=(asked,), metadata=meta))
+    question = "what did the user want in the docs table of the messages"
+    assert await search.memory_leads(question, [a.id]) == []
+    told = "The assistant added a table of the messages to the docs."
+    await service.add(MemoryDraft(told, conversation_id=a.id, source_message_ids=(done,)))
+    assert [lead.message_id for lead in await search.memory_leads(question, [a.id])] == [done]
+    # the quote is still a memory: the memory search finds it
+    found = await service.search(question, limit=5, record_access=False)
+    assert quote in [hit.memory.content for hit in found.hits]
+
+
 async def test_memory_leads_are_not_crowded_out_by_other_conversations(store: Store) -> None:
     """The memory search draws its candidates from the searched conversations only, before any limit."""
     embedder = HashEmbedder()

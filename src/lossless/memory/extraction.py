@@ -23,6 +23,12 @@ Invariants:
   (what it changed or fixed and why, the files its edit tools changed); of a
   tool's output, all but a failure of a command the agent ran
   (:mod:`lossless.memory.failures`), kept as an event of that output message.
+* In an agent's session (messages with a tool's call or output among them) the
+  user's turns, the agent's reply that ends a turn (the user's turn follows it)
+  and what the user said refusing a tool call are quoted, one memory each, in
+  their own words (:mod:`lossless.memory.requests`; ``quoted_sources`` names the
+  message, so the memory leads no grep to it); of such a turn's other
+  statements only a versioned fact (one with a fact key) is kept besides.
 * Deterministic: the same messages give the same drafts.
 * Decisions follow the category rules, among the neighbours of the same
   speaker only: ``profile`` always merges into its nearest profile memory;
@@ -52,6 +58,7 @@ from lossless.memory.edits import code_refs, edit_statements
 from lossless.memory.failures import commands, failure_statement, is_output
 from lossless.memory.fragments import fragment_reason, small_talk_reason
 from lossless.memory.records import Category, Decision, Memory, MemoryDraft
+from lossless.memory.requests import refusal_statement, reply_statement, request_statement
 from lossless.memory.statements import (
     dates_named,
     format_date,
@@ -379,14 +386,19 @@ def extract(conversation_id: int, messages: Sequence[MessageRecord]) -> list[Mem
     words = Vocabulary.of((text for _, text, _ in names), people)
     asked: tuple[str, str] | None = None  # (who asked, the last question) of the message before
     calls: list[str | None] = []  # the commands of the agent's last tool calls not answered yet, in order
-    for message in messages:
+    agent = any(is_output(m.role, m.content) or "[tool call: " in m.content for m in messages)
+    for index, message in enumerate(messages):
         if is_output(message.role, message.content):
-            draft = _failure(calls.pop(0) if calls else None, message, conversation_id)
+            command = calls.pop(0) if calls else None
+            draft = _quoted(message, (), conversation_id) or _failure(command, message, conversation_id)
             if draft is not None:
                 drafts.append(draft)
             continue
         if message.role not in ("user", "assistant"):
             continue
+        request = _quoted(message, messages[index + 1 : index + 2], conversation_id) if agent else None
+        if request is not None:
+            drafts.append(request)
         calls = commands(message.content) if message.role == "assistant" else []
         speaker, text, named = speaker_of(message.role, message.content, message.metadata)
         sentences = prose_sentences(text)
@@ -406,6 +418,8 @@ def extract(conversation_id: int, messages: Sequence[MessageRecord]) -> list[Mem
             if said is not None and said.text.lower() not in seen:
                 seen.add(said.text.lower())
                 found.append(said)
+        if request is not None:  # the words are quoted as said: of the rest, only a versioned fact stands apart
+            found = [s for s in found if _fact_key(s) is not None]
         best = sorted(sorted(found, key=lambda s: (-s.score, s.position))[:MAX_PER_MESSAGE], key=lambda s: s.position)
         if not best:
             continue
@@ -487,6 +501,24 @@ def _failure(command: str | None, message: MessageRecord, conversation_id: int) 
     return _draft([_Said(said, "events", 5.0, False, said, -1)], None, message, conversation_id, checked=False)
 
 
+def _quoted(message: MessageRecord, following: Sequence[MessageRecord], conversation_id: int) -> MemoryDraft | None:
+    """A turn of an agent's session quoted (:mod:`~lossless.memory.requests`): the user's, the agent's reply that
+    ends its turn (the user's turn is ``following``), or what the user said refusing a tool call (its output)."""
+    speaker = None
+    if is_output(message.role, message.content):
+        said, speaker = refusal_statement(message.content), "the user"
+    elif message.role == "user":
+        said = request_statement(message.content)
+    elif following and following[0].role == "user" and not is_output("user", following[0].content):
+        said = reply_statement(message.content)
+    else:
+        return None
+    if said is None:
+        return None
+    group = [_Said(said, "events", 5.0, False, said, -1)]
+    return _draft(group, None, message, conversation_id, checked=False, speaker=speaker, quote=True)
+
+
 def _edits(text: str) -> list[_Said]:
     """The files an agent's tool calls changed, as statements (:func:`~lossless.memory.edits.edit_statements`)."""
     return [_Said(statement, "events", 5.0, False, path, -1) for statement, path in edit_statements(text)]
@@ -514,6 +546,8 @@ def _draft(
     words: Vocabulary = _NO_WORDS,
     *,
     checked: bool = True,
+    speaker: str | None = None,
+    quote: bool = False,
 ) -> MemoryDraft | None:
     """One memory from a message's kept statements (events get the date they were said).
 
@@ -533,9 +567,13 @@ def _draft(
         text = f"{text[:-1]} (said on {format_date(message.created_at)}){text[-1]}"
     if checked and fragment_reason(text) is not None:  # what a rule wrote itself (a failure) is no fragment
         return None
-    meta: dict[str, object] = {"speaker": person or ("the user" if message.role == "user" else "the assistant")}
+    meta: dict[str, object] = {
+        "speaker": person or speaker or ("the user" if message.role == "user" else "the assistant")
+    }
     if any(s.change for s in group):
         meta["revises"] = True
+    if quote:  # the memory holds the message's own words: no restatement to lead a search to it
+        meta["quoted_sources"] = [message.id]
     try:
         return MemoryDraft(
             content=text,

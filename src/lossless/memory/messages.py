@@ -66,6 +66,8 @@ class MemoryLead:
 
 #: A source a memory cites only for what it quotes (the earlier statement a change of mind takes
 #: back, :func:`lossless.memory.changes.with_history`) is led to with this share of the memory's score.
+#: A memory that only quotes (each of its sources: a turn of an agent's session quoted whole,
+#: :mod:`lossless.memory.requests`) leads nowhere: it restates nothing its message does not say itself.
 QUOTED_SHARE = 0.5
 
 
@@ -248,6 +250,8 @@ class MessageSearch:
             if conversation_id is None or conversation_id not in allowed:
                 continue
             quoted = _quoted(hit.memory.metadata)
+            if quoted.issuperset(hit.memory.source_message_ids):  # only quotes: its message has these words itself
+                continue
             for message_id in hit.memory.source_message_ids:
                 score = hit.score * (QUOTED_SHARE if message_id in quoted else 1.0)
                 if message_id not in out or score > out[message_id].score:

@@ -22,7 +22,8 @@
    conversations searched) lift the messages they were mined from: the best memory's sources gain
    :data:`MEMORY_SHARE` of the best message's score, the others in proportion to their memory's
    score.  Memories restate facts in the third person with dates resolved, so they match a
-   paraphrased question where the turn itself does not.  No memory in reach: nothing changes.
+   paraphrased question where the turn itself does not (a memory that only quotes its message
+   leads nowhere).  No memory in reach: nothing changes.
 5. **Summary-first** (messages only): the best summaries (fused the same way) lend a share of their
    score to the messages under them (leaf summaries' sources), so a stretch of turns whose summary
    matches lifts its messages even when no single turn does.
