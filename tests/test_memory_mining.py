@@ -200,6 +200,30 @@ async def test_an_agents_stretch_of_work_is_mined_for_its_edits(engine: ContextE
     assert (await engine.memory().store.unmined_messages(engine.config.agent_id))[0] == []
 
 
+async def test_an_agents_session_is_remembered_in_its_own_words(engine: ContextEngine) -> None:
+    """The user's request and the reply that ends the agent's turn are quoted; memory search finds the request."""
+    asked = "Update the wingman docs: remove the redundant parts and add a table of the status messages."
+    replied = "Done: the wingman docs now have a table of the status messages and no repeated sections."
+    session = [
+        Message("user", asked, created_at=LONG_AGO),
+        Message("assistant", '[tool call: Read] {"file_path": "docs/wingman.md"}', created_at=LONG_AGO),
+        Message("tool", "# Wingman\nStatus messages: started, pending.", created_at=LONG_AGO),
+        Message("assistant", replied, created_at=LONG_AGO),
+        Message("user", "ok push it", created_at=LONG_AGO),
+    ]
+    await engine.ingest_batch("agent", session)
+    while await engine.mine_step():
+        pass
+    first, *_, reply, _ = await engine.messages("agent")
+    quotes = {m.content: m.source_message_ids for _, m in await engine.memory().list(limit=100)}
+    assert quotes == {
+        f'The user said: "{asked}" (said on 6 January 2025).': (first.id,),
+        f'The assistant replied: "{replied}" (said on 6 January 2025).': (reply.id,),
+    }
+    found = await engine.memory().search("what did the user want done to the wingman docs", limit=1)
+    assert [hit.memory.source_message_ids for hit in found.hits] == [(first.id,)]
+
+
 async def test_a_turn_leaves_its_agents_work_to_the_background(engine: ContextEngine) -> None:
     """Mined inline (after_turn), a turn gives the memories of its prompt's segment at once; its segments of
     agent work are left unmined, and the background build mines them (each message still once)."""
