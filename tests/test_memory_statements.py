@@ -258,6 +258,9 @@ def test_prose_drops_markup_code_and_tool_lines() -> None:
         ("Ha Long Bay was misty.", "Ha Long Bay was misty."),
         ("You won't believe it, the orchid is blooming.", "The orchid is blooming."),
         ("Use time.Now() here.", "Use time.Now() here."),  # code is no run-on sentence ("done.Now let me" is)
+        ("No - I never went there.", "I never went there."),  # a dash before a space is punctuation
+        ("No-one came to the party.", "No-one came to the party."),  # a hyphen is part of the word
+        ("No `--mock` or `--dry-run` flag exists.", "No --mock or --dry-run flag exists."),  # nor a flag's dashes
     ],
 )
 def test_interjections_are_cut_only_where_they_add_nothing(text: str, expected: str) -> None:

@@ -54,13 +54,14 @@ _SPLIT = re.compile(
     r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bvs\.)(?<!\bMr\.)(?<!\bDr\.)(?<!\bMs\.)(?<=[.!?])[\"'’”)]*\s+|(?<=[。！？])"
 )
 #: Words that open a sentence without adding to it.  Those that could also start its content ("No more
-#: games", "Great news", "Thanks for the map") count only when punctuation follows them ("No, …", "Great!").
+#: games", "Great news", "Thanks for the map") count only when punctuation follows them ("No, …", "Great!");
+#: a dash counts only as punctuation, before a space ("No - …"), never as a word's ("No-one", "No --mock").
 _INTERJECTION = re.compile(
     r"^(?:(?:(?:yeah|yes|yep|yup|oh|ooh|hm+|wow|whoa|well|so|haha+|hah|lol|hey|hi|hello|um+|uh+|ah+|aw+|and|"
     r"but|also|actually|honestly|totally|okay|ok|absolutely|definitely|omg|gosh|oh my|my (?:god|gosh|goodness)|"
     r"btw|anyway)\b|(?:no|nope|ha|sure|true|right|great|cool|nice|awesome|thanks|thank you|man|dude|plus|"
     r"you won[’']t believe (?:it|this)|guess what|you know what|believe it or not)\b"
-    r"(?=\s*(?:[,!.…-]|$)))[\s,!.…-]*)+",
+    r"(?=\s*(?:[,!.…]|-+(?=\s|$)|$)))(?:[\s,!.…]|-+(?=\s|$))*)+",
     re.I,
 )
 
