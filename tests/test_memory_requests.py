@@ -142,6 +142,16 @@ def test_a_chat_without_tools_is_not_quoted() -> None:
     assert not any('"' in d.content for d in extract(1, messages))
 
 
+def test_a_turn_in_any_script_is_quoted() -> None:
+    for text in (
+        "请把文档更新一下，添加一个消息表格，然后提交。",
+        "Обнови документацию и добавь таблицу сообщений.",
+        "ドキュメントを更新して、メッセージの表を追加してください。",
+    ):
+        assert request_statement(text) == f'The user said: "{text}".'
+    assert request_statement("好的") is None  # "fine": a word, not three
+
+
 def test_min_words_counts_words_that_carry_something() -> None:
     assert MIN_WORDS == 3
     assert request_statement("rename the helper") is None  # rename, helper

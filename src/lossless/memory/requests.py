@@ -28,12 +28,13 @@ import re
 from lossless.memory.fragments import fragment_reason
 from lossless.memory.statements import prose_sentences
 from lossless.questions import STOPWORDS
+from lossless.text import CJK_CHAR, CJK_RUN
 
 __all__ = ["MIN_WORDS", "QUOTE_CHARS", "refusal_statement", "reply_statement", "request_statement"]
 
 #: Characters of the user's prose a statement quotes.
 QUOTE_CHARS = 300
-#: Words (not stopwords, three letters or more) a turn must hold to be remembered.
+#: Words (not stopwords, three letters or more, in any script) a turn must hold to be remembered.
 MIN_WORDS = 3
 #: A turn the harness wrote in the user's name: markup, a slash command's or a skill's text, an interruption.
 _HARNESS = re.compile(
@@ -43,7 +44,8 @@ _HARNESS = re.compile(
 )
 #: What a tool's output says when the user refused the call, and what they typed with it.
 _REFUSAL = re.compile(r"\bthe user doesn't want to proceed with this tool use\b.*?\bthe user said:\s*(.+)", re.I | re.S)
-_WORD = re.compile(r"[A-Za-z][A-Za-z'-]{2,}")
+#: A word of three letters or more, in any script written with spaces (a CJK text counts a word per two characters).
+_WORD = re.compile(r"[^\W\d_][\w'-]{2,}")
 #: A sentence that is no prose: code, a tool's line, or a console's (prompt and result marks).
 _NOT_PROSE = ("code", "tool noise")
 _CONSOLE = re.compile(r"[⏺⎿❯]|^\$ ")
@@ -90,5 +92,5 @@ def _quote(text: str) -> str | None:
         kept.append(sentence)
         size += len(sentence) + 1
     quote = " ".join(kept).strip(" '")
-    words = [w for w in _WORD.findall(quote) if w.lower() not in STOPWORDS]
-    return quote if len(words) >= MIN_WORDS else None
+    words = [w for w in _WORD.findall(CJK_RUN.sub(" ", quote)) if w.lower() not in STOPWORDS]
+    return quote if len(words) + len(CJK_CHAR.findall(quote)) // 2 >= MIN_WORDS else None
