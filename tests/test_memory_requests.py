@@ -57,6 +57,8 @@ def test_what_a_harness_wrote_or_a_word_or_two_is_not_remembered() -> None:
         "",
     ):
         assert request_statement(text) is None, text
+    pasted = "<div>…</div>\nThe card overflows on mobile, please fix its layout."
+    assert request_statement(pasted) == 'The user said: "The card overflows on mobile, please fix its layout.".'
 
 
 def test_a_long_turn_is_quoted_in_whole_sentences_up_to_the_limit() -> None:

@@ -36,9 +36,10 @@ __all__ = ["MIN_WORDS", "QUOTE_CHARS", "refusal_statement", "reply_statement", "
 QUOTE_CHARS = 300
 #: Words (not stopwords, three letters or more, in any script) a turn must hold to be remembered.
 MIN_WORDS = 3
-#: A turn the harness wrote in the user's name: markup, a slash command's or a skill's text, an interruption.
+#: A turn the harness wrote in the user's name: its markup (``<command-name>``, ``<local-command-stdout>``: a
+#: compound tag name, so a user's ``<div>`` is not taken for it), a skill's text, an interruption, a summary.
 _HARNESS = re.compile(
-    r"^\s*(?:<[a-z][\w-]*>|\[Request interrupted\b|Base directory for this skill:|Caveat: The messages below|"
+    r"^\s*(?:<[a-z]+(?:[-_][a-z]+)+>|\[Request interrupted\b|Base directory for this skill:|Caveat: The messages below|"
     r"This session is being continued from a previous conversation)",
     re.I,
 )
