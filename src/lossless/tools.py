@@ -335,8 +335,10 @@ _MEMORY_ID_SCHEMA: dict[str, Any] = {
 MEMORY_RECALL = register(
     ToolSpec(
         "memory_recall",
-        "Search long-term memory for facts, preferences and past decisions relevant to a query. Returns the best "
-        "matches with their scores, categories and the ids of the conversation messages each came from.",
+        "Search long-term memory for facts, preferences and past decisions relevant to a query (in a coding "
+        "session also what the user asked for, what the agent answered, the files it edited and the commands that "
+        "failed). Returns the best matches with their scores, categories and the ids of the conversation messages "
+        "each came from.",
         {
             "type": "object",
             "properties": {
