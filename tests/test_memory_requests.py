@@ -135,6 +135,21 @@ def test_extraction_quotes_the_user_and_the_reply_that_ends_a_turn_in_an_agents_
     assert not any(d.source_message_ids == (2,) for d in drafts)
 
 
+def test_a_turn_the_harness_wrote_in_the_users_name_gives_no_memory() -> None:
+    """Claude Code's summary of a conversation continued is a user's turn that tells what the agent did."""
+    summary = (
+        "This session is being continued from a previous conversation that ran out of context. "
+        "Analysis: I examined manual_commit_attribution.go to understand the attribution system."
+    )
+    messages = [
+        record(1, "user", summary),
+        record(2, "user", "<command-name>/exit</command-name>\n<command-message>exit</command-message>"),
+        record(3, "assistant", call("Read", file_path="attribution.go")),
+        record(4, "tool", "package strategy"),
+    ]
+    assert extract(1, messages) == []
+
+
 def test_a_chat_without_tools_is_not_quoted() -> None:
     messages = [
         record(1, "user", "Can you suggest a name for a grey kitten with white paws?"),

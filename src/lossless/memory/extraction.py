@@ -17,7 +17,8 @@ Invariants:
   :func:`~lossless.memory.fragments.fragment_reason` (a failed command's statement,
   written whole by its rule, is not checked: a command reads as code); a named speaker's draft names
   them (:mod:`lossless.memory.attribution`: "Maya said the train was late again.").
-* Skipped: system and tool messages, questions, "do you remember…" queries,
+* Skipped: system and tool messages, a turn an agent's harness wrote in the user's
+  name (:func:`~lossless.memory.requests.by_harness`), questions, "do you remember…" queries,
   greetings and acknowledgements, code, markdown headings and list stubs, tool
   lines; from an agent (an unnamed assistant) everything but its work facts
   (what it changed or fixed and why, the files its edit tools changed); of a
@@ -58,7 +59,7 @@ from lossless.memory.edits import code_refs, edit_statements
 from lossless.memory.failures import commands, failure_statement, is_output
 from lossless.memory.fragments import fragment_reason, small_talk_reason
 from lossless.memory.records import Category, Decision, Memory, MemoryDraft
-from lossless.memory.requests import refusal_statement, reply_statement, request_statement
+from lossless.memory.requests import by_harness, refusal_statement, reply_statement, request_statement
 from lossless.memory.statements import (
     dates_named,
     format_date,
@@ -394,8 +395,8 @@ def extract(conversation_id: int, messages: Sequence[MessageRecord]) -> list[Mem
             if draft is not None:
                 drafts.append(draft)
             continue
-        if message.role not in ("user", "assistant"):
-            continue
+        if message.role not in ("user", "assistant") or (message.role == "user" and by_harness(message.content)):
+            continue  # a turn the agent's harness wrote in the user's name says nothing of the user
         request = _quoted(message, messages[index + 1 : index + 2], conversation_id) if agent else None
         if request is not None:
             drafts.append(request)

@@ -16,9 +16,10 @@ Invariants:
   tool lines it pastes are left out, sentences are kept whole and in order, at most
   :data:`QUOTE_CHARS` characters of them (a first sentence longer than that is cut at a word and ends
   with "…").  The quote never holds a double quote of its own (each becomes a single one).
-* Nothing for a turn a harness wrote in the user's name (markup such as ``<command-name>``, a skill's
-  text, "[Request interrupted by user]"), nor for one with fewer than :data:`MIN_WORDS` words that
-  carry something ("push it", "yes", "let's do it").
+* Nothing for a turn a harness wrote in the user's name (:func:`by_harness`: markup such as
+  ``<command-name>``, a skill's text, "[Request interrupted by user]", the summary of a conversation
+  continued), nor for one with fewer than :data:`MIN_WORDS` words that carry something ("push it",
+  "yes", "let's do it").
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from lossless.memory.statements import prose_sentences
 from lossless.questions import STOPWORDS
 from lossless.text import CJK_CHAR, CJK_RUN
 
-__all__ = ["MIN_WORDS", "QUOTE_CHARS", "refusal_statement", "reply_statement", "request_statement"]
+__all__ = ["MIN_WORDS", "QUOTE_CHARS", "by_harness", "refusal_statement", "reply_statement", "request_statement"]
 
 #: Characters of the user's prose a statement quotes.
 QUOTE_CHARS = 300
@@ -52,9 +53,14 @@ _NOT_PROSE = ("code", "tool noise")
 _CONSOLE = re.compile(r"[⏺⎿❯]|^\$ ")
 
 
+def by_harness(text: str) -> bool:
+    """Whether a turn in the user's name was written by the agent's harness (its markup, a skill, a summary)."""
+    return _HARNESS.match(text) is not None
+
+
 def request_statement(text: str) -> str | None:
     """``The user said: "…"`` (``asked`` when the quote ends with a question) for a user's turn, or ``None``."""
-    if _HARNESS.match(text):
+    if by_harness(text):
         return None
     quote = _quote(text)
     if quote is None:
