@@ -1,13 +1,16 @@
-"""What the user of an agent asked for, as a statement a memory can hold.
+"""An agent's session in its own words: what its user asked for and what it answered, as statements a memory
+can hold.
 
 In an agent's session the user's turns are its work orders ("Update the docs, add a table of the
-messages, then push."), the choices they made ("yes do option 1") and what they reported ("I don't see
-anything in the logs"); later questions ask for exactly these ("what did the user want changed in the
-docs?").  Told in the third person they lose their substance, so :func:`request_statement` quotes the
-turn's own words: ``The user said: "Update the documentation, add a table for messaging.".`` (or
-``The user asked: "…?"`` when the quote ends by asking), and :func:`refusal_statement` does the same for
-what the user typed when they refused a tool call (``[tool error] The user doesn't want to proceed …
-the user said: …``).
+messages, then push."), the choices they made and what they reported ("I don't see anything in the
+logs"); the agent's reply that ends its turn holds what it concluded ("PR #162 is the only one that
+touches it…").  Later questions ask for exactly these ("what did the user want changed in the docs?").
+Told in the third person they lose their substance, so :func:`request_statement` quotes the turn's own
+words: ``The user said: "Update the documentation, add a table for messaging.".`` (or ``The user asked:
+"…?"`` when the quote ends by asking); :func:`reply_statement` quotes the agent's reply (``The assistant
+replied: "…"``) and :func:`refusal_statement` what the user typed when they refused a tool call
+(``[tool error] The user doesn't want to proceed … the user said: …``).  Which reply ends a turn is the
+extractor's call (:mod:`lossless.memory.extraction`: the user's turn follows it).
 
 Invariants:
 
