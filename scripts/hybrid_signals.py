@@ -29,16 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import recall  # type: ignore[import-not-found]  # benchmarks/recall.py, on the path above
 from lossless.questions import STOPWORDS, time_window
 from lossless.retrieval import hybrid, ranking, semantic
-
-
-def _topic_words(text: str) -> int:
-    count = 0
-    for word in ranking._WORD.findall(text[:2000]):
-        if ranking._CJK.search(word):
-            count += max(1, len(word) // 2)
-        elif len(word) > 2 and word.lower() not in STOPWORDS:
-            count += 1
-    return count
+from lossless.text import WORD, topic_words
 
 
 def main() -> int:
@@ -101,7 +92,7 @@ def main() -> int:
                 "prev": None if prev is None else int(prev),
                 "next": None if nxt is None else int(nxt),
                 "core": key in core,
-                "words": _topic_words(m.content),
+                "words": topic_words(m.content[:2000], STOPWORDS),
                 "chars": len(m.content),
                 "role": m.role,
                 "window": any(w.contains(m.created_at) for w in windows),
@@ -148,7 +139,7 @@ def _cover(words: list[str], text: str) -> float:
     """Share of the question's keywords that occur in ``text`` (case-insensitive word prefix match)."""
     if not words:
         return 0.0
-    lowered = {w.lower() for w in ranking._WORD.findall(text)}
+    lowered = {w.lower() for w in WORD.findall(text)}
     found = 0
     for word in words:
         stem = word.lower()[: max(4, len(word) - 2)]

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from functools import lru_cache
 
 __all__ = [
     "CJK_CHAR",
@@ -49,6 +50,7 @@ __all__ = [
     "indexed_text",
     "keyword_terms",
     "search_terms",
+    "topic_words",
 ]
 
 #: The character ranges treated as CJK text (for a regex character class): radicals, kana, bopomofo,
@@ -176,3 +178,20 @@ def indexed_message_text(text: str) -> str:
     indexed = indexed_text(text)
     hidden = escaped_words(text)
     return f"{indexed}\n{hidden}" if hidden else indexed
+
+
+@lru_cache(maxsize=4096)
+def topic_words(text: str, stopwords: frozenset[str]) -> int:
+    """How many words of ``text`` carry a topic: of three letters or more and not in ``stopwords`` (lowercase);
+    a CJK run, written without spaces, counts a word per two characters (at least one).  Kept per text: a
+    search reads the same turns again and again."""
+    words = WORD.findall(text)
+    if text.isascii():  # no CJK can be in it
+        return sum(1 for word in words if len(word) > 2 and word.lower() not in stopwords)
+    count = 0
+    for word in words:
+        if CJK_CHAR.search(word):
+            count += max(1, len(word) // 2)
+        elif len(word) > 2 and word.lower() not in stopwords:
+            count += 1
+    return count

@@ -28,12 +28,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
-from functools import lru_cache
 from typing import Literal, TypeVar
 
 from lossless.parts import EDIT_TOOLS, FAILURE, FAILURE_SCANNED, SHELL_TOOLS, WRITE_TOOLS
 from lossless.questions import STOPWORDS
-from lossless.text import CJK_CHAR
+from lossless.text import topic_words
 
 __all__ = [
     "KEYWORD_WEIGHT",
@@ -49,8 +48,6 @@ __all__ = [
 ]
 
 K = TypeVar("K")
-_WORD = re.compile(r"\w+", re.UNICODE)
-_CJK = CJK_CHAR
 
 #: Weight of the keyword (BM25) side in fusion (hybrid summaries; hybrid messages use
 #: :data:`lossless.retrieval.hybrid.KEYWORD_WEIGHT`); the semantic side gets ``1 - KEYWORD_WEIGHT``.
@@ -155,7 +152,7 @@ def substance(text: str, enough: int | None = None) -> float:
     enough = SUBSTANCE_WORDS if enough is None else enough
     if enough <= 0:
         return 1.0
-    share: float = max(1, min(_topic_words(text[:2000]), enough)) / enough
+    share: float = max(1, min(topic_words(text[:2000], STOPWORDS), enough)) / enough
     return float(share**SUBSTANCE_POWER)
 
 
@@ -169,21 +166,6 @@ def asks(role: str, text: str) -> bool:
     tool's call or output never counts.
     """
     return role in ("user", "assistant") and not is_tool_record(role, text) and _ASKING.search(text) is not None
-
-
-@lru_cache(maxsize=4096)
-def _topic_words(text: str) -> int:
-    """How many topic words ``text`` has (kept per text: a search reads the same turns again and again)."""
-    words = _WORD.findall(text)
-    if text.isascii():  # no CJK can be in it
-        return sum(1 for word in words if len(word) > 2 and word.lower() not in STOPWORDS)
-    count = 0
-    for word in words:
-        if _CJK.search(word):  # written without spaces: about two characters a word
-            count += max(1, len(word) // 2)
-        elif len(word) > 2 and word.lower() not in STOPWORDS:
-            count += 1
-    return count
 
 
 #: What a question about an agent's work asks for: the file a change went to, what went wrong, what the user
