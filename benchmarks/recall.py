@@ -2,7 +2,8 @@
 
 ``python benchmarks/recall.py [--quick] [--json OUT] [--split dev|test|written-dev|written-test] [--dataset FILE]
 [--methods a,b,…] [--pad-with dev|test] [--wording paraphrase|literal|terse] [--embedder local|e5|hash|none]
-[--embed-cache FILE] [--backend sqlite|postgres] [--speakers text|metadata] [--scope messages|both]``
+[--embed-cache FILE] [--backend sqlite|postgres] [--speakers text|metadata] [--dates turn|session]
+[--roles as-written|user] [--scope messages|both]``
 
 The dataset is JSON: ``{"conversations": [{"id", "messages": [{"id", "role", "content", "created_at"}]}],
 "questions": [{"id", "conversation_id", "question", "answer", "evidence": [message ids]}]}``.  The default is
@@ -14,7 +15,11 @@ conversation than the generated splits; ``written-test`` is report only.  ``--wo
 asks each question as written (``paraphrase``), in its ``literal`` wording, or ``terse``: the literal
 wording's words without the baseline's stopwords, as an agent types a grep (:func:`worded`).  ``--speakers
 metadata`` stores each chat turn's speaker in its metadata instead of the text's ``Name:`` prefix, as a
-transcript's ``name`` field is stored (:func:`speakers_in_metadata`).
+transcript's ``name`` field is stored (:func:`speakers_in_metadata`).  ``--dates session`` stamps every turn
+of a session with the session's start (:func:`session_dated`), as public conversational benchmarks date
+their sessions, not their turns; ``--roles user`` stores every chat turn as the user's (:func:`one_role`), as a
+host that keeps two people's chat under one role does.  Neither should move the ranking much: a check that
+the product does not lean on how a host happens to store a chat.
 
 Every conversation is ingested through the engine (message ids become event keys, dates kept) into one
 store, compacted with small thresholds, and its messages are mined for long-term memories (as the
@@ -166,6 +171,44 @@ def speakers_in_metadata(dataset: dict[str, Any]) -> dict[str, Any]:
             messages.append(m)
         conversations.append({**conversation, "messages": messages})
     return {**dataset, "conversations": conversations}
+
+
+#: A gap between two turns longer than this starts a new session (:func:`session_dated`).
+SESSION_GAP = timedelta(hours=3)
+
+
+def session_dated(dataset: dict[str, Any]) -> dict[str, Any]:
+    """``dataset`` with every message stamped with the start of its session: the first message's time, for each
+    run of messages no more than :data:`SESSION_GAP` apart.  Message order and ids are unchanged."""
+    conversations = []
+    for conversation in dataset["conversations"]:
+        messages, start, last = [], None, None
+        for m in conversation["messages"]:
+            moment = parse_timestamp(m["created_at"])
+            if start is None or last is None or moment - last > SESSION_GAP:
+                start = m["created_at"]
+            last = moment
+            messages.append({**m, "created_at": start})
+        conversations.append({**conversation, "messages": messages})
+    return {**dataset, "conversations": conversations}
+
+
+def one_role(dataset: dict[str, Any]) -> dict[str, Any]:
+    """``dataset`` with every turn of a chat (a conversation of kind other than ``agent``) stored as role ``user``;
+    agent sessions, whose roles say who called a tool, are unchanged."""
+    conversations = []
+    for conversation in dataset["conversations"]:
+        if conversation.get("kind") != "agent":
+            conversation = {**conversation, "messages": [{**m, "role": "user"} for m in conversation["messages"]]}
+        conversations.append(conversation)
+    return {**dataset, "conversations": conversations}
+
+
+def stored_as(dataset: dict[str, Any], dates: str, roles: str) -> dict[str, Any]:
+    """``dataset`` stored as ``--dates`` and ``--roles`` say (unchanged for ``turn`` and ``as-written``)."""
+    if dates == "session":
+        dataset = session_dated(dataset)
+    return one_role(dataset) if roles == "user" else dataset
 
 
 def worded(dataset: dict[str, Any], wording: str) -> dict[str, Any]:
@@ -495,6 +538,20 @@ def main() -> int:
         "name field is stored",
     )
     parser.add_argument(
+        "--dates",
+        choices=("turn", "session"),
+        default="turn",
+        help="each turn's own time as written, or 'session': every turn stamped with its session's start "
+        "(turns more than 3 hours apart start a new one), as public conversational benchmarks date sessions",
+    )
+    parser.add_argument(
+        "--roles",
+        choices=("as-written", "user"),
+        default="as-written",
+        help="each chat turn's role as written (one person 'user', the other 'assistant'), or 'user' for every "
+        "chat turn (agent sessions keep theirs)",
+    )
+    parser.add_argument(
         "--embedder",
         choices=("local", "e5", "hash", "none"),
         help="default: as the product's auto: e5, else local, else none (the base install: no embedder, so "
@@ -539,6 +596,7 @@ def main() -> int:
     dataset = worded(dataset, args.wording)
     if args.speakers == "metadata":
         dataset = speakers_in_metadata(dataset)
+    dataset = stored_as(dataset, args.dates, args.roles)
     embedder = args.embedder or default_embedder()
     if embedder == "none":
         hide_model_packages()
@@ -551,11 +609,15 @@ def main() -> int:
         padding = json.loads(SPLITS[args.pad_with].read_text(encoding="utf-8"))["conversations"]
         if args.speakers == "metadata":
             padding = speakers_in_metadata({"conversations": padding})["conversations"]
+        padding = stored_as({"conversations": padding}, args.dates, args.roles)["conversations"]
     with tempfile.TemporaryDirectory() as tmp, store_url(args.backend, Path(tmp)) as url:
         results = anyio.run(evaluate, dataset, methods, url, padding, embedder, args.embed_cache, args.scope)
     counts, timings = results["counts"], results["timings"]
-    where = (", speakers in metadata" if args.speakers == "metadata" else "") + (
-        ", messages and summaries searched" if args.scope == "both" else ""
+    where = (
+        (", speakers in metadata" if args.speakers == "metadata" else "")
+        + (", turns dated by session" if args.dates == "session" else "")
+        + (", every chat turn the user's" if args.roles == "user" else "")
+        + (", messages and summaries searched" if args.scope == "both" else "")
     )
     print(
         f"\nrecall — {path.name}{' (quick)' if args.quick else ''}, {args.wording} wording{where}: "
@@ -607,6 +669,8 @@ def main() -> int:
             "dataset": path.name,
             "wording": args.wording,
             "speakers": args.speakers,
+            "dates": args.dates,
+            "roles": args.roles,
             "scope": args.scope,
             "quick": args.quick,
             "embedder": embedder,

@@ -71,6 +71,26 @@ def test_speakers_move_from_the_text_to_the_metadata() -> None:
     assert DATASET["conversations"][0]["messages"][0]["content"].startswith("Maya: ")  # the input is not changed
 
 
+def test_session_dates_stamp_each_turn_with_its_sessions_start() -> None:
+    """Turns no more than three hours apart are one session; a longer gap starts the next."""
+    times = ["2023-05-08T13:56:00Z", "2023-05-08T14:20:00Z", "2023-05-08T16:50:00Z", "2023-05-09T09:00:00Z"]
+    chat = {"id": "c1", "messages": [{"id": f"m{i}", "created_at": t} for i, t in enumerate(times)]}
+    dated = recall.session_dated({"conversations": [chat]})["conversations"][0]["messages"]
+    assert [m["created_at"] for m in dated] == [times[0], times[0], times[0], times[3]]
+    assert [m["id"] for m in dated] == ["m0", "m1", "m2", "m3"]  # evidence ids and order unchanged
+    assert chat["messages"][1]["created_at"] == times[1]  # the input is not changed
+    assert recall.stored_as({"conversations": [chat]}, "turn", "as-written") == {"conversations": [chat]}
+
+
+def test_one_role_makes_every_chat_turn_the_users_and_leaves_agent_sessions_alone() -> None:
+    call = {"id": "x", "role": "assistant", "content": "[tool call: Bash]"}
+    agent = {"id": "a1", "kind": "agent", "messages": [call]}
+    stored = recall.one_role({**DATASET, "conversations": [*DATASET["conversations"], agent]})
+    assert [(m["id"], m["role"]) for m in stored["conversations"][0]["messages"]] == [("m1", "user"), ("m2", "user")]
+    assert stored["conversations"][1] == agent
+    assert DATASET["conversations"][0]["messages"][1]["role"] == "assistant"  # the input is not changed
+
+
 def test_the_runs_clock_is_frozen_at_the_newest_message_stored() -> None:
     """Every run of a dataset has the same "now": the newest message date of what it stores (padding too)."""
     chat = {"id": "c1", "messages": [{"created_at": "2023-05-08T13:56:00Z"}, {"created_at": "2023-06-01T09:00:00Z"}]}
