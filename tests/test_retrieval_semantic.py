@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -1226,3 +1227,52 @@ async def test_a_name_the_chat_keeps_mentioning_is_left_out_of_the_name_blind_qu
         assert port.asked == [question, blind_text] and blind_text == "How does want her toast served?"
         assert blended[toast][0] > blended[ids[1]][0]  # the turn that answers now ranks above the name's turns
         assert scores[toast][0] < scores[ids[1]][0]
+
+
+def _written_dev() -> dict[str, Any]:
+    return json.loads((Path(__file__).resolve().parent.parent / "benchmarks/data/recall-written-dev.json").read_text())
+
+
+@pytest.mark.parametrize("stored", ["session dates", "one role"])
+async def test_how_a_host_stores_a_chat_does_not_move_hybrids_ranks(tmp_path: Path, stored: str) -> None:
+    """A chat stored with each turn dated by its session's start, or with every turn the user's (as public
+    benchmarks and some hosts store one), ranks exactly as stored with each turn's own time and role: hybrid
+    reads neither a turn's role nor its time of day (only the day, for a question's time window)."""
+    data = _written_dev()
+    chat = next(c for c in data["conversations"] if c["id"] == "w04")["messages"][:80]
+    kept = {m["id"] for m in chat}
+    questions = [q["question"] for q in data["questions"] if set(q["evidence"]) <= kept]
+    assert len(questions) >= 5
+
+    def restored(m: dict[str, str]) -> Message:
+        day = datetime.fromisoformat(m["created_at"]).replace(hour=9, minute=0)  # each day here is one session
+        if stored == "session dates":
+            return Message(m["role"], m["content"], event_key=m["id"], created_at=day)
+        return Message("user", m["content"], event_key=m["id"], created_at=datetime.fromisoformat(m["created_at"]))
+
+    async def ranks(messages: list[Message], name: str) -> list[list[str]]:
+        opened = await ContextEngine.open(f"sqlite:///{tmp_path / name}.db", memory_embedder="hash")
+        try:
+            await opened.ingest_batch("chat", messages)
+            while await opened.mine_step():  # memory leads too
+                pass
+            await build(opened)
+            keys = {r.id: r.event_key for r in await opened.messages("chat")}
+            out = []
+            for question in questions:
+                found = await opened.grep(question, mode="hybrid", scope="messages", conversation="chat", limit=10)
+                out.append([str(keys[int(h.ref)]) for h in found.hits])
+            return out
+        finally:
+            await opened.dispose()
+
+    as_written = [
+        Message(m["role"], m["content"], event_key=m["id"], created_at=datetime.fromisoformat(m["created_at"]))
+        for m in chat
+    ]
+    assert {m.role for m in as_written} == {"user", "assistant"}
+    other = [restored(m) for m in chat]
+    assert [m.created_at for m in other] != [m.created_at for m in as_written] or stored == "one role"
+    before, after = await ranks(as_written, "written"), await ranks(other, "restored")
+    assert all(len(hits) == 10 for hits in before)
+    assert after == before
