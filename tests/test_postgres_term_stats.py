@@ -341,6 +341,22 @@ def test_counts_from_an_older_snapshot_or_an_ended_generation_are_dropped() -> N
     assert stats.known("messages", ["a"]) is None and stats.terms("messages") == {}
 
 
+def test_a_statement_answered_after_its_counts_went_stale_is_not_kept() -> None:
+    """Found by the interleaving property below: a statement sent 301 s before its result came back
+    started a generation already too old, which pushed out the live one and was itself replaced at the
+    next result by a generation of an older snapshot (its newest key went back from 1 to 0)."""
+    clock = Clock()
+    stats = TermStatistics(clock=clock, fresh_s=300)
+    slow = clock()  # sent, then answered only after more than fresh_s
+    clock.now += 301
+    stats.learn("messages", ["a"], None, _counted((0.0,), 0), clock())
+    stats.learn("messages", ["a"], None, _counted((1.0,), 1), slow)  # a newer snapshot, but too old to keep
+    assert stats.terms("messages") == {"a": 0.0}
+    assert stats._tables["messages"].number == 1  # the live generation stays
+    stats.learn("messages", ["b"], None, _counted((4.0,), 0), clock())
+    assert stats.terms("messages") == {"a": 0.0, "b": 4.0}
+
+
 def test_a_cache_that_is_off_keeps_nothing() -> None:
     stats = TermStatistics(fresh_s=0)
     stats.learn("messages", ["a"], None, _counted((1.0,), 10), 0.0)

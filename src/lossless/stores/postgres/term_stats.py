@@ -43,7 +43,9 @@ Invariants:
 * **Safe under concurrency**: the store's tasks share one event loop and the cache changes only
   synchronously, between awaits.  A statement's counts are kept only if they are not older than
   the generation kept meanwhile (its newest key is at least the generation's), and counts of a
-  generation that ended meanwhile are dropped.  Each host keeps its own cache of one shared
+  generation that ended meanwhile are dropped, as are those of a statement sent more than
+  :data:`FRESH_S` seconds before its result arrived (they would start a generation already too old
+  and push out a live one).  Each host keeps its own cache of one shared
   database: nothing is shared but the database, so no host's counts can make another's wrong.
 """
 
@@ -153,6 +155,10 @@ class TermStatistics:
     def learn(self, table: str, terms: Sequence[str], known: Known | None, counted: Counted, asked_at: float) -> None:
         """Keep what a statement sent at ``asked_at`` (this clock) with ``known`` reported it used."""
         if self.fresh_s <= 0 or len(counted.counts) != len(terms):
+            return
+        if self.clock() - asked_at > self.fresh_s:
+            # Sent longer ago than a generation may live: its counts would start one already too old,
+            # which would push out a live generation (and let an older snapshot follow it).
             return
         current = self._current(table)
         if known is not None:
