@@ -103,6 +103,34 @@ async def test_a_second_search_of_a_question_may_skip_rereading_the_vectors_stat
     assert len(await search.search("backup", [a.id], limit=5)) == 2  # rechecked: the new vector is found
 
 
+async def test_a_search_by_meaning_asks_the_vectors_for_the_limit_only(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each store ranks items by their best chunk already, so ``semantic`` asks it for ``limit`` items (hybrid's
+    callers ask for 100 a side); the port's own ``hybrid`` fusion asks for twice as many; the results are the
+    store's best, best first."""
+    embedder = HashEmbedder()
+    service = MemoryService(memory_store_for(store), embedder, MemoryCaller.agent("main"))
+    search = MessageSearch(store, service)
+    a = await store.get_or_create_conversation(agent_id="main", session_id="a")
+    texts = [f"backup report {i} " + "long text " * (i * 40) for i in range(12)]  # some items of several chunks
+    await store.append_messages(a.id, [PreparedMessage(Message("user", t), 5, utcnow()) for t in texts])
+    await build(store, embedder)
+    asked: list[int] = []
+    nearest = search._nearest
+
+    async def counted(source: str, qvec: object, conversation_ids: list[int], limit: int, **kw: object) -> object:
+        asked.append(limit)
+        return await nearest(source, qvec, conversation_ids, limit, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(search, "_nearest", counted)
+    found = await search.search("backup report", [a.id], limit=5)
+    await search.search("backup report", [a.id], limit=5, mode="hybrid")
+    assert asked == [5, 10]
+    every = await search.search("backup report", [a.id], limit=12)
+    assert [h.score for h in found] == [h.score for h in every[:5]]  # the same best (equal scores tie either way)
+
+
 async def _summarise(store: Store, conversation_id: int, texts: list[str], content: str) -> Summary:
     """Store ``texts`` as messages and put a leaf summary saying ``content`` in place of them."""
     await store.append_messages(conversation_id, [PreparedMessage(Message("user", t), 5, utcnow()) for t in texts])

@@ -193,7 +193,9 @@ class MessageSearch:
         if mode not in ("semantic", "hybrid"):
             raise InputError(f"mode must be semantic or hybrid, got {mode!r}")
         qvec = await self._query_vector(query)
-        found = await self._nearest(source, qvec, list(conversation_ids), limit * 2, recheck=recheck)
+        # Each store ranks items by their best chunk already: twice as many only where the port fuses (hybrid).
+        depth = limit * 2 if mode == "hybrid" else limit
+        found = await self._nearest(source, qvec, list(conversation_ids), depth, recheck=recheck)
         hits = [(parse(key), conversation_id, score) for key, conversation_id, score in found]
         hits.sort(key=lambda h: (-h[2], h[0]))
         if mode == "semantic":
