@@ -147,8 +147,10 @@ async def test_hybrid_fuses_meaning_with_the_full_text_ranking(
 
 async def test_time_filters_apply(engine: ContextEngine) -> None:
     ids = await seed(engine)
-    late = await engine.grep("the backup job", mode="semantic", since=T0 + timedelta(hours=2), limit=10)
-    assert {h.ref for h in late.hits} <= set(ids[2:]) and late.hits
+    unfiltered = await engine.grep("the backup job and the deploy", mode="semantic", limit=10)
+    assert {ids[0], ids[5]} <= {h.ref for h in unfiltered.hits}
+    late = await engine.grep("the backup job and the deploy", mode="semantic", since=T0 + timedelta(hours=2), limit=10)
+    assert {h.ref for h in late.hits} <= set(ids[2:]) and ids[5] in {h.ref for h in late.hits}
     early = await engine.grep("backup", mode="hybrid", before=T0 + timedelta(hours=1), limit=10)
     assert [h.ref for h in early.hits] == [ids[0]]
 
@@ -485,12 +487,10 @@ async def test_hits_of_other_conversations_from_the_port_are_dropped(engine: Con
         )
         refs = [(h.scope, h.ref) for h in found.hits]
         refs += [("summaries", h.summary) for h in found.hits if h.summary]  # a summary folded into a message hit
-        if mode == "semantic":
-            assert refs == [("messages", ids[0]), ("summaries", mine.id)]
-        else:  # hybrid adds this conversation's keyword matches and neighbouring turns, never another's
-            assert ("messages", ids[0]) in refs and ("summaries", mine.id) in refs
-            assert all(h.conversation_id == mine.conversation_id for h in found.hits)
-            assert ("messages", other_ids[0]) not in refs and ("summaries", other.id) not in refs
+        # Both add this conversation's neighbouring turns (hybrid its keyword matches too), never another's.
+        assert refs[0] == ("messages", ids[0]) and ("summaries", mine.id) in refs
+        assert all(h.conversation_id == mine.conversation_id for h in found.hits)
+        assert ("messages", other_ids[0]) not in refs and ("summaries", other.id) not in refs
 
 
 CHAT = [
@@ -868,6 +868,83 @@ async def test_a_messages_meaning_blends_the_question_and_its_keywords(
     assert {key: score for key, (score, _) in blended.items()} == pytest.approx(
         {key: (1 - share) * q + share * k for key, (q, k) in expected.items()}
     )
+
+
+async def test_semantic_ranks_by_meaning_alone_with_hybrids_other_steps(engine: ContextEngine) -> None:
+    """``semantic`` shares hybrid's meaning side and its steps that score no words: a bare interjection that the
+    meaning side ranks first keeps a share of its score (substance) and the answer before it inherits from it
+    (neighbours); a message that only the word index finds (no positive similarity) is never a candidate, as it is
+    in ``hybrid``."""
+    texts = [
+        "the clinic sent the bill for the cat yesterday",
+        "what's for dinner tonight?",
+        "Did you ever find a vet for the cat?",
+        "Yes, we took Miso to the clinic on Alder Road, the one with the orange door and the kind night nurse.",
+        "No way!",
+    ]
+    stored = (await engine.ingest_batch("pets", [Message.user(t) for t in texts])).stored
+    words_only, _, asking, answer, interjection = (m.id for m in stored)
+    question = "Which clinic did they take the cat to?"
+    port = WordingPort(
+        stored[0].conversation_id,
+        {question: {interjection: 0.9, answer: 0.8, asking: 0.4, words_only: -0.1}, "clinic take cat": {}},
+    )
+    results = {}
+    for mode in ("semantic", "hybrid"):
+        found = await grep_semantic(
+            engine.store,
+            GrepOptions(question, mode=mode, scope="messages"),  # type: ignore[arg-type]
+            (port.conversation_id,),
+            port,  # type: ignore[arg-type]
+        )
+        results[mode] = [h.ref for h in found.hits]
+    assert results["semantic"][:2] == [answer, interjection]  # the port ranked the interjection first
+    assert words_only not in results["semantic"]
+    assert words_only in results["hybrid"]  # found by its words ("clinic", "cat")
+
+
+class RankingPort(WordingPort):
+    """A :class:`WordingPort` that keeps only the ``limit`` best, as a real port does, and records each limit."""
+
+    def __init__(self, conversation_id: int, by_text: dict[str, dict[int, float]]) -> None:
+        super().__init__(conversation_id, by_text)
+        self.limits: list[int] = []
+
+    async def search(
+        self,
+        query: str,
+        conversation_ids: Sequence[int],
+        *,
+        limit: int = 20,
+        mode: str = "semantic",
+        fulltext: Sequence[int] = (),
+    ) -> Sequence[MessageHit]:
+        self.limits.append(limit)
+        found = await super().search(query, conversation_ids, limit=limit, mode=mode, fulltext=fulltext)
+        return sorted(found, key=lambda hit: -hit.score)[:limit]
+
+
+@pytest.mark.parametrize("mode", ["semantic", "hybrid"])
+async def test_a_time_filter_reaches_past_the_best_matches_outside_it(engine: ContextEngine, mode: str) -> None:
+    """``since`` drops candidates after the port ranked them by meaning: the meaning side asks deeper
+    (``FILTERED_DEPTH``), so a match inside the window behind more than ``DEPTH`` better ones outside it is found."""
+    old = [
+        Message.user(f"old note {i} about the garden", created_at=T0 + timedelta(minutes=i))
+        for i in range(hybrid.DEPTH + 20)
+    ]
+    late = Message.user("the roses came up this spring", created_at=T0 + timedelta(days=60))
+    stored = (await engine.ingest_batch("garden", [*old, late])).stored
+    question = "how is the garden doing"
+    cosines = {m.id: 0.9 - m.id / 10_000 for m in stored[:-1]} | {stored[-1].id: 0.5}
+    port = RankingPort(stored[0].conversation_id, {question: cosines, "garden": cosines})
+    found = await grep_semantic(
+        engine.store,
+        GrepOptions(question, mode=mode, scope="messages", since=T0 + timedelta(days=30)),  # type: ignore[arg-type]
+        (port.conversation_id,),
+        port,  # type: ignore[arg-type]
+    )
+    assert [h.ref for h in found.hits] == [stored[-1].id]
+    assert set(port.limits) == {hybrid.FILTERED_DEPTH}
 
 
 async def test_a_question_of_keywords_alone_is_embedded_once(engine: ContextEngine) -> None:

@@ -41,6 +41,10 @@
    sum scaled back to the messages' range), so the stretch that holds a detail its summary left out
    is still found.
 
+``semantic`` mode ranks here too, by meaning alone (``keyword=False``): steps 2, 3 (the meaning side scaled to
+0–1), 5–8, without the keyword search of step 1, the memory leads of step 4 or the sources of step 9 (on the
+hand-written dev chats and agent sessions they took its R@10 from 58.3, the raw cosine, to 76.2; docs/retrieval.md).
+
 :func:`keyword_hits` runs steps 1, 6, 7 and 8 and the substance prior (:func:`~lossless.retrieval.ranking.substance`)
 without steps 2–5 (no vectors): the any-word ranking of a ``full_text`` question, keyword scores taken as a share
 of the best one's, function words only dropped.
@@ -89,6 +93,9 @@ _WORDY = re.compile(r"\w")
 
 #: How many candidates each ranker contributes.
 DEPTH = 100
+#: How many the meaning side asks for when ``since`` / ``before`` filter them (the port ranks by meaning only):
+#: those outside the window are dropped before the fusion (the keyword side is filtered by the store itself).
+FILTERED_DEPTH = 1000
 #: How many summaries lend their score to the messages under them, and what share.
 SUMMARY_FANOUT = 5
 SUMMARY_SHARE = 0.0
@@ -233,18 +240,20 @@ async def _semantic_scores(
     form = getattr(search, "query_form", None) or SEMANTIC_QUERY  # the embedder's own preference first
     if words and " ".join(words) != options.pattern:
         texts = {"keywords": [" ".join(words)], "both": [options.pattern, " ".join(words)]}.get(form, texts)
+    # A time filter drops candidates after the port ranked them: ask deeper, so the filtered ones are not all gone.
+    depth = DEPTH if options.since is None and options.before is None else FILTERED_DEPTH
     out: dict[int | str, tuple[float, int]] = {}
     for text in texts:
         found: list[tuple[int | str, float, int]]
         if scope == "messages":
             again = None if recheck else getattr(search, "search_again", None)  # the port's optional part
             if again is not None:
-                hits = await again(text, list(conversation_ids), limit=DEPTH)
+                hits = await again(text, list(conversation_ids), limit=depth)
             else:
-                hits = await search.search(text, list(conversation_ids), limit=DEPTH, mode="semantic")
+                hits = await search.search(text, list(conversation_ids), limit=depth, mode="semantic")
             found = [(h.message_id, h.score, h.conversation_id) for h in hits]
         else:
-            summaries = await search.search_summaries(text, list(conversation_ids), limit=DEPTH, mode="semantic")
+            summaries = await search.search_summaries(text, list(conversation_ids), limit=depth, mode="semantic")
             found = [(h.summary_id, h.score, h.conversation_id) for h in summaries]
         for key, score, conversation_id in found:
             if conversation_id in allowed and score > out.get(key, (float("-inf"), 0))[0]:
@@ -309,6 +318,28 @@ async def _with_keywords(
     return _blend(semantic, keyworded, KEYWORD_QUERY_SHARE)
 
 
+async def _in_time(
+    store: Store,
+    options: GrepOptions,
+    scope: Scope,
+    semantic: dict[int | str, tuple[float, int]],
+    read: dict[int, MessageRecord] | None,
+) -> dict[int | str, tuple[float, int]]:
+    """The meaning side's candidates inside ``since`` / ``before`` (a message by when it was stored, a summary when
+    the span it covers overlaps), read once; ``read``: the messages read are added to it."""
+    if scope == "messages":
+        records = await store.get_messages_by_id([int(key) for key in semantic])
+        if read is not None:
+            read.update((record.id, record) for record in records)
+        inside: set[int | str] = {m.id for m in records if _in_window(options, m.created_at)}
+    else:
+        summaries = await store.get_summaries([str(key) for key in semantic])
+        inside = {
+            s.id for s in summaries if _overlaps(options, s.earliest_at or s.created_at, s.latest_at or s.created_at)
+        }
+    return {key: value for key, value in semantic.items() if key in inside}
+
+
 def _blend(
     asked: dict[int | str, tuple[float, int]], blind: dict[int | str, tuple[float, int]], share: float
 ) -> dict[int | str, tuple[float, int]]:
@@ -345,10 +376,15 @@ async def _fused(
     read: dict[int, MessageRecord] | None = None,
     ahead: Mapping[SearchRequest, list[SearchRow]] | None = None,
     agent_weight: float | None = None,
+    by_words: bool = True,
 ) -> dict[int | str, float]:
     """The keyword and meaning sides fused (``keyword_weight``; ``agent_weight`` instead, where given, when a tool's
-    output is among the keyword matches)."""
-    keyword, tools = await _keyword_side(store, options, conversation_ids, words, scope, ahead)
+    output is among the keyword matches).  ``by_words=False``: the meaning side alone, scaled to 0–1 (no keyword
+    search; ``words`` still make the meaning side's keyword wording); items with no positive similarity are left
+    out, as nothing matched them."""
+    keyword, tools = (
+        await _keyword_side(store, options, conversation_ids, words, scope, ahead) if by_words else ({}, False)
+    )
     if search is None:  # words alone: each score as a share of the best (a weak match keeps its weight)
         best = max(keyword.values(), default=0.0)
         return {key: value / best if best > 0 else 1.0 for key, value in keyword.items()}
@@ -357,6 +393,10 @@ async def _fused(
         semantic = await _with_keywords(search, options, conversation_ids, words, semantic)
     if scope == "messages" and NAME_BLIND_SHARE > 0:
         semantic = await _name_blind(store, search, options, conversation_ids, words, semantic, read)
+    if options.since is not None or options.before is not None:
+        semantic = await _in_time(store, options, scope, semantic, read)
+    if not by_words:
+        return fuse({}, {key: score for key, (score, _) in semantic.items() if score > 0}, keyword_weight=0.0)
     if tools and agent_weight is not None:
         keyword_weight = agent_weight
     return fuse(keyword, {key: score for key, (score, _) in semantic.items()}, keyword_weight=keyword_weight)
@@ -371,14 +411,15 @@ async def _message_fusion(
     shared: dict[str, dict[int | str, float]] | None,
     read: dict[int, MessageRecord] | None = None,
     ahead: Mapping[SearchRequest, list[SearchRow]] | None = None,
+    by_words: bool = True,
 ) -> dict[int | str, float]:
     """The messages' fused ranking (step 3, with the hybrid message weights), from ``shared`` when made before;
-    ``read``: the messages it read on the way are added to it."""
+    ``read``: the messages it read on the way are added to it; ``by_words=False``: the meaning side alone."""
     if shared is not None and "messages" in shared:
         return shared["messages"]
     weight = KEYWORD_WEIGHT if search is not None else ranking.KEYWORD_WEIGHT
     fused = await _fused(
-        store, options, conversation_ids, search, "messages", words, weight, read, ahead, AGENT_KEYWORD_WEIGHT
+        store, options, conversation_ids, search, "messages", words, weight, read, ahead, AGENT_KEYWORD_WEIGHT, by_words
     )
     if shared is not None:
         shared["messages"] = fused
@@ -400,7 +441,9 @@ async def hybrid_hits(
 ) -> tuple[list[GrepHit], bool]:
     """Up to ``limit`` hits of ``scope``, best first, and whether more passed the filters.
 
-    ``keyword=False`` ranks by meaning alone (the caller found the text unusable as a word query);
+    ``keyword=False`` ranks by meaning alone: no keyword search, the question's words only make the meaning side's
+    keyword wording (``semantic`` mode, or a text the caller found unusable as a word query); every other step
+    runs as for ``hybrid`` but the memory leads and summaries' sources, which only ``hybrid`` uses.
     ``search=None`` ranks by words alone (:func:`keyword_hits`).  ``stopwords``: the words the keyword
     side drops from the question.  ``agent``: whose long-term memories lead to messages (``hybrid``
     messages only; ``None``: the port's own agent).  ``shared``: kept by the caller across the calls for
@@ -409,13 +452,15 @@ async def hybrid_hits(
     request it answers, so pages read for other conversations or words are never used).
     """
     words, offset = _question_words(options, stopwords)
-    words = words if keyword else []
+    by_words = keyword  # without it and without an embedder nothing ranks (the caller says why)
     fitted = scope == "messages" and search is not None  # the hybrid message ranking's own weights
     read: dict[int, MessageRecord] = {}  # every message read so far by this search (none is read twice)
     if scope == "messages":  # a copy: the steps below change it
-        scores = dict(await _message_fusion(store, options, conversation_ids, search, words, shared, read, ahead))
+        scores = dict(
+            await _message_fusion(store, options, conversation_ids, search, words, shared, read, ahead, by_words)
+        )
     else:  # summaries keep the hand-set fusion weight
-        scores = await _fused(store, options, conversation_ids, search, scope, words, ahead=ahead)
+        scores = await _fused(store, options, conversation_ids, search, scope, words, ahead=ahead, by_words=by_words)
     if scope == "messages":
         if search is not None:
             await _lifted(store, options, conversation_ids, search, words, agent, scores)
@@ -449,7 +494,7 @@ async def hybrid_hits(
         sources: dict[str, int] = {}
         if options.mode == "hybrid" and SOURCE_SHARE > 0:
             sources = await _found_by_sources(
-                store, options, conversation_ids, search, words, summaries, scores, shared
+                store, options, conversation_ids, search, words, summaries, scores, shared, by_words
             )
         when = {key: s.latest_at or s.created_at for key, s in summaries.items()}
     allowed = set(conversation_ids)
@@ -601,6 +646,7 @@ async def _found_by_sources(
     summaries: dict[str, Summary],
     scores: dict[int | str, float],
     shared: dict[str, dict[int | str, float]] | None = None,
+    by_words: bool = True,
 ) -> dict[str, int]:
     """A leaf summary is found by what it condenses too (``scores`` in place); returns each lifted leaf's best message.
 
@@ -609,7 +655,11 @@ async def _found_by_sources(
     within the messages' range (a ``scope="both"`` merge by score stays fair).
     """
     leaves = [summary.id for summary in summaries.values() if summary.depth == 0]
-    messages = await _message_fusion(store, options, conversation_ids, search, words, shared) if leaves else {}
+    messages = (
+        await _message_fusion(store, options, conversation_ids, search, words, shared, by_words=by_words)
+        if leaves
+        else {}
+    )
     sources = await store.get_summary_messages(leaves) if messages else {}
     best_of: dict[str, int] = {}
     for key in scores:

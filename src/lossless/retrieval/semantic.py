@@ -10,12 +10,16 @@ Invariants:
 
 * **Only the conversations passed in** (already checked against the caller's reach) are searched;
   the port is given exactly those ids, and ids it returns from elsewhere are dropped.
-* ``semantic`` ranks messages and summaries by the cosine similarity of their best chunk to the
-  query (one with no positive similarity is left out);
-  ``hybrid`` fuses that ranking with the full-text ranking of the same words in the same table
-  (BM25 over the word index, any of the query's terms; reciprocal-rank fusion, k = 60), so an exact
-  keyword and a paraphrase both rank.  Results are always best match first: with ``scope="both"``
-  messages and summaries are merged by score (both cosines, or both fusion scores, so comparable).
+* Both modes rank through :func:`~lossless.retrieval.hybrid.hybrid_hits`.  ``semantic`` ranks by meaning
+  alone: the cosine of each item's best chunk to the question (for messages, blended with its cosine to the
+  question's keywords and to the question without the speakers' names it mentions), scaled to 0–1 over the
+  candidates, then hybrid's steps that score no words (neighbouring turns, the substance and asking priors,
+  time in the question, what an agent's question asks for; "two weeks before the trip" still dates the
+  trip by its best word matches); an item with no positive similarity is no candidate.  ``hybrid`` fuses
+  that meaning side with the full-text ranking of the question's words in the same table (BM25, any of its
+  keywords; normalised-score fusion) and adds the memory leads, so an exact keyword and a paraphrase both
+  rank.  Results are always best match first: with ``scope="both"`` messages and summaries are merged by
+  score (both on the same 0–1 scale, plus what the steps add).
 * **No hit twice** (``hybrid``, ``scope="both"``): a leaf summary whose best match inside is a message
   already listed above it is folded into that message's hit (``GrepHit.summary``), so the places go to
   other matches and the summary stays one citation away.
@@ -35,10 +39,8 @@ Invariants:
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
 from typing import Literal, Protocol
 
 from lossless.errors import InputError
@@ -50,16 +52,11 @@ from lossless.retrieval.grep import (
     GrepOptions,
     GrepResult,
     no_matches,
-    snippet,
 )
 from lossless.retrieval.hybrid import hybrid_hits
 from lossless.retrieval.query import FullTextQuery, QuerySyntax, parse_full_text
 
 __all__ = ["INDEX_BUILDING_NOTE", "SemanticHit", "SemanticSearch", "SemanticSummaryHit", "grep_semantic"]
-
-#: The most candidates asked of the port (its own cap) when times filter them afterwards.
-_MAX_CANDIDATES = 1000
-_FULL_TEXT_DEPTH = 200
 
 SearchMode = Literal["semantic", "hybrid"]
 
@@ -114,22 +111,6 @@ class SemanticSearch(Protocol):
     ) -> Sequence[SemanticSummaryHit]: ...
 
 
-def _locate(text: str, words: Sequence[str]) -> tuple[int, int]:
-    """Where the first query word occurs in ``text`` (for the snippet), else its start."""
-    if words:
-        pattern = "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
-        found = re.search(pattern, text, re.IGNORECASE)
-        if found is not None:
-            return found.start(), found.end()
-    return 0, 0
-
-
-def _wanted(options: GrepOptions, score: float, conversation_id: int, allowed: set[int]) -> bool:
-    """Whether a ranked id may become a hit: in reach, and (semantic) similar at all."""
-    # A text sharing nothing with the query (similarity 0 or less) is no match, only a rank.
-    return conversation_id in allowed and (options.mode == "hybrid" or score > 0)
-
-
 #: How the note of a search answered from a partial semantic index opens (the engine watches for it).
 INDEX_BUILDING_NOTE = "(semantic index still building:"
 
@@ -152,108 +133,6 @@ async def _partial_index(
         f"{INDEX_BUILDING_NOTE} {' and '.join(parts)} embedded so far; the rest was searched by "
         "its words. Background workers (`lcm worker`, `lcm mcp`, `lcm serve`, `engine.background()`) build it "
         "when idle; `lcm index` or `await engine.build_index()` finishes it now.)"
-    )
-
-
-def _in_window(options: GrepOptions, earliest: datetime, latest: datetime) -> bool:
-    """Whether an item spanning ``earliest``..``latest`` is in the ``since``/``before`` window."""
-    return (options.since is None or latest >= options.since) and (options.before is None or earliest < options.before)
-
-
-def _first(hits: Iterable[GrepHit], limit: int) -> tuple[list[GrepHit], bool]:
-    """The first ``limit`` hits, and whether there were more."""
-    out: list[GrepHit] = []
-    for hit in hits:
-        if len(out) == limit:
-            return out, True
-        out.append(hit)
-    return out, False
-
-
-async def _message_hits(
-    store: Store,
-    options: GrepOptions,
-    conversation_ids: tuple[int, ...],
-    search: SemanticSearch,
-    window: int,
-    words: Sequence[str],
-    fulltext: Sequence[int | str] | None,
-) -> tuple[list[GrepHit], bool]:
-    """Up to ``limit`` message hits, best first, and whether more passed the filters."""
-    ranked = await search.search(
-        options.pattern,
-        list(conversation_ids),
-        limit=window,
-        mode="hybrid" if options.mode == "hybrid" else "semantic",
-        fulltext=[int(ref) for ref in fulltext or ()],
-    )
-    allowed = set(conversation_ids)
-    ranked = [h for h in ranked if _wanted(options, h.score, h.conversation_id, allowed)]
-    records = {m.id: m for m in await store.get_messages_by_id([h.message_id for h in ranked])}
-    pairs = [(records.get(h.message_id), h.score) for h in ranked]
-    return _first(
-        (
-            GrepHit(
-                scope="messages",
-                ref=record.id,
-                conversation_id=record.conversation_id,
-                created_at=record.created_at,
-                snippet=snippet(record.content, *_locate(record.content, words)),
-                role=record.role,
-                score=score,
-            )
-            for record, score in pairs
-            if record is not None
-            and record.conversation_id in allowed
-            and _in_window(options, record.created_at, record.created_at)
-        ),
-        options.limit,
-    )
-
-
-async def _summary_hits(
-    store: Store,
-    options: GrepOptions,
-    conversation_ids: tuple[int, ...],
-    search: SemanticSearch,
-    window: int,
-    words: Sequence[str],
-    fulltext: Sequence[int | str] | None,
-) -> tuple[list[GrepHit], bool]:
-    """Up to ``limit`` summary hits, best first, and whether more passed the filters.
-
-    As in the full-text path, a summary is shown at the end of the span it covers and is in the
-    time window when that span overlaps it.
-    """
-    ranked = await search.search_summaries(
-        options.pattern,
-        list(conversation_ids),
-        limit=window,
-        mode="hybrid" if options.mode == "hybrid" else "semantic",
-        fulltext=[str(ref) for ref in fulltext or ()],
-    )
-    allowed = set(conversation_ids)
-    ranked = [h for h in ranked if _wanted(options, h.score, h.conversation_id, allowed)]
-    records = {s.id: s for s in await store.get_summaries([h.summary_id for h in ranked])}
-    pairs = [(records.get(h.summary_id), h.score) for h in ranked]
-    return _first(
-        (
-            GrepHit(
-                scope="summaries",
-                ref=record.id,
-                conversation_id=record.conversation_id,
-                created_at=record.latest_at or record.created_at,
-                snippet=snippet(record.content, *_locate(record.content, words)),
-                kind=record.kind,
-                depth=record.depth,
-                score=score,
-            )
-            for record, score in pairs
-            if record is not None
-            and record.conversation_id in allowed
-            and _in_window(options, record.earliest_at or record.created_at, record.latest_at or record.created_at)
-        ),
-        options.limit,
     )
 
 
@@ -302,34 +181,25 @@ async def grep_semantic(
         if query is None and options.mode == "semantic":
             parsed = parse_full_text(options.pattern)
             query = None if isinstance(parsed, QuerySyntax) else parsed
-    filtered = options.since is not None or options.before is not None
-    window = _MAX_CANDIDATES if filtered else options.limit + 1
-    words = [w for w in re.findall(r"\w+", options.pattern) if len(w) > 1]
     found: list[GrepHit] = []
     more = False
     shared: dict[str, dict[int | str, float]] = {}  # one fused message ranking for both scopes
     for scope in scopes:
-        if options.mode == "hybrid" or partial is not None:
-            hits, extra = await hybrid_hits(
-                store,
-                options,
-                conversation_ids,
-                search,
-                scope,
-                keyword=query is not None,
-                agent=agent,
-                # By words alone, a question's glue words ("finally get through") are all that may match: keep them,
-                # as the any-word ranking of a full_text question does.
-                stopwords=STOPWORDS if search is not None else FUNCTION_WORDS,
-                shared=shared,
-                ahead=ahead,
-            )
-            found += hits
-            more = more or extra
-            continue
-        assert search is not None  # semantic mode without an embedder was refused above
-        run = _message_hits if scope == "messages" else _summary_hits
-        hits, extra = await run(store, options, conversation_ids, search, window, words, None)
+        hits, extra = await hybrid_hits(
+            store,
+            options,
+            conversation_ids,
+            search,
+            scope,
+            # semantic: by meaning alone (but while the build runs: what is not built yet is found by its words)
+            keyword=query is not None,
+            agent=agent,
+            # By words alone, a question's glue words ("finally get through") are all that may match: keep them,
+            # as the any-word ranking of a full_text question does.
+            stopwords=STOPWORDS if search is not None else FUNCTION_WORDS,
+            shared=shared,
+            ahead=ahead,
+        )
         found += hits
         more = more or extra
     if len(scopes) > 1:
