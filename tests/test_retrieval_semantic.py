@@ -797,12 +797,14 @@ async def test_hybrid_embeds_what_the_embedder_ranks_best_by(
 
 
 class WordingPort(RecordingPort):
-    """A port whose cosines depend on the wording asked: ``by_text`` maps a query to ``{message id: cosine}``."""
+    """A port whose cosines depend on the wording asked: ``by_text`` maps a query to ``{message id: cosine}``; as a
+    real port, it returns the ``limit`` best (each limit asked is recorded)."""
 
     def __init__(self, conversation_id: int, by_text: dict[str, dict[int, float]]) -> None:
         super().__init__("question")
         self.conversation_id = conversation_id
         self.by_text = by_text
+        self.limits: list[int] = []
 
     async def search(
         self,
@@ -814,8 +816,9 @@ class WordingPort(RecordingPort):
         fulltext: Sequence[int] = (),
     ) -> Sequence[MessageHit]:
         self.asked.append(query)
-        found = self.by_text.get(query, {})
-        return [MessageHit(key, self.conversation_id, score) for key, score in found.items()]
+        self.limits.append(limit)
+        found = sorted(self.by_text.get(query, {}).items(), key=lambda item: -item[1])[:limit]
+        return [MessageHit(key, self.conversation_id, score) for key, score in found]
 
 
 @pytest.mark.parametrize("agent", [False, True])
@@ -903,27 +906,6 @@ async def test_semantic_ranks_by_meaning_alone_with_hybrids_other_steps(engine: 
     assert words_only in results["hybrid"]  # found by its words ("clinic", "cat")
 
 
-class RankingPort(WordingPort):
-    """A :class:`WordingPort` that keeps only the ``limit`` best, as a real port does, and records each limit."""
-
-    def __init__(self, conversation_id: int, by_text: dict[str, dict[int, float]]) -> None:
-        super().__init__(conversation_id, by_text)
-        self.limits: list[int] = []
-
-    async def search(
-        self,
-        query: str,
-        conversation_ids: Sequence[int],
-        *,
-        limit: int = 20,
-        mode: str = "semantic",
-        fulltext: Sequence[int] = (),
-    ) -> Sequence[MessageHit]:
-        self.limits.append(limit)
-        found = await super().search(query, conversation_ids, limit=limit, mode=mode, fulltext=fulltext)
-        return sorted(found, key=lambda hit: -hit.score)[:limit]
-
-
 @pytest.mark.parametrize("mode", ["semantic", "hybrid"])
 async def test_a_time_filter_reaches_past_the_best_matches_outside_it(engine: ContextEngine, mode: str) -> None:
     """``since`` drops candidates after the port ranked them by meaning: the meaning side asks deeper
@@ -936,7 +918,7 @@ async def test_a_time_filter_reaches_past_the_best_matches_outside_it(engine: Co
     stored = (await engine.ingest_batch("garden", [*old, late])).stored
     question = "how is the garden doing"
     cosines = {m.id: 0.9 - m.id / 10_000 for m in stored[:-1]} | {stored[-1].id: 0.5}
-    port = RankingPort(stored[0].conversation_id, {question: cosines, "garden": cosines})
+    port = WordingPort(stored[0].conversation_id, {question: cosines, "garden": cosines})
     found = await grep_semantic(
         engine.store,
         GrepOptions(question, mode=mode, scope="messages", since=T0 + timedelta(days=30)),  # type: ignore[arg-type]
