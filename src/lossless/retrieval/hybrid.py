@@ -452,15 +452,14 @@ async def hybrid_hits(
     request it answers, so pages read for other conversations or words are never used).
     """
     words, offset = _question_words(options, stopwords)
-    by_words = keyword  # without it and without an embedder nothing ranks (the caller says why)
     fitted = scope == "messages" and search is not None  # the hybrid message ranking's own weights
     read: dict[int, MessageRecord] = {}  # every message read so far by this search (none is read twice)
     if scope == "messages":  # a copy: the steps below change it
         scores = dict(
-            await _message_fusion(store, options, conversation_ids, search, words, shared, read, ahead, by_words)
+            await _message_fusion(store, options, conversation_ids, search, words, shared, read, ahead, keyword)
         )
     else:  # summaries keep the hand-set fusion weight
-        scores = await _fused(store, options, conversation_ids, search, scope, words, ahead=ahead, by_words=by_words)
+        scores = await _fused(store, options, conversation_ids, search, scope, words, ahead=ahead, by_words=keyword)
     if scope == "messages":
         if search is not None:
             await _lifted(store, options, conversation_ids, search, words, agent, scores)
@@ -494,7 +493,7 @@ async def hybrid_hits(
         sources: dict[str, int] = {}
         if options.mode == "hybrid" and SOURCE_SHARE > 0:
             sources = await _found_by_sources(
-                store, options, conversation_ids, search, words, summaries, scores, shared, by_words
+                store, options, conversation_ids, search, words, summaries, scores, shared, keyword
             )
         when = {key: s.latest_at or s.created_at for key, s in summaries.items()}
     allowed = set(conversation_ids)

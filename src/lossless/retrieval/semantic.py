@@ -203,7 +203,7 @@ async def grep_semantic(
         found += hits
         more = more or extra
     if len(scopes) > 1:
-        # Scores of both kinds are cosines (semantic) or fusion scores (hybrid): one order, best first.
+        # Both kinds are scored by the same ranking (the meaning side scaled 0-1, plus its steps): one order.
         found.sort(key=lambda h: -(h.score or 0.0))
         found = _folded(found)
         more = more or len(found) > options.limit
